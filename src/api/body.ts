@@ -1,0 +1,56 @@
+import type { Context } from 'koa';
+import type { ZodType, ZodTypeDef } from 'zod';
+import { TributaryError } from '../errors.ts';
+
+export const DEFAULT_BODY_LIMIT = 1024 * 1024;
+
+/**
+ * Reads a JSON body with a hard size limit. JSON types and a missing Content-Type are
+ * taken; so is curl's default form type (`curl -d '{…}'`) when the body is JSON. Any
+ * other type is refused so the mistake is named rather than guessed at.
+ */
+export async function readJson(ctx: Context, limit = DEFAULT_BODY_LIMIT): Promise<unknown> {
+  const type = ctx.get('content-type');
+  const json = !type || /^application\/([a-z.+-]*\+)?json\b/i.test(type);
+  const curlDefault = /^application\/x-www-form-urlencoded\b/i.test(type);
+  if (!json && !curlDefault) {
+    throw new TributaryError('unsupported_media_type', 'send the body as JSON with Content-Type: application/json');
+  }
+  const declared = Number(ctx.get('content-length') || 0);
+  if (declared > limit) {
+    ctx.set('Connection', 'close');
+    throw new TributaryError('payload_too_large', `the body is larger than ${limit} bytes`);
+  }
+  const chunks: Buffer[] = [];
+  let size = 0;
+  for await (const chunk of ctx.req as AsyncIterable<Buffer>) {
+    size += chunk.length;
+    if (size > limit) {
+      ctx.set('Connection', 'close');
+      throw new TributaryError('payload_too_large', `the body is larger than ${limit} bytes`);
+    }
+    chunks.push(chunk);
+  }
+  const text = Buffer.concat(chunks).toString('utf8');
+  if (text.trim() === '') return undefined;
+  if (curlDefault && !/^\s*[[{]/.test(text)) {
+    throw new TributaryError('unsupported_media_type', 'send the body as JSON with Content-Type: application/json');
+  }
+  try {
+    return JSON.parse(text) as unknown;
+  } catch (error) {
+    throw new TributaryError('invalid_json', `the body is not valid JSON: ${(error as Error).message}`);
+  }
+}
+
+/** Validates with a zod schema; the message names every offending field. */
+export function validate<T>(schema: ZodType<T, ZodTypeDef, unknown>, value: unknown, what = 'body'): T {
+  if (value === undefined) throw new TributaryError('invalid_request', `the request needs a JSON object ${what}`);
+  const result = schema.safeParse(value);
+  if (result.success) return result.data;
+  const issues = result.error.issues.slice(0, 5).map((issue) => {
+    const where = issue.path.length > 0 ? issue.path.join('.') : what;
+    return `${where}: ${issue.message}`;
+  });
+  throw new TributaryError('invalid_request', issues.join('; '));
+}

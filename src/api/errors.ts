@@ -1,0 +1,48 @@
+import type { Middleware } from 'koa';
+import { TributaryError, toError, type ErrorCode } from '../errors.ts';
+import type { Logger } from '../log.ts';
+
+const codeOfStatus: Record<number, ErrorCode> = {
+  400: 'invalid_request',
+  401: 'unauthorized',
+  403: 'forbidden',
+  404: 'not_found',
+  405: 'method_not_allowed',
+  413: 'payload_too_large',
+  415: 'unsupported_media_type',
+  422: 'unprocessable',
+};
+
+/**
+ * Turns everything thrown into `{"error":{"code","message"}}`. Only errors marked
+ * `expose` show their message; the rest answer a bare 500 and are logged in full.
+ */
+export function errorMiddleware(logger: Logger): Middleware {
+  return async (ctx, next) => {
+    const started = performance.now();
+    try {
+      await next();
+      if (ctx.status === 404 && ctx.body === undefined) {
+        throw new TributaryError('not_found', `no route for ${ctx.method} ${ctx.path}`);
+      }
+    } catch (thrown) {
+      const error = toError(thrown);
+      const httpStatus = (error as { status?: unknown }).status;
+      if (error instanceof TributaryError && error.expose) {
+        ctx.status = error.status;
+        ctx.body = { error: { code: error.code, message: error.message } };
+      } else if (typeof httpStatus === 'number' && httpStatus >= 400 && httpStatus < 500) {
+        // Raised by Koa or the router themselves (a malformed URL, say).
+        ctx.status = httpStatus;
+        ctx.body = { error: { code: codeOfStatus[httpStatus] ?? 'invalid_request', message: error.message } };
+      } else {
+        logger.error({ err: error, method: ctx.method, path: ctx.path }, 'request failed');
+        ctx.status = 500;
+        ctx.body = { error: { code: 'internal', message: 'internal error; see the service log' } };
+      }
+      if (ctx.status === 401) ctx.set('WWW-Authenticate', 'Bearer');
+    } finally {
+      logger.debug({ method: ctx.method, path: ctx.path, status: ctx.status, ms: Math.round(performance.now() - started) }, 'request');
+    }
+  };
+}

@@ -1,0 +1,128 @@
+import type Router from '@koa/router';
+import type { Context } from 'koa';
+import { z } from 'zod';
+import { airtableSettingsSchema, stripeSettingsSchema } from '../../control/settings.ts';
+import type { SyncRecord } from '../../control/syncs.ts';
+import { TributaryError, notFound } from '../../errors.ts';
+import type { Principal } from '../auth.ts';
+import { readJson, validate } from '../body.ts';
+import type { ApiOptions } from '../context.ts';
+import { syncView } from '../views.ts';
+
+const databaseUrl = z
+  .string()
+  .max(2048)
+  .refine((value) => {
+    try {
+      return ['postgres:', 'postgresql:'].includes(new URL(value).protocol);
+    } catch {
+      return false;
+    }
+  }, 'must be a postgres:// or postgresql:// URL');
+
+const common = {
+  account_id: z.string().max(64).optional(),
+  database_url: databaseUrl.optional(),
+};
+
+const createSync = z.discriminatedUnion('kind', [
+  z
+    .object({
+      kind: z.literal('airtable'),
+      base_id: z.string().regex(/^app[A-Za-z0-9]{14}$/, 'must be an Airtable base id (app followed by 14 letters or digits)'),
+      api_key: z.string().min(1).max(512).regex(/^\S+$/, 'must not contain white space'),
+      settings: airtableSettingsSchema.partial().strict().optional(),
+      ...common,
+    })
+    .strict(),
+  z
+    .object({
+      kind: z.literal('stripe'),
+      api_key: z
+        .string()
+        .max(512)
+        .regex(/^(sk|rk)_(test|live)_[A-Za-z0-9]+$/, 'must be a Stripe secret or restricted key (sk_test_…, rk_test_…, sk_live_…, rk_live_…)'),
+      settings: stripeSettingsSchema.partial().strict().optional(),
+      ...common,
+    })
+    .strict(),
+]);
+
+const patchSync = z.object({ settings: z.record(z.unknown()) }).strict();
+
+/** An account sees only its own syncs; anyone else's answer exactly like a missing one. */
+async function findSync(api: ApiOptions, principal: Principal, id: string): Promise<SyncRecord> {
+  const sync = await api.syncs.get(id);
+  if (!sync || sync.state !== 'active') throw notFound(`sync ${id}`);
+  if (principal.kind === 'account' && sync.accountId !== principal.account.id) throw notFound(`sync ${id}`);
+  return sync;
+}
+
+async function ownerOf(api: ApiOptions, principal: Principal, requested: string | undefined): Promise<string> {
+  if (principal.kind === 'account') {
+    if (requested !== undefined && requested !== principal.account.id) {
+      throw new TributaryError('forbidden', 'an account token can only create syncs in its own account');
+    }
+    return principal.account.id;
+  }
+  if (requested === undefined) throw new TributaryError('invalid_request', 'account_id: required with the admin token');
+  if (!(await api.accounts.get(requested))) throw new TributaryError('unprocessable', `account ${requested} does not exist`);
+  return requested;
+}
+
+const view = async (api: ApiOptions, sync: SyncRecord) => syncView(sync, await api.syncService.readerUrl(sync), api.events);
+
+function queryFlag(ctx: Context, name: string): boolean {
+  const value = ctx.query[name];
+  if (value === undefined) return false;
+  if (value === 'true' || value === '1') return true;
+  if (value === 'false' || value === '0') return false;
+  throw new TributaryError('invalid_request', `${name}: must be true or false`);
+}
+
+export function syncRoutes(router: Router, api: ApiOptions): void {
+  router.post('/api/syncs', async (ctx) => {
+    const principal = await api.authenticate(ctx);
+    const input = validate(createSync, await readJson(ctx, api.bodyLimit));
+    const accountId = await ownerOf(api, principal, input.account_id);
+    const sync = await api.syncService.create({
+      accountId,
+      kind: input.kind,
+      baseId: input.kind === 'airtable' ? input.base_id : null,
+      apiKey: input.api_key,
+      settings: input.settings ?? {},
+      databaseUrl: input.database_url ?? null,
+    });
+    ctx.status = 201;
+    ctx.body = await view(api, sync);
+  });
+
+  router.get('/api/syncs', async (ctx) => {
+    const principal = await api.authenticate(ctx);
+    const filter = principal.kind === 'account' ? principal.account.id : (ctx.query.account_id as string | undefined);
+    const syncs = await api.syncs.list(filter);
+    ctx.body = { data: await Promise.all(syncs.map((sync) => view(api, sync))) };
+  });
+
+  router.get('/api/syncs/:id', async (ctx) => {
+    const principal = await api.authenticate(ctx);
+    ctx.body = await view(api, await findSync(api, principal, ctx.params.id!));
+  });
+
+  router.patch('/api/syncs/:id', async (ctx) => {
+    const principal = await api.authenticate(ctx);
+    const sync = await findSync(api, principal, ctx.params.id!);
+    const input = validate(patchSync, await readJson(ctx, api.bodyLimit));
+    const updated = await api.syncService.updateSettings(sync, input.settings);
+    api.logger.info({ sync: sync.id, settings: updated.settings }, 'sync settings changed');
+    ctx.body = await view(api, updated);
+  });
+
+  router.delete('/api/syncs/:id', async (ctx) => {
+    const principal = await api.authenticate(ctx);
+    const sync = await findSync(api, principal, ctx.params.id!);
+    const keepDatabase = queryFlag(ctx, 'keep_database');
+    await api.syncService.delete(sync, keepDatabase);
+    ctx.body = { id: sync.id, deleted: true, database_kept: keepDatabase };
+  });
+}

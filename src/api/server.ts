@@ -1,0 +1,37 @@
+import Router from '@koa/router';
+import Koa from 'koa';
+import { TributaryError } from '../errors.ts';
+import type { ApiOptions } from './context.ts';
+import { errorMiddleware } from './errors.ts';
+import { accountRoutes } from './routes/accounts.ts';
+import { syncRoutes } from './routes/syncs.ts';
+
+export function createApiApp(api: ApiOptions): Koa {
+  const app = new Koa();
+  app.silent = true; // errors are logged once, by errorMiddleware
+  const router = new Router();
+
+  router.get('/healthz', async (ctx) => {
+    try {
+      await api.pool.query('SELECT 1');
+      ctx.body = { ok: true };
+    } catch {
+      throw new TributaryError('unavailable', 'the control database is unreachable');
+    }
+  });
+  accountRoutes(router, api);
+  syncRoutes(router, api);
+
+  app.use(errorMiddleware(api.logger));
+  app.use(router.routes());
+  app.use(async (ctx, next) => {
+    await next();
+    // A known path with a method it does not take: say so instead of a bare 404.
+    const allowed = router.match(ctx.path, ctx.method).path.flatMap((layer) => layer.methods);
+    if (ctx.status === 404 && ctx.body === undefined && allowed.length > 0) {
+      ctx.set('Allow', [...new Set(allowed)].join(', '));
+      throw new TributaryError('method_not_allowed', `${ctx.method} is not allowed on ${ctx.path}`);
+    }
+  });
+  return app;
+}

@@ -1,0 +1,42 @@
+import type { Account } from '../control/accounts.ts';
+import type { Secret } from '../control/secrets.ts';
+import { statusOf } from '../control/status.ts';
+import type { SyncRecord } from '../control/syncs.ts';
+
+/** Where users reach the event stream; the same for every sync of a deployment. */
+export interface EventEndpoints {
+  restUrl: string;
+  kafkaBrokers: string[];
+}
+
+export function accountView(account: Account) {
+  return { id: account.id, name: account.name, created_at: account.createdAt.toISOString() };
+}
+
+/** The one answer that carries the account's token and event password. */
+export function newAccountView(account: Account, apiToken: Secret, eventsPassword: Secret, events: EventEndpoints) {
+  return {
+    ...accountView(account),
+    api_token: apiToken.reveal(),
+    events: {
+      username: account.eventsUsername,
+      password: eventsPassword.reveal(),
+      rest_url: events.restUrl,
+      kafka_brokers: events.kafkaBrokers,
+    },
+  };
+}
+
+export function syncView(sync: SyncRecord, readerUrl: string, events: EventEndpoints) {
+  return {
+    id: sync.id,
+    kind: sync.kind,
+    account_id: sync.accountId,
+    ...(sync.baseId !== null ? { base_id: sync.baseId } : {}),
+    settings: sync.settings,
+    database: { name: sync.databaseName, url: readerUrl },
+    events: { topic_prefix: `svc.${sync.id}.`, rest_url: events.restUrl, kafka_brokers: events.kafkaBrokers },
+    status: statusOf(sync.status),
+    created_at: sync.createdAt.toISOString(),
+  };
+}

@@ -1,0 +1,195 @@
+import { readFileSync } from 'node:fs';
+import { parseArgs, type ParseArgsConfig } from 'node:util';
+import { loadConfig, parseRoles } from '../config.ts';
+import { createLogger } from '../log.ts';
+import { startService } from '../main.ts';
+import { call, resolveToken, type ClientOptions } from './client.ts';
+
+type Options = NonNullable<ParseArgsConfig['options']>;
+
+interface Command {
+  usage: string;
+  summary: string;
+  options: Options;
+  run(values: Record<string, string | boolean | undefined>, positionals: string[]): Promise<void>;
+}
+
+const clientOptions: Options = {
+  url: { type: 'string' },
+  token: { type: 'string' },
+};
+
+const clientHelp = `
+  --url URL      management API (default $TRIBUTARY_URL or http://127.0.0.1:$TRIBUTARY_API_PORT)
+  --token TOKEN  bearer token (default $TRIBUTARY_TOKEN, else .tributary/admin-token)`;
+
+async function client(values: Record<string, string | boolean | undefined>): Promise<ClientOptions> {
+  const url =
+    (values.url as string | undefined) ?? process.env.TRIBUTARY_URL ?? `http://127.0.0.1:${process.env.TRIBUTARY_API_PORT || 8080}`;
+  return { url, token: await resolveToken(values.token as string | undefined, process.env) };
+}
+
+const print = (value: unknown) => process.stdout.write(`${JSON.stringify(value, null, 2)}\n`);
+
+/** `-` reads a secret from standard input, so it stays out of the shell history and `ps`. */
+function secretArg(value: string): string {
+  return value === '-' ? readFileSync(0, 'utf8').trim() : value;
+}
+
+function booleanArg(name: string, value: string): boolean {
+  if (value === 'true') return true;
+  if (value === 'false') return false;
+  throw new Error(`--${name} takes true or false`);
+}
+
+const commands: Record<string, Command> = {
+  run: {
+    usage: 'tributary run [--roles api,sync,decoder,proxy,events]',
+    summary: 'run the service (all roles by default)',
+    options: { roles: { type: 'string' } },
+    async run(values) {
+      const logger = createLogger();
+      const config = loadConfig(process.env, values.roles ? { roles: parseRoles(values.roles as string) } : {});
+      const service = await startService(config, logger);
+      logger.info({ roles: config.roles }, 'tributary is running');
+      let stopping = false;
+      const shutdown = (signal: string) => {
+        if (stopping) return;
+        stopping = true;
+        logger.info({ signal }, 'shutting down');
+        service.stop().then(
+          () => process.exit(0),
+          (err: unknown) => {
+            logger.error({ err }, 'shutdown failed');
+            process.exit(1);
+          },
+        );
+      };
+      process.on('SIGTERM', () => shutdown('SIGTERM'));
+      process.on('SIGINT', () => shutdown('SIGINT'));
+    },
+  },
+  'accounts create': {
+    usage: 'tributary accounts create --name NAME',
+    summary: 'create an account (admin token); prints its API token and event credentials once',
+    options: { ...clientOptions, name: { type: 'string' } },
+    async run(values) {
+      print(await call(await client(values), 'POST', '/api/accounts', { name: values.name }));
+    },
+  },
+  'accounts list': {
+    usage: 'tributary accounts list',
+    summary: 'list accounts (admin token)',
+    options: clientOptions,
+    async run(values) {
+      print(await call(await client(values), 'GET', '/api/accounts'));
+    },
+  },
+  'syncs create': {
+    usage:
+      'tributary syncs create --kind airtable|stripe --api-key KEY|- [--base-id app…] [--settings JSON] [--database-url URL] [--account-id ID]',
+    summary: 'connect an Airtable base or a Stripe account (--api-key - reads the key from stdin)',
+    options: {
+      ...clientOptions,
+      kind: { type: 'string' },
+      'api-key': { type: 'string' },
+      'base-id': { type: 'string' },
+      settings: { type: 'string' },
+      'database-url': { type: 'string' },
+      'account-id': { type: 'string' },
+    },
+    async run(values) {
+      const body: Record<string, unknown> = { kind: values.kind, api_key: secretArg(String(values['api-key'] ?? '')) };
+      if (values['base-id']) body.base_id = values['base-id'];
+      if (values.settings) body.settings = JSON.parse(values.settings as string);
+      if (values['database-url']) body.database_url = values['database-url'];
+      if (values['account-id']) body.account_id = values['account-id'];
+      print(await call(await client(values), 'POST', '/api/syncs', body));
+    },
+  },
+  'syncs list': {
+    usage: 'tributary syncs list',
+    summary: 'list syncs with their status',
+    options: clientOptions,
+    async run(values) {
+      print(await call(await client(values), 'GET', '/api/syncs'));
+    },
+  },
+  'syncs show': {
+    usage: 'tributary syncs show SYNC_ID',
+    summary: 'show one sync: settings, database URL, event topics, status',
+    options: clientOptions,
+    async run(values, [id]) {
+      if (!id) throw new Error('name the sync: tributary syncs show SYNC_ID');
+      print(await call(await client(values), 'GET', `/api/syncs/${encodeURIComponent(id)}`));
+    },
+  },
+  'syncs settings': {
+    usage:
+      'tributary syncs settings SYNC_ID [--turbo true|false] [--debounce-ms N] [--lookup-as text|text[]] [--intelligent-cast true|false]',
+    summary: 'change settings of a sync',
+    options: {
+      ...clientOptions,
+      turbo: { type: 'string' },
+      'debounce-ms': { type: 'string' },
+      'lookup-as': { type: 'string' },
+      'intelligent-cast': { type: 'string' },
+    },
+    async run(values, [id]) {
+      if (!id) throw new Error('name the sync: tributary syncs settings SYNC_ID …');
+      const settings: Record<string, unknown> = {};
+      if (values.turbo !== undefined) settings.turbo = booleanArg('turbo', values.turbo as string);
+      if (values['debounce-ms'] !== undefined) settings.debounce_ms = Number(values['debounce-ms']);
+      if (values['lookup-as'] !== undefined) settings.lookup_as = values['lookup-as'];
+      if (values['intelligent-cast'] !== undefined) {
+        settings.intelligent_cast = booleanArg('intelligent-cast', values['intelligent-cast'] as string);
+      }
+      print(await call(await client(values), 'PATCH', `/api/syncs/${encodeURIComponent(id)}`, { settings }));
+    },
+  },
+  'syncs delete': {
+    usage: 'tributary syncs delete SYNC_ID [--keep-database]',
+    summary: 'stop a sync and drop its database (--keep-database keeps it)',
+    options: { ...clientOptions, 'keep-database': { type: 'boolean' } },
+    async run(values, [id]) {
+      if (!id) throw new Error('name the sync: tributary syncs delete SYNC_ID');
+      const query = values['keep-database'] ? '?keep_database=true' : '';
+      print(await call(await client(values), 'DELETE', `/api/syncs/${encodeURIComponent(id)}${query}`));
+    },
+  },
+};
+
+function overview(): string {
+  const lines = Object.values(commands).map((c) => `  ${c.usage}\n      ${c.summary}`);
+  return `tributary: read-only PostgreSQL followers of Airtable and Stripe\n\nCommands:\n${lines.join('\n')}\n\nClient options (all but run):${clientHelp}\n\nEach command takes --help.\n`;
+}
+
+export async function main(argv: string[]): Promise<number> {
+  const [first, second] = argv;
+  const name = commands[`${first} ${second}`] ? `${first} ${second}` : first;
+  const command = name ? commands[name] : undefined;
+  if (!command) {
+    const wanted = !first || first === '--help' || first === '-h' || first === 'help';
+    (wanted ? process.stdout : process.stderr).write(overview());
+    return wanted ? 0 : 2;
+  }
+  const rest = argv.slice(name!.split(' ').length);
+  try {
+    const { values, positionals } = parseArgs({
+      args: rest,
+      options: { ...command.options, help: { type: 'boolean', short: 'h' } },
+      allowPositionals: true,
+      strict: true,
+    });
+    if (values.help) {
+      const clientPart = command.options.token ? `\nOptions:${clientHelp}\n` : '\n';
+      process.stdout.write(`${command.usage}\n  ${command.summary}\n${clientPart}`);
+      return 0;
+    }
+    await command.run(values, positionals);
+    return 0;
+  } catch (error) {
+    process.stderr.write(`tributary ${name}: ${(error as Error).message}\n`);
+    return 1;
+  }
+}

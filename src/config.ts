@@ -1,0 +1,92 @@
+import path from 'node:path';
+
+/** Every process role Tributary knows; `tributary run --roles` picks a subset. */
+export const allRoles = ['api', 'sync', 'decoder', 'proxy', 'events'] as const;
+export type Role = (typeof allRoles)[number];
+
+export interface Config {
+  host: string;
+  /** Host name put into URLs handed to users (database.url, rest_url). */
+  publicHost: string;
+  apiPort: number;
+  proxyPort: number;
+  eventsPort: number;
+  /** Folder for the embedded PostgreSQL, the generated secret key and admin token. */
+  dataDir: string;
+  /** Control database; unset means "start the embedded PostgreSQL". */
+  databaseUrl: string | undefined;
+  /** Admin connection to the server that holds per-sync databases; defaults to the control server. */
+  targetDatabaseUrl: string | undefined;
+  embeddedPgPort: number;
+  kafkaBrokers: string[];
+  secretKeyBase64: string | undefined;
+  adminToken: string | undefined;
+  webhookAllowPrivate: boolean;
+  /** Upstream host -> base URL overrides, e.g. api.airtable.com -> http://127.0.0.1:9101. */
+  upstreams: Map<string, string>;
+  roles: Role[];
+}
+
+type Env = Record<string, string | undefined>;
+
+function port(env: Env, name: string, fallback: number): number {
+  const raw = env[name];
+  if (raw === undefined || raw === '') return fallback;
+  const value = Number(raw);
+  if (!Number.isInteger(value) || value < 0 || value > 65535) {
+    throw new Error(`${name} must be a port number (0-65535), got ${JSON.stringify(raw)}`);
+  }
+  return value;
+}
+
+export function parseUpstreams(raw: string | undefined): Map<string, string> {
+  const map = new Map<string, string>();
+  if (!raw) return map;
+  for (const pair of raw.split(',')) {
+    const trimmed = pair.trim();
+    if (!trimmed) continue;
+    const eq = trimmed.indexOf('=');
+    const host = trimmed.slice(0, eq).trim();
+    const target = trimmed.slice(eq + 1).trim();
+    if (eq <= 0 || !/^https?:\/\/[^/]+\/?$/.test(target)) {
+      throw new Error(`TRIBUTARY_UPSTREAMS: expected host=http(s)://host:port pairs, got ${JSON.stringify(trimmed)}`);
+    }
+    map.set(host, target.replace(/\/$/, ''));
+  }
+  return map;
+}
+
+export function parseRoles(raw: string | undefined): Role[] {
+  if (!raw) return [...allRoles];
+  const roles = raw.split(',').map((r) => r.trim()).filter(Boolean);
+  for (const role of roles) {
+    if (!(allRoles as readonly string[]).includes(role)) {
+      throw new Error(`unknown role ${JSON.stringify(role)}; roles are ${allRoles.join(', ')}`);
+    }
+  }
+  if (roles.length === 0) throw new Error('--roles needs at least one role');
+  return [...new Set(roles)] as Role[];
+}
+
+export function loadConfig(env: Env = process.env, overrides: Partial<Config> = {}): Config {
+  const host = env.TRIBUTARY_HOST || '127.0.0.1';
+  const wildcard = host === '0.0.0.0' || host === '::';
+  return {
+    host,
+    publicHost: env.TRIBUTARY_PUBLIC_HOST || (wildcard ? '127.0.0.1' : host),
+    apiPort: port(env, 'TRIBUTARY_API_PORT', 8080),
+    proxyPort: port(env, 'TRIBUTARY_PROXY_PORT', 8081),
+    eventsPort: port(env, 'TRIBUTARY_EVENTS_PORT', 8082),
+    dataDir: path.resolve(env.TRIBUTARY_DATA_DIR || '.tributary'),
+    databaseUrl: env.DATABASE_URL || undefined,
+    targetDatabaseUrl: env.TRIBUTARY_TARGET_DATABASE_URL || undefined,
+    embeddedPgPort: port(env, 'TRIBUTARY_PG_PORT', 54329),
+    kafkaBrokers: (env.KAFKA_BROKERS ?? '').split(',').map((b) => b.trim()).filter(Boolean),
+    secretKeyBase64: env.TRIBUTARY_SECRET_KEY || undefined,
+    adminToken: env.TRIBUTARY_ADMIN_TOKEN || undefined,
+    webhookAllowPrivate: env.TRIBUTARY_WEBHOOK_ALLOW_PRIVATE === '1',
+    upstreams: parseUpstreams(env.TRIBUTARY_UPSTREAMS),
+    roles: parseRoles(env.TRIBUTARY_ROLES),
+    ...overrides,
+  };
+}

@@ -1,0 +1,79 @@
+import type pg from 'pg';
+import { newAccountId, newApiToken, newPassword, randomLowerAlnum } from '../ids.ts';
+import { hashToken, Secret, type SecretBox } from './secrets.ts';
+
+export interface Account {
+  id: string;
+  name: string;
+  eventsUsername: string;
+  createdAt: Date;
+}
+
+export interface NewAccount {
+  account: Account;
+  apiToken: Secret;
+  eventsPassword: Secret;
+}
+
+interface AccountRow {
+  id: string;
+  name: string;
+  events_username: string;
+  created_at: Date;
+}
+
+const columns = 'id, name, events_username, created_at';
+const toAccount = (row: AccountRow): Account => ({
+  id: row.id,
+  name: row.name,
+  eventsUsername: row.events_username,
+  createdAt: row.created_at,
+});
+
+const passwordAad = (accountId: string) => `accounts:${accountId}:events_password`;
+
+export class AccountStore {
+  constructor(
+    private readonly pool: pg.Pool,
+    private readonly box: SecretBox,
+  ) {}
+
+  /** The token and the event password are returned here once; only a hash and a sealed copy are kept. */
+  async create(name: string): Promise<NewAccount> {
+    const id = newAccountId();
+    const apiToken = newApiToken();
+    const eventsPassword = newPassword();
+    const eventsUsername = `ev_${randomLowerAlnum(12)}`;
+    const { rows } = await this.pool.query<AccountRow>(
+      `INSERT INTO accounts (id, name, api_token_sha256, events_username, events_password_enc)
+       VALUES ($1, $2, $3, $4, $5) RETURNING ${columns}`,
+      [id, name, hashToken(apiToken), eventsUsername, this.box.encrypt(eventsPassword, passwordAad(id))],
+    );
+    return { account: toAccount(rows[0]!), apiToken: new Secret(apiToken), eventsPassword: new Secret(eventsPassword) };
+  }
+
+  async findByToken(token: string): Promise<Account | undefined> {
+    const { rows } = await this.pool.query<AccountRow>(`SELECT ${columns} FROM accounts WHERE api_token_sha256 = $1`, [
+      hashToken(token),
+    ]);
+    return rows[0] && toAccount(rows[0]);
+  }
+
+  async get(id: string): Promise<Account | undefined> {
+    const { rows } = await this.pool.query<AccountRow>(`SELECT ${columns} FROM accounts WHERE id = $1`, [id]);
+    return rows[0] && toAccount(rows[0]);
+  }
+
+  async list(): Promise<Account[]> {
+    const { rows } = await this.pool.query<AccountRow>(`SELECT ${columns} FROM accounts ORDER BY created_at, id`);
+    return rows.map(toAccount);
+  }
+
+  async eventsPassword(accountId: string): Promise<Secret | undefined> {
+    const { rows } = await this.pool.query<{ events_password_enc: string }>(
+      'SELECT events_password_enc FROM accounts WHERE id = $1',
+      [accountId],
+    );
+    return rows[0] && this.box.decrypt(rows[0].events_password_enc, passwordAad(accountId));
+  }
+}

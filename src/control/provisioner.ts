@@ -1,0 +1,152 @@
+import { createHash, createHmac, pbkdf2Sync, randomBytes } from 'node:crypto';
+import type pg from 'pg';
+import { TributaryError } from '../errors.ts';
+import type { Logger } from '../log.ts';
+import { ident, withClient, withDatabase } from '../db/sql.ts';
+
+/** Every sync database carries one publication of this name, covering schema `public`. */
+export const PUBLICATION = 'tributary';
+
+export interface SyncDatabase {
+  /** Admin connection to the server that holds the database (any database on it). */
+  adminUrl: string;
+  name: string;
+  role: string;
+}
+
+/**
+ * A SCRAM-SHA-256 verifier (RFC 5802 / 7677), computed here so that the plain password
+ * never travels to the server, and so never lands in its statement log.
+ */
+export function scramVerifier(password: string, iterations = 4096): string {
+  const salt = randomBytes(16);
+  const salted = pbkdf2Sync(password.normalize('NFKC'), salt, iterations, 32, 'sha256');
+  const clientKey = createHmac('sha256', salted).update('Client Key').digest();
+  const storedKey = createHash('sha256').update(clientKey).digest();
+  const serverKey = createHmac('sha256', salted).update('Server Key').digest();
+  return `SCRAM-SHA-256$${iterations}:${salt.toString('base64')}$${storedKey.toString('base64')}:${serverKey.toString('base64')}`;
+}
+
+/** Large-object functions let any role write to pg_largeobject; the reader must not. */
+const largeObjectWriters = ['lo_create(oid)', 'lo_creat(integer)', 'lo_from_bytea(oid, bytea)'];
+
+/**
+ * Creates the sync's database and its read-only role:
+ * - the role may CONNECT to this database only, USAGE on `public` only, SELECT on tables
+ *   only (default privileges also cover tables built in `public_swap` and swapped in);
+ * - `default_transaction_read_only` is a second wall, not the only one: the role could
+ *   turn it off, and then still lacks every write privilege;
+ * - one publication over schema `public` and one logical slot for the decoder; tables
+ *   rebuilt in `public_swap` are outside the publication until they are swapped in.
+ */
+export async function provisionDatabase(db: SyncDatabase, password: string, logger: Logger): Promise<void> {
+  const role = ident(db.role);
+  const database = ident(db.name);
+  await withClient(db.adminUrl, async (admin) => {
+    await admin.query(`CREATE ROLE ${role} LOGIN NOINHERIT CONNECTION LIMIT 50 PASSWORD '${scramVerifier(password)}'`);
+    await admin.query(`ALTER ROLE ${role} SET default_transaction_read_only = on`);
+    // A reader idle inside a transaction would hold locks that block the swap of a rebuilt table.
+    await admin.query(`ALTER ROLE ${role} SET idle_in_transaction_session_timeout = '5min'`);
+    await admin.query(`CREATE DATABASE ${database} TEMPLATE template0 ENCODING 'UTF8'`);
+    await admin.query(`REVOKE ALL ON DATABASE ${database} FROM PUBLIC`);
+    await admin.query(`GRANT CONNECT ON DATABASE ${database} TO ${role}`);
+  });
+  await withClient(withDatabase(db.adminUrl, db.name), async (admin) => {
+    await admin.query('BEGIN');
+    await admin.query('REVOKE ALL ON SCHEMA public FROM PUBLIC');
+    await admin.query(`GRANT USAGE ON SCHEMA public TO ${role}`);
+    await admin.query('CREATE SCHEMA public_swap');
+    await admin.query(`ALTER DEFAULT PRIVILEGES GRANT SELECT ON TABLES TO ${role}`);
+    for (const fn of largeObjectWriters) await admin.query(`REVOKE EXECUTE ON FUNCTION pg_catalog.${fn} FROM PUBLIC`);
+    await admin.query(
+      `CREATE TABLE public._sync_meta (
+         started_at timestamptz,
+         completed_at timestamptz,
+         duration_last interval
+       )`,
+    );
+    await admin.query('INSERT INTO public._sync_meta VALUES (NULL, NULL, NULL)');
+    await admin.query("COMMENT ON TABLE public._sync_meta IS 'Tributary: when the last sync started and completed'");
+    await admin.query(`CREATE PUBLICATION ${ident(PUBLICATION)} FOR TABLES IN SCHEMA public`);
+    await admin.query('COMMIT');
+    // Created after the publication so that the decoder sees every table from the first change on.
+    await admin.query("SELECT pg_create_logical_replication_slot($1, 'pgoutput')", [db.name]);
+  });
+  logger.info({ database: db.name }, 'sync database provisioned');
+}
+
+async function dropSlot(admin: pg.Client, slot: string): Promise<void> {
+  // An active walsender holds the slot; end it first, or the drop fails.
+  await admin.query(
+    'SELECT pg_terminate_backend(active_pid) FROM pg_replication_slots WHERE slot_name = $1 AND active_pid IS NOT NULL',
+    [slot],
+  );
+  for (let attempt = 0; ; attempt++) {
+    try {
+      await admin.query('SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots WHERE slot_name = $1', [slot]);
+      return;
+    } catch (error) {
+      // 55006 object_in_use: the terminated walsender has not exited yet.
+      if ((error as { code?: string }).code !== '55006' || attempt >= 50) throw error;
+      await new Promise((r) => setTimeout(r, 100));
+    }
+  }
+}
+
+/**
+ * Removes what provisionDatabase made; every step tolerates a half-made or already
+ * removed state, so an interrupted create or delete can simply be run again.
+ * With `keepDatabase` the database and its reader stay; the slot always goes, since
+ * a slot nobody reads pins WAL on the server forever.
+ */
+export async function dropDatabase(db: SyncDatabase, options: { keepDatabase: boolean }, logger: Logger): Promise<void> {
+  const exists = await withClient(db.adminUrl, async (admin) => {
+    const { rowCount } = await admin.query('SELECT 1 FROM pg_database WHERE datname = $1', [db.name]);
+    return rowCount === 1;
+  });
+  if (exists) {
+    await withClient(withDatabase(db.adminUrl, db.name), (admin) => dropSlot(admin, db.name));
+  }
+  if (options.keepDatabase) {
+    logger.info({ database: db.name }, 'sync database kept; replication slot dropped');
+    return;
+  }
+  await withClient(db.adminUrl, async (admin) => {
+    await admin.query(`DROP DATABASE IF EXISTS ${ident(db.name)} WITH (FORCE)`);
+    await admin.query(`DROP ROLE IF EXISTS ${ident(db.role)}`);
+  });
+  logger.info({ database: db.name }, 'sync database dropped');
+}
+
+/** A customer-owned server must allow logical decoding and let us create databases, roles and slots. */
+export async function checkServer(adminUrl: string): Promise<void> {
+  let problems: string[] = [];
+  try {
+    await withClient(adminUrl, async (admin) => {
+      const { rows } = await admin.query<{
+        wal_level: string;
+        rolsuper: boolean;
+        rolcreatedb: boolean;
+        rolcreaterole: boolean;
+        rolreplication: boolean;
+      }>(
+        `SELECT current_setting('wal_level') AS wal_level, rolsuper, rolcreatedb, rolcreaterole, rolreplication
+           FROM pg_roles WHERE rolname = current_user`,
+      );
+      const row = rows[0];
+      if (!row) throw new Error('cannot read the current role');
+      problems = [
+        row.wal_level !== 'logical' && `wal_level is ${row.wal_level}, it must be logical`,
+        !row.rolsuper && !row.rolcreatedb && 'the role lacks CREATEDB',
+        !row.rolsuper && !row.rolcreaterole && 'the role lacks CREATEROLE',
+        !row.rolsuper && !row.rolreplication && 'the role lacks REPLICATION',
+      ].filter((p): p is string => typeof p === 'string');
+    });
+  } catch (cause) {
+    const reason = cause instanceof Error ? cause.message : 'unknown error';
+    throw new TributaryError('unprocessable', `cannot connect to database_url: ${reason}`, { cause });
+  }
+  if (problems.length > 0) {
+    throw new TributaryError('unprocessable', `database_url cannot host a sync database: ${problems.join('; ')}`);
+  }
+}

@@ -1,0 +1,140 @@
+import { TributaryError } from '../errors.ts';
+import { newDatabaseName, newPassword, newSyncId } from '../ids.ts';
+import type { Logger } from '../log.ts';
+import { withCredentials, withDatabase } from '../db/sql.ts';
+import { checkServer, dropDatabase, provisionDatabase, type SyncDatabase } from './provisioner.ts';
+import { defaultSettings, settingsPatchSchema, type SyncKind, type SyncSettings } from './settings.ts';
+import type { SyncRecord, SyncStore } from './syncs.ts';
+
+export interface CreateSyncInput {
+  accountId: string;
+  kind: SyncKind;
+  baseId: string | null;
+  apiKey: string;
+  settings: Partial<SyncSettings>;
+  databaseUrl: string | null;
+}
+
+/** What a sync kind adds at creation; the Airtable and Stripe parts plug in here. */
+export interface UpstreamCheck {
+  /** Throws a TributaryError('unprocessable') when the key cannot read what the sync needs. */
+  (input: CreateSyncInput): Promise<{ upstreamAccountId?: string } | void>;
+}
+
+export interface SyncServiceOptions {
+  store: SyncStore;
+  /** Admin URL of the shared server that holds per-sync databases. */
+  sharedServerUrl: string;
+  /** Host name handed out in database URLs for the shared server (for a server bound to a wildcard). */
+  publicHost?: string;
+  upstreamChecks?: Partial<Record<SyncKind, UpstreamCheck>>;
+  logger: Logger;
+}
+
+export class SyncService {
+  constructor(private readonly options: SyncServiceOptions) {}
+
+  async create(input: CreateSyncInput): Promise<SyncRecord> {
+    const { store, logger } = this.options;
+    const settings = { ...defaultSettings[input.kind], ...input.settings } as SyncSettings;
+    if (input.databaseUrl !== null) await checkServer(input.databaseUrl);
+    const checked = (await this.options.upstreamChecks?.[input.kind]?.(input)) ?? {};
+
+    const databaseName = newDatabaseName();
+    let record: SyncRecord;
+    try {
+      record = await store.insert({
+        id: newSyncId(),
+        accountId: input.accountId,
+        kind: input.kind,
+        baseId: input.baseId,
+        upstreamAccountId: checked.upstreamAccountId ?? null,
+        apiKey: input.apiKey,
+        settings,
+        databaseName,
+        databaseRole: `${databaseName}_ro`,
+        databasePassword: newPassword(),
+        customServerUrl: input.databaseUrl,
+      });
+    } catch (error) {
+      if ((error as { code?: string }).code === '23505') {
+        throw new TributaryError('conflict', `this account already has a sync of base ${input.baseId}`);
+      }
+      throw error;
+    }
+
+    // The row exists before the database: a crash from here on leaves a row in state
+    // `provisioning`, which the reconciler removes together with whatever was built.
+    try {
+      const db = await this.database(record);
+      await provisionDatabase(db, (await store.databasePassword(record.id)).reveal(), logger);
+      await store.setState(record.id, 'active');
+    } catch (cause) {
+      logger.error({ err: cause, sync: record.id }, 'provisioning failed; cleaning up');
+      await this.destroy(record).catch((err: unknown) => logger.error({ err, sync: record.id }, 'cleanup failed'));
+      throw new TributaryError('unavailable', 'the sync database could not be created; nothing was kept', { cause, expose: true });
+    }
+    logger.info({ sync: record.id, kind: record.kind, database: record.databaseName }, 'sync created');
+    return { ...record, state: 'active' };
+  }
+
+  async updateSettings(record: SyncRecord, patch: unknown): Promise<SyncRecord> {
+    const parsed = settingsPatchSchema[record.kind].safeParse(patch);
+    if (!parsed.success) {
+      throw new TributaryError('invalid_request', `settings: ${parsed.error.issues.map((i) => `${i.path.join('.') || 'settings'}: ${i.message}`).join('; ')}`);
+    }
+    const updated = await this.options.store.updateSettings(record.id, { ...record.settings, ...parsed.data } as SyncSettings);
+    if (!updated) throw new TributaryError('conflict', 'the sync is being created or deleted');
+    return updated;
+  }
+
+  async delete(record: SyncRecord, keepDatabase: boolean): Promise<void> {
+    // Marked first, so a crash mid-way is finished by the reconciler rather than forgotten.
+    await this.options.store.setState(record.id, 'deleting', keepDatabase);
+    await this.destroy({ ...record, keepDatabase });
+    this.options.logger.info({ sync: record.id, keepDatabase }, 'sync deleted');
+  }
+
+  /** Finishes creates and deletes that a crash interrupted. */
+  async reconcile(): Promise<number> {
+    const { store, logger } = this.options;
+    const stuck = [...(await store.listInState('provisioning')), ...(await store.listInState('deleting'))];
+    for (const record of stuck) {
+      logger.warn({ sync: record.id, state: record.state }, 'finishing an interrupted create or delete');
+      await this.destroy(record);
+    }
+    return stuck.length;
+  }
+
+  /** The URL users get: the sync's database, logged in as its read-only role. */
+  async readerUrl(record: SyncRecord): Promise<string> {
+    const db = await this.database(record);
+    let url = withDatabase(db.adminUrl, db.name);
+    if (!record.customServer && this.options.publicHost) {
+      const parsed = new URL(url);
+      parsed.hostname = this.options.publicHost;
+      url = parsed.toString();
+    }
+    return withCredentials(url, record.databaseRole, (await this.options.store.databasePassword(record.id)).reveal());
+  }
+
+  /** Admin URL of the sync's own database, for the parts that write to it. */
+  async adminUrl(record: SyncRecord): Promise<string> {
+    const db = await this.database(record);
+    return withDatabase(db.adminUrl, db.name);
+  }
+
+  private async database(record: SyncRecord): Promise<SyncDatabase> {
+    const custom = await this.options.store.customServerUrl(record.id);
+    return {
+      adminUrl: custom?.reveal() ?? this.options.sharedServerUrl,
+      name: record.databaseName,
+      role: record.databaseRole,
+    };
+  }
+
+  private async destroy(record: SyncRecord): Promise<void> {
+    await dropDatabase(await this.database(record), { keepDatabase: record.keepDatabase }, this.options.logger);
+    await this.options.store.remove(record.id);
+  }
+}

@@ -1,0 +1,193 @@
+import type pg from 'pg';
+import type { Secret, SecretBox } from './secrets.ts';
+import type { SyncKind, SyncSettings } from './settings.ts';
+
+export type SyncState = 'provisioning' | 'active' | 'deleting';
+
+export interface SyncStatusFields {
+  startedAt: Date | null;
+  completedAt: Date | null;
+  durationLastSeconds: number | null;
+  lastError: string | null;
+  lastErrorAt: Date | null;
+  progress: unknown;
+}
+
+export interface SyncRecord {
+  id: string;
+  accountId: string;
+  kind: SyncKind;
+  baseId: string | null;
+  upstreamAccountId: string | null;
+  settings: SyncSettings;
+  state: SyncState;
+  keepDatabase: boolean;
+  databaseName: string;
+  databaseRole: string;
+  /** True when the database lives on a customer-owned server rather than the shared one. */
+  customServer: boolean;
+  status: SyncStatusFields;
+  createdAt: Date;
+  updatedAt: Date;
+}
+
+export interface NewSync {
+  id: string;
+  accountId: string;
+  kind: SyncKind;
+  baseId: string | null;
+  upstreamAccountId: string | null;
+  apiKey: string;
+  settings: SyncSettings;
+  databaseName: string;
+  databaseRole: string;
+  databasePassword: string;
+  customServerUrl: string | null;
+}
+
+interface SyncRow {
+  id: string;
+  account_id: string;
+  kind: SyncKind;
+  base_id: string | null;
+  upstream_account_id: string | null;
+  settings: SyncSettings;
+  state: SyncState;
+  keep_database: boolean;
+  database_name: string;
+  database_role: string;
+  custom_server: boolean;
+  started_at: Date | null;
+  completed_at: Date | null;
+  duration_last_s: number | null;
+  last_error: string | null;
+  last_error_at: Date | null;
+  progress: unknown;
+  created_at: Date;
+  updated_at: Date;
+}
+
+const columns = `id, account_id, kind, base_id, upstream_account_id, settings, state, keep_database,
+  database_name, database_role, database_server_enc IS NOT NULL AS custom_server,
+  started_at, completed_at, extract(epoch FROM duration_last)::float8 AS duration_last_s,
+  last_error, last_error_at, progress, created_at, updated_at`;
+
+const toRecord = (row: SyncRow): SyncRecord => ({
+  id: row.id,
+  accountId: row.account_id,
+  kind: row.kind,
+  baseId: row.base_id,
+  upstreamAccountId: row.upstream_account_id,
+  settings: row.settings,
+  state: row.state,
+  keepDatabase: row.keep_database,
+  databaseName: row.database_name,
+  databaseRole: row.database_role,
+  customServer: row.custom_server,
+  status: {
+    startedAt: row.started_at,
+    completedAt: row.completed_at,
+    durationLastSeconds: row.duration_last_s,
+    lastError: row.last_error,
+    lastErrorAt: row.last_error_at,
+    progress: row.progress,
+  },
+  createdAt: row.created_at,
+  updatedAt: row.updated_at,
+});
+
+/** Associated data binds each sealed value to its row and column. */
+const aad = (id: string, column: string) => `syncs:${id}:${column}`;
+
+export class SyncStore {
+  constructor(
+    private readonly pool: pg.Pool,
+    private readonly box: SecretBox,
+  ) {}
+
+  async insert(sync: NewSync): Promise<SyncRecord> {
+    const { rows } = await this.pool.query<SyncRow>(
+      `INSERT INTO syncs (id, account_id, kind, base_id, upstream_account_id, api_key_enc, settings,
+         database_name, database_role, database_password_enc, database_server_enc)
+       VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)
+       RETURNING ${columns}`,
+      [
+        sync.id,
+        sync.accountId,
+        sync.kind,
+        sync.baseId,
+        sync.upstreamAccountId,
+        this.box.encrypt(sync.apiKey, aad(sync.id, 'api_key')),
+        JSON.stringify(sync.settings),
+        sync.databaseName,
+        sync.databaseRole,
+        this.box.encrypt(sync.databasePassword, aad(sync.id, 'database_password')),
+        sync.customServerUrl === null ? null : this.box.encrypt(sync.customServerUrl, aad(sync.id, 'database_server')),
+      ],
+    );
+    return toRecord(rows[0]!);
+  }
+
+  async get(id: string): Promise<SyncRecord | undefined> {
+    const { rows } = await this.pool.query<SyncRow>(`SELECT ${columns} FROM syncs WHERE id = $1`, [id]);
+    return rows[0] && toRecord(rows[0]);
+  }
+
+  /** All syncs, or one account's; rows being deleted are no longer shown. */
+  async list(accountId?: string): Promise<SyncRecord[]> {
+    const { rows } = await this.pool.query<SyncRow>(
+      `SELECT ${columns} FROM syncs
+        WHERE state <> 'deleting' AND ($1::text IS NULL OR account_id = $1)
+        ORDER BY created_at, id`,
+      [accountId ?? null],
+    );
+    return rows.map(toRecord);
+  }
+
+  async listInState(state: SyncState): Promise<SyncRecord[]> {
+    const { rows } = await this.pool.query<SyncRow>(`SELECT ${columns} FROM syncs WHERE state = $1`, [state]);
+    return rows.map(toRecord);
+  }
+
+  async setState(id: string, state: SyncState, keepDatabase = false): Promise<void> {
+    await this.pool.query('UPDATE syncs SET state = $2, keep_database = $3, updated_at = now() WHERE id = $1', [
+      id,
+      state,
+      keepDatabase,
+    ]);
+  }
+
+  async updateSettings(id: string, settings: SyncSettings): Promise<SyncRecord | undefined> {
+    const { rows } = await this.pool.query<SyncRow>(
+      `UPDATE syncs SET settings = $2, updated_at = now() WHERE id = $1 AND state = 'active' RETURNING ${columns}`,
+      [id, JSON.stringify(settings)],
+    );
+    return rows[0] && toRecord(rows[0]);
+  }
+
+  async remove(id: string): Promise<void> {
+    await this.pool.query('DELETE FROM syncs WHERE id = $1', [id]);
+  }
+
+  async apiKey(id: string): Promise<Secret> {
+    return this.box.decrypt(await this.column(id, 'api_key_enc'), aad(id, 'api_key'));
+  }
+
+  async databasePassword(id: string): Promise<Secret> {
+    return this.box.decrypt(await this.column(id, 'database_password_enc'), aad(id, 'database_password'));
+  }
+
+  /** The customer-owned server's admin URL, or undefined for the shared server. */
+  async customServerUrl(id: string): Promise<Secret | undefined> {
+    const sealed = await this.column(id, 'database_server_enc');
+    return sealed === null ? undefined : this.box.decrypt(sealed, aad(id, 'database_server'));
+  }
+
+  private async column(id: string, column: 'api_key_enc' | 'database_password_enc'): Promise<string>;
+  private async column(id: string, column: 'database_server_enc'): Promise<string | null>;
+  private async column(id: string, column: string): Promise<string | null> {
+    const { rows } = await this.pool.query<Record<string, string | null>>(`SELECT ${column} AS v FROM syncs WHERE id = $1`, [id]);
+    if (!rows[0]) throw new Error(`sync ${id} not found`);
+    return rows[0].v ?? null;
+  }
+}

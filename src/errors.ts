@@ -1,0 +1,54 @@
+/**
+ * One error type with stable codes. HTTP handlers expose only errors that are
+ * marked `expose`; anything else becomes a generic 500 whose detail stays in the log.
+ */
+export type ErrorCode =
+  | 'invalid_json'
+  | 'invalid_request'
+  | 'unauthorized'
+  | 'forbidden'
+  | 'not_found'
+  | 'method_not_allowed'
+  | 'conflict'
+  | 'payload_too_large'
+  | 'unsupported_media_type'
+  | 'unprocessable'
+  | 'unavailable'
+  | 'internal';
+
+const statusOf: Record<ErrorCode, number> = {
+  invalid_json: 400,
+  invalid_request: 400,
+  unauthorized: 401,
+  forbidden: 403,
+  not_found: 404,
+  method_not_allowed: 405,
+  conflict: 409,
+  payload_too_large: 413,
+  unsupported_media_type: 415,
+  unprocessable: 422,
+  unavailable: 503,
+  internal: 500,
+};
+
+export class TributaryError extends Error {
+  readonly code: ErrorCode;
+  readonly status: number;
+  readonly expose: boolean;
+
+  constructor(code: ErrorCode, message: string, options: { cause?: unknown; expose?: boolean } = {}) {
+    super(message, { cause: options.cause });
+    this.name = 'TributaryError';
+    this.code = code;
+    this.status = statusOf[code];
+    this.expose = options.expose ?? this.status < 500;
+  }
+}
+
+/** Everything thrown becomes an Error, so logging and `instanceof` checks stay simple. */
+export function toError(thrown: unknown): Error {
+  if (thrown instanceof Error) return thrown;
+  return new Error(typeof thrown === 'string' ? thrown : JSON.stringify(thrown));
+}
+
+export const notFound = (what: string) => new TributaryError('not_found', `${what} not found`);

@@ -1,0 +1,121 @@
+import pg from 'pg';
+import { AccountStore } from './control/accounts.ts';
+import { adminTokenFile, secretKeyFile } from './control/bootstrap-files.ts';
+import { SecretBox } from './control/secrets.ts';
+import { SyncService } from './control/sync-service.ts';
+import { SyncStore } from './control/syncs.ts';
+import { authenticator } from './api/auth.ts';
+import { createApiApp } from './api/server.ts';
+import type { EventEndpoints } from './api/views.ts';
+import type { Config } from './config.ts';
+import { startEmbeddedPostgres, type EmbeddedPostgres } from './db/embedded.ts';
+import { migrateControlDatabase } from './db/migrate.ts';
+import { ident, withClient, withDatabase } from './db/sql.ts';
+import { reservedEventsHandler } from './events/server.ts';
+import { listen, type RunningServer } from './http/listen.ts';
+import type { Logger } from './log.ts';
+import { reservedProxyHandler } from './proxy/server.ts';
+
+export interface Service {
+  apiPort: number | undefined;
+  proxyPort: number | undefined;
+  eventsPort: number | undefined;
+  controlDatabaseUrl: string;
+  stop(): Promise<void>;
+}
+
+const CONTROL_DATABASE = 'tributary';
+
+/** First start of the embedded server: the control database, and no door left open to readers. */
+async function prepareEmbedded(embedded: EmbeddedPostgres): Promise<string> {
+  await withClient(embedded.adminUrl, async (admin) => {
+    const { rowCount } = await admin.query('SELECT 1 FROM pg_database WHERE datname = $1', [CONTROL_DATABASE]);
+    if (rowCount === 0) await admin.query(`CREATE DATABASE ${ident(CONTROL_DATABASE)}`);
+    // Sync readers live on this server: they may open their own database and nothing else.
+    for (const db of ['postgres', 'template1', CONTROL_DATABASE]) {
+      await admin.query(`REVOKE CONNECT, TEMPORARY ON DATABASE ${ident(db)} FROM PUBLIC`);
+    }
+  });
+  return withDatabase(embedded.adminUrl, CONTROL_DATABASE);
+}
+
+async function loadSecretBox(config: Config, logger: Logger): Promise<SecretBox> {
+  if (config.secretKeyBase64) return SecretBox.fromBase64(config.secretKeyBase64);
+  const file = await secretKeyFile(config.dataDir);
+  if (file.created) logger.info({ file: file.path }, 'generated the secret key that encrypts upstream keys and passwords');
+  return SecretBox.fromBase64(file.value);
+}
+
+async function loadAdminToken(config: Config, logger: Logger): Promise<string> {
+  if (config.adminToken) return config.adminToken;
+  const file = await adminTokenFile(config.dataDir);
+  if (file.created) logger.info({ file: file.path }, 'generated the operator (admin) token; read it from this file');
+  return file.value;
+}
+
+/**
+ * Wires every part for the roles this process runs. Order matters on the way up
+ * (secrets, database, migrations, then listeners) and is reversed on the way down.
+ */
+export async function startService(config: Config, logger: Logger): Promise<Service> {
+  const closers: Array<() => Promise<void>> = [];
+  const stop = async () => {
+    for (const close of closers.reverse()) await close();
+  };
+  try {
+    const box = await loadSecretBox(config, logger);
+    const adminToken = await loadAdminToken(config, logger);
+
+    let controlUrl = config.databaseUrl;
+    if (!controlUrl) {
+      const embedded = await startEmbeddedPostgres({
+        dir: config.dataDir,
+        port: config.embeddedPgPort,
+        listen: config.host,
+        logger: logger.child({ part: 'postgres' }),
+      });
+      closers.push(() => embedded.stop());
+      controlUrl = await prepareEmbedded(embedded);
+    }
+    await migrateControlDatabase(controlUrl, logger);
+
+    const pool = new pg.Pool({ connectionString: controlUrl, max: 10 });
+    pool.on('error', (err) => logger.warn({ err }, 'idle control-database connection failed'));
+    closers.push(() => pool.end());
+
+    const accounts = new AccountStore(pool, box);
+    const syncs = new SyncStore(pool, box);
+    const syncService = new SyncService({
+      store: syncs,
+      sharedServerUrl: config.targetDatabaseUrl ?? controlUrl,
+      publicHost: config.databaseUrl || config.targetDatabaseUrl ? undefined : config.publicHost,
+      logger: logger.child({ part: 'control' }),
+    });
+    const events: EventEndpoints = {
+      restUrl: `http://${config.publicHost}:${config.eventsPort}`,
+      kafkaBrokers: config.kafkaBrokers,
+    };
+
+    const ports: Partial<Record<'api' | 'proxy' | 'events', number>> = {};
+    const serve = async (name: 'api' | 'proxy' | 'events', handler: Parameters<typeof listen>[0], port: number) => {
+      const server: RunningServer = await listen(handler, { host: config.host, port });
+      closers.push(() => server.close());
+      ports[name] = server.port;
+      logger.info({ role: name, address: `http://${config.publicHost}:${server.port}` }, `${name} listening`);
+    };
+
+    if (config.roles.includes('api')) {
+      const recovered = await syncService.reconcile();
+      if (recovered > 0) logger.warn({ count: recovered }, 'finished interrupted sync creates and deletes');
+      const app = createApiApp({ pool, accounts, syncs, syncService, authenticate: authenticator(accounts, adminToken), events, logger });
+      await serve('api', app.callback(), config.apiPort);
+    }
+    if (config.roles.includes('proxy')) await serve('proxy', reservedProxyHandler(), config.proxyPort);
+    if (config.roles.includes('events')) await serve('events', reservedEventsHandler(), config.eventsPort);
+
+    return { apiPort: ports.api, proxyPort: ports.proxy, eventsPort: ports.events, controlDatabaseUrl: controlUrl, stop };
+  } catch (error) {
+    await stop().catch(() => undefined);
+    throw error;
+  }
+}
