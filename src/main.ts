@@ -1,6 +1,7 @@
 import pg from 'pg';
 import { AccountStore } from './control/accounts.ts';
 import { adminTokenFile, secretKeyFile } from './control/bootstrap-files.ts';
+import { hardenSharedServer } from './control/provisioner.ts';
 import { SecretBox } from './control/secrets.ts';
 import { SyncService } from './control/sync-service.ts';
 import { SyncStore } from './control/syncs.ts';
@@ -26,15 +27,11 @@ export interface Service {
 
 const CONTROL_DATABASE = 'tributary';
 
-/** First start of the embedded server: the control database, and no door left open to readers. */
+/** First start of the embedded server: its control database. */
 async function prepareEmbedded(embedded: EmbeddedPostgres): Promise<string> {
   await withClient(embedded.adminUrl, async (admin) => {
     const { rowCount } = await admin.query('SELECT 1 FROM pg_database WHERE datname = $1', [CONTROL_DATABASE]);
     if (rowCount === 0) await admin.query(`CREATE DATABASE ${ident(CONTROL_DATABASE)}`);
-    // Sync readers live on this server: they may open their own database and nothing else.
-    for (const db of ['postgres', 'template1', CONTROL_DATABASE]) {
-      await admin.query(`REVOKE CONNECT, TEMPORARY ON DATABASE ${ident(db)} FROM PUBLIC`);
-    }
   });
   return withDatabase(embedded.adminUrl, CONTROL_DATABASE);
 }
@@ -83,11 +80,15 @@ export async function startService(config: Config, logger: Logger): Promise<Serv
     pool.on('error', (err) => logger.warn({ err }, 'idle control-database connection failed'));
     closers.push(() => pool.end());
 
+    // Sync readers live on the shared server: they may open their own database and nothing else.
+    const sharedServerUrl = config.targetDatabaseUrl ?? controlUrl;
+    await hardenSharedServer(sharedServerUrl, [new URL(controlUrl).pathname.slice(1)]);
+
     const accounts = new AccountStore(pool, box);
     const syncs = new SyncStore(pool, box);
     const syncService = new SyncService({
       store: syncs,
-      sharedServerUrl: config.targetDatabaseUrl ?? controlUrl,
+      sharedServerUrl,
       publicHost: config.databaseUrl || config.targetDatabaseUrl ? undefined : config.publicHost,
       logger: logger.child({ part: 'control' }),
     });

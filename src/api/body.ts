@@ -10,16 +10,16 @@ export const DEFAULT_BODY_LIMIT = 1024 * 1024;
  * other type is refused so the mistake is named rather than guessed at.
  */
 export async function readJson(ctx: Context, limit = DEFAULT_BODY_LIMIT): Promise<unknown> {
+  const declared = Number(ctx.get('content-length') || 0);
+  if (declared > limit) {
+    ctx.set('Connection', 'close');
+    throw new TributaryError('payload_too_large', `the body is larger than ${limit} bytes`);
+  }
   const type = ctx.get('content-type');
   const json = !type || /^application\/([a-z.+-]*\+)?json\b/i.test(type);
   const curlDefault = /^application\/x-www-form-urlencoded\b/i.test(type);
   if (!json && !curlDefault) {
     throw new TributaryError('unsupported_media_type', 'send the body as JSON with Content-Type: application/json');
-  }
-  const declared = Number(ctx.get('content-length') || 0);
-  if (declared > limit) {
-    ctx.set('Connection', 'close');
-    throw new TributaryError('payload_too_large', `the body is larger than ${limit} bytes`);
   }
   const chunks: Buffer[] = [];
   let size = 0;

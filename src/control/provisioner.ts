@@ -118,6 +118,24 @@ export async function dropDatabase(db: SyncDatabase, options: { keepDatabase: bo
   logger.info({ database: db.name }, 'sync database dropped');
 }
 
+/**
+ * PostgreSQL lets every role open every database that grants CONNECT to PUBLIC, and
+ * make TEMP tables there; on the shared server that would let one sync's reader into
+ * the maintenance databases. Run at start; idempotent. Customer-owned servers are
+ * left as their owners set them (the README says what to revoke there).
+ */
+export async function hardenSharedServer(adminUrl: string, extraDatabases: string[] = []): Promise<void> {
+  await withClient(adminUrl, async (admin) => {
+    const { rows } = await admin.query<{ datname: string }>(
+      "SELECT datname FROM pg_database WHERE datname = ANY($1) OR datname IN ('postgres', 'template1')",
+      [extraDatabases],
+    );
+    for (const { datname } of rows) {
+      await admin.query(`REVOKE CONNECT, TEMPORARY ON DATABASE ${ident(datname)} FROM PUBLIC`);
+    }
+  });
+}
+
 /** A customer-owned server must allow logical decoding and let us create databases, roles and slots. */
 export async function checkServer(adminUrl: string): Promise<void> {
   let problems: string[] = [];

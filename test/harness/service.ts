@@ -1,0 +1,126 @@
+import { mkdtemp, rm } from 'node:fs/promises';
+import os from 'node:os';
+import path from 'node:path';
+import { Writable } from 'node:stream';
+import { loadConfig, type Config } from '../../src/config.ts';
+import { createLogger } from '../../src/log.ts';
+import { startService, type Service } from '../../src/main.ts';
+import { freshDatabase, serverAdminUrl } from './postgres.ts';
+
+/** Every log line the service wrote, kept so tests can search them for secrets. */
+export class LogCollector extends Writable {
+  readonly lines: string[] = [];
+  override _write(chunk: Buffer, _encoding: string, done: () => void): void {
+    this.lines.push(...chunk.toString('utf8').split('\n').filter(Boolean));
+    done();
+  }
+  get text(): string {
+    return this.lines.join('\n');
+  }
+}
+
+export interface TestService {
+  service: Service;
+  api: string;
+  adminToken: string;
+  controlUrl: string;
+  logs: LogCollector;
+  dataDir: string;
+  stop(): Promise<void>;
+}
+
+/**
+ * The real service in this process, on its own control database and random ports,
+ * creating sync databases on the test run's PostgreSQL server.
+ */
+export async function startTestService(overrides: Partial<Config> = {}): Promise<TestService> {
+  const dataDir = await mkdtemp(path.join(os.tmpdir(), 'tributary-svc-'));
+  const controlUrl = overrides.databaseUrl ?? (await freshDatabase('ctl'));
+  const adminToken = `tra_test_${path.basename(dataDir)}`;
+  const logs = new LogCollector();
+  const config = loadConfig(
+    {},
+    {
+      dataDir,
+      databaseUrl: controlUrl,
+      targetDatabaseUrl: serverAdminUrl(),
+      adminToken,
+      apiPort: 0,
+      proxyPort: 0,
+      eventsPort: 0,
+      ...overrides,
+    },
+  );
+  const service = await startService(config, createLogger({ level: 'debug', destination: logs }));
+  return {
+    service,
+    api: `http://127.0.0.1:${service.apiPort}`,
+    adminToken,
+    controlUrl,
+    logs,
+    dataDir,
+    async stop() {
+      await service.stop();
+      await rm(dataDir, { recursive: true, force: true });
+    },
+  };
+}
+
+export interface HttpAnswer {
+  status: number;
+  headers: Headers;
+  /** Parsed JSON; loosely typed because the tests assert its shape. */
+  body: any;
+  text: string;
+}
+
+/** A small JSON client for the management API. */
+export async function request(
+  base: string,
+  method: string,
+  route: string,
+  options: { token?: string; body?: unknown; raw?: string; headers?: Record<string, string> } = {},
+): Promise<HttpAnswer> {
+  const headers: Record<string, string> = { ...options.headers };
+  if (options.token) headers.authorization = `Bearer ${options.token}`;
+  let body: string | undefined = options.raw;
+  if (options.body !== undefined && method !== 'GET' && method !== 'HEAD') {
+    body = JSON.stringify(options.body);
+    headers['content-type'] ??= 'application/json';
+  }
+  const response = await fetch(base + route, { method, headers, body });
+  const text = await response.text();
+  let parsed: unknown;
+  try {
+    parsed = text ? JSON.parse(text) : undefined;
+  } catch {
+    parsed = undefined;
+  }
+  return { status: response.status, headers: response.headers, body: parsed, text };
+}
+
+export interface TestAccount {
+  id: string;
+  token: string;
+  eventsUsername: string;
+  eventsPassword: string;
+}
+
+export async function createAccount(svc: TestService, name = 'acme'): Promise<TestAccount> {
+  const answer = await request(svc.api, 'POST', '/api/accounts', { token: svc.adminToken, body: { name } });
+  if (answer.status !== 201) throw new Error(`account create failed: ${answer.status} ${answer.text}`);
+  return {
+    id: answer.body.id,
+    token: answer.body.api_token,
+    eventsUsername: answer.body.events.username,
+    eventsPassword: answer.body.events.password,
+  };
+}
+
+export const airtableSyncBody = (baseId = 'appAAAAAAAAAAAAAA') => ({
+  kind: 'airtable',
+  base_id: baseId,
+  api_key: `pat${baseId.slice(3)}.0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef`,
+});
+
+export const stripeSyncBody = () => ({ kind: 'stripe', api_key: 'sk_test_51HxTestKey0000000000000' });
