@@ -1,0 +1,136 @@
+import { test } from 'uvu';
+import * as assert from 'uvu/assert';
+import { readFile, stat, mkdtemp, rm } from 'node:fs/promises';
+import { existsSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { freshDatabase, query } from './harness/postgres.ts';
+import { freePort } from './harness/ports.ts';
+import { repoRoot, spawnTributary, waitFor, type Spawned } from './harness/process.ts';
+import { request } from './harness/service.ts';
+import { migrateControlDatabase } from '../src/db/migrate.ts';
+import { createLogger } from '../src/log.ts';
+
+let dataDir: string;
+let env: Record<string, string>;
+let api: string;
+
+test.before(async () => {
+  dataDir = await mkdtemp(path.join(os.tmpdir(), 'tributary-start-'));
+  const [apiPort, proxyPort, eventsPort, pgPort] = await Promise.all([freePort(), freePort(), freePort(), freePort()]);
+  env = {
+    TRIBUTARY_DATA_DIR: dataDir,
+    TRIBUTARY_API_PORT: String(apiPort),
+    TRIBUTARY_PROXY_PORT: String(proxyPort),
+    TRIBUTARY_EVENTS_PORT: String(eventsPort),
+    TRIBUTARY_PG_PORT: String(pgPort),
+  };
+  api = `http://127.0.0.1:${apiPort}`;
+});
+test.after(async () => {
+  await rm(dataDir, { recursive: true, force: true });
+});
+
+async function start(): Promise<Spawned> {
+  const proc = spawnTributary(['run'], env);
+  await waitFor('healthz', async () => {
+    if (proc.child.exitCode !== null) throw new Error(`exited early: ${proc.output()}`);
+    const answer = await request(api, 'GET', '/healthz');
+    return answer.status === 200 ? answer : undefined;
+  });
+  return proc;
+}
+
+const pgRunning = async () => existsSync(path.join(dataDir, 'pg', 'postmaster.pid'));
+
+test('npm start is `tributary run`', async () => {
+  const pkg = JSON.parse(await readFile(path.join(repoRoot, 'package.json'), 'utf8'));
+  assert.is(pkg.scripts.start, 'node bin/tributary.js run');
+});
+
+let token: string;
+let syncId: string;
+let readerUrl: string;
+
+test('a first start brings up the embedded PostgreSQL, generates its secrets and serves /healthz', async () => {
+  const proc = await start();
+  for (const file of ['secret-key', 'admin-token']) {
+    const info = await stat(path.join(dataDir, file));
+    assert.is(info.mode & 0o777, 0o600, `${file} is private`);
+    assert.match(proc.output(), new RegExp(`${file}`), `the log says where ${file} is`);
+  }
+  assert.is(Buffer.from((await readFile(path.join(dataDir, 'secret-key'), 'utf8')).trim(), 'base64').length, 32);
+  const adminToken = (await readFile(path.join(dataDir, 'admin-token'), 'utf8')).trim();
+  assert.not.ok(proc.output().includes(adminToken), 'the admin token itself is not printed');
+
+  const superuser = (await readFile(path.join(dataDir, 'pg-superuser-password'), 'utf8')).trim();
+  const server = `postgres://postgres:${encodeURIComponent(superuser)}@127.0.0.1:${env.TRIBUTARY_PG_PORT}/postgres`;
+  assert.equal(await query(server, 'SHOW wal_level'), [{ wal_level: 'logical' }]);
+  const account = await request(api, 'POST', '/api/accounts', { token: adminToken, body: { name: 'persist' } });
+  token = account.body.api_token;
+  const sync = await request(api, 'POST', '/api/syncs', { token, body: { kind: 'stripe', api_key: 'sk_test_persist123' } });
+  assert.is(sync.status, 201, sync.text);
+  syncId = sync.body.id;
+  readerUrl = sync.body.database.url;
+  assert.equal(await query(readerUrl, 'SELECT count(*)::int AS n FROM _sync_meta'), [{ n: 1 }]);
+
+  proc.child.kill('SIGTERM');
+  assert.is(await proc.exited, 0, 'SIGTERM is a clean exit');
+  assert.not.ok(await pgRunning(), 'the embedded PostgreSQL stopped with the service');
+});
+
+test('a restart keeps accounts and syncs', async () => {
+  const proc = await start();
+  const shown = await request(api, 'GET', `/api/syncs/${syncId}`, { token });
+  assert.is(shown.status, 200, shown.text);
+  assert.is(shown.body.database.url, readerUrl);
+  assert.equal(await query(readerUrl, 'SELECT count(*)::int AS n FROM _sync_meta'), [{ n: 1 }]);
+  proc.child.kill('SIGTERM');
+  assert.is(await proc.exited, 0);
+});
+
+test('after a SIGKILL the next start finds PostgreSQL running and loses nothing', async () => {
+  const first = await start();
+  first.child.kill('SIGKILL');
+  await first.exited;
+  assert.ok(await pgRunning(), 'PostgreSQL outlives a killed service');
+  const second = await start();
+  assert.match(second.output(), /already running; reusing it/);
+  assert.is((await request(api, 'GET', `/api/syncs/${syncId}`, { token })).status, 200);
+  second.child.kill('SIGTERM');
+  assert.is(await second.exited, 0);
+  assert.not.ok(await pgRunning());
+});
+
+test('with DATABASE_URL no embedded server starts, and a failed migration stops the start loudly', async () => {
+  const control = await freshDatabase('ctl');
+  const dir = await mkdtemp(path.join(os.tmpdir(), 'tributary-ext-'));
+  const external = { ...env, TRIBUTARY_DATA_DIR: dir, DATABASE_URL: control, TRIBUTARY_API_PORT: String(await freePort()) };
+  // A control database whose recorded migration differs from sql/: refusing is the only safe move.
+  await migrateControlDatabase(control, createLogger({ level: 'silent' }));
+  await query(control, "UPDATE migrations SET hash = 'edited-after-it-ran' WHERE name = 'control'");
+  const proc = spawnTributary(['run'], external);
+  const code = await proc.exited;
+  assert.is.not(code, 0, 'the start fails');
+  assert.match(proc.output(), /[Hh]ash/, proc.output());
+  assert.not.ok(existsSync(path.join(dir, 'pg')), 'no embedded PostgreSQL was made');
+  await rm(dir, { recursive: true, force: true });
+});
+
+test('--roles runs a subset and refuses unknown roles', async () => {
+  const bad = spawnTributary(['run', '--roles', 'api,teleport'], env);
+  assert.is(await bad.exited, 1);
+  assert.match(bad.output(), /unknown role "teleport"/);
+
+  const proc = spawnTributary(['run', '--roles', 'api'], env);
+  await waitFor('healthz', async () => ((await request(api, 'GET', '/healthz')).status === 200 ? true : undefined));
+  const proxy = await fetch(`http://127.0.0.1:${env.TRIBUTARY_PROXY_PORT}/healthz`).then(
+    () => 'listening',
+    () => 'closed',
+  );
+  assert.is(proxy, 'closed', 'the proxy role was not started');
+  proc.child.kill('SIGTERM');
+  assert.is(await proc.exited, 0);
+});
+
+test.run();
