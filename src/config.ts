@@ -8,6 +8,8 @@ export interface Config {
   host: string;
   /** Host name put into URLs handed to users (database.url, rest_url). */
   publicHost: string;
+  /** True when TRIBUTARY_PUBLIC_HOST was set: then it also replaces the shared server's host in database URLs. */
+  publicHostSet: boolean;
   apiPort: number;
   proxyPort: number;
   eventsPort: number;
@@ -74,6 +76,7 @@ export function loadConfig(env: Env = process.env, overrides: Partial<Config> = 
   return {
     host,
     publicHost: env.TRIBUTARY_PUBLIC_HOST || (wildcard ? '127.0.0.1' : host),
+    publicHostSet: Boolean(env.TRIBUTARY_PUBLIC_HOST),
     apiPort: port(env, 'TRIBUTARY_API_PORT', 8080),
     proxyPort: port(env, 'TRIBUTARY_PROXY_PORT', 8081),
     eventsPort: port(env, 'TRIBUTARY_EVENTS_PORT', 8082),

@@ -89,7 +89,8 @@ export async function startService(config: Config, logger: Logger): Promise<Serv
     const syncService = new SyncService({
       store: syncs,
       sharedServerUrl,
-      publicHost: config.databaseUrl || config.targetDatabaseUrl ? undefined : config.publicHost,
+      // The embedded server is reached where the service is; an external one at its own host unless told otherwise.
+      publicHost: config.publicHostSet || (!config.databaseUrl && !config.targetDatabaseUrl) ? config.publicHost : undefined,
       logger: logger.child({ part: 'control' }),
     });
     const events: EventEndpoints = {
