@@ -1,0 +1,135 @@
+import { randomUUID } from 'node:crypto';
+import type pg from 'pg';
+import { TributaryError } from '../errors.ts';
+
+/** At most `limit` requests in any `windowMs`, as the upstream counts them. */
+export interface QuotaRule {
+  limit: number;
+  windowMs: number;
+}
+
+export interface AcquireOptions {
+  /** Clients (proxy requests) go first; sync requests step aside while a client waits. */
+  kind: 'client' | 'sync';
+  /** Sync requests' own cap within the window (Airtable: 3 of 5, or 5 with Turbo). */
+  syncLimit?: number;
+  signal?: AbortSignal;
+  /** Give up after this long (clients: a bounded queue). Default: wait as long as it takes. */
+  maxWaitMs?: number;
+}
+
+export interface QuotaLimiterOptions {
+  pool: pg.Pool;
+  /**
+   * Added to the window: the upstream counts arrival times, which jitter against ours.
+   * Spending a few percent of the rate on this margin is what makes "never a 429" hold.
+   */
+  marginMs?: number;
+}
+
+interface Decision {
+  granted: boolean;
+  /** When to look again, if not granted. */
+  retryInMs: number;
+}
+
+const sleep = (ms: number, signal?: AbortSignal) =>
+  new Promise<void>((resolve, reject) => {
+    if (signal?.aborted) return reject(signal.reason);
+    const timer = setTimeout(() => {
+      signal?.removeEventListener('abort', onAbort);
+      resolve();
+    }, ms);
+    const onAbort = () => {
+      clearTimeout(timer);
+      reject(signal!.reason);
+    };
+    signal?.addEventListener('abort', onAbort, { once: true });
+  });
+
+/**
+ * A sliding-window request log per upstream key, kept in the control database so every
+ * process (sync workers, proxies) draws on the same quota. Each decision runs under a
+ * transaction-scoped advisory lock on the key, so two processes never both take the
+ * last slot of a window.
+ */
+export class QuotaLimiter {
+  private readonly pool: pg.Pool;
+  private readonly marginMs: number;
+  private acquiredSincePrune = 0;
+
+  constructor(options: QuotaLimiterOptions) {
+    this.pool = options.pool;
+    this.marginMs = options.marginMs ?? 100;
+  }
+
+  async acquire(key: string, rule: QuotaRule, options: AcquireOptions): Promise<void> {
+    const started = Date.now();
+    const waiter = options.kind === 'client' ? randomUUID() : undefined;
+    try {
+      for (;;) {
+        const decision = await this.tryTake(key, rule, options, waiter);
+        if (decision.granted) break;
+        if (options.maxWaitMs !== undefined && Date.now() - started + decision.retryInMs > options.maxWaitMs) {
+          throw new TributaryError('unavailable', `upstream quota for ${key} is exhausted; retry later`);
+        }
+        await sleep(decision.retryInMs, options.signal);
+      }
+    } finally {
+      if (waiter) await this.pool.query('DELETE FROM quota_waiting WHERE key = $1 AND token = $2', [key, waiter]);
+    }
+    if (++this.acquiredSincePrune >= 200) {
+      this.acquiredSincePrune = 0;
+      await this.pool.query("DELETE FROM quota_requests WHERE at < clock_timestamp() - interval '5 minutes'");
+    }
+  }
+
+  private async tryTake(key: string, rule: QuotaRule, options: AcquireOptions, waiter: string | undefined): Promise<Decision> {
+    const windowMs = rule.windowMs + this.marginMs;
+    const client = await this.pool.connect();
+    try {
+      await client.query('BEGIN');
+      await client.query('SELECT pg_advisory_xact_lock(hashtextextended($1, 7))', [key]);
+      const { rows } = await client.query<{ age_ms: number; kind: 'client' | 'sync' }>(
+        `SELECT extract(epoch FROM clock_timestamp() - at) * 1000 AS age_ms, kind
+           FROM quota_requests
+          WHERE key = $1 AND at > clock_timestamp() - make_interval(secs => $2 / 1000.0)
+          ORDER BY at`,
+        [key, windowMs],
+      );
+      // When the i-th oldest request leaves the window, one more slot opens.
+      const freesIn = (list: typeof rows, over: number) => Math.max(1, windowMs - list[list.length - over]!.age_ms + 1);
+      let decision: Decision = { granted: true, retryInMs: 0 };
+      if (rows.length >= rule.limit) decision = { granted: false, retryInMs: freesIn(rows, rule.limit) };
+      if (decision.granted && options.kind === 'sync') {
+        const syncRows = rows.filter((r) => r.kind === 'sync');
+        const syncLimit = options.syncLimit ?? rule.limit;
+        if (syncRows.length >= syncLimit) decision = { granted: false, retryInMs: freesIn(syncRows, syncLimit) };
+        else {
+          const waiting = await client.query(
+            'SELECT 1 FROM quota_waiting WHERE key = $1 AND until > clock_timestamp() LIMIT 1',
+            [key],
+          );
+          if (waiting.rowCount) decision = { granted: false, retryInMs: 25 };
+        }
+      }
+      if (decision.granted) {
+        await client.query('INSERT INTO quota_requests (key, at, kind) VALUES ($1, clock_timestamp(), $2)', [key, options.kind]);
+      } else if (waiter) {
+        // Announce the queued client so sync requests hold back until it has gone.
+        await client.query(
+          `INSERT INTO quota_waiting (key, token, until) VALUES ($1, $2, clock_timestamp() + interval '2 seconds')
+           ON CONFLICT (key, token) DO UPDATE SET until = excluded.until`,
+          [key, waiter],
+        );
+      }
+      await client.query('COMMIT');
+      return decision;
+    } catch (error) {
+      await client.query('ROLLBACK').catch(() => undefined);
+      throw error;
+    } finally {
+      client.release();
+    }
+  }
+}

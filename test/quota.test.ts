@@ -1,0 +1,95 @@
+import { test } from 'uvu';
+import * as assert from 'uvu/assert';
+import pg from 'pg';
+import { migrateControlDatabase } from '../src/db/migrate.ts';
+import { createLogger } from '../src/log.ts';
+import { QuotaLimiter } from '../src/quota/limiter.ts';
+import { freshDatabase } from './harness/postgres.ts';
+
+let pools: pg.Pool[] = [];
+let limiters: QuotaLimiter[] = [];
+const rule = { limit: 5, windowMs: 1000 };
+
+test.before(async () => {
+  const url = await freshDatabase('quota');
+  await migrateControlDatabase(url, createLogger({ level: 'silent' }));
+  // Two limiters on two pools stand for two processes sharing one quota.
+  pools = [new pg.Pool({ connectionString: url }), new pg.Pool({ connectionString: url })];
+  limiters = pools.map((pool) => new QuotaLimiter({ pool, marginMs: 50 }));
+});
+test.after(async () => {
+  await Promise.all(pools.map((p) => p.end()));
+});
+
+/** The most requests that fell into any window of `ms` milliseconds. */
+function peak(times: number[], ms: number): number {
+  const sorted = [...times].sort((a, b) => a - b);
+  let best = 0;
+  for (let i = 0, j = 0; i < sorted.length; i++) {
+    while (sorted[i]! - sorted[j]! >= ms) j++;
+    best = Math.max(best, i - j + 1);
+  }
+  return best;
+}
+
+test('two processes together never exceed the window, and the sync keeps to its share', async () => {
+  const syncTimes: number[] = [];
+  const clientTimes: number[] = [];
+  const syncWorker = async (limiter: QuotaLimiter) => {
+    for (let i = 0; i < 6; i++) {
+      await limiter.acquire('appSHARED', rule, { kind: 'sync', syncLimit: 3 });
+      syncTimes.push(Date.now());
+    }
+  };
+  const clientBurst = async (limiter: QuotaLimiter) => {
+    await new Promise((r) => setTimeout(r, 300));
+    await Promise.all(
+      Array.from({ length: 6 }, async () => {
+        await limiter.acquire('appSHARED', rule, { kind: 'client' });
+        clientTimes.push(Date.now());
+      }),
+    );
+  };
+  await Promise.all([syncWorker(limiters[0]!), syncWorker(limiters[1]!), clientBurst(limiters[1]!)]);
+  const all = [...syncTimes, ...clientTimes];
+  assert.is(all.length, 18);
+  assert.ok(peak(all, 1000) <= 5, `peak of ${peak(all, 1000)} requests in one second`);
+  assert.ok(peak(syncTimes, 1000) <= 3, `sync peak ${peak(syncTimes, 1000)}`);
+});
+
+test('a waiting client goes before queued sync requests', async () => {
+  const order: string[] = [];
+  // Fill the window with sync requests, then queue more sync requests and one client.
+  for (let i = 0; i < 3; i++) await limiters[0]!.acquire('appPRIO', rule, { kind: 'sync', syncLimit: 5 });
+  const syncs = Array.from({ length: 4 }, (_, i) =>
+    limiters[0]!.acquire('appPRIO', rule, { kind: 'sync', syncLimit: 5 }).then(() => order.push(`sync${i}`)),
+  );
+  await new Promise((r) => setTimeout(r, 20));
+  const client = limiters[1]!.acquire('appPRIO', rule, { kind: 'client' }).then(() => order.push('client'));
+  await Promise.all([...syncs, client]);
+  assert.ok(order.indexOf('client') <= 2, `client was served at position ${order.indexOf('client')}: ${order.join(',')}`);
+});
+
+test('a bounded wait gives up with a clear error', async () => {
+  for (let i = 0; i < 5; i++) await limiters[0]!.acquire('appFULL', rule, { kind: 'client' });
+  try {
+    await limiters[0]!.acquire('appFULL', rule, { kind: 'client', maxWaitMs: 100 });
+    assert.unreachable('should have given up');
+  } catch (error) {
+    assert.match((error as Error).message, /quota for appFULL is exhausted/);
+  }
+});
+
+test('an abort signal ends the wait', async () => {
+  for (let i = 0; i < 5; i++) await limiters[0]!.acquire('appABORT', rule, { kind: 'sync' });
+  const controller = new AbortController();
+  setTimeout(() => controller.abort(new Error('stopping')), 50);
+  try {
+    await limiters[0]!.acquire('appABORT', rule, { kind: 'sync', signal: controller.signal });
+    assert.unreachable('should have been aborted');
+  } catch (error) {
+    assert.match((error as Error).message, /stopping/);
+  }
+});
+
+test.run();
