@@ -1,4 +1,6 @@
--- What the sync workers need: leases, richer status, the table mapping, and the shared quota.
+-- What the sync workers need: leases, richer status and the shared upstream quota.
+-- (Each sync database keeps its own table mapping in public_swap._tables, so a schema
+-- swap and the record of it commit together.)
 
 -- A worker owns a sync while its lease is live; a dead worker's syncs move on when it lapses.
 ALTER TABLE syncs
@@ -8,18 +10,6 @@ ALTER TABLE syncs
   ADD COLUMN last_error_kind text CHECK (last_error_kind IN ('transient', 'fatal')),
   -- Upstream display name: the Airtable base's name or the Stripe account's.
   ADD COLUMN upstream_name text;
-
--- How each upstream table maps onto the sync database, as last built. A difference
--- between this and the mapping computed from the current upstream schema is a migration.
-CREATE TABLE sync_tables (
-  sync_id     text NOT NULL REFERENCES syncs (id) ON DELETE CASCADE,
-  upstream_id text NOT NULL,
-  db_name     text NOT NULL,
-  mapping     jsonb NOT NULL,
-  built_at    timestamptz NOT NULL DEFAULT now(),
-  PRIMARY KEY (sync_id, upstream_id),
-  UNIQUE (sync_id, db_name)
-);
 
 -- The upstream request quota shared by sync workers and proxies in every process:
 -- a log of recent requests per key (an Airtable base, a Stripe account).
