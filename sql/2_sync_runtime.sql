@@ -27,3 +27,6 @@ CREATE UNLOGGED TABLE quota_waiting (
   until timestamptz NOT NULL,
   PRIMARY KEY (key, token)
 );
+
+-- A moving average of cycle durations: a cycle running past 1.5x of it turns the indicator yellow.
+ALTER TABLE syncs ADD COLUMN duration_usual interval;

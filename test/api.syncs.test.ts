@@ -75,7 +75,7 @@ test('a Stripe sync takes settings and lists with its status', async () => {
   assert.ok(ids.includes(created.body.id));
   for (const sync of listed.body.data) {
     assert.equal(Object.keys(sync.status).sort(), [
-      'completed_at', 'duration_last', 'indicator', 'lag_seconds', 'last_error', 'progress', 'started_at',
+      'completed_at', 'duration_last', 'indicator', 'lag_seconds', 'last_error', 'progress', 'reason', 'started_at',
     ]);
   }
 });

@@ -67,6 +67,16 @@ export async function provisionDatabase(db: SyncDatabase, password: string, logg
     );
     await admin.query('INSERT INTO public._sync_meta VALUES (NULL, NULL, NULL)');
     await admin.query("COMMENT ON TABLE public._sync_meta IS 'Tributary: when the last sync started and completed'");
+    // The sync's own bookkeeping, out of readers' sight and outside the publication.
+    await admin.query(
+      `CREATE TABLE public_swap._tables (
+         upstream_id text PRIMARY KEY,
+         db_name text NOT NULL UNIQUE,
+         mapping jsonb NOT NULL,
+         built_at timestamptz NOT NULL DEFAULT now()
+       )`,
+    );
+    await admin.query('CREATE TABLE public_swap._state (key text PRIMARY KEY, value jsonb NOT NULL)');
     await admin.query(`CREATE PUBLICATION ${ident(PUBLICATION)} FOR TABLES IN SCHEMA public`);
     await admin.query('COMMIT');
     // Created after the publication so that the decoder sees every table from the first change on.

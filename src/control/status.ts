@@ -4,6 +4,7 @@ export type Indicator = 'normal' | 'yellow' | 'red';
 
 export interface SyncStatus {
   indicator: Indicator;
+  reason: string;
   started_at: string | null;
   completed_at: string | null;
   duration_last: number | null;
@@ -14,19 +15,41 @@ export interface SyncStatus {
 
 /** How long a sync may keep failing before yellow turns red. */
 export const RED_AFTER_MS = 5 * 60_000;
+/** A cycle running this much longer than usual is "slower than usual". */
+export const SLOW_FACTOR = 1.5;
 
 /**
  * The indicator rule:
- * - normal: the last cycle succeeded (or none has failed yet);
- * - yellow: the latest attempt failed, but for less than five minutes;
- * - red: failing for five minutes or more with no completed cycle since.
+ * - red: the key was rejected or the base is gone (fatal: at once), or failing for five
+ *   minutes or more with no completed cycle since;
+ * - yellow: the latest attempt failed for less than five minutes, or the running cycle
+ *   has taken more than 1.5x its usual duration;
+ * - normal: otherwise.
  */
 export function indicatorOf(status: SyncStatusFields, now: Date): Indicator {
-  if (!status.lastError || !status.lastErrorAt) return 'normal';
   const lastGood = status.completedAt?.getTime() ?? 0;
-  if (lastGood >= status.lastErrorAt.getTime()) return 'normal';
-  const failingSince = Math.max(lastGood, status.startedAt?.getTime() ?? status.lastErrorAt.getTime());
-  return now.getTime() - failingSince >= RED_AFTER_MS ? 'red' : 'yellow';
+  if (status.lastError && status.lastErrorAt && status.lastErrorAt.getTime() > lastGood) {
+    if (status.lastErrorKind === 'fatal') return 'red';
+    const failingSince = Math.max(lastGood, status.startedAt?.getTime() ?? status.lastErrorAt.getTime());
+    return now.getTime() - failingSince >= RED_AFTER_MS ? 'red' : 'yellow';
+  }
+  const running = status.startedAt && status.startedAt.getTime() > lastGood;
+  if (running && status.durationUsualSeconds) {
+    const elapsed = (now.getTime() - status.startedAt!.getTime()) / 1000;
+    if (elapsed > SLOW_FACTOR * status.durationUsualSeconds + 5) return 'yellow';
+  }
+  return 'normal';
+}
+
+/** Why the indicator is what it is, in words for the console's hover text. */
+export function indicatorReason(status: SyncStatusFields, now: Date): string {
+  const indicator = indicatorOf(status, now);
+  if (indicator === 'normal') return 'syncing as usual';
+  if (status.lastError && status.lastErrorKind === 'fatal') return `stopped: ${status.lastError}`;
+  if (status.lastError && status.lastErrorAt && status.lastErrorAt.getTime() > (status.completedAt?.getTime() ?? 0)) {
+    return `${indicator === 'red' ? 'failing for 5 minutes or more' : 'trouble syncing'}: ${status.lastError}`;
+  }
+  return 'this sync is taking longer than usual';
 }
 
 /**
@@ -42,6 +65,7 @@ function lagSeconds(status: SyncStatusFields, now: Date): number | null {
 export function statusOf(status: SyncStatusFields, now = new Date()): SyncStatus {
   return {
     indicator: indicatorOf(status, now),
+    reason: indicatorReason(status, now),
     started_at: status.startedAt?.toISOString() ?? null,
     completed_at: status.completedAt?.toISOString() ?? null,
     duration_last: status.durationLastSeconds,

@@ -18,7 +18,7 @@ export interface CreateSyncInput {
 /** What a sync kind adds at creation; the Airtable and Stripe parts plug in here. */
 export interface UpstreamCheck {
   /** Throws a TributaryError('unprocessable') when the key cannot read what the sync needs. */
-  (input: CreateSyncInput): Promise<{ upstreamAccountId?: string } | void>;
+  (input: CreateSyncInput): Promise<{ upstreamAccountId?: string; upstreamName?: string } | void>;
 }
 
 export interface SyncServiceOptions {
@@ -55,6 +55,7 @@ export class SyncService {
         databaseRole: `${databaseName}_ro`,
         databasePassword: newPassword(),
         customServerUrl: input.databaseUrl,
+        upstreamName: checked.upstreamName ?? null,
       });
     } catch (error) {
       if ((error as { code?: string }).code === '23505') {

@@ -10,6 +10,8 @@ export interface SyncStatusFields {
   durationLastSeconds: number | null;
   lastError: string | null;
   lastErrorAt: Date | null;
+  lastErrorKind: 'transient' | 'fatal' | null;
+  durationUsualSeconds: number | null;
   progress: unknown;
 }
 
@@ -27,6 +29,8 @@ export interface SyncRecord {
   /** True when the database lives on a customer-owned server rather than the shared one. */
   customServer: boolean;
   status: SyncStatusFields;
+  /** The base's or the Stripe account's name upstream, once known. */
+  upstreamName: string | null;
   createdAt: Date;
   updatedAt: Date;
 }
@@ -43,6 +47,7 @@ export interface NewSync {
   databaseRole: string;
   databasePassword: string;
   customServerUrl: string | null;
+  upstreamName: string | null;
 }
 
 interface SyncRow {
@@ -62,6 +67,9 @@ interface SyncRow {
   duration_last_s: number | null;
   last_error: string | null;
   last_error_at: Date | null;
+  last_error_kind: 'transient' | 'fatal' | null;
+  duration_usual_s: number | null;
+  upstream_name: string | null;
   progress: unknown;
   created_at: Date;
   updated_at: Date;
@@ -70,7 +78,8 @@ interface SyncRow {
 const columns = `id, account_id, kind, base_id, upstream_account_id, settings, state, keep_database,
   database_name, database_role, database_server_enc IS NOT NULL AS custom_server,
   started_at, completed_at, extract(epoch FROM duration_last)::float8 AS duration_last_s,
-  last_error, last_error_at, progress, created_at, updated_at`;
+  last_error, last_error_at, last_error_kind, extract(epoch FROM duration_usual)::float8 AS duration_usual_s,
+  upstream_name, progress, created_at, updated_at`;
 
 const toRecord = (row: SyncRow): SyncRecord => ({
   id: row.id,
@@ -90,8 +99,11 @@ const toRecord = (row: SyncRow): SyncRecord => ({
     durationLastSeconds: row.duration_last_s,
     lastError: row.last_error,
     lastErrorAt: row.last_error_at,
+    lastErrorKind: row.last_error_kind,
+    durationUsualSeconds: row.duration_usual_s,
     progress: row.progress,
   },
+  upstreamName: row.upstream_name,
   createdAt: row.created_at,
   updatedAt: row.updated_at,
 });
@@ -108,8 +120,8 @@ export class SyncStore {
   async insert(sync: NewSync): Promise<SyncRecord> {
     const { rows } = await this.pool.query<SyncRow>(
       `INSERT INTO syncs (id, account_id, kind, base_id, upstream_account_id, api_key_enc, settings,
-         database_name, database_role, database_password_enc, database_server_enc)
-       VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)
+         database_name, database_role, database_password_enc, database_server_enc, upstream_name)
+       VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)
        RETURNING ${columns}`,
       [
         sync.id,
@@ -123,6 +135,7 @@ export class SyncStore {
         sync.databaseRole,
         this.box.encrypt(sync.databasePassword, aad(sync.id, 'database_password')),
         sync.customServerUrl === null ? null : this.box.encrypt(sync.customServerUrl, aad(sync.id, 'database_server')),
+        sync.upstreamName,
       ],
     );
     return toRecord(rows[0]!);

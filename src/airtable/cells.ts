@@ -1,0 +1,86 @@
+/**
+ * Cell JSON → the value written to PostgreSQL, one converter per kind of column.
+ * Converters are named (not closures) so a table's mapping can be stored and compared.
+ * Their output goes through jsonb_to_recordset, so: strings, numbers, booleans, arrays
+ * of strings, or any JSON for jsonb columns; null for an empty cell.
+ */
+
+/** A column value as JSON for jsonb_to_recordset; jsonb columns take any JSON. */
+export type CellValue = unknown;
+
+type Converter = (cell: unknown) => CellValue;
+
+const isObject = (value: unknown): value is Record<string, unknown> =>
+  typeof value === 'object' && value !== null && !Array.isArray(value);
+
+/** One item of a multi-valued cell as text: what a person would read in the grid. */
+function itemText(item: unknown): string | null {
+  if (item === null || item === undefined) return null;
+  if (typeof item === 'string') return item;
+  if (typeof item === 'number' || typeof item === 'boolean') return String(item);
+  if (isObject(item)) {
+    // Collaborators read as their email, attachments as their URL, barcodes as their text.
+    for (const key of ['email', 'url', 'text', 'name', 'id']) {
+      if (typeof item[key] === 'string') return item[key] as string;
+    }
+    if ('specialValue' in item) return String(item.specialValue);
+    if ('error' in item) return String(item.error);
+  }
+  return JSON.stringify(item);
+}
+
+function textArray(cell: unknown): string[] | null {
+  if (cell === null || cell === undefined) return null;
+  const items = (Array.isArray(cell) ? cell : [cell]).map(itemText).filter((t): t is string => t !== null);
+  return items.length > 0 ? items : null;
+}
+
+function text(cell: unknown): string | null {
+  if (cell === null || cell === undefined || cell === '') return null;
+  if (Array.isArray(cell)) return cell.length > 0 ? JSON.stringify(cell) : null;
+  return itemText(cell);
+}
+
+function numeric(cell: unknown): number | string | null {
+  if (typeof cell === 'number') return Number.isFinite(cell) ? cell : null;
+  // numeric takes decimal text; anything else (NaN markers, words) is no number.
+  if (typeof cell === 'string' && /^-?\d+(\.\d+)?([eE][-+]?\d+)?$/.test(cell.trim())) return cell.trim();
+  return null;
+}
+
+/** Seconds → "h:mm:ss[.fff]", which both reads well and casts to interval. */
+function duration(cell: unknown): string | null {
+  if (typeof cell !== 'number' || !Number.isFinite(cell)) return null;
+  const sign = cell < 0 ? '-' : '';
+  const total = Math.abs(cell);
+  const hours = Math.floor(total / 3600);
+  const minutes = Math.floor((total % 3600) / 60);
+  const seconds = total % 60;
+  const whole = Math.floor(seconds);
+  const fraction = seconds - whole;
+  const fractionText = fraction > 0 ? fraction.toFixed(3).slice(1).replace(/0+$/, '') : '';
+  return `${sign}${hours}:${String(minutes).padStart(2, '0')}:${String(whole).padStart(2, '0')}${fractionText}`;
+}
+
+export const converters = {
+  text,
+  textArray,
+  numeric,
+  duration,
+  /** Airtable omits an unchecked box: absent means false, never unknown. */
+  checkbox: (cell: unknown) => cell === true,
+  date: (cell: unknown) => (typeof cell === 'string' && cell !== '' ? cell : null),
+  timestamp: (cell: unknown) => (typeof cell === 'string' && cell !== '' ? cell : null),
+  barcode: (cell: unknown) => numeric(isObject(cell) ? cell.text : cell),
+  button: (cell: unknown) => (isObject(cell) ? ((cell.url ?? cell.label ?? null) as string | null) : text(cell)),
+  aiText: (cell: unknown) => (isObject(cell) ? text(cell.value) : text(cell)),
+  /** A single-record link column: the first linked id. */
+  firstLink: (cell: unknown) => (Array.isArray(cell) && typeof cell[0] === 'string' ? cell[0] : null),
+  /** Lookup as one text: the values joined as the grid shows them. */
+  joinedText: (cell: unknown) => textArray(cell)?.join(', ') ?? null,
+  rollupNumber: (cell: unknown) => numeric(Array.isArray(cell) ? cell[0] : cell),
+  /** Unknown (future) field types: kept whole rather than failing the sync. */
+  json: (cell: unknown) => (cell === undefined ? null : cell),
+} satisfies Record<string, Converter>;
+
+export type ConverterName = keyof typeof converters;

@@ -1,0 +1,156 @@
+import type { Secret } from '../control/secrets.ts';
+import type { AcquireOptions, QuotaLimiter } from '../quota/limiter.ts';
+import { exchange, UpstreamUnreachable } from '../upstream/http.ts';
+import type { AirtableRecord, AirtableTable, ListPage } from './types.ts';
+
+/** Airtable's documented limit: 5 requests per second per base. */
+export const AIRTABLE_RULE = { limit: 5, windowMs: 1000 };
+
+export type AirtableErrorKind =
+  | 'auth' // 401/403: the key was rejected or cannot see the base
+  | 'iterator' // 422 offset expired or invalid: restart the listing
+  | 'rate_limited' // 429: locked out for 30 s
+  | 'invalid' // other 4xx: our request was wrong
+  | 'transient'; // 5xx, network, truncated answers
+
+export class AirtableError extends Error {
+  constructor(
+    readonly kind: AirtableErrorKind,
+    readonly status: number,
+    message: string,
+    options?: { cause?: unknown },
+  ) {
+    super(message, options);
+    this.name = 'AirtableError';
+  }
+}
+
+export interface AirtableClientOptions {
+  /** https://api.airtable.com, or a fake's address. */
+  baseUrl: string;
+  token: Secret;
+  baseId: string;
+  /** Shared quota; absent = no limiting (benchmarks against an unlimited fake). */
+  limiter?: QuotaLimiter;
+  quota?: Omit<AcquireOptions, 'signal'>;
+  signal?: AbortSignal;
+  timeoutMs?: number;
+  /** Attempts for transient failures (5xx, network, truncated), with growing back-off. */
+  attempts?: number;
+}
+
+interface ErrorBody {
+  error?: { type?: string; message?: string } | string;
+  errors?: Array<{ error?: string; message?: string }>;
+}
+
+function classify(status: number, body: ErrorBody | undefined): AirtableError {
+  const type = typeof body?.error === 'object' ? body.error.type : (body?.error ?? body?.errors?.[0]?.error);
+  const message = (typeof body?.error === 'object' ? body.error.message : body?.errors?.[0]?.message) ?? `HTTP ${status}`;
+  const text = `${type ?? 'HTTP ' + status}: ${message}`;
+  if (status === 401) return new AirtableError('auth', status, `the Airtable key was rejected (${text})`);
+  if (status === 403) return new AirtableError('auth', status, `the Airtable key cannot read this base or lacks a scope (${text})`);
+  if (status === 429) return new AirtableError('rate_limited', status, `Airtable rate limit reached (${text})`);
+  if (status === 422 && (type === 'LIST_RECORDS_ITERATOR_NOT_AVAILABLE' || type === 'INVALID_OFFSET_VALUE')) {
+    return new AirtableError('iterator', status, text);
+  }
+  if (status >= 500) return new AirtableError('transient', status, `Airtable answered ${status} (${text})`);
+  return new AirtableError('invalid', status, text);
+}
+
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+const LOCKOUT_MS = 30_000;
+
+/** The Airtable Web API, as the sync and the creation check use it; every call goes through the quota. */
+export class AirtableClient {
+  constructor(private readonly options: AirtableClientOptions) {}
+
+  get baseId(): string {
+    return this.options.baseId;
+  }
+
+  async request<T>(method: 'GET' | 'POST' | 'PATCH' | 'DELETE', path: string, body?: unknown): Promise<T> {
+    const attempts = this.options.attempts ?? 4;
+    for (let attempt = 1; ; attempt++) {
+      try {
+        return await this.once<T>(method, path, body);
+      } catch (error) {
+        const locked = error instanceof AirtableError && error.kind === 'rate_limited';
+        const retryable = locked || error instanceof UpstreamUnreachable || (error instanceof AirtableError && error.kind === 'transient');
+        if (!retryable || attempt >= attempts || this.options.signal?.aborted) throw error;
+        // A 429 locks the base out for 30 s; hammering it would only extend the lockout.
+        await sleep(locked ? LOCKOUT_MS : Math.min(8000, 500 * 2 ** (attempt - 1)) * (0.75 + Math.random() / 2));
+      }
+    }
+  }
+
+  private async once<T>(method: 'GET' | 'POST' | 'PATCH' | 'DELETE', path: string, body?: unknown): Promise<T> {
+    const { limiter, quota, signal } = this.options;
+    if (limiter) await limiter.acquire(this.options.baseId, AIRTABLE_RULE, { kind: 'sync', ...quota, signal });
+    const response = await exchange({
+      method,
+      url: this.options.baseUrl + path,
+      headers: {
+        authorization: `Bearer ${this.options.token.reveal()}`,
+        ...(body === undefined ? {} : { 'content-type': 'application/json' }),
+      },
+      body: body === undefined ? undefined : JSON.stringify(body),
+      timeoutMs: this.options.timeoutMs ?? 30_000,
+      signal,
+    });
+    let parsed: unknown;
+    try {
+      parsed = response.body ? JSON.parse(response.body) : undefined;
+    } catch (cause) {
+      // A cut-off or garbled answer is a failed request, never an empty page.
+      throw new AirtableError('transient', response.status, `Airtable sent an unreadable answer to ${method} ${path.split('?')[0]}`, {
+        cause,
+      });
+    }
+    if (response.status < 200 || response.status >= 300) throw classify(response.status, parsed as ErrorBody | undefined);
+    return parsed as T;
+  }
+
+  whoami(): Promise<{ id: string; scopes?: string[] }> {
+    return this.request('GET', '/v0/meta/whoami');
+  }
+
+  async bases(): Promise<Array<{ id: string; name: string }>> {
+    return (await this.request<{ bases: Array<{ id: string; name: string }> }>('GET', '/v0/meta/bases')).bases;
+  }
+
+  async schema(): Promise<AirtableTable[]> {
+    const answer = await this.request<{ tables: AirtableTable[] }>('GET', `/v0/meta/bases/${this.options.baseId}/tables`);
+    if (!Array.isArray(answer?.tables)) throw new AirtableError('transient', 200, 'Airtable sent a schema without tables');
+    return answer.tables;
+  }
+
+  /** One page of a table; POST listRecords keeps long formulas out of the URL. */
+  async listPage(tableId: string, options: { offset?: string; filterByFormula?: string; pageSize?: number } = {}): Promise<ListPage> {
+    const page = await this.request<ListPage>('POST', `/v0/${this.options.baseId}/${encodeURIComponent(tableId)}/listRecords`, {
+      pageSize: options.pageSize ?? 100,
+      returnFieldsByFieldId: true,
+      ...(options.offset ? { offset: options.offset } : {}),
+      ...(options.filterByFormula ? { filterByFormula: options.filterByFormula } : {}),
+    });
+    if (!Array.isArray(page?.records)) throw new AirtableError('transient', 200, 'Airtable sent a page without records');
+    return page;
+  }
+
+  /** Current versions of the given records (missing ones were deleted). */
+  async recordsById(tableId: string, ids: string[]): Promise<AirtableRecord[]> {
+    const out: AirtableRecord[] = [];
+    for (let i = 0; i < ids.length; i += 50) {
+      const chunk = ids.slice(i, i + 50).filter((id) => /^rec[A-Za-z0-9]+$/.test(id));
+      if (chunk.length === 0) continue;
+      const formula = `OR(${chunk.map((id) => `RECORD_ID()='${id}'`).join(',')})`;
+      let offset: string | undefined;
+      do {
+        const page = await this.listPage(tableId, { filterByFormula: formula, offset });
+        out.push(...page.records);
+        offset = page.offset;
+      } while (offset);
+    }
+    return out;
+  }
+}

@@ -1,0 +1,54 @@
+import type pg from 'pg';
+import type { Logger } from '../log.ts';
+
+export type ErrorKind = 'transient' | 'fatal';
+
+/**
+ * Where a sync says how it is doing: the control database (API, console, indicator)
+ * and the sync database's `_sync_meta` (the seed's "sync running" test for SQL users).
+ */
+export class StatusReporter {
+  private lastProgressAt = 0;
+
+  constructor(
+    private readonly options: { control: pg.Pool; target: pg.Pool; syncId: string; logger: Logger },
+  ) {}
+
+  async cycleStarted(at: Date): Promise<void> {
+    await this.options.control.query('UPDATE syncs SET started_at = $2 WHERE id = $1', [this.options.syncId, at]);
+    await this.options.target.query('UPDATE public._sync_meta SET started_at = $1', [at]);
+  }
+
+  /** A finished cycle also clears the error: the indicator returns to normal. */
+  async cycleCompleted(started: Date, finished: Date): Promise<void> {
+    const seconds = (finished.getTime() - started.getTime()) / 1000;
+    await this.options.target.query(
+      'UPDATE public._sync_meta SET completed_at = $1, duration_last = make_interval(secs => $2)',
+      [finished, seconds],
+    );
+    await this.options.control.query(
+      `UPDATE syncs SET completed_at = $2, duration_last = make_interval(secs => $3),
+              duration_usual = CASE WHEN duration_usual IS NULL THEN make_interval(secs => $3)
+                                    ELSE duration_usual * 0.8 + make_interval(secs => $3) * 0.2 END,
+              last_error = NULL, last_error_at = NULL, last_error_kind = NULL, progress = NULL
+        WHERE id = $1`,
+      [this.options.syncId, finished, seconds],
+    );
+  }
+
+  async failed(message: string, kind: ErrorKind): Promise<void> {
+    this.options.logger.warn({ kind, error: message }, 'sync cycle failed');
+    await this.options.control.query(
+      'UPDATE syncs SET last_error = $2, last_error_at = now(), last_error_kind = $3 WHERE id = $1',
+      [this.options.syncId, message.slice(0, 1000), kind],
+    );
+  }
+
+  /** Throttled: progress is for people watching, once a second is plenty. */
+  async progress(progress: Record<string, unknown>, force = false): Promise<void> {
+    const now = Date.now();
+    if (!force && now - this.lastProgressAt < 1000) return;
+    this.lastProgressAt = now;
+    await this.options.control.query('UPDATE syncs SET progress = $2 WHERE id = $1', [this.options.syncId, JSON.stringify(progress)]);
+  }
+}

@@ -1,0 +1,51 @@
+import got, { type Method } from 'got';
+
+export interface UpstreamResponse {
+  status: number;
+  headers: Record<string, string | string[] | undefined>;
+  body: string;
+}
+
+/** A network-level failure: nothing usable came back (refused, reset, timed out, cut short). */
+export class UpstreamUnreachable extends Error {
+  constructor(message: string, options?: { cause?: unknown }) {
+    super(message, options);
+    this.name = 'UpstreamUnreachable';
+  }
+}
+
+/**
+ * One HTTP exchange with an upstream API and no retries of its own: callers decide what
+ * is worth retrying, because a retry costs quota.
+ */
+export async function exchange(request: {
+  method: Method;
+  url: string;
+  headers?: Record<string, string>;
+  body?: string;
+  timeoutMs: number;
+  signal?: AbortSignal;
+}): Promise<UpstreamResponse> {
+  try {
+    const response = await got(request.url, {
+      method: request.method,
+      headers: request.headers,
+      body: request.body,
+      throwHttpErrors: false,
+      retry: { limit: 0 },
+      followRedirect: false,
+      decompress: true,
+      timeout: { request: request.timeoutMs },
+      signal: request.signal,
+    });
+    return { status: response.statusCode, headers: response.headers, body: response.body };
+  } catch (error) {
+    if (request.signal?.aborted) throw request.signal.reason;
+    throw new UpstreamUnreachable(`${request.method} ${new URL(request.url).pathname}: ${(error as Error).message}`, { cause: error });
+  }
+}
+
+/** The base URL for an upstream host: TRIBUTARY_UPSTREAMS may point it at a local fake. */
+export function upstreamBase(upstreams: Map<string, string>, host: string): string {
+  return upstreams.get(host) ?? `https://${host}`;
+}

@@ -1,0 +1,49 @@
+import type pg from 'pg';
+import { ident } from '../db/sql.ts';
+import { columnList, qualified, recordDefinition, type TableShape } from './shape.ts';
+
+export type Row = Record<string, unknown>;
+
+/**
+ * Writes rows that are new or differ from what the table holds, and nothing else
+ * (DESIGN rule 1). Unchanged rows are filtered out before the INSERT, so they are not
+ * even locked: a sweep over an unchanged base writes no WAL and makes no events.
+ * Returns how many rows were inserted or updated.
+ */
+export async function upsertRows(client: pg.ClientBase, shape: TableShape, rows: Row[]): Promise<number> {
+  if (rows.length === 0) return 0;
+  // One row per key; the last one wins (a later page or write is newer).
+  const byKey = new Map<unknown, Row>();
+  for (const row of rows) byKey.set(row[shape.key], row);
+
+  const table = qualified(shape);
+  const key = ident(shape.key);
+  const values = shape.columns.filter((c) => c.name !== shape.key);
+  const current = values.map((c) => `cur.${ident(c.name)}`).join(', ');
+  const incoming = values.map((c) => `i.${ident(c.name)}`).join(', ');
+  const target = values.map((c) => `t.${ident(c.name)}`).join(', ');
+  const excluded = values.map((c) => `excluded.${ident(c.name)}`).join(', ');
+  const assignments = values.map((c) => `${ident(c.name)} = excluded.${ident(c.name)}`).join(', ');
+  // ROW(...) keeps the comparison a row comparison even with a single value column.
+  const differs = (a: string, b: string) => (values.length === 0 ? 'false' : `ROW(${a}) IS DISTINCT FROM ROW(${b})`);
+
+  const sql = `
+    WITH incoming AS (
+      SELECT * FROM jsonb_to_recordset($1::jsonb) AS x(${recordDefinition(shape)})
+    ), changed AS (
+      SELECT i.* FROM incoming i LEFT JOIN ${table} cur ON cur.${key} = i.${key}
+       WHERE cur.${key} IS NULL OR ${differs(current, incoming)}
+    )
+    INSERT INTO ${table} AS t (${columnList(shape)})
+    SELECT ${columnList(shape)} FROM changed
+    ON CONFLICT (${key}) DO ${values.length === 0 ? 'NOTHING' : `UPDATE SET ${assignments} WHERE ${differs(target, excluded)}`}`;
+  const result = await client.query(sql, [JSON.stringify([...byKey.values()])]);
+  return result.rowCount ?? 0;
+}
+
+/** Deletes rows by key; returns how many went. */
+export async function deleteRows(client: pg.ClientBase, shape: Pick<TableShape, 'schema' | 'name' | 'key'>, keys: string[]): Promise<number> {
+  if (keys.length === 0) return 0;
+  const result = await client.query(`DELETE FROM ${qualified(shape)} WHERE ${ident(shape.key)} = ANY($1::text[])`, [keys]);
+  return result.rowCount ?? 0;
+}
