@@ -1,4 +1,12 @@
+import { randomUUID } from 'node:crypto';
+import os from 'node:os';
 import pg from 'pg';
+import { airtableCheck } from './airtable/check.ts';
+import type { SyncRecord } from './control/syncs.ts';
+import { QuotaLimiter } from './quota/limiter.ts';
+import { runnerFactory, upstreamCleanup } from './sync/runners.ts';
+import { SyncWorker } from './sync/worker.ts';
+import { upstreamBase } from './upstream/http.ts';
 import { AccountStore } from './control/accounts.ts';
 import { adminTokenFile, secretKeyFile } from './control/bootstrap-files.ts';
 import { hardenSharedServer } from './control/provisioner.ts';
@@ -54,7 +62,13 @@ async function loadAdminToken(config: Config, logger: Logger): Promise<string> {
  * Wires every part for the roles this process runs. Order matters on the way up
  * (secrets, database, migrations, then listeners) and is reversed on the way down.
  */
-export async function startService(config: Config, logger: Logger): Promise<Service> {
+/** Knobs tests turn to make time pass faster; production uses the defaults. */
+export interface Tunables {
+  airtable?: { pollIntervalMs?: number; cycleGapMs?: number };
+  workerTickMs?: number;
+}
+
+export async function startService(config: Config, logger: Logger, tunables: Tunables = {}): Promise<Service> {
   const closers: Array<() => Promise<void>> = [];
   const stop = async () => {
     for (const close of closers.reverse()) await close();
@@ -86,13 +100,21 @@ export async function startService(config: Config, logger: Logger): Promise<Serv
 
     const accounts = new AccountStore(pool, box);
     const syncs = new SyncStore(pool, box);
-    const syncService = new SyncService({
+    const limiter = new QuotaLimiter({ pool });
+    const airtableBase = upstreamBase(config.upstreams, 'api.airtable.com');
+    // Created after the service exists, since cleanup needs the service's database URLs.
+    let cleanup: ((sync: SyncRecord) => Promise<void>) | undefined;
+    const syncService: SyncService = new SyncService({
       store: syncs,
       sharedServerUrl,
+      upstreamChecks: { airtable: airtableCheck({ baseUrl: airtableBase, limiter }) },
+      upstreamCleanup: (sync) => cleanup?.(sync) ?? Promise.resolve(),
       // The embedded server is reached where the service is; an external one at its own host unless told otherwise.
       publicHost: config.publicHostSet || (!config.databaseUrl && !config.targetDatabaseUrl) ? config.publicHost : undefined,
       logger: logger.child({ part: 'control' }),
     });
+    const runnerOptions = { control: pool, store: syncs, syncService, limiter, upstreams: config.upstreams, logger, ...tunables };
+    cleanup = upstreamCleanup(runnerOptions);
     const events: EventEndpoints = {
       restUrl: `http://${config.publicHost}:${config.eventsPort}`,
       kafkaBrokers: config.kafkaBrokers,
@@ -111,6 +133,17 @@ export async function startService(config: Config, logger: Logger): Promise<Serv
       if (recovered > 0) logger.warn({ count: recovered }, 'finished interrupted sync creates and deletes');
       const app = createApiApp({ pool, accounts, syncs, syncService, authenticate: authenticator(accounts, adminToken), events, logger });
       await serve('api', app.callback(), config.apiPort);
+    }
+    if (config.roles.includes('sync')) {
+      const worker = new SyncWorker({
+        control: pool,
+        workerId: `${os.hostname()}:${process.pid}:${randomUUID().slice(0, 8)}`,
+        logger: logger.child({ part: 'sync' }),
+        makeRunner: runnerFactory({ ...runnerOptions, logger: logger.child({ part: 'sync' }) }),
+        tickMs: tunables.workerTickMs,
+      });
+      worker.start();
+      closers.push(() => worker.stop());
     }
     if (config.roles.includes('proxy')) await serve('proxy', reservedProxyHandler(), config.proxyPort);
     if (config.roles.includes('events')) await serve('events', reservedEventsHandler(), config.eventsPort);

@@ -28,6 +28,8 @@ export interface SyncServiceOptions {
   /** Host name handed out in database URLs for the shared server (for a server bound to a wildcard). */
   publicHost?: string;
   upstreamChecks?: Partial<Record<SyncKind, UpstreamCheck>>;
+  /** Removes what a sync made upstream (Airtable's webhook); failures are logged, not fatal. */
+  upstreamCleanup?: (sync: SyncRecord) => Promise<void>;
   logger: Logger;
 }
 
@@ -92,6 +94,9 @@ export class SyncService {
   async delete(record: SyncRecord, keepDatabase: boolean): Promise<void> {
     // Marked first, so a crash mid-way is finished by the reconciler rather than forgotten.
     await this.options.store.setState(record.id, 'deleting', keepDatabase);
+    await this.options.upstreamCleanup?.(record).catch((err: unknown) =>
+      this.options.logger.warn({ err, sync: record.id }, 'upstream cleanup failed; continuing the delete'),
+    );
     await this.destroy({ ...record, keepDatabase });
     this.options.logger.info({ sync: record.id, keepDatabase }, 'sync deleted');
   }

@@ -10,7 +10,7 @@ export type Row = Record<string, unknown>;
  * even locked: a sweep over an unchanged base writes no WAL and makes no events.
  * Returns how many rows were inserted or updated.
  */
-export async function upsertRows(client: pg.ClientBase, shape: TableShape, rows: Row[]): Promise<number> {
+export async function upsertRows(client: pg.Pool | pg.ClientBase, shape: TableShape, rows: Row[]): Promise<number> {
   if (rows.length === 0) return 0;
   // One row per key; the last one wins (a later page or write is newer).
   const byKey = new Map<unknown, Row>();
@@ -42,7 +42,7 @@ export async function upsertRows(client: pg.ClientBase, shape: TableShape, rows:
 }
 
 /** Deletes rows by key; returns how many went. */
-export async function deleteRows(client: pg.ClientBase, shape: Pick<TableShape, 'schema' | 'name' | 'key'>, keys: string[]): Promise<number> {
+export async function deleteRows(client: pg.Pool | pg.ClientBase, shape: Pick<TableShape, 'schema' | 'name' | 'key'>, keys: string[]): Promise<number> {
   if (keys.length === 0) return 0;
   const result = await client.query(`DELETE FROM ${qualified(shape)} WHERE ${ident(shape.key)} = ANY($1::text[])`, [keys]);
   return result.rowCount ?? 0;

@@ -1,0 +1,283 @@
+import type pg from 'pg';
+import type { Secret } from '../control/secrets.ts';
+import type { AirtableSettings } from '../control/settings.ts';
+import { toError } from '../errors.ts';
+import type { Logger } from '../log.ts';
+import type { QuotaLimiter } from '../quota/limiter.ts';
+import { StatusReporter } from '../sync/status-reporter.ts';
+import { deleteRows, upsertRows } from '../writer/upsert.ts';
+import { AirtableClient, AirtableError } from './client.ts';
+import { planMigration } from './plan.ts';
+import { mapBase, type TableMapping } from './schema.ts';
+import { sweepTable, type SweepContext } from './sweep.ts';
+import { dropTable, prepareRebuild, refreshComments, swapIn } from './swap.ts';
+import { loadBuilt, rowOf, shapeOf } from './tables.ts';
+import { ensureWebhook, readPayloads, saveWebhookState, type WebhookPayload, type WebhookState } from './webhook.ts';
+
+export interface AirtableRunnerOptions {
+  syncId: string;
+  baseId: string;
+  /** Control database (status) and the sync's own database (data). */
+  control: pg.Pool;
+  target: pg.Pool;
+  token: Secret;
+  baseUrl: string;
+  limiter?: QuotaLimiter;
+  loadSettings(): Promise<AirtableSettings>;
+  logger: Logger;
+  /** How often webhook payloads are read; each read costs one request of the sync's quota. */
+  pollIntervalMs?: number;
+  /** Pause between cycles (0: the next cycle starts at once, as the seed describes). */
+  cycleGapMs?: number;
+  /** Change capture through Airtable webhooks; off means sweeps alone. */
+  changeCapture?: boolean;
+}
+
+const sleep = (ms: number, signal: AbortSignal) =>
+  new Promise<void>((resolve) => {
+    if (signal.aborted) return resolve();
+    const timer = setTimeout(resolve, ms);
+    signal.addEventListener('abort', () => (clearTimeout(timer), resolve()), { once: true });
+  });
+
+const RECENT_TTL_MS = 10 * 60_000;
+
+/**
+ * Keeps one base in step: continuous cycles (schema, then every table swept or rebuilt)
+ * and, between them, change capture from the base's webhook payloads, so an edit lands
+ * in seconds whatever the base's size. The sweep stays the source of truth for deletes
+ * it can prove and for computed fields that change without an edit.
+ */
+export class AirtableRunner {
+  private readonly abort = new AbortController();
+  private readonly status: StatusReporter;
+  private settings: AirtableSettings | undefined;
+  private webhook: WebhookState | undefined;
+  /** Tables as built in `public`, by upstream id. */
+  private live = new Map<string, TableMapping>();
+  /** Records written by change capture, with the time their fetch began. */
+  private readonly recent = new Map<string, number>();
+  /** Debounced records and when they become due. */
+  private readonly pending = new Map<string, { tableId: string; id: string; due: number }>();
+  /** Changes seen while a table is rebuilt in public_swap: fetched again once it is swapped in. */
+  private readonly rebuilding = new Map<string, Set<string>>();
+  private running: Promise<void> | undefined;
+
+  constructor(private readonly options: AirtableRunnerOptions) {
+    this.status = new StatusReporter({ control: options.control, target: options.target, syncId: options.syncId, logger: options.logger });
+  }
+
+  start(): void {
+    const loops = [this.cycleLoop(), this.captureLoop(), this.debounceLoop()];
+    this.running = Promise.all(loops).then(() => undefined);
+  }
+
+  async stop(): Promise<void> {
+    this.abort.abort(new Error('sync stopped'));
+    await this.running;
+  }
+
+  private get signal(): AbortSignal {
+    return this.abort.signal;
+  }
+
+  private client(settings: AirtableSettings): AirtableClient {
+    return new AirtableClient({
+      baseUrl: this.options.baseUrl,
+      token: this.options.token,
+      baseId: this.options.baseId,
+      limiter: this.options.limiter,
+      // The seed's shares of the base's 5 req/s: 3 by default, all 5 with Turbo.
+      quota: { kind: 'sync', syncLimit: settings.turbo ? 5 : 3 },
+      signal: this.signal,
+    });
+  }
+
+  private async cycleLoop(): Promise<void> {
+    let failures = 0;
+    while (!this.signal.aborted) {
+      try {
+        this.settings = await this.options.loadSettings();
+        await this.cycle(this.client(this.settings));
+        failures = 0;
+        await sleep(this.options.cycleGapMs ?? 0, this.signal);
+      } catch (thrown) {
+        if (this.signal.aborted) break;
+        const error = toError(thrown);
+        const fatal = error instanceof AirtableError && error.kind === 'auth';
+        failures++;
+        await this.status.failed(error.message, fatal ? 'fatal' : 'transient').catch(() => undefined);
+        await sleep(fatal ? 60_000 : Math.min(60_000, 1000 * 2 ** Math.min(failures, 6)), this.signal);
+      }
+    }
+  }
+
+  private async cycle(client: AirtableClient): Promise<void> {
+    const settings = this.settings!;
+    const started = new Date();
+    await this.status.cycleStarted(started);
+    if (this.options.changeCapture !== false) {
+      // Before listing: every change from here on is either in the listing or in a payload.
+      this.webhook = await ensureWebhook(client, this.options.target, this.options.logger);
+    }
+    const desired = mapBase(await client.schema(), settings);
+    const built = await loadBuilt(this.options.target);
+    this.live = new Map(built);
+    const plan = planMigration(desired, built);
+    for (const gone of plan.drop) {
+      await dropTable(this.options.target, gone);
+      this.live.delete(gone.tableId);
+    }
+
+    const rebuild = new Set(plan.rebuild.map((m) => m.tableId));
+    const recomment = new Set(plan.recomment.map((m) => m.tableId));
+    let records = 0;
+    for (const [index, mapping] of desired.entries()) {
+      const progress = (phase: string, listed: number) =>
+        this.status.progress({ phase, table: mapping.name, tables_done: index, tables_total: desired.length, records: records + listed });
+      if (rebuild.has(mapping.tableId)) {
+        this.rebuilding.set(mapping.tableId, new Set());
+        await prepareRebuild(this.options.target, mapping);
+        const result = await sweepTable(this.sweepContext(client, (n) => progress('rebuild', n)), mapping, 'public_swap', {
+          deleteMissing: false,
+        });
+        await swapIn(this.options.target, mapping);
+        this.live.set(mapping.tableId, mapping);
+        const changed = this.rebuilding.get(mapping.tableId)!;
+        this.rebuilding.delete(mapping.tableId);
+        if (changed.size > 0) await this.refetch(client, mapping.tableId, [...changed]);
+        records += result.listed;
+        this.options.logger.info({ table: mapping.name, records: result.listed }, 'table built and swapped in');
+      } else {
+        if (recomment.has(mapping.tableId)) await refreshComments(this.options.target, mapping);
+        this.live.set(mapping.tableId, mapping);
+        const result = await sweepTable(this.sweepContext(client, (n) => progress('sweep', n)), mapping, 'public', {
+          deleteMissing: true,
+        });
+        records += result.listed;
+        if (result.written || result.deleted) {
+          this.options.logger.debug({ table: mapping.name, written: result.written, deleted: result.deleted }, 'table swept');
+        }
+      }
+    }
+    this.pruneRecent();
+    await this.status.cycleCompleted(started, new Date());
+  }
+
+  private sweepContext(client: AirtableClient, onPage: (listed: number) => Promise<void>): SweepContext {
+    return {
+      airtable: client,
+      db: this.options.target,
+      logger: this.options.logger,
+      onPage,
+      skip: (tableId, id, fetchedAt) => {
+        const key = `${tableId}/${id}`;
+        return this.pending.has(key) || (this.recent.get(key) ?? 0) > fetchedAt;
+      },
+    };
+  }
+
+  private pruneRecent(): void {
+    const cutoff = Date.now() - RECENT_TTL_MS;
+    for (const [key, at] of this.recent) if (at < cutoff) this.recent.delete(key);
+  }
+
+  /** Fetches the records' current versions and writes them; those no longer there are deleted. */
+  private async refetch(client: AirtableClient, tableId: string, ids: string[]): Promise<void> {
+    const mapping = this.live.get(tableId);
+    if (!mapping || ids.length === 0) return;
+    const fetchedAt = Date.now();
+    const records = await client.recordsById(tableId, ids);
+    const shape = shapeOf(mapping, 'public');
+    const found = new Set(records.map((r) => r.id));
+    await upsertRows(this.options.target, shape, records.map((r) => rowOf(mapping, r)));
+    await deleteRows(this.options.target, shape, ids.filter((id) => !found.has(id)));
+    for (const id of ids) this.recent.set(`${tableId}/${id}`, fetchedAt);
+  }
+
+  private async captureLoop(): Promise<void> {
+    while (!this.signal.aborted) {
+      await sleep(this.options.pollIntervalMs ?? 1000, this.signal);
+      if (!this.webhook || !this.settings || this.signal.aborted) continue;
+      try {
+        await this.pollOnce(this.client(this.settings));
+      } catch (thrown) {
+        if (this.signal.aborted) break;
+        // The next poll tries again from the same cursor; the sweep covers anything meanwhile.
+        this.options.logger.warn({ error: toError(thrown).message }, 'reading Airtable webhook payloads failed');
+      }
+    }
+  }
+
+  private async pollOnce(client: AirtableClient): Promise<void> {
+    const webhook = this.webhook!;
+    const { payloads, cursor } = await readPayloads(client, webhook);
+    if (payloads.length > 0) await this.applyPayloads(client, payloads);
+    if (cursor !== webhook.cursor) {
+      // Saved only after the changes are written: a crash re-reads them (at least once).
+      this.webhook = { ...webhook, cursor };
+      await saveWebhookState(this.options.target, this.webhook);
+    }
+  }
+
+  private async applyPayloads(client: AirtableClient, payloads: WebhookPayload[]): Promise<void> {
+    const changed = new Map<string, Map<string, number>>();
+    const destroyed = new Map<string, Set<string>>();
+    const entry = <V>(map: Map<string, V>, key: string, make: () => V) => map.get(key) ?? map.set(key, make()).get(key)!;
+    for (const payload of payloads) {
+      const at = Date.parse(payload.timestamp) || Date.now();
+      for (const [tableId, change] of Object.entries(payload.changedTablesById ?? {})) {
+        const ids = [...Object.keys(change.createdRecordsById ?? {}), ...Object.keys(change.changedRecordsById ?? {})];
+        for (const id of ids) {
+          entry(changed, tableId, () => new Map()).set(id, at);
+          destroyed.get(tableId)?.delete(id);
+        }
+        for (const id of change.destroyedRecordIds ?? []) {
+          entry(destroyed, tableId, () => new Set()).add(id);
+          changed.get(tableId)?.delete(id);
+        }
+      }
+    }
+    const debounceMs = this.settings?.debounce_ms ?? 0;
+    for (const [tableId, ids] of destroyed) {
+      for (const id of ids) this.pending.delete(`${tableId}/${id}`);
+      const rebuildingSet = this.rebuilding.get(tableId);
+      if (rebuildingSet) for (const id of ids) rebuildingSet.add(id);
+      const mapping = this.live.get(tableId);
+      if (mapping) await deleteRows(this.options.target, shapeOf(mapping, 'public'), [...ids]);
+    }
+    for (const [tableId, ids] of changed) {
+      const rebuildingSet = this.rebuilding.get(tableId);
+      if (rebuildingSet) {
+        for (const id of ids.keys()) rebuildingSet.add(id);
+      } else if (debounceMs > 0) {
+        // Written once the record has been stable for debounce_ms since its last change.
+        for (const [id, at] of ids) this.pending.set(`${tableId}/${id}`, { tableId, id, due: at + debounceMs });
+      } else {
+        await this.refetch(client, tableId, [...ids.keys()]);
+      }
+    }
+  }
+
+  private async debounceLoop(): Promise<void> {
+    while (!this.signal.aborted) {
+      await sleep(100, this.signal);
+      if (this.pending.size === 0 || !this.settings || this.signal.aborted) continue;
+      const now = Date.now();
+      const due = new Map<string, string[]>();
+      for (const [key, item] of this.pending) {
+        if (item.due > now) continue;
+        this.pending.delete(key);
+        (due.get(item.tableId) ?? due.set(item.tableId, []).get(item.tableId)!).push(item.id);
+      }
+      for (const [tableId, ids] of due) {
+        try {
+          await this.refetch(this.client(this.settings), tableId, ids);
+        } catch (thrown) {
+          // Left to the sweep, which no longer skips them.
+          this.options.logger.warn({ error: toError(thrown).message }, 'writing debounced records failed');
+        }
+      }
+    }
+  }
+}

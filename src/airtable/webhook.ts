@@ -1,0 +1,124 @@
+import type pg from 'pg';
+import type { Logger } from '../log.ts';
+import { AirtableError, type AirtableClient } from './client.ts';
+
+/** What the sync keeps of its Airtable webhook, in public_swap._state. */
+export interface WebhookState {
+  id: string;
+  cursor: number;
+  expirationTime: string | null;
+}
+
+export interface WebhookPayload {
+  timestamp: string;
+  changedTablesById?: Record<
+    string,
+    {
+      createdRecordsById?: Record<string, unknown>;
+      changedRecordsById?: Record<string, unknown>;
+      destroyedRecordIds?: string[];
+      createdFieldsById?: Record<string, unknown>;
+      changedFieldsById?: Record<string, unknown>;
+      destroyedFieldIds?: string[];
+      changedMetadata?: unknown;
+    }
+  >;
+  createdTablesById?: Record<string, unknown>;
+  destroyedTableIds?: string[];
+}
+
+const STATE_KEY = 'airtable_webhook';
+/** Webhooks live 7 days; refreshing a day ahead leaves room for a long outage. */
+const REFRESH_AHEAD_MS = 24 * 3600_000;
+
+export async function loadWebhookState(db: pg.Pool): Promise<WebhookState | undefined> {
+  const { rows } = await db.query<{ value: WebhookState }>('SELECT value FROM public_swap._state WHERE key = $1', [STATE_KEY]);
+  return rows[0]?.value;
+}
+
+export async function saveWebhookState(db: pg.Pool, state: WebhookState | undefined): Promise<void> {
+  if (!state) {
+    await db.query('DELETE FROM public_swap._state WHERE key = $1', [STATE_KEY]);
+    return;
+  }
+  await db.query(
+    `INSERT INTO public_swap._state (key, value) VALUES ($1, $2)
+     ON CONFLICT (key) DO UPDATE SET value = excluded.value`,
+    [STATE_KEY, JSON.stringify(state)],
+  );
+}
+
+interface WebhookInfo {
+  id: string;
+  expirationTime?: string | null;
+  isHookEnabled?: boolean;
+}
+
+/**
+ * Makes sure the base has our webhook and that it will not expire soon. Returns its
+ * state, or undefined when the key may not manage webhooks (the sweep then carries
+ * every change alone). A new webhook starts at cursor 1: it must exist before the
+ * sweep that follows starts, so nothing between the two is missed.
+ */
+export async function ensureWebhook(client: AirtableClient, db: pg.Pool, logger: Logger): Promise<WebhookState | undefined> {
+  const base = client.baseId;
+  let state = await loadWebhookState(db);
+  try {
+    if (state) {
+      const { webhooks } = await client.request<{ webhooks: WebhookInfo[] }>('GET', `/v0/bases/${base}/webhooks`);
+      const live = webhooks.find((w) => w.id === state!.id);
+      const expired = !live || (live.expirationTime && Date.parse(live.expirationTime) <= Date.now());
+      if (expired) {
+        logger.warn({ webhook: state.id }, 'Airtable webhook expired or vanished; changes since are caught by the sweep');
+        state = undefined;
+      } else if (!live.expirationTime || Date.parse(live.expirationTime) - Date.now() < REFRESH_AHEAD_MS) {
+        const refreshed = await client.request<{ expirationTime: string | null }>('POST', `/v0/bases/${base}/webhooks/${state.id}/refresh`);
+        state = { ...state, expirationTime: refreshed.expirationTime };
+        await saveWebhookState(db, state);
+      }
+    }
+    if (!state) {
+      const created = await client.request<{ id: string; expirationTime: string | null }>('POST', `/v0/bases/${base}/webhooks`, {
+        specification: { options: { filters: { dataTypes: ['tableData', 'tableFields'] } } },
+      });
+      state = { id: created.id, cursor: 1, expirationTime: created.expirationTime };
+      await saveWebhookState(db, state);
+      logger.info({ webhook: created.id }, 'Airtable webhook created for change capture');
+    }
+    return state;
+  } catch (error) {
+    if (error instanceof AirtableError && (error.kind === 'auth' || error.kind === 'invalid')) {
+      logger.warn({ error: error.message }, 'cannot manage Airtable webhooks with this key; changes arrive with each sweep only');
+      return undefined;
+    }
+    throw error;
+  }
+}
+
+export async function removeWebhook(client: AirtableClient, db: pg.Pool | undefined, webhookId: string): Promise<void> {
+  try {
+    await client.request('DELETE', `/v0/bases/${client.baseId}/webhooks/${webhookId}`);
+  } catch (error) {
+    if (!(error instanceof AirtableError && (error.status === 404 || error.kind === 'auth'))) throw error;
+  }
+  if (db) await saveWebhookState(db, undefined);
+}
+
+/** Payloads after the cursor, as many pages as Airtable has ready. */
+export async function readPayloads(
+  client: AirtableClient,
+  state: WebhookState,
+): Promise<{ payloads: WebhookPayload[]; cursor: number }> {
+  const payloads: WebhookPayload[] = [];
+  let cursor = state.cursor;
+  for (let page = 0; page < 20; page++) {
+    const answer = await client.request<{ payloads: WebhookPayload[]; cursor: number; mightHaveMore: boolean }>(
+      'GET',
+      `/v0/bases/${client.baseId}/webhooks/${state.id}/payloads?cursor=${cursor}&limit=50`,
+    );
+    payloads.push(...answer.payloads);
+    cursor = answer.cursor;
+    if (!answer.mightHaveMore) break;
+  }
+  return { payloads, cursor };
+}

@@ -1,0 +1,84 @@
+import pg from 'pg';
+import { AirtableClient } from '../airtable/client.ts';
+import { AirtableRunner } from '../airtable/runner.ts';
+import { loadWebhookState, removeWebhook } from '../airtable/webhook.ts';
+import type { SyncService } from '../control/sync-service.ts';
+import type { AirtableSettings } from '../control/settings.ts';
+import type { SyncRecord, SyncStore } from '../control/syncs.ts';
+import type { Logger } from '../log.ts';
+import type { QuotaLimiter } from '../quota/limiter.ts';
+import { upstreamBase } from '../upstream/http.ts';
+import type { Runner } from './worker.ts';
+
+export interface RunnerFactoryOptions {
+  control: pg.Pool;
+  store: SyncStore;
+  syncService: SyncService;
+  limiter: QuotaLimiter;
+  upstreams: Map<string, string>;
+  logger: Logger;
+  /** Tunables for tests: webhook poll interval, pause between cycles. */
+  airtable?: { pollIntervalMs?: number; cycleGapMs?: number };
+}
+
+function targetPool(url: string, logger: Logger): pg.Pool {
+  const pool = new pg.Pool({ connectionString: url, max: 4 });
+  pool.on('error', (err) => logger.warn({ err }, 'idle sync-database connection failed'));
+  return pool;
+}
+
+/** Builds the runner for a sync of any kind; the worker only knows "start" and "stop". */
+export function runnerFactory(options: RunnerFactoryOptions): (syncId: string) => Promise<Runner> {
+  return async (syncId) => {
+    const sync = await options.store.get(syncId);
+    if (!sync || sync.state !== 'active') throw new Error(`sync ${syncId} is not active`);
+    const logger = options.logger.child({ sync: sync.id });
+    if (sync.kind !== 'airtable') {
+      // Stripe syncs get their runner with the Stripe sync.
+      return { start: () => logger.warn('no runner for this kind yet'), stop: async () => undefined };
+    }
+    const target = targetPool(await options.syncService.adminUrl(sync), logger);
+    const runner = new AirtableRunner({
+      syncId: sync.id,
+      baseId: sync.baseId!,
+      control: options.control,
+      target,
+      token: await options.store.apiKey(sync.id),
+      baseUrl: upstreamBase(options.upstreams, 'api.airtable.com'),
+      limiter: options.limiter,
+      loadSettings: async () => ((await options.store.get(sync.id))?.settings ?? sync.settings) as AirtableSettings,
+      logger,
+      ...options.airtable,
+    });
+    return {
+      start: () => runner.start(),
+      stop: async () => {
+        await runner.stop();
+        await target.end();
+      },
+    };
+  };
+}
+
+/** Upstream leftovers of a deleted sync: Airtable's webhook (a base may only have 10). */
+export function upstreamCleanup(options: Pick<RunnerFactoryOptions, 'store' | 'syncService' | 'upstreams' | 'limiter' | 'logger'>) {
+  return async (sync: SyncRecord): Promise<void> => {
+    if (sync.kind !== 'airtable') return;
+    const target = targetPool(await options.syncService.adminUrl(sync), options.logger);
+    try {
+      const state = await loadWebhookState(target);
+      if (!state) return;
+      const client = new AirtableClient({
+        baseUrl: upstreamBase(options.upstreams, 'api.airtable.com'),
+        token: await options.store.apiKey(sync.id),
+        baseId: sync.baseId!,
+        limiter: options.limiter,
+        quota: { kind: 'client', maxWaitMs: 10_000 },
+        attempts: 2,
+      });
+      await removeWebhook(client, undefined, state.id);
+    } finally {
+      await target.end();
+    }
+  };
+}

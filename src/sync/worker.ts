@@ -1,0 +1,102 @@
+import type pg from 'pg';
+import { toError } from '../errors.ts';
+import type { Logger } from '../log.ts';
+
+/** One running sync: started once, stopped when its lease is lost or the process ends. */
+export interface Runner {
+  start(): void;
+  stop(): Promise<void>;
+}
+
+export interface SyncWorkerOptions {
+  control: pg.Pool;
+  workerId: string;
+  logger: Logger;
+  makeRunner(syncId: string): Promise<Runner>;
+  /** How often leases are renewed and new syncs claimed. */
+  tickMs?: number;
+  /** A lease not renewed for this long lets another worker take the sync. */
+  leaseMs?: number;
+  maxSyncs?: number;
+}
+
+/**
+ * Claims syncs with leases in the control database (FOR UPDATE SKIP LOCKED), so any
+ * number of processes share the work and a dead one's syncs move on once its leases
+ * lapse. A sync that is deleted, or whose lease another worker took, is stopped here.
+ */
+export class SyncWorker {
+  private readonly runners = new Map<string, Runner>();
+  private timer: NodeJS.Timeout | undefined;
+  private ticking: Promise<void> = Promise.resolve();
+  private stopped = false;
+
+  constructor(private readonly options: SyncWorkerOptions) {}
+
+  start(): void {
+    const loop = () => {
+      this.ticking = this.tick()
+        .catch((err: unknown) => this.options.logger.warn({ err: toError(err) }, 'sync worker tick failed'))
+        .finally(() => {
+          if (!this.stopped) this.timer = setTimeout(loop, this.options.tickMs ?? 2000);
+        });
+    };
+    loop();
+  }
+
+  async stop(): Promise<void> {
+    this.stopped = true;
+    clearTimeout(this.timer);
+    await this.ticking;
+    await Promise.all([...this.runners.values()].map((r) => r.stop()));
+    const ids = [...this.runners.keys()];
+    this.runners.clear();
+    // Hand the syncs over at once instead of making the next worker wait out the lease.
+    await this.options.control
+      .query('UPDATE syncs SET lease_owner = NULL, lease_until = NULL WHERE id = ANY($1) AND lease_owner = $2', [ids, this.options.workerId])
+      .catch(() => undefined);
+  }
+
+  /** Running syncs, for tests and metrics. */
+  get syncIds(): string[] {
+    return [...this.runners.keys()];
+  }
+
+  private async tick(): Promise<void> {
+    const { control, workerId } = this.options;
+    const leaseMs = this.options.leaseMs ?? 30_000;
+    const renewed = await control.query<{ id: string }>(
+      `UPDATE syncs SET lease_until = now() + make_interval(secs => $3 / 1000.0)
+        WHERE id = ANY($1) AND lease_owner = $2 AND state = 'active' RETURNING id`,
+      [[...this.runners.keys()], workerId, leaseMs],
+    );
+    const kept = new Set(renewed.rows.map((r) => r.id));
+    for (const [id, runner] of this.runners) {
+      if (kept.has(id)) continue;
+      this.runners.delete(id);
+      this.options.logger.info({ sync: id }, 'sync deleted or taken over; stopping it here');
+      await runner.stop();
+    }
+    if (this.stopped) return;
+    const room = (this.options.maxSyncs ?? 200) - this.runners.size;
+    if (room <= 0) return;
+    const claimed = await control.query<{ id: string }>(
+      `UPDATE syncs SET lease_owner = $1, lease_until = now() + make_interval(secs => $2 / 1000.0)
+        WHERE id IN (SELECT id FROM syncs
+                      WHERE state = 'active' AND (lease_until IS NULL OR lease_until < now())
+                      ORDER BY id LIMIT $3 FOR UPDATE SKIP LOCKED)
+        RETURNING id`,
+      [workerId, leaseMs, room],
+    );
+    for (const { id } of claimed.rows) {
+      try {
+        const runner = await this.options.makeRunner(id);
+        this.runners.set(id, runner);
+        runner.start();
+        this.options.logger.info({ sync: id }, 'sync started');
+      } catch (err) {
+        this.options.logger.error({ err: toError(err), sync: id }, 'sync could not start; retrying after its lease');
+      }
+    }
+  }
+}
