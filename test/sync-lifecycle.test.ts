@@ -54,6 +54,7 @@ test('a create or delete cut short by a crash is finished at the next start', as
   const account = await createAccount(svc);
   const deleting = (await request(svc.api, 'POST', '/api/syncs', { token: account.token, body: stripeSyncBody() })).body;
   await svc.service.stop();
+  await svc.airtable.close();
 
   // As a crash would leave them: one row mid-delete, one mid-create with half a database.
   await query(svc.controlUrl, "UPDATE syncs SET state = 'deleting' WHERE id = $1", [deleting.id]);
@@ -70,7 +71,7 @@ test('a create or delete cut short by a crash is finished at the next start', as
     createLogger({ level: 'silent' }),
   );
 
-  const again = await startTestService({ databaseUrl: svc.controlUrl, adminToken: svc.adminToken });
+  const again = await startTestService({ config: { databaseUrl: svc.controlUrl, adminToken: svc.adminToken } });
   try {
     assert.equal(await query(again.controlUrl, 'SELECT id FROM syncs'), []);
     assert.equal(await leftovers([deleting.database.name, halfName]), { databases: [], roles: [], slots: [] });

@@ -3,8 +3,9 @@ import os from 'node:os';
 import path from 'node:path';
 import { Writable } from 'node:stream';
 import { loadConfig, type Config } from '../../src/config.ts';
+import { startFakeAirtable, type FakeAirtable } from '../../src/fakes/airtable/index.ts';
 import { createLogger } from '../../src/log.ts';
-import { startService, type Service } from '../../src/main.ts';
+import { startService, type Service, type Tunables } from '../../src/main.ts';
 import { freshDatabase, serverAdminUrl } from './postgres.ts';
 
 /** Every log line the service wrote, kept so tests can search them for secrets. */
@@ -19,8 +20,21 @@ export class LogCollector extends Writable {
   }
 }
 
+/** The token the harness's fake Airtable accepts for every base. */
+export const AIRTABLE_TEST_TOKEN = 'patTESTTESTTEST01.0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef';
+/** Bases that exist in the harness's fake Airtable from the start. */
+export const TEST_BASES = ['appAAAAAAAAAAAAAA', 'appBBBBBBBBBBBBBB', 'appCCCCCCCCCCCCCC', 'appDDDDDDDDDDDDDD', 'appEEEEEEEEEEEEEE'];
+
+export interface TestServiceOptions {
+  config?: Partial<Config>;
+  tunables?: Tunables;
+  /** Options of the fake Airtable the service is pointed at. */
+  airtable?: Parameters<typeof startFakeAirtable>[0];
+}
+
 export interface TestService {
   service: Service;
+  airtable: FakeAirtable;
   api: string;
   adminToken: string;
   controlUrl: string;
@@ -33,8 +47,12 @@ export interface TestService {
  * The real service in this process, on its own control database and random ports,
  * creating sync databases on the test run's PostgreSQL server.
  */
-export async function startTestService(overrides: Partial<Config> = {}): Promise<TestService> {
+export async function startTestService(options: TestServiceOptions = {}): Promise<TestService> {
+  const overrides = options.config ?? {};
   const dataDir = await mkdtemp(path.join(os.tmpdir(), 'tributary-svc-'));
+  const airtable = await startFakeAirtable({ port: 0, ...options.airtable });
+  airtable.addToken(AIRTABLE_TEST_TOKEN, { bases: '*' });
+  for (const id of TEST_BASES) airtable.createBase({ id, name: `Base ${id.slice(3, 6)}` });
   const controlUrl = overrides.databaseUrl ?? (await freshDatabase('ctl'));
   const adminToken = `tra_test_${path.basename(dataDir)}`;
   const logs = new LogCollector();
@@ -48,12 +66,16 @@ export async function startTestService(overrides: Partial<Config> = {}): Promise
       apiPort: 0,
       proxyPort: 0,
       eventsPort: 0,
+      // Syncs run only where a test asks for them.
+      roles: ['api', 'proxy', 'events'],
+      upstreams: new Map([['api.airtable.com', airtable.url]]),
       ...overrides,
     },
   );
-  const service = await startService(config, createLogger({ level: 'debug', destination: logs }));
+  const service = await startService(config, createLogger({ level: 'debug', destination: logs }), options.tunables);
   return {
     service,
+    airtable,
     api: `http://127.0.0.1:${service.apiPort}`,
     adminToken,
     controlUrl,
@@ -61,6 +83,7 @@ export async function startTestService(overrides: Partial<Config> = {}): Promise
     dataDir,
     async stop() {
       await service.stop();
+      await airtable.close();
       await rm(dataDir, { recursive: true, force: true });
     },
   };
@@ -120,7 +143,7 @@ export async function createAccount(svc: TestService, name = 'acme'): Promise<Te
 export const airtableSyncBody = (baseId = 'appAAAAAAAAAAAAAA') => ({
   kind: 'airtable',
   base_id: baseId,
-  api_key: `pat${baseId.slice(3)}.0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef`,
+  api_key: AIRTABLE_TEST_TOKEN,
 });
 
 export const stripeSyncBody = () => ({ kind: 'stripe', api_key: 'sk_test_51HxTestKey0000000000000' });

@@ -73,11 +73,11 @@ export class CellReader {
       case 'lastModifiedBy':
         return this.user(recordMeta(table, rec).modifiedBy);
       default:
-        return this.storedCell(table, rec, field, format);
+        return this.storedCell(rec, field, format);
     }
   }
 
-  private storedCell(table: Table, rec: Rec, field: Field, format: CellFormat): unknown {
+  private storedCell(rec: Rec, field: Field, format: CellFormat): unknown {
     const v = storedValue(rec, field);
     if (v === undefined || v === null || v === '' || v === false) return undefined;
     if (Array.isArray(v) && v.length === 0) return undefined;

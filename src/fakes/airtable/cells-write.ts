@@ -1,9 +1,8 @@
-import { choicesOf, type StoredAttachment } from './cells-read.ts';
-import { AirtableApiError, unprocessable } from './errors.ts';
+import { CellReader, choicesOf, type StoredAttachment } from './cells-read.ts';
+import { unprocessable } from './errors.ts';
 import { CHOICE_COLORS, isApiWritable, isDerived, KNOWN_TYPES, SYSTEM_WRITTEN_TYPES } from './field-types.ts';
 import { hashString, RECORD_ID, randomId } from './ids.ts';
 import { type Field, primaryField, type Rec, storedValue, type Table, tableById, type World } from './model.ts';
-import { CellReader } from './cells-read.ts';
 
 interface Choice {
   id: string;
@@ -36,7 +35,7 @@ const invalid = (field: Field, detail?: string) =>
 const DATE_ONLY = /^\d{4}-\d{2}-\d{2}$/;
 
 /** Validates one written value and returns its stored form (undefined = empty), or throws a 422. */
-export function normalizeCell(table: Table, field: Field, value: unknown, opts: WriteOptions): unknown {
+export function normalizeCell(field: Field, value: unknown, opts: WriteOptions): unknown {
   if (isDerived(field.type)) {
     throw unprocessable('INVALID_VALUE_FOR_COLUMN', `Field "${field.name}" cannot accept a value because the field is computed`);
   }
@@ -220,7 +219,8 @@ function attachments(field: Field, value: unknown, opts: WriteOptions): StoredAt
       continue;
     }
     if (typeof a.url !== 'string' || !/^https?:\/\//.test(a.url)) throw invalid(field, 'attachments need a url');
-    const fromUrl = decodeURIComponent(new URL(a.url).pathname.split('/').pop() || 'file');
+    const fromUrl = fileNameOf(a.url);
+    if (fromUrl === undefined) throw invalid(field, `invalid attachment url ${a.url}`);
     const filename = typeof a.filename === 'string' && a.filename !== '' ? a.filename : fromUrl;
     const ext = filename.split('.').pop()?.toLowerCase() ?? '';
     const type = MIME[ext] ?? 'application/octet-stream';
@@ -232,6 +232,11 @@ function attachments(field: Field, value: unknown, opts: WriteOptions): StoredAt
   return out.length === 0 ? undefined : out;
 }
 
-export function isApiError(e: unknown): e is AirtableApiError {
-  return e instanceof AirtableApiError;
+function fileNameOf(url: string): string | undefined {
+  try {
+    const last = new URL(url).pathname.split('/').pop();
+    return last ? decodeURIComponent(last) : 'file';
+  } catch {
+    return undefined;
+  }
 }

@@ -28,6 +28,14 @@ export function hash(...parts: number[]): number {
   return h;
 }
 
+/** hash() for exactly four 32-bit parts, without the rest-argument array (hot in the generator). */
+export function hash4(a: number, b: number, c: number, d: number): number {
+  let h = fmix32(0x9e3779b9 ^ Math.imul(a | 0, 0x27d4eb2d));
+  h = fmix32(h ^ Math.imul(b | 0, 0x27d4eb2d));
+  h = fmix32(h ^ Math.imul(c | 0, 0x27d4eb2d));
+  return fmix32(h ^ Math.imul(d | 0, 0x27d4eb2d));
+}
+
 export function hashString(s: string): number {
   let h = 0x811c9dc5;
   for (let i = 0; i < s.length; i++) h = Math.imul(h ^ s.charCodeAt(i), 0x01000193);
@@ -53,11 +61,29 @@ export function seededId(prefix: string, ...parts: number[]): string {
 }
 
 /**
- * Record ids of generated rows: 6 chars that identify the table, then the row passed through a
- * 32-bit bijection, so a million rows never collide and still look random.
+ * Record ids of generated rows: the row passes through a 32-bit bijection and is spelled in six
+ * base-62 digits (shifted per table), interleaved with eight hashed filler characters. The six
+ * digits keep a million rows distinct; the fillers make the ids look random.
  */
 export function seededRecordId(tableSalt: number, row: number): string {
-  return 'rec' + base62(tableSalt % 56800235584, 6) + base62(fmix32(row ^ tableSalt), 8);
+  let x = fmix32(row ^ tableSalt);
+  const filler = hash4(tableSalt, row, 0xf111, 0);
+  const filler2 = hash4(tableSalt, row, 0xf112, 0);
+  const codes = REC_CODES.slice();
+  for (let i = 0; i < 14; i++) {
+    let digit: number;
+    if (i % 2 === 1 && i < 12) {
+      digit = ((x % 62) + ((tableSalt >>> ((i >> 1) * 5)) % 62)) % 62;
+      x = Math.floor(x / 62);
+    } else {
+      digit = (i < 7 ? filler >>> (i * 4) : filler2 >>> ((i - 7) * 4)) % 62;
+    }
+    codes[3 + i] = BASE62_CODES[digit] as number;
+  }
+  return String.fromCharCode(...codes);
 }
+
+const BASE62_CODES = Array.from(BASE62, (c) => c.charCodeAt(0));
+const REC_CODES = Array.from('rec00000000000000', (c) => c.charCodeAt(0));
 
 export const RECORD_ID = /^rec[0-9A-Za-z]{14}$/;

@@ -142,7 +142,7 @@ export function applyPending(s: WriteSession, pending: PendingChanges): void {
     for (const [name, id] of byName) {
       let value: unknown;
       try {
-        value = normalizeCell(table, primary, name, { world: s.world, typecast: true, trusted: true, pending: { choices: new Map(), linkCreates: new Map() } });
+        value = normalizeCell(primary, name, { world: s.world, typecast: true, trusted: true, pending: { choices: new Map(), linkCreates: new Map() } });
       } catch {
         value = undefined;
       }

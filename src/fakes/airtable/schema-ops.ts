@@ -1,9 +1,9 @@
-import { AirtableApiError, unprocessable } from './errors.ts';
+import { unprocessable } from './errors.ts';
 import { CHOICE_COLORS, DEFAULT_OPTIONS, isApiCreatable, KNOWN_TYPES, REQUIRED_OPTIONS } from './field-types.ts';
 import { FormulaSyntaxError } from './formula/ast.ts';
 import { compileFormula } from './formula/parse.ts';
 import { randomId } from './ids.ts';
-import { type BaseModel, type Field, fieldById, findTable, type Table, tableById } from './model.ts';
+import { type Field, fieldById, findTable, type Table, tableById } from './model.ts';
 import type { WriteSession } from './record-ops.ts';
 import { fieldOptionsJson } from './schema.ts';
 
@@ -270,9 +270,3 @@ export function deleteField(s: WriteSession, table: Table, field: Field): void {
     if (linked && inverse) removeField(s, linked, inverse);
   }
 }
-
-export function isSchemaError(e: unknown): e is AirtableApiError {
-  return e instanceof AirtableApiError;
-}
-
-export type { BaseModel };

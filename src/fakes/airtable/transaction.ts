@@ -67,7 +67,7 @@ export class Transaction {
   private readonly reader: CellReader;
 
   constructor(
-    private readonly world: World,
+    world: World,
     readonly base: BaseModel,
     readonly source: ChangeSource,
     readonly capture: boolean,

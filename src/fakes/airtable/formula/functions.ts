@@ -1,5 +1,4 @@
 import {
-  compare,
   FDate,
   FError,
   type FValue,
@@ -260,4 +259,3 @@ export function callFunction(fn: string, args: FValue[], ctx: FunctionContext): 
   }
 }
 
-export { compare };

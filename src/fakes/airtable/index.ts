@@ -1,0 +1,136 @@
+/**
+ * A strict local Airtable API server (see shared/spec/UPSTREAMS.md, Airtable half): records,
+ * metadata, webhooks, rate limits and fault injection, over real HTTP, plus an in-process
+ * control API per base. Used by the sync, the proxy, tests, benchmarks and the demo.
+ *
+ * Where it is knowingly not Airtable:
+ * - Formulas: a subset of functions (see formula/functions.ts); no locale or time-zone formatting;
+ *   LAST_MODIFIED_TIME({field}) ignores its arguments; lastModifiedTime fields track all fields.
+ * - cellFormat=string is a rough rendering; views never filter or sort.
+ * - Lookups and webhook diffs reach one link hop (a lookup of a lookup is not re-diffed).
+ * - Generated rows produce no record payloads for webhooks that existed before `generate`.
+ * - Error types Airtable does not document (upsert with several matches, metadata validation)
+ *   are plausible guesses; the documented ones (INVALID_RECORDS, UNKNOWN_FIELD_NAME, …) are real.
+ */
+import type { AddressInfo } from 'node:net';
+import { FakeBaseControl, type FakeBase } from './control.ts';
+import { type Core, Stats } from './core.ts';
+import { type FaultInjector, FaultList } from './faults.ts';
+import { randomId, seededId } from './ids.ts';
+import { IteratorStore } from './list-records.ts';
+import type { World } from './model.ts';
+import { SlidingWindowLimiter } from './rate-limit.ts';
+import { createFakeServer } from './server.ts';
+import { TokenRegistry } from './tokens.ts';
+import { WebhookStore } from './webhooks.ts';
+
+export type { FakeBase, RecordJson } from './control.ts';
+export type { FaultInjector, FaultRule } from './faults.ts';
+export type { GenerateInput } from './generator.ts';
+export type { FieldSpec } from './schema-ops.ts';
+export type { FieldJson, TableJson } from './schema.ts';
+export { ALL_SCOPES } from './tokens.ts';
+
+export interface FakeAirtableOptions {
+  port?: number;
+  host?: string;
+  /** Per-base limit; false turns the limiter off (benchmarks). Default {perBasePerSecond:5, perTokenPerSecond:50, lockoutMs:30000}. */
+  rateLimit?: { perBasePerSecond: number; perTokenPerSecond: number; lockoutMs: number } | false;
+  /** How long a list iterator (offset) lives without use; default 300_000 ms. */
+  offsetTtlMs?: number;
+  /** Webhook lifetime; default 7 days. */
+  webhookTtlMs?: number;
+  /** How long webhook payloads are kept; default 7 days. */
+  payloadTtlMs?: number;
+}
+
+export interface FakeAirtable {
+  url: string;
+  port: number;
+  close(): Promise<void>;
+  addToken(token: string, grant: { bases: string[] | '*'; scopes?: string[] }): void;
+  revokeToken(token: string): void;
+  createBase(input: { id?: string; name: string }): FakeBase;
+  base(id: string): FakeBase;
+  faults: FaultInjector;
+  stats: { requests: number; rateLimited: number; byBase(baseId: string): { requests: number; rateLimited: number }; reset(): void };
+}
+
+const WEEK = 7 * 24 * 3_600_000;
+const DEFAULT_RATE_LIMIT = { perBasePerSecond: 5, perTokenPerSecond: 50, lockoutMs: 30_000 };
+
+export async function startFakeAirtable(options: FakeAirtableOptions = {}): Promise<FakeAirtable> {
+  const host = options.host ?? '127.0.0.1';
+  const owner = { id: seededId('usr', 0x0a11ce, 0), email: 'owner@example.com', name: 'Base Owner' };
+  const world: World = { users: new Map([[owner.id, owner]]), bases: new Map(), ownerId: owner.id, url: '', now: () => Date.now() };
+  const rate = options.rateLimit === undefined ? DEFAULT_RATE_LIMIT : options.rateLimit;
+  const core: Core = {
+    world,
+    webhooks: new WebhookStore(world, { webhookTtlMs: options.webhookTtlMs ?? WEEK, payloadTtlMs: options.payloadTtlMs ?? WEEK }),
+    iterators: new IteratorStore(options.offsetTtlMs ?? 300_000),
+    tokens: new TokenRegistry(world.users),
+    faults: new FaultList(),
+    stats: new Stats(),
+    limiters: rate === false
+      ? undefined
+      : { base: new SlidingWindowLimiter(rate.perBasePerSecond, rate.lockoutMs), token: new SlidingWindowLimiter(rate.perTokenPerSecond, rate.lockoutMs) },
+  };
+  const controls = new Map<string, FakeBaseControl>();
+
+  const server = createFakeServer(core);
+  await new Promise<void>((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(options.port ?? 0, host, () => {
+      server.off('error', reject);
+      resolve();
+    });
+  });
+  const port = (server.address() as AddressInfo).port;
+  const url = `http://${host.includes(':') ? `[${host}]` : host}:${port}`;
+  world.url = url;
+
+  const stats = core.stats;
+  return {
+    url,
+    port,
+    faults: core.faults,
+    stats: {
+      get requests() {
+        return stats.requests;
+      },
+      get rateLimited() {
+        return stats.rateLimited;
+      },
+      byBase: (baseId) => stats.byBase(baseId),
+      reset: () => {
+        stats.reset();
+        core.limiters?.base.reset();
+        core.limiters?.token.reset();
+      },
+    },
+    addToken: (token, grant) => {
+      core.tokens.add(token, grant);
+    },
+    revokeToken: (token) => core.tokens.revoke(token),
+    createBase: (input) => {
+      const id = input.id ?? randomId('app');
+      if (!/^app[0-9A-Za-z]{14}$/.test(id)) throw new Error(`base id ${id} does not look like app + 14 characters`);
+      if (world.bases.has(id)) throw new Error(`base ${id} exists`);
+      const model = { id, name: input.name, tables: [], transactionNumber: 0 };
+      world.bases.set(id, model);
+      const control = new FakeBaseControl(core, model);
+      controls.set(id, control);
+      return control;
+    },
+    base: (id) => {
+      const control = controls.get(id);
+      if (!control) throw new Error(`no base ${id}`);
+      return control;
+    },
+    close: async () => {
+      core.webhooks.close();
+      server.closeAllConnections();
+      await new Promise<void>((resolve) => server.close(() => resolve()));
+    },
+  };
+}
