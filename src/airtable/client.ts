@@ -37,6 +37,8 @@ export interface AirtableClientOptions {
   timeoutMs?: number;
   /** Attempts for transient failures (5xx, network, truncated), with growing back-off. */
   attempts?: number;
+  /** How long a 429 locks the base out (Airtable: 30 s). */
+  lockoutMs?: number;
 }
 
 interface ErrorBody {
@@ -79,7 +81,7 @@ export class AirtableClient {
         const retryable = locked || error instanceof UpstreamUnreachable || (error instanceof AirtableError && error.kind === 'transient');
         if (!retryable || attempt >= attempts || this.options.signal?.aborted) throw error;
         // A 429 locks the base out for 30 s; hammering it would only extend the lockout.
-        await sleep(locked ? LOCKOUT_MS : Math.min(8000, 500 * 2 ** (attempt - 1)) * (0.75 + Math.random() / 2));
+        await sleep(locked ? (this.options.lockoutMs ?? LOCKOUT_MS) : Math.min(8000, 500 * 2 ** (attempt - 1)) * (0.75 + Math.random() / 2));
       }
     }
   }

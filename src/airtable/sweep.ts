@@ -15,6 +15,8 @@ export interface SweepContext {
   /** True when a fresher copy of the record was written since `fetchedAt` (change capture, debounce). */
   skip(tableId: string, recordId: string, fetchedAt: number): boolean;
   onPage?(listed: number): Promise<void>;
+  /** See CREATED_MARGIN_MS; tests with records made seconds ago set it lower. */
+  createdMarginMs?: number;
 }
 
 export interface SweepResult {
@@ -71,7 +73,7 @@ export async function sweepTable(
           `DELETE FROM ${qualified(shape)} t
             WHERE NOT EXISTS (SELECT 1 FROM sweep_seen s WHERE s.id = t.${ident('id')})
               AND (t.created_time IS NULL OR t.created_time < $1)`,
-          [new Date(listingStarted - CREATED_MARGIN_MS)],
+          [new Date(listingStarted - (ctx.createdMarginMs ?? CREATED_MARGIN_MS))],
         );
         result.deleted = deleted.rowCount ?? 0;
       }
