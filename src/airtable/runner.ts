@@ -33,11 +33,17 @@ export interface AirtableRunnerOptions {
   changeCapture?: boolean;
 }
 
+/** Waits, or stops waiting when the sync stops; never rejects. */
 const sleep = (ms: number, signal: AbortSignal) =>
   new Promise<void>((resolve) => {
     if (signal.aborted) return resolve();
-    const timer = setTimeout(resolve, ms);
-    signal.addEventListener('abort', () => (clearTimeout(timer), resolve()), { once: true });
+    const done = () => {
+      clearTimeout(timer);
+      signal.removeEventListener('abort', done);
+      resolve();
+    };
+    const timer = setTimeout(done, ms);
+    signal.addEventListener('abort', done, { once: true });
   });
 
 const RECENT_TTL_MS = 10 * 60_000;

@@ -65,6 +65,8 @@ export async function provisionDatabase(db: SyncDatabase, password: string, logg
          duration_last interval
        )`,
     );
+    // It has no key; the publication needs a replica identity to publish its updates.
+    await admin.query('ALTER TABLE public._sync_meta REPLICA IDENTITY FULL');
     await admin.query('INSERT INTO public._sync_meta VALUES (NULL, NULL, NULL)');
     await admin.query("COMMENT ON TABLE public._sync_meta IS 'Tributary: when the last sync started and completed'");
     // The sync's own bookkeeping, out of readers' sight and outside the publication.

@@ -1,0 +1,37 @@
+import { query } from './postgres.ts';
+import { request, type TestService } from './service.ts';
+import { waitFor } from './process.ts';
+
+/** Waits until a sync cycle that began after `after` has completed; returns the sync's view. */
+export async function waitForCycle(svc: TestService, token: string, syncId: string, after: Date, timeoutMs = 60_000) {
+  return waitFor(
+    `a cycle of ${syncId} that began after ${after.toISOString()}`,
+    async () => {
+      const answer = await request(svc.api, 'GET', `/api/syncs/${syncId}`, { token });
+      const status = answer.body?.status;
+      if (!status?.completed_at) return undefined;
+      const began = Date.parse(status.completed_at) - status.duration_last * 1000;
+      return began >= after.getTime() ? answer.body : undefined;
+    },
+    timeoutMs,
+  );
+}
+
+/** Polls a query until `accept` says yes; returns the rows and how long it took. */
+export async function waitForRows<R extends Record<string, unknown>>(
+  url: string,
+  sql: string,
+  accept: (rows: R[]) => boolean,
+  timeoutMs = 20_000,
+): Promise<{ rows: R[]; ms: number }> {
+  const started = Date.now();
+  const rows = await waitFor(
+    `rows for ${sql}`,
+    async () => {
+      const rows = await query<R>(url, sql);
+      return accept(rows) ? rows : undefined;
+    },
+    timeoutMs,
+  );
+  return { rows, ms: Date.now() - started };
+}
