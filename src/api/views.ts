@@ -31,6 +31,8 @@ export function syncView(sync: SyncRecord, readerUrl: string, events: EventEndpo
   return {
     id: sync.id,
     kind: sync.kind,
+    /** The base's or Stripe account's name upstream, as the console lists it. */
+    name: sync.upstreamName,
     account_id: sync.accountId,
     ...(sync.baseId !== null ? { base_id: sync.baseId } : {}),
     settings: sync.settings,
