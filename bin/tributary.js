@@ -5,5 +5,5 @@ import { register } from 'tsx/esm/api';
 register();
 const { main } = await import('../src/cli/main.ts');
 const code = await main(process.argv.slice(2));
-// `run` keeps the process alive with its servers; every other command ends here.
-if (process.argv[2] !== 'run' || code !== 0) process.exitCode = code;
+// `run` and `fake` keep the process alive with their servers; every other command ends here.
+process.exitCode = code;

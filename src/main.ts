@@ -64,8 +64,14 @@ async function loadAdminToken(config: Config, logger: Logger): Promise<string> {
  */
 /** Knobs tests turn to make time pass faster; production uses the defaults. */
 export interface Tunables {
-  airtable?: { pollIntervalMs?: number; cycleGapMs?: number };
+  airtable?: { pollIntervalMs?: number; cycleGapMs?: number; timeScale?: number };
   workerTickMs?: number;
+}
+
+/** Tunables from the environment, for benchmarks that run the service as a child process. */
+export function tunablesFromEnv(env: NodeJS.ProcessEnv): Tunables {
+  const scale = Number(env.TRIBUTARY_BENCH_TIME_SCALE || 1);
+  return scale === 1 ? {} : { airtable: { timeScale: scale } };
 }
 
 export async function startService(config: Config, logger: Logger, tunables: Tunables = {}): Promise<Service> {
@@ -100,7 +106,7 @@ export async function startService(config: Config, logger: Logger, tunables: Tun
 
     const accounts = new AccountStore(pool, box);
     const syncs = new SyncStore(pool, box);
-    const limiter = new QuotaLimiter({ pool });
+    const limiter = new QuotaLimiter({ pool, marginMs: 100 / (tunables.airtable?.timeScale ?? 1) });
     const airtableBase = upstreamBase(config.upstreams, 'api.airtable.com');
     // Created after the service exists, since cleanup needs the service's database URLs.
     let cleanup: ((sync: SyncRecord) => Promise<void>) | undefined;

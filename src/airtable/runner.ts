@@ -6,7 +6,7 @@ import type { Logger } from '../log.ts';
 import type { QuotaLimiter } from '../quota/limiter.ts';
 import { StatusReporter } from '../sync/status-reporter.ts';
 import { deleteRows, upsertRows } from '../writer/upsert.ts';
-import { AirtableClient, AirtableError } from './client.ts';
+import { AIRTABLE_RULE, AirtableClient, AirtableError } from './client.ts';
 import { planMigration } from './plan.ts';
 import { mapBase, type TableMapping } from './schema.ts';
 import { sweepTable, type SweepContext } from './sweep.ts';
@@ -31,6 +31,8 @@ export interface AirtableRunnerOptions {
   cycleGapMs?: number;
   /** Change capture through Airtable webhooks; off means sweeps alone. */
   changeCapture?: boolean;
+  /** Time scale of the upstream (benchmarks against a sped-up fake); 1 in production. */
+  timeScale?: number;
 }
 
 /** Waits, or stops waiting when the sync stops; never rejects. */
@@ -96,6 +98,9 @@ export class AirtableRunner {
       // The seed's shares of the base's 5 req/s: 3 by default, all 5 with Turbo.
       quota: { kind: 'sync', syncLimit: settings.turbo ? 5 : 3 },
       signal: this.signal,
+      ...(this.options.timeScale && this.options.timeScale !== 1
+        ? { rule: { ...AIRTABLE_RULE, windowMs: AIRTABLE_RULE.windowMs / this.options.timeScale }, lockoutMs: 30_000 / this.options.timeScale }
+        : {}),
     });
   }
 

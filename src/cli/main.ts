@@ -2,7 +2,7 @@ import { readFileSync } from 'node:fs';
 import { parseArgs, type ParseArgsConfig } from 'node:util';
 import { loadConfig, parseRoles } from '../config.ts';
 import { createLogger } from '../log.ts';
-import { startService } from '../main.ts';
+import { startService, tunablesFromEnv } from '../main.ts';
 import { call, resolveToken, type ClientOptions } from './client.ts';
 
 type Options = NonNullable<ParseArgsConfig['options']>;
@@ -50,7 +50,7 @@ const commands: Record<string, Command> = {
     async run(values) {
       const logger = createLogger();
       const config = loadConfig(process.env, values.roles ? { roles: parseRoles(values.roles as string) } : {});
-      const service = await startService(config, logger);
+      const service = await startService(config, logger, tunablesFromEnv(process.env));
       logger.info({ roles: config.roles }, 'tributary is running');
       let stopping = false;
       const shutdown = (signal: string) => {
@@ -67,6 +67,28 @@ const commands: Record<string, Command> = {
       };
       process.on('SIGTERM', () => shutdown('SIGTERM'));
       process.on('SIGINT', () => shutdown('SIGINT'));
+    },
+  },
+  'fake airtable': {
+    usage: 'tributary fake airtable [--port 9101] [--records 1000] [--seed 1] [--no-rate-limit]',
+    summary: 'run the local fake Airtable with a seeded "Demo" base (for trying Tributary without an Airtable account)',
+    options: { port: { type: 'string' }, records: { type: 'string' }, seed: { type: 'string' }, 'no-rate-limit': { type: 'boolean' } },
+    async run(values) {
+      const { runFakeAirtableCli } = await import('../fakes/airtable/cli.ts');
+      const number = (name: string, fallback: number) => {
+        const value = values[name] === undefined ? fallback : Number(values[name]);
+        if (!Number.isInteger(value) || value < 0) throw new Error(`--${name} takes a whole number`);
+        return value;
+      };
+      const fake = await runFakeAirtableCli({
+        port: number('port', 9101),
+        records: number('records', 1000),
+        seed: number('seed', 1),
+        rateLimit: values['no-rate-limit'] ? false : undefined,
+      });
+      const close = () => void fake.close().then(() => process.exit(0));
+      process.on('SIGTERM', close);
+      process.on('SIGINT', close);
     },
   },
   'accounts create': {

@@ -85,26 +85,30 @@ export class QuotaLimiter {
   }
 
   private async tryTake(key: string, rule: QuotaRule, options: AcquireOptions, waiter: string | undefined): Promise<Decision> {
+    // The margin guards the upstream's own limit; a sync's share is ours to keep exactly,
+    // so a sync at 3 req/s really gets 3 (the sweep-time bound depends on it).
     const windowMs = rule.windowMs + this.marginMs;
+    const shareWindowMs = rule.windowMs;
     const client = await this.pool.connect();
     try {
       await client.query('BEGIN');
       await client.query('SELECT pg_advisory_xact_lock(hashtextextended($1, 7))', [key]);
-      const { rows } = await client.query<{ age_ms: number; kind: 'client' | 'sync' }>(
+      const { rows: logged } = await client.query<{ age_ms: number; kind: 'client' | 'sync' }>(
         `SELECT extract(epoch FROM clock_timestamp() - at) * 1000 AS age_ms, kind
            FROM quota_requests
           WHERE key = $1 AND at > clock_timestamp() - make_interval(secs => $2 / 1000.0)
           ORDER BY at`,
         [key, windowMs],
       );
-      // When the i-th oldest request leaves the window, one more slot opens.
-      const freesIn = (list: typeof rows, over: number) => Math.max(1, windowMs - list[list.length - over]!.age_ms + 1);
+      const rows = logged.map((r) => ({ ...r, age_ms: Number(r.age_ms) }));
+      // When the i-th newest request leaves the window, one more slot opens.
+      const freesIn = (list: typeof rows, over: number, window: number) => Math.max(1, window - list[list.length - over]!.age_ms + 1);
       let decision: Decision = { granted: true, retryInMs: 0 };
-      if (rows.length >= rule.limit) decision = { granted: false, retryInMs: freesIn(rows, rule.limit) };
+      if (rows.length >= rule.limit) decision = { granted: false, retryInMs: freesIn(rows, rule.limit, windowMs) };
       if (decision.granted && options.kind === 'sync') {
-        const syncRows = rows.filter((r) => r.kind === 'sync');
+        const syncRows = rows.filter((r) => r.kind === 'sync' && r.age_ms < shareWindowMs);
         const syncLimit = options.syncLimit ?? rule.limit;
-        if (syncRows.length >= syncLimit) decision = { granted: false, retryInMs: freesIn(syncRows, syncLimit) };
+        if (syncRows.length >= syncLimit) decision = { granted: false, retryInMs: freesIn(syncRows, syncLimit, shareWindowMs) };
         else {
           const waiting = await client.query(
             'SELECT 1 FROM quota_waiting WHERE key = $1 AND until > clock_timestamp() LIMIT 1',

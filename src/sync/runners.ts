@@ -18,7 +18,7 @@ export interface RunnerFactoryOptions {
   upstreams: Map<string, string>;
   logger: Logger;
   /** Tunables for tests: webhook poll interval, pause between cycles. */
-  airtable?: { pollIntervalMs?: number; cycleGapMs?: number };
+  airtable?: { pollIntervalMs?: number; cycleGapMs?: number; timeScale?: number };
 }
 
 function targetPool(url: string, logger: Logger): pg.Pool {

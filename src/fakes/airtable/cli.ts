@@ -15,8 +15,14 @@ function split(records: number): Array<{ name: string; records: number }> {
 }
 
 /** `tributary fake airtable --port N --records N`: starts the fake with a "Demo" base and prints how to reach it. */
-export async function runFakeAirtableCli(args: { port: number; records: number; seed?: number; token?: string }): Promise<FakeAirtable> {
-  const fake = await startFakeAirtable({ port: args.port });
+export async function runFakeAirtableCli(args: {
+  port: number;
+  records: number;
+  seed?: number;
+  token?: string;
+  rateLimit?: false;
+}): Promise<FakeAirtable> {
+  const fake = await startFakeAirtable({ port: args.port, ...(args.rateLimit === false ? { rateLimit: false } : {}) });
   const token = args.token ?? DEFAULT_FAKE_TOKEN;
   const base = fake.createBase({ name: 'Demo' });
   const tables = base.generate({ seed: args.seed ?? 1, tables: split(args.records) });
