@@ -2,14 +2,20 @@ import type pg from 'pg';
 import { ident } from '../db/sql.ts';
 import type { Logger } from '../log.ts';
 import { qualified } from '../writer/shape.ts';
-import { upsertRows } from '../writer/upsert.ts';
+import { BatchWriter } from '../writer/batch.ts';
+import { openCopy } from '../writer/copy.ts';
+import type { TableShape } from '../writer/shape.ts';
+import { upsertRows, type Row } from '../writer/upsert.ts';
 import { AirtableError, type AirtableClient } from './client.ts';
 import type { TableMapping } from './schema.ts';
-import { rowOf, shapeOf, type TargetSchema } from './tables.ts';
+import { copyLineOf, rowOf, shapeOf, type TargetSchema } from './tables.ts';
 import type { ListPage } from './types.ts';
 
+/** Where pages come from: the Airtable client (or, in a benchmark, pages held in memory). */
+export type PageSource = Pick<AirtableClient, 'listPage'>;
+
 export interface SweepContext {
-  airtable: AirtableClient;
+  airtable: PageSource;
   db: pg.Pool;
   logger: Logger;
   /** True when a fresher copy of the record was written since `fetchedAt` (change capture, debounce). */
@@ -32,8 +38,12 @@ export interface SweepResult {
 const CREATED_MARGIN_MS = 60_000;
 const MAX_LISTING_RESTARTS = 3;
 
+/** Rows are written in batches of about this many: one statement per page would cost 3x. */
+const BATCH_ROWS = 1000;
+
 /**
- * Lists a whole table and upserts every page. Only a listing that reached its last page
+ * Lists a whole table and writes every record: upserts into a live table in `public`,
+ * COPY into a fresh rebuild in `public_swap`. Only a listing that reached its last page
  * proves which rows are gone (DESIGN rule 2): any failure before that throws, and
  * nothing is deleted. Seen ids go to a temporary table, so memory stays flat however
  * large the table is.
@@ -45,27 +55,27 @@ export async function sweepTable(
   options: { deleteMissing: boolean },
 ): Promise<SweepResult> {
   const shape = shapeOf(mapping, schema);
+  const rebuild = schema === 'public_swap';
   const client = await ctx.db.connect();
   const result: SweepResult = { listed: 0, written: 0, deleted: 0 };
+  let failed = false;
   try {
     await client.query('CREATE TEMP TABLE IF NOT EXISTS sweep_seen (id text PRIMARY KEY)');
     for (let restarts = 0; ; restarts++) {
       await client.query('TRUNCATE sweep_seen');
+      if (rebuild) await client.query(`TRUNCATE ${qualified(shape)}`);
       const listingStarted = Date.now();
       try {
-        await listAll(ctx, mapping, async (page, fetchedAt) => {
-          const fresh = page.records.filter((r) => !ctx.skip(mapping.tableId, r.id, fetchedAt));
-          result.written += await upsertRows(client, shape, fresh.map((r) => rowOf(mapping, r)));
-          await client.query('INSERT INTO sweep_seen SELECT unnest($1::text[]) ON CONFLICT DO NOTHING', [page.records.map((r) => r.id)]);
-          result.listed += page.records.length;
-          await ctx.onPage?.(result.listed);
-        });
+        if (rebuild) await loadFresh(ctx, client, mapping, shape, result);
+        else await sweepLive(ctx, client, mapping, shape, result, options.deleteMissing);
       } catch (error) {
         // An expired iterator means "start the listing again", not "the table is broken".
         if (error instanceof AirtableError && error.kind === 'iterator' && restarts < MAX_LISTING_RESTARTS) {
           ctx.logger.info({ table: mapping.name }, 'listing iterator expired; listing the table again');
+          result.listed = 0;
           continue;
         }
+        failed = true;
         throw error;
       }
       if (options.deleteMissing) {
@@ -81,8 +91,54 @@ export async function sweepTable(
     }
   } finally {
     await client.query('DROP TABLE IF EXISTS sweep_seen').catch(() => undefined);
-    client.release();
+    // After an abandoned COPY the connection is not trusted again.
+    client.release(failed);
   }
+}
+
+/** A rebuild: one COPY into the fresh table in public_swap, fed page by page. */
+async function loadFresh(ctx: SweepContext, client: pg.PoolClient, mapping: TableMapping, shape: TableShape, result: SweepResult) {
+  const copy = openCopy(client, shape);
+  try {
+    await listAll(ctx, mapping, async (page) => {
+      let text = '';
+      for (const record of page.records) text += copyLineOf(mapping, record);
+      await copy.write(text);
+      result.listed += page.records.length;
+      await ctx.onPage?.(result.listed);
+    });
+  } catch (error) {
+    await copy.abort();
+    throw error;
+  }
+  await copy.end();
+  result.written = result.listed;
+}
+
+/** A live table: upserts that skip unchanged rows, and the ids seen, batch by batch. */
+async function sweepLive(
+  ctx: SweepContext,
+  client: pg.PoolClient,
+  mapping: TableMapping,
+  shape: TableShape,
+  result: SweepResult,
+  trackSeen: boolean,
+) {
+  // Each batch: its rows, then its ids into sweep_seen, on this one connection in turn.
+  const writer = new BatchWriter<{ id: string; row: Row | null }>(async (batch) => {
+    const written = await upsertRows(client, shape, batch.flatMap((item) => (item.row ? [item.row] : [])));
+    if (trackSeen) await client.query('INSERT INTO sweep_seen SELECT unnest($1::text[]) ON CONFLICT DO NOTHING', [batch.map((i) => i.id)]);
+    return written;
+  }, BATCH_ROWS);
+  await listAll(ctx, mapping, async (page, fetchedAt) => {
+    // The table may already hold a fresher copy of a record (change capture): keep it.
+    await writer.add(
+      page.records.map((record) => ({ id: record.id, row: ctx.skip(mapping.tableId, record.id, fetchedAt) ? null : rowOf(mapping, record) })),
+    );
+    result.listed += page.records.length;
+    await ctx.onPage?.(result.listed);
+  });
+  result.written += await writer.close();
 }
 
 /** Walks the pages, fetching the next page while the current one is written. */

@@ -1,5 +1,6 @@
 import type pg from 'pg';
 import type { TableShape } from '../writer/shape.ts';
+import { encoderFor, escapeText, type Encoder } from '../writer/copy.ts';
 import type { Row } from '../writer/upsert.ts';
 import { converters } from './cells.ts';
 import type { ColumnMapping, TableMapping } from './schema.ts';
@@ -25,17 +26,42 @@ export function shapeOf(mapping: TableMapping, schema: TargetSchema): TableShape
   };
 }
 
+type Cell = { name: string; fieldId: string; convert: (cell: unknown) => unknown; encode: Encoder };
+
+/** Per mapping, once: each field column's converter (rowOf runs for every record of a sweep). */
+const compiled = new WeakMap<TableMapping, Cell[]>();
+
+function cellsOf(mapping: TableMapping): Cell[] {
+  let cells = compiled.get(mapping);
+  if (!cells) {
+    cells = mapping.columns.flatMap((c) =>
+      c.fieldId === null ? [] : [{ name: c.name, fieldId: c.fieldId, convert: converters[c.converter], encode: encoderFor(c.type) }],
+    );
+    compiled.set(mapping, cells);
+  }
+  return cells;
+}
+
 /** A listed record (fields keyed by field id) → a row keyed by column name. */
 export function rowOf(mapping: TableMapping, record: AirtableRecord): Row {
-  const row: Row = {};
-  for (const column of mapping.columns) {
-    if (column.fieldId === null) {
-      row[column.name] = column.name === 'id' ? record.id : record.createdTime;
-    } else {
-      row[column.name] = converters[column.converter](record.fields[column.fieldId]);
-    }
-  }
+  const row: Row = { id: record.id, created_time: record.createdTime };
+  const fields = record.fields;
+  for (const cell of cellsOf(mapping)) row[cell.name] = cell.convert(fields[cell.fieldId]);
   return row;
+}
+
+/**
+ * A listed record straight to a COPY text line, with no row object in between: a
+ * rebuild converts every record of a table, and this halves the cost of it.
+ */
+export function copyLineOf(mapping: TableMapping, record: AirtableRecord): string {
+  let line = `${escapeText(record.id)}\t${escapeText(record.createdTime)}`;
+  const fields = record.fields;
+  for (const cell of cellsOf(mapping)) {
+    const value = cell.convert(fields[cell.fieldId]);
+    line += value === null || value === undefined ? '\t\\N' : `\t${cell.encode(value)}`;
+  }
+  return `${line}\n`;
 }
 
 /** The mappings the sync database's tables were built with (public_swap._tables). */

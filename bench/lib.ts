@@ -1,0 +1,143 @@
+/** Shared set-up for benchmarks: a real PostgreSQL, the service as a child process, timing helpers. */
+import { spawn, type ChildProcess } from 'node:child_process';
+import { readFileSync } from 'node:fs';
+import { mkdtemp, rm } from 'node:fs/promises';
+import os from 'node:os';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { startEmbeddedPostgres, type EmbeddedPostgres } from '../src/db/embedded.ts';
+import { ident, withClient, withDatabase } from '../src/db/sql.ts';
+import { randomLowerAlnum } from '../src/ids.ts';
+import { createLogger } from '../src/log.ts';
+import { freePort } from '../test/harness/ports.ts';
+
+export const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
+
+export interface BenchPostgres {
+  adminUrl: string;
+  freshDatabase(prefix: string): Promise<string>;
+  stop(): Promise<void>;
+}
+
+export async function startPostgres(): Promise<BenchPostgres> {
+  const dir = await mkdtemp(path.join(os.tmpdir(), 'tributary-bench-pg-'));
+  const pg: EmbeddedPostgres = await startEmbeddedPostgres({ dir, port: await freePort(), logger: createLogger({ level: 'warn' }) });
+  return {
+    adminUrl: pg.adminUrl,
+    async freshDatabase(prefix) {
+      const name = `${prefix}_${randomLowerAlnum(8)}`;
+      await withClient(pg.adminUrl, (c) => c.query(`CREATE DATABASE ${ident(name)}`));
+      return withDatabase(pg.adminUrl, name);
+    },
+    async stop() {
+      await pg.stop();
+      await rm(dir, { recursive: true, force: true });
+    },
+  };
+}
+
+export interface ServiceProcess {
+  api: string;
+  adminToken: string;
+  child: ChildProcess;
+  /** Peak resident set size of the service process so far, in bytes (VmHWM). */
+  peakRss(): number;
+  rss(): number;
+  stop(): Promise<void>;
+}
+
+/** The real service (`tributary run`) in its own process, so its memory is measured alone. */
+export async function startServiceProcess(options: {
+  controlUrl: string;
+  targetUrl: string;
+  upstreams: string;
+  roles?: string;
+  env?: Record<string, string>;
+}): Promise<ServiceProcess> {
+  const dataDir = await mkdtemp(path.join(os.tmpdir(), 'tributary-bench-svc-'));
+  const apiPort = await freePort();
+  const adminToken = `tra_bench_${randomLowerAlnum(12)}`;
+  const child = spawn(process.execPath, [path.join(root, 'bin', 'tributary.js'), 'run', '--roles', options.roles ?? 'api,sync'], {
+    env: {
+      PATH: process.env.PATH,
+      HOME: process.env.HOME,
+      DATABASE_URL: options.controlUrl,
+      TRIBUTARY_TARGET_DATABASE_URL: options.targetUrl,
+      TRIBUTARY_DATA_DIR: dataDir,
+      TRIBUTARY_API_PORT: String(apiPort),
+      TRIBUTARY_ADMIN_TOKEN: adminToken,
+      TRIBUTARY_UPSTREAMS: options.upstreams,
+      TRIBUTARY_LOG_LEVEL: 'warn',
+      ...options.env,
+    },
+    stdio: ['ignore', 'inherit', 'inherit'],
+  });
+  const api = `http://127.0.0.1:${apiPort}`;
+  for (let i = 0; ; i++) {
+    const ok = await fetch(`${api}/healthz`).then((r) => r.ok, () => false);
+    if (ok) break;
+    if (i > 300 || child.exitCode !== null) throw new Error('the service did not start');
+    await sleep(100);
+  }
+  const status = (field: string) => {
+    const text = readFileSync(`/proc/${child.pid}/status`, 'utf8');
+    return Number(new RegExp(`${field}:\\s+(\\d+) kB`).exec(text)?.[1] ?? 0) * 1024;
+  };
+  return {
+    api,
+    adminToken,
+    child,
+    peakRss: () => status('VmHWM'),
+    rss: () => status('VmRSS'),
+    async stop() {
+      const exited = new Promise((r) => child.once('exit', r));
+      child.kill('SIGTERM');
+      await exited;
+      await rm(dataDir, { recursive: true, force: true });
+    },
+  };
+}
+
+export async function api(base: string, token: string, method: string, route: string, body?: unknown) {
+  const response = await fetch(base + route, {
+    method,
+    headers: { authorization: `Bearer ${token}`, ...(body ? { 'content-type': 'application/json' } : {}) },
+    body: body ? JSON.stringify(body) : undefined,
+  });
+  // JSON from our own API; the benchmarks read a few known fields of it.
+  const json = (await response.json()) as any;
+  if (!response.ok) throw new Error(`${method} ${route}: ${response.status} ${JSON.stringify(json)}`);
+  return json;
+}
+
+/** Creates an account and an Airtable sync; returns the sync id, the reader URL and the account token. */
+export async function createAirtableSync(svc: ServiceProcess, baseId: string, apiKey: string) {
+  const account = await api(svc.api, svc.adminToken, 'POST', '/api/accounts', { name: 'bench' });
+  const sync = await api(svc.api, account.api_token, 'POST', '/api/syncs', { kind: 'airtable', base_id: baseId, api_key: apiKey });
+  return { syncId: sync.id as string, reader: sync.database.url as string, token: account.api_token as string };
+}
+
+/** Waits for the first completed cycle; returns its duration in seconds as the service measured it. */
+export async function waitForFirstCycle(svc: ServiceProcess, token: string, syncId: string, onTick?: () => void): Promise<number> {
+  for (;;) {
+    const sync = await api(svc.api, token, 'GET', `/api/syncs/${syncId}`);
+    if (sync.status.completed_at) return sync.status.duration_last as number;
+    if (sync.status.last_error) process.stderr.write(`  (sync error: ${sync.status.last_error})\n`);
+    onTick?.();
+    await sleep(250);
+  }
+}
+
+export const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+export function percentile(values: number[], p: number): number {
+  const sorted = [...values].sort((a, b) => a - b);
+  return sorted[Math.min(sorted.length - 1, Math.ceil((p / 100) * sorted.length) - 1)]!;
+}
+
+export function arg(name: string, fallback: number): number {
+  const index = process.argv.indexOf(`--${name}`);
+  return index > 0 ? Number(process.argv[index + 1]) : fallback;
+}
+
+export const mb = (bytes: number) => `${(bytes / 1024 / 1024).toFixed(0)} MB`;
