@@ -70,6 +70,8 @@ export class AirtableRunner {
   /** Changes seen while a table is rebuilt in public_swap: fetched again once it is swapped in. */
   private readonly rebuilding = new Map<string, Set<string>>();
   private running: Promise<void> | undefined;
+  /** True while a cycle builds every table from scratch (first load): no payload can apply yet. */
+  private loading = false;
 
   constructor(private readonly options: AirtableRunnerOptions) {
     this.status = new StatusReporter({ control: options.control, target: options.target, syncId: options.syncId, logger: options.logger });
@@ -141,6 +143,8 @@ export class AirtableRunner {
     }
 
     const rebuild = new Set(plan.rebuild.map((m) => m.tableId));
+    // Payloads wait (Airtable keeps them a week) while nothing is live: the quota goes to the load.
+    this.loading = plan.sweep.length + plan.recomment.length === 0;
     const recomment = new Set(plan.recomment.map((m) => m.tableId));
     let records = 0;
     for (const [index, mapping] of desired.entries()) {
@@ -172,6 +176,7 @@ export class AirtableRunner {
       }
     }
     this.pruneRecent();
+    this.loading = false;
     await this.status.cycleCompleted(started, new Date());
   }
 
@@ -209,7 +214,7 @@ export class AirtableRunner {
   private async captureLoop(): Promise<void> {
     while (!this.signal.aborted) {
       await sleep(this.options.pollIntervalMs ?? 1000, this.signal);
-      if (!this.webhook || !this.settings || this.signal.aborted) continue;
+      if (!this.webhook || !this.settings || this.loading || this.signal.aborted) continue;
       try {
         await this.pollOnce(this.client(this.settings));
       } catch (thrown) {
