@@ -4,23 +4,6 @@ import { commentStatements, createTableStatements, qualified } from '../writer/s
 import type { TableMapping } from './schema.ts';
 import { saveBuilt, shapeOf } from './tables.ts';
 
-/** A fresh, empty table in public_swap for a rebuild; a leftover of an interrupted one goes first. */
-export async function prepareRebuild(db: pg.Pool, mapping: TableMapping): Promise<void> {
-  const shape = shapeOf(mapping, 'public_swap');
-  const client = await db.connect();
-  try {
-    await client.query('BEGIN');
-    await client.query(`DROP TABLE IF EXISTS ${qualified(shape)}`);
-    for (const statement of createTableStatements(shape)) await client.query(statement);
-    await client.query('COMMIT');
-  } catch (error) {
-    await client.query('ROLLBACK').catch(() => undefined);
-    throw error;
-  } finally {
-    client.release();
-  }
-}
-
 async function inTransaction(db: pg.Pool, work: (client: pg.PoolClient) => Promise<void>): Promise<void> {
   const client = await db.connect();
   try {
@@ -35,6 +18,15 @@ async function inTransaction(db: pg.Pool, work: (client: pg.PoolClient) => Promi
   } finally {
     client.release();
   }
+}
+
+/** A fresh, empty table in public_swap for a rebuild; a leftover of an interrupted one goes first. */
+export async function prepareRebuild(db: pg.Pool, mapping: TableMapping): Promise<void> {
+  const shape = shapeOf(mapping, 'public_swap');
+  await inTransaction(db, async (client) => {
+    await client.query(`DROP TABLE IF EXISTS ${qualified(shape)}`);
+    for (const statement of createTableStatements(shape)) await client.query(statement);
+  });
 }
 
 /**
