@@ -8,7 +8,7 @@ import { test } from 'uvu';
 import * as assert from 'uvu/assert';
 import { randomUUID } from 'node:crypto';
 import { Kafka, Partitioners, logLevel, type Admin, type Consumer, type IHeaders, type KafkaMessage, type Producer } from 'kafkajs';
-import { sharedKafka } from './harness/kafka.ts';
+import { sharedKafka } from './harness/kafka/index.ts';
 
 const CONSUME_TIMEOUT_MS = 30_000;
 
