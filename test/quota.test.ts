@@ -70,6 +70,18 @@ test('a waiting client goes before queued sync requests', async () => {
   assert.ok(order.indexOf('client') <= 2, `client was served at position ${order.indexOf('client')}: ${order.join(',')}`);
 });
 
+test('urgent sync requests (change capture) go before queued sweep requests', async () => {
+  const order: string[] = [];
+  for (let i = 0; i < 3; i++) await limiters[0]!.acquire('appURGENT', rule, { kind: 'sync', syncLimit: 3 });
+  const sweeps = Array.from({ length: 3 }, (_, i) =>
+    limiters[0]!.acquire('appURGENT', rule, { kind: 'sync', syncLimit: 3 }).then(() => order.push(`sweep${i}`)),
+  );
+  await new Promise((r) => setTimeout(r, 20));
+  const urgent = limiters[1]!.acquire('appURGENT', rule, { kind: 'sync', syncLimit: 3, urgent: true }).then(() => order.push('urgent'));
+  await Promise.all([...sweeps, urgent]);
+  assert.is(order[0], 'urgent', order.join(','));
+});
+
 test('a bounded wait gives up with a clear error', async () => {
   for (let i = 0; i < 5; i++) await limiters[0]!.acquire('appFULL', rule, { kind: 'client' });
   try {

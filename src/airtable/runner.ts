@@ -91,14 +91,15 @@ export class AirtableRunner {
     return this.abort.signal;
   }
 
-  private client(settings: AirtableSettings): AirtableClient {
+  /** `urgent`: change capture, which someone is waiting on, goes before sweep pages. */
+  private client(settings: AirtableSettings, urgent = false): AirtableClient {
     return new AirtableClient({
       baseUrl: this.options.baseUrl,
       token: this.options.token,
       baseId: this.options.baseId,
       limiter: this.options.limiter,
       // The seed's shares of the base's 5 req/s: 3 by default, all 5 with Turbo.
-      quota: { kind: 'sync', syncLimit: settings.turbo ? 5 : 3 },
+      quota: { kind: 'sync', syncLimit: settings.turbo ? 5 : 3, urgent },
       signal: this.signal,
       ...(this.options.timeScale && this.options.timeScale !== 1
         ? { rule: { ...AIRTABLE_RULE, windowMs: AIRTABLE_RULE.windowMs / this.options.timeScale }, lockoutMs: 30_000 / this.options.timeScale }
@@ -216,7 +217,7 @@ export class AirtableRunner {
       await sleep(this.options.pollIntervalMs ?? 1000, this.signal);
       if (!this.webhook || !this.settings || this.loading || this.signal.aborted) continue;
       try {
-        await this.pollOnce(this.client(this.settings));
+        await this.pollOnce(this.client(this.settings, true));
       } catch (thrown) {
         if (this.signal.aborted) break;
         // The next poll tries again from the same cursor; the sweep covers anything meanwhile.
@@ -288,7 +289,7 @@ export class AirtableRunner {
       }
       for (const [tableId, ids] of due) {
         try {
-          await this.refetch(this.client(this.settings), tableId, ids);
+          await this.refetch(this.client(this.settings, true), tableId, ids);
         } catch (thrown) {
           // Left to the sweep, which no longer skips them.
           this.options.logger.warn({ error: toError(thrown).message }, 'writing debounced records failed');

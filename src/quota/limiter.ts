@@ -13,6 +13,11 @@ export interface AcquireOptions {
   kind: 'client' | 'sync';
   /** Sync requests' own cap within the window (Airtable: 3 of 5, or 5 with Turbo). */
   syncLimit?: number;
+  /**
+   * A sync request someone is waiting on (change capture): within the sync's share it
+   * goes before sweep requests, still after clients.
+   */
+  urgent?: boolean;
   signal?: AbortSignal;
   /** Give up after this long (clients: a bounded queue). Default: wait as long as it takes. */
   maxWaitMs?: number;
@@ -65,10 +70,12 @@ export class QuotaLimiter {
 
   async acquire(key: string, rule: QuotaRule, options: AcquireOptions): Promise<void> {
     const started = Date.now();
-    const waiter = options.kind === 'client' ? randomUUID() : undefined;
+    // Rank in the queue: clients 0, urgent sync requests 1; sweeps do not queue.
+    const rank = options.kind === 'client' ? 0 : options.urgent ? 1 : undefined;
+    const waiter = rank === undefined ? undefined : randomUUID();
     try {
       for (;;) {
-        const decision = await this.tryTake(key, rule, options, waiter);
+        const decision = await this.tryTake(key, rule, options, waiter && { token: waiter, rank: rank! });
         if (decision.granted) break;
         if (options.maxWaitMs !== undefined && Date.now() - started + decision.retryInMs > options.maxWaitMs) {
           throw new TributaryError('unavailable', `upstream quota for ${key} is exhausted; retry later`);
@@ -84,7 +91,12 @@ export class QuotaLimiter {
     }
   }
 
-  private async tryTake(key: string, rule: QuotaRule, options: AcquireOptions, waiter: string | undefined): Promise<Decision> {
+  private async tryTake(
+    key: string,
+    rule: QuotaRule,
+    options: AcquireOptions,
+    waiter: { token: string; rank: number } | undefined,
+  ): Promise<Decision> {
     // The margin guards the upstream's own limit; a sync's share is ours to keep exactly,
     // so a sync at 3 req/s really gets 3 (the sweep-time bound depends on it).
     const windowMs = rule.windowMs + this.marginMs;
@@ -110,9 +122,10 @@ export class QuotaLimiter {
         const syncLimit = options.syncLimit ?? rule.limit;
         if (syncRows.length >= syncLimit) decision = { granted: false, retryInMs: freesIn(syncRows, syncLimit, shareWindowMs) };
         else {
+          // Step aside for anyone queued ahead of this request's rank.
           const waiting = await client.query(
-            'SELECT 1 FROM quota_waiting WHERE key = $1 AND until > clock_timestamp() LIMIT 1',
-            [key],
+            'SELECT 1 FROM quota_waiting WHERE key = $1 AND until > clock_timestamp() AND rank < $2 AND token <> $3 LIMIT 1',
+            [key, options.urgent ? 1 : 2, waiter?.token ?? ''],
           );
           if (waiting.rowCount) decision = { granted: false, retryInMs: 25 };
         }
@@ -120,11 +133,11 @@ export class QuotaLimiter {
       if (decision.granted) {
         await client.query('INSERT INTO quota_requests (key, at, kind) VALUES ($1, clock_timestamp(), $2)', [key, options.kind]);
       } else if (waiter) {
-        // Announce the queued client so sync requests hold back until it has gone.
+        // Announce the queued request so lower ranks hold back until it has gone.
         await client.query(
-          `INSERT INTO quota_waiting (key, token, until) VALUES ($1, $2, clock_timestamp() + interval '2 seconds')
+          `INSERT INTO quota_waiting (key, token, until, rank) VALUES ($1, $2, clock_timestamp() + interval '2 seconds', $3)
            ON CONFLICT (key, token) DO UPDATE SET until = excluded.until`,
-          [key, waiter],
+          [key, waiter.token, waiter.rank],
         );
       }
       await client.query('COMMIT');
