@@ -72,6 +72,8 @@ export async function startServiceProcess(options: {
     },
     stdio: ['ignore', 'inherit', 'inherit'],
   });
+  // A benchmark that dies must not leave its service running.
+  process.once('exit', () => child.kill('SIGKILL'));
   const api = `http://127.0.0.1:${apiPort}`;
   for (let i = 0; ; i++) {
     const ok = await fetch(`${api}/healthz`).then((r) => r.ok, () => false);
