@@ -13,7 +13,7 @@
  */
 import pg from 'pg';
 import { startFakeAirtable } from '../src/fakes/airtable/index.ts';
-import { arg, createAirtableSync, percentile, sleep, startPostgres, startServiceProcess, waitForFirstCycle, api } from './lib.ts';
+import { arg, createAirtableSync, percentile, sleep, startPostgres, startServiceProcess, waitForFirstCycle } from './lib.ts';
 
 const records = arg('records', 100_000);
 const scale = arg('scale', 10);
@@ -40,8 +40,7 @@ const svc = await startServiceProcess({
   env: { TRIBUTARY_BENCH_TIME_SCALE: String(scale) },
 });
 try {
-  const sync = await createAirtableSync(svc, base.id, TOKEN);
-  if (turbo) await api(svc.api, sync.token, 'PATCH', `/api/syncs/${sync.syncId}`, { settings: { turbo: true } });
+  const sync = await createAirtableSync(svc, base.id, TOKEN, { turbo });
   const rate = (turbo ? 5 : 3) * scale;
   const pages = tables.reduce((n, t) => n + Math.ceil(base.recordCount(t.id) / 100), 0);
   const seconds = await waitForFirstCycle(svc, sync.token, sync.syncId);

@@ -113,9 +113,9 @@ export async function api(base: string, token: string, method: string, route: st
 }
 
 /** Creates an account and an Airtable sync; returns the sync id, the reader URL and the account token. */
-export async function createAirtableSync(svc: ServiceProcess, baseId: string, apiKey: string) {
+export async function createAirtableSync(svc: ServiceProcess, baseId: string, apiKey: string, settings: Record<string, unknown> = {}) {
   const account = await api(svc.api, svc.adminToken, 'POST', '/api/accounts', { name: 'bench' });
-  const sync = await api(svc.api, account.api_token, 'POST', '/api/syncs', { kind: 'airtable', base_id: baseId, api_key: apiKey });
+  const sync = await api(svc.api, account.api_token, 'POST', '/api/syncs', { kind: 'airtable', base_id: baseId, api_key: apiKey, settings });
   return { syncId: sync.id as string, reader: sync.database.url as string, token: account.api_token as string };
 }
 
