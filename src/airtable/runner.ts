@@ -12,7 +12,7 @@ import { mapBase, type TableMapping } from './schema.ts';
 import { sweepTable, type SweepContext } from './sweep.ts';
 import { dropTable, prepareRebuild, refreshComments, swapIn } from './swap.ts';
 import { loadBuilt, rowOf, shapeOf } from './tables.ts';
-import { ensureWebhook, readPayloads, saveWebhookState, type WebhookPayload, type WebhookState } from './webhook.ts';
+import { ensureWebhook, needsRefresh, readPayloads, refreshWebhook, saveWebhookState, type WebhookPayload, type WebhookState } from './webhook.ts';
 
 export interface AirtableRunnerOptions {
   syncId: string;
@@ -227,6 +227,8 @@ export class AirtableRunner {
   }
 
   private async pollOnce(client: AirtableClient): Promise<void> {
+    // Refreshed here, not only per cycle: a cycle of a large base can outlast a short-lived webhook.
+    if (needsRefresh(this.webhook!)) this.webhook = await refreshWebhook(client, this.options.target, this.webhook!);
     const webhook = this.webhook!;
     const { payloads, cursor } = await readPayloads(client, webhook);
     if (payloads.length > 0) await this.applyPayloads(client, payloads);

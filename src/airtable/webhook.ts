@@ -7,6 +7,8 @@ export interface WebhookState {
   id: string;
   cursor: number;
   expirationTime: string | null;
+  /** When it was created or last refreshed (ms): with the expiry, its lifetime. */
+  refreshedAt?: number;
 }
 
 export interface WebhookPayload {
@@ -30,6 +32,22 @@ export interface WebhookPayload {
 const STATE_KEY = 'airtable_webhook';
 /** Webhooks live 7 days; refreshing a day ahead leaves room for a long outage. */
 const REFRESH_AHEAD_MS = 24 * 3600_000;
+
+/** Due for a refresh: within a day of expiry, or past half its lifetime (short-lived ones). */
+export function needsRefresh(state: WebhookState, now = Date.now()): boolean {
+  if (!state.expirationTime) return false;
+  const expires = Date.parse(state.expirationTime);
+  const lifetime = expires - (state.refreshedAt ?? expires - 2 * REFRESH_AHEAD_MS);
+  return expires - now < Math.min(REFRESH_AHEAD_MS, lifetime / 2);
+}
+
+/** Extends the webhook's life; its cursor and payloads stay. */
+export async function refreshWebhook(client: AirtableClient, db: pg.Pool, state: WebhookState): Promise<WebhookState> {
+  const refreshed = await client.request<{ expirationTime: string | null }>('POST', `/v0/bases/${client.baseId}/webhooks/${state.id}/refresh`);
+  const next = { ...state, expirationTime: refreshed.expirationTime, refreshedAt: Date.now() };
+  await saveWebhookState(db, next);
+  return next;
+}
 
 export async function loadWebhookState(db: pg.Pool): Promise<WebhookState | undefined> {
   const { rows } = await db.query<{ value: WebhookState }>('SELECT value FROM public_swap._state WHERE key = $1', [STATE_KEY]);
@@ -71,17 +89,15 @@ export async function ensureWebhook(client: AirtableClient, db: pg.Pool, logger:
       if (expired) {
         logger.warn({ webhook: state.id }, 'Airtable webhook expired or vanished; changes since are caught by the sweep');
         state = undefined;
-      } else if (!live.expirationTime || Date.parse(live.expirationTime) - Date.now() < REFRESH_AHEAD_MS) {
-        const refreshed = await client.request<{ expirationTime: string | null }>('POST', `/v0/bases/${base}/webhooks/${state.id}/refresh`);
-        state = { ...state, expirationTime: refreshed.expirationTime };
-        await saveWebhookState(db, state);
+      } else if (needsRefresh({ ...state, expirationTime: live.expirationTime ?? null })) {
+        state = await refreshWebhook(client, db, state);
       }
     }
     if (!state) {
       const created = await client.request<{ id: string; expirationTime: string | null }>('POST', `/v0/bases/${base}/webhooks`, {
         specification: { options: { filters: { dataTypes: ['tableData', 'tableFields'] } } },
       });
-      state = { id: created.id, cursor: 1, expirationTime: created.expirationTime };
+      state = { id: created.id, cursor: 1, expirationTime: created.expirationTime, refreshedAt: Date.now() };
       await saveWebhookState(db, state);
       logger.info({ webhook: created.id }, 'Airtable webhook created for change capture');
     }

@@ -65,7 +65,7 @@ export class QuotaLimiter {
 
   constructor(options: QuotaLimiterOptions) {
     this.pool = options.pool;
-    this.marginMs = options.marginMs ?? 100;
+    this.marginMs = options.marginMs ?? 40;
   }
 
   async acquire(key: string, rule: QuotaRule, options: AcquireOptions): Promise<void> {
@@ -105,7 +105,7 @@ export class QuotaLimiter {
     try {
       await client.query('BEGIN');
       await client.query('SELECT pg_advisory_xact_lock(hashtextextended($1, 7))', [key]);
-      const { rows: logged } = await client.query<{ age_ms: number; kind: 'client' | 'sync' }>(
+      const { rows: logged } = await client.query<{ age_ms: number; kind: 'client' | 'sync' | 'urgent' }>(
         `SELECT extract(epoch FROM clock_timestamp() - at) * 1000 AS age_ms, kind
            FROM quota_requests
           WHERE key = $1 AND at > clock_timestamp() - make_interval(secs => $2 / 1000.0)
@@ -118,20 +118,24 @@ export class QuotaLimiter {
       let decision: Decision = { granted: true, retryInMs: 0 };
       if (rows.length >= rule.limit) decision = { granted: false, retryInMs: freesIn(rows, rule.limit, windowMs) };
       if (decision.granted && options.kind === 'sync') {
-        const syncRows = rows.filter((r) => r.kind === 'sync' && r.age_ms < shareWindowMs);
+        const syncRows = rows.filter((r) => r.kind !== 'client' && r.age_ms < shareWindowMs);
         const syncLimit = options.syncLimit ?? rule.limit;
         if (syncRows.length >= syncLimit) decision = { granted: false, retryInMs: freesIn(syncRows, syncLimit, shareWindowMs) };
         else {
-          // Step aside for anyone queued ahead of this request's rank.
+          // Step aside for anyone queued ahead of this request's rank; but a sweep that has
+          // had no slot in this window takes one, so change capture cannot starve it.
+          const sweepServed = rows.some((r) => r.kind === 'sync' && r.age_ms < shareWindowMs);
+          const ahead = options.urgent ? 1 : sweepServed ? 2 : 1;
           const waiting = await client.query(
             'SELECT 1 FROM quota_waiting WHERE key = $1 AND until > clock_timestamp() AND rank < $2 AND token <> $3 LIMIT 1',
-            [key, options.urgent ? 1 : 2, waiter?.token ?? ''],
+            [key, ahead, waiter?.token ?? ''],
           );
           if (waiting.rowCount) decision = { granted: false, retryInMs: 25 };
         }
       }
       if (decision.granted) {
-        await client.query('INSERT INTO quota_requests (key, at, kind) VALUES ($1, clock_timestamp(), $2)', [key, options.kind]);
+        const kind = options.kind === 'sync' && options.urgent ? 'urgent' : options.kind;
+        await client.query('INSERT INTO quota_requests (key, at, kind) VALUES ($1, clock_timestamp(), $2)', [key, kind]);
       } else if (waiter) {
         // Announce the queued request so lower ranks hold back until it has gone.
         await client.query(
