@@ -110,6 +110,14 @@ test('a 429 is waited out, not mistaken for an empty table', async () => {
   assert.is(await count(), 245);
 });
 
+test('a hanging answer times out and is retried; the sweep completes', async () => {
+  fake.faults.add({ match: { path: /listRecords$/ }, kind: 'hang', times: 1 });
+  const started = Date.now();
+  const result = await sweepTable(context(client(3)), mapping, 'public', { deleteMissing: true });
+  assert.is(result.listed, 245);
+  assert.ok(Date.now() - started >= 2000, 'it waited for the 2 s timeout');
+});
+
 test('an expired iterator restarts the listing instead of failing', async () => {
   base.createRecords('Items', [{ Name: 'late', Count: 999 }]);
   fake.faults.add({ match: { path: /listRecords$/ }, kind: 'resetOffsets', times: 1 });
