@@ -106,7 +106,7 @@ export async function startService(config: Config, logger: Logger, tunables: Tun
 
     const accounts = new AccountStore(pool, box);
     const syncs = new SyncStore(pool, box);
-    const limiter = new QuotaLimiter({ pool, marginMs: 40 / (tunables.airtable?.timeScale ?? 1) });
+    const limiter = new QuotaLimiter({ pool, marginMs: 100 / (tunables.airtable?.timeScale ?? 1) });
     const airtableBase = upstreamBase(config.upstreams, 'api.airtable.com');
     // Created after the service exists, since cleanup needs the service's database URLs.
     let cleanup: ((sync: SyncRecord) => Promise<void>) | undefined;

@@ -65,7 +65,7 @@ export class QuotaLimiter {
 
   constructor(options: QuotaLimiterOptions) {
     this.pool = options.pool;
-    this.marginMs = options.marginMs ?? 40;
+    this.marginMs = options.marginMs ?? 100;
   }
 
   async acquire(key: string, rule: QuotaRule, options: AcquireOptions): Promise<void> {
