@@ -1,5 +1,6 @@
 import type { Secret } from '../control/secrets.ts';
 import type { AcquireOptions, QuotaLimiter, QuotaRule } from '../quota/limiter.ts';
+import { pause } from '../time.ts';
 import { exchange, UpstreamUnreachable } from '../upstream/http.ts';
 import type { AirtableRecord, AirtableTable, ListPage } from './types.ts';
 
@@ -62,7 +63,6 @@ function classify(status: number, body: ErrorBody | undefined): AirtableError {
   return new AirtableError('invalid', status, text);
 }
 
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 const LOCKOUT_MS = 30_000;
 
 /** The Airtable Web API, as the sync and the creation check use it; every call goes through the quota. */
@@ -83,7 +83,7 @@ export class AirtableClient {
         const retryable = locked || error instanceof UpstreamUnreachable || (error instanceof AirtableError && error.kind === 'transient');
         if (!retryable || attempt >= attempts || this.options.signal?.aborted) throw error;
         // A 429 locks the base out for 30 s; hammering it would only extend the lockout.
-        await sleep(locked ? (this.options.lockoutMs ?? LOCKOUT_MS) : Math.min(8000, 500 * 2 ** (attempt - 1)) * (0.75 + Math.random() / 2));
+        await pause(locked ? (this.options.lockoutMs ?? LOCKOUT_MS) : Math.min(8000, 500 * 2 ** (attempt - 1)) * (0.75 + Math.random() / 2), this.options.signal);
       }
     }
   }

@@ -5,6 +5,7 @@ import { toError } from '../errors.ts';
 import type { Logger } from '../log.ts';
 import type { QuotaLimiter } from '../quota/limiter.ts';
 import { StatusReporter } from '../sync/status-reporter.ts';
+import { pause } from '../time.ts';
 import { deleteRows, upsertRows } from '../writer/upsert.ts';
 import { AIRTABLE_RULE, AirtableClient, AirtableError } from './client.ts';
 import { planMigration } from './plan.ts';
@@ -34,19 +35,6 @@ export interface AirtableRunnerOptions {
   /** Time scale of the upstream (benchmarks against a sped-up fake); 1 in production. */
   timeScale?: number;
 }
-
-/** Waits, or stops waiting when the sync stops; never rejects. */
-const sleep = (ms: number, signal: AbortSignal) =>
-  new Promise<void>((resolve) => {
-    if (signal.aborted) return resolve();
-    const done = () => {
-      clearTimeout(timer);
-      signal.removeEventListener('abort', done);
-      resolve();
-    };
-    const timer = setTimeout(done, ms);
-    signal.addEventListener('abort', done, { once: true });
-  });
 
 const RECENT_TTL_MS = 10 * 60_000;
 
@@ -114,14 +102,14 @@ export class AirtableRunner {
         this.settings = await this.options.loadSettings();
         await this.cycle(this.client(this.settings));
         failures = 0;
-        await sleep(this.options.cycleGapMs ?? 0, this.signal);
+        await pause(this.options.cycleGapMs ?? 0, this.signal);
       } catch (thrown) {
         if (this.signal.aborted) break;
         const error = toError(thrown);
         const fatal = error instanceof AirtableError && error.kind === 'auth';
         failures++;
         await this.status.failed(error.message, fatal ? 'fatal' : 'transient').catch(() => undefined);
-        await sleep(fatal ? 60_000 : Math.min(60_000, 1000 * 2 ** Math.min(failures, 6)), this.signal);
+        await pause(fatal ? 60_000 : Math.min(60_000, 1000 * 2 ** Math.min(failures, 6)), this.signal);
       }
     }
   }
@@ -214,7 +202,7 @@ export class AirtableRunner {
 
   private async captureLoop(): Promise<void> {
     while (!this.signal.aborted) {
-      await sleep(this.options.pollIntervalMs ?? 1000, this.signal);
+      await pause(this.options.pollIntervalMs ?? 1000, this.signal);
       if (!this.webhook || !this.settings || this.loading || this.signal.aborted) continue;
       try {
         await this.pollOnce(this.client(this.settings, true));
@@ -280,7 +268,7 @@ export class AirtableRunner {
 
   private async debounceLoop(): Promise<void> {
     while (!this.signal.aborted) {
-      await sleep(100, this.signal);
+      await pause(100, this.signal);
       if (this.pending.size === 0 || !this.settings || this.signal.aborted) continue;
       const now = Date.now();
       const due = new Map<string, string[]>();

@@ -54,11 +54,7 @@ export async function loadWebhookState(db: pg.Pool): Promise<WebhookState | unde
   return rows[0]?.value;
 }
 
-export async function saveWebhookState(db: pg.Pool, state: WebhookState | undefined): Promise<void> {
-  if (!state) {
-    await db.query('DELETE FROM public_swap._state WHERE key = $1', [STATE_KEY]);
-    return;
-  }
+export async function saveWebhookState(db: pg.Pool, state: WebhookState): Promise<void> {
   await db.query(
     `INSERT INTO public_swap._state (key, value) VALUES ($1, $2)
      ON CONFLICT (key) DO UPDATE SET value = excluded.value`,
@@ -111,13 +107,12 @@ export async function ensureWebhook(client: AirtableClient, db: pg.Pool, logger:
   }
 }
 
-export async function removeWebhook(client: AirtableClient, db: pg.Pool | undefined, webhookId: string): Promise<void> {
+export async function removeWebhook(client: AirtableClient, webhookId: string): Promise<void> {
   try {
     await client.request('DELETE', `/v0/bases/${client.baseId}/webhooks/${webhookId}`);
   } catch (error) {
     if (!(error instanceof AirtableError && (error.status === 404 || error.kind === 'auth'))) throw error;
   }
-  if (db) await saveWebhookState(db, undefined);
 }
 
 /** Payloads after the cursor, as many pages as Airtable has ready. */

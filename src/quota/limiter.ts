@@ -1,6 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import type pg from 'pg';
 import { TributaryError } from '../errors.ts';
+import { pause } from '../time.ts';
 
 /** At most `limit` requests in any `windowMs`, as the upstream counts them. */
 export interface QuotaRule {
@@ -38,20 +39,6 @@ interface Decision {
   retryInMs: number;
 }
 
-const sleep = (ms: number, signal?: AbortSignal) =>
-  new Promise<void>((resolve, reject) => {
-    if (signal?.aborted) return reject(signal.reason);
-    const timer = setTimeout(() => {
-      signal?.removeEventListener('abort', onAbort);
-      resolve();
-    }, ms);
-    const onAbort = () => {
-      clearTimeout(timer);
-      reject(signal!.reason);
-    };
-    signal?.addEventListener('abort', onAbort, { once: true });
-  });
-
 /**
  * A sliding-window request log per upstream key, kept in the control database so every
  * process (sync workers, proxies) draws on the same quota. Each decision runs under a
@@ -80,7 +67,8 @@ export class QuotaLimiter {
         if (options.maxWaitMs !== undefined && Date.now() - started + decision.retryInMs > options.maxWaitMs) {
           throw new TributaryError('unavailable', `upstream quota for ${key} is exhausted; retry later`);
         }
-        await sleep(decision.retryInMs, options.signal);
+        await pause(decision.retryInMs, options.signal);
+        options.signal?.throwIfAborted();
       }
     } finally {
       if (waiter) await this.pool.query('DELETE FROM quota_waiting WHERE key = $1 AND token = $2', [key, waiter]);

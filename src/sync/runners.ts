@@ -76,7 +76,7 @@ export function upstreamCleanup(options: Pick<RunnerFactoryOptions, 'store' | 's
         quota: { kind: 'client', maxWaitMs: 10_000 },
         attempts: 2,
       });
-      await removeWebhook(client, undefined, state.id);
+      await removeWebhook(client, state.id);
     } finally {
       await target.end();
     }
