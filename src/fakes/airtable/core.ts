@@ -1,7 +1,7 @@
 import type { FaultList } from './faults.ts';
 import type { IteratorStore } from './list-records.ts';
 import type { BaseModel, World } from './model.ts';
-import type { SlidingWindowLimiter } from './rate-limit.ts';
+import type { SlidingWindowLimiter } from '../shared/rate-limit.ts';
 import type { WriteSession } from './record-ops.ts';
 import type { TokenRegistry } from './tokens.ts';
 import { type ChangeSource, Transaction } from './transaction.ts';

@@ -1,3 +1,5 @@
+import { type FaultInjector as SharedFaultInjector, FaultList as SharedFaultList } from '../shared/faults.ts';
+
 /** Scripted misbehaviour for tests: wrong statuses, slowness, silence, cut bodies, lost iterators. */
 export interface FaultRule {
   /** All given conditions must hold; `path` is tested against the URL path without the query. */
@@ -10,10 +12,7 @@ export interface FaultRule {
   times?: number;
 }
 
-export interface FaultInjector {
-  add(rule: FaultRule): void;
-  clear(): void;
-}
+export type FaultInjector = SharedFaultInjector<FaultRule>;
 
 export interface RequestFacts {
   method: string;
@@ -21,43 +20,10 @@ export interface RequestFacts {
   baseId: string | undefined;
 }
 
-interface ActiveRule extends FaultRule {
-  remaining: number;
-}
-
-export class FaultList implements FaultInjector {
-  private rules: ActiveRule[] = [];
-
-  add(rule: FaultRule): void {
-    const times = rule.times ?? 1;
-    if (!(times > 0)) throw new Error('fault times must be positive');
-    if (rule.kind === 'status' && (rule.status === undefined || rule.status < 100 || rule.status > 599)) {
-      throw new Error('a status fault needs a status between 100 and 599');
-    }
-    this.rules.push({ ...rule, remaining: times });
-  }
-
-  clear(): void {
-    this.rules = [];
-  }
-
-  /** The first rule that matches the request, consumed once. */
-  take(req: RequestFacts): FaultRule | undefined {
-    const rule = this.rules.find((r) => {
-      const m = r.match;
-      if (!m) return true;
-      if (m.method && m.method.toUpperCase() !== req.method) return false;
-      if (m.baseId && m.baseId !== req.baseId) return false;
-      if (m.path) {
-        m.path.lastIndex = 0;
-        if (!m.path.test(req.path)) return false;
-      }
-      return true;
-    });
-    if (!rule) return undefined;
-    rule.remaining--;
-    if (rule.remaining <= 0) this.rules = this.rules.filter((r) => r !== rule);
-    return rule;
+/** The shared list, with Airtable's extra condition: the base the path names. */
+export class FaultList extends SharedFaultList<FaultRule, RequestFacts> {
+  constructor() {
+    super((m, req) => !m.baseId || m.baseId === req.baseId);
   }
 }
 

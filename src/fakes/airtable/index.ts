@@ -12,14 +12,14 @@
  * - Error types Airtable does not document (upsert with several matches, metadata validation)
  *   are plausible guesses; the documented ones (INVALID_RECORDS, UNKNOWN_FIELD_NAME, …) are real.
  */
-import type { AddressInfo } from 'node:net';
 import { FakeBaseControl, type FakeBase } from './control.ts';
 import { type Core, Stats } from './core.ts';
 import { type FaultInjector, FaultList } from './faults.ts';
 import { randomId, seededId } from './ids.ts';
 import { IteratorStore } from './list-records.ts';
 import type { World } from './model.ts';
-import { SlidingWindowLimiter } from './rate-limit.ts';
+import { closeServer, listen } from '../shared/listen.ts';
+import { SlidingWindowLimiter } from '../shared/rate-limit.ts';
 import { createFakeServer } from './server.ts';
 import { TokenRegistry } from './tokens.ts';
 import { WebhookStore } from './webhooks.ts';
@@ -78,15 +78,7 @@ export async function startFakeAirtable(options: FakeAirtableOptions = {}): Prom
   const controls = new Map<string, FakeBaseControl>();
 
   const server = createFakeServer(core);
-  await new Promise<void>((resolve, reject) => {
-    server.once('error', reject);
-    server.listen(options.port ?? 0, host, () => {
-      server.off('error', reject);
-      resolve();
-    });
-  });
-  const port = (server.address() as AddressInfo).port;
-  const url = `http://${host.includes(':') ? `[${host}]` : host}:${port}`;
+  const { port, url } = await listen(server, options.port ?? 0, host);
   world.url = url;
 
   const stats = core.stats;
@@ -129,8 +121,7 @@ export async function startFakeAirtable(options: FakeAirtableOptions = {}): Prom
     },
     close: async () => {
       core.webhooks.close();
-      server.closeAllConnections();
-      await new Promise<void>((resolve) => server.close(() => resolve()));
+      await closeServer(server);
     },
   };
 }

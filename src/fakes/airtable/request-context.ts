@@ -18,6 +18,8 @@ export class RequestContext {
     readonly query: URLSearchParams,
     readonly headers: IncomingHttpHeaders,
     private readonly rawBody: Buffer,
+    /** When the request reached the server: what the rate limit counts. */
+    readonly arrivedAt = core.world.now(),
   ) {}
 
   /** Parsed JSON body; Airtable answers 422 INVALID_REQUEST_BODY for anything unparseable. */
@@ -40,7 +42,7 @@ export class RequestContext {
 
   private limit(key: 'base' | 'token', id: string, baseId: string | undefined): void {
     const limiter = this.core.limiters?.[key];
-    if (!limiter || limiter.allow(id, this.core.world.now())) return;
+    if (!limiter || limiter.allow(id, this.arrivedAt)) return;
     this.core.stats.count(baseId, true);
     throw rateLimited();
   }

@@ -2,7 +2,7 @@ import { createServer, type IncomingMessage, type Server, type ServerResponse } 
 import type { Core } from './core.ts';
 import { AirtableApiError, NOT_FOUND_MESSAGE } from './errors.ts';
 import { faultBody } from './faults.ts';
-import { readBody, sendJson } from './http-io.ts';
+import { readBody, sendJson } from '../shared/http-io.ts';
 import { RequestContext } from './request-context.ts';
 import { baseIdOfPath, route } from './router.ts';
 
@@ -37,6 +37,8 @@ function serveAttachment(core: Core, segments: string[], res: ServerResponse): v
 }
 
 async function handle(core: Core, req: IncomingMessage, res: ServerResponse): Promise<void> {
+  // Airtable counts a request when it arrives, not when a busy server gets round to it.
+  const arrivedAt = core.world.now();
   const method = (req.method ?? 'GET').toUpperCase();
   let url: URL;
   try {
@@ -77,7 +79,7 @@ async function handle(core: Core, req: IncomingMessage, res: ServerResponse): Pr
     serveAttachment(core, segments, res);
     return;
   }
-  const ctx = new RequestContext(core, method, segments, url.searchParams, req.headers, body);
+  const ctx = new RequestContext(core, method, segments, url.searchParams, req.headers, body, arrivedAt);
   try {
     const answer = route(ctx);
     sendJson(res, answer.status, answer.body, { truncate });

@@ -23,6 +23,8 @@ export interface SendOptions {
   /** Fault injection: headers promise the full body, half arrives, the socket dies. */
   truncate?: boolean;
   close?: boolean;
+  /** Extra response headers (request ids, API versions). */
+  headers?: Record<string, string>;
 }
 
 export function sendJson(res: ServerResponse, status: number, body: unknown, opts: SendOptions = {}): void {
@@ -32,6 +34,7 @@ export function sendJson(res: ServerResponse, status: number, body: unknown, opt
   res.setHeader('content-type', JSON_TYPE);
   res.setHeader('content-length', payload.length);
   if (opts.close) res.setHeader('connection', 'close');
+  for (const [name, value] of Object.entries(opts.headers ?? {})) res.setHeader(name, value);
   if (opts.truncate) {
     res.write(payload.subarray(0, Math.floor(payload.length / 2)), () => res.socket?.destroy());
     return;
