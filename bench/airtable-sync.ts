@@ -33,6 +33,10 @@ const tables = base.generate({
     { name: 'People', records: records - Math.round(records * 0.6) - Math.round(records * 0.3) },
   ],
 });
+// Read before the sync starts: listing a whole table in-process blocks the fake for seconds,
+// which would make it count queued requests as one burst.
+const projects = tables[0]!;
+const all = base.records(projects.id);
 const svc = await startServiceProcess({
   controlUrl: await postgres.freshDatabase('ctl'),
   targetUrl: postgres.adminUrl,
@@ -53,9 +57,7 @@ try {
   // 2. Change lag on the synced base, cycles still running.
   const reader = new pg.Client({ connectionString: sync.reader });
   await reader.connect();
-  const projects = tables[0]!;
   const textField = projects.fields.find((f) => f.type === 'singleLineText')!;
-  const all = base.records(projects.id);
   const lags: number[] = [];
   for (let i = 0; i < edits; i++) {
     const record = all[(i * 7919) % all.length]!;

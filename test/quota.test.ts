@@ -112,4 +112,31 @@ test('an abort signal ends the wait', async () => {
   }
 });
 
+async function grantTimes(key: string): Promise<number[]> {
+  const { rows } = await pools[0]!.query<{ ms: number }>('SELECT extract(epoch FROM at) * 1000 AS ms FROM quota_requests WHERE key = $1 ORDER BY at', [key]);
+  return rows.map((r) => Number(r.ms));
+}
+
+test('a 429 the upstream sent anyway widens the margin for that key; a request held up before it left is logged when it left', async () => {
+  const limiter = new QuotaLimiter({ pool: pools[0]!, marginMs: 100 });
+  for (let i = 0; i < 6; i++) await limiter.acquire('appCALM', rule, { kind: 'client' });
+  limiter.refusedByUpstream('appWIDE');
+  assert.is(limiter.marginFor('appWIDE'), 200);
+  assert.is(limiter.marginFor('appCALM'), 100);
+  for (let i = 0; i < 6; i++) await limiter.acquire('appWIDE', rule, { kind: 'client' });
+  const calm = await grantTimes('appCALM');
+  const wide = await grantTimes('appWIDE');
+  // The sixth request waits for the first to leave the window plus the margin.
+  assert.ok(calm[5]! - calm[0]! >= 1100 && calm[5]! - calm[0]! < 1190, `calm gap ${calm[5]! - calm[0]!}`);
+  assert.ok(wide[5]! - wide[0]! >= 1200, `wide gap ${wide[5]! - wide[0]!}`);
+
+  const grant = await limiter.acquire('appLATE', rule, { kind: 'client' });
+  const logged = await grantTimes('appLATE');
+  await new Promise((r) => setTimeout(r, 80));
+  grant.sent();
+  await new Promise((r) => setTimeout(r, 100));
+  const restamped = await grantTimes('appLATE');
+  assert.ok(restamped[0]! - logged[0]! >= 75, `moved by ${restamped[0]! - logged[0]!} ms`);
+});
+
 test.run();

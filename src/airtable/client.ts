@@ -80,6 +80,7 @@ export class AirtableClient {
         return await this.once<T>(method, path, body);
       } catch (error) {
         const locked = error instanceof AirtableError && error.kind === 'rate_limited';
+        if (locked) this.options.limiter?.refusedByUpstream(this.options.baseId);
         const retryable = locked || error instanceof UpstreamUnreachable || (error instanceof AirtableError && error.kind === 'transient');
         if (!retryable || attempt >= attempts || this.options.signal?.aborted) throw error;
         // A 429 locks the base out for 30 s; hammering it would only extend the lockout.
@@ -90,7 +91,8 @@ export class AirtableClient {
 
   private async once<T>(method: 'GET' | 'POST' | 'PATCH' | 'DELETE', path: string, body?: unknown): Promise<T> {
     const { limiter, quota, signal } = this.options;
-    if (limiter) await limiter.acquire(this.options.baseId, this.options.rule ?? AIRTABLE_RULE, { kind: 'sync', ...quota, signal });
+    const grant = limiter && (await limiter.acquire(this.options.baseId, this.options.rule ?? AIRTABLE_RULE, { kind: 'sync', ...quota, signal }));
+    grant?.sent();
     const response = await exchange({
       method,
       url: this.options.baseUrl + path,

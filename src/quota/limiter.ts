@@ -24,11 +24,14 @@ export interface AcquireOptions {
   maxWaitMs?: number;
 }
 
+export const DEFAULT_MARGIN_MS = 40;
+
 export interface QuotaLimiterOptions {
   pool: pg.Pool;
   /**
    * Added to the window: the upstream counts arrival times, which jitter against ours.
-   * Spending a few percent of the rate on this margin is what makes "never a 429" hold.
+   * A 429 costs a 30 s lockout, so the margin must cover the spread of send-to-arrival
+   * delays; 40 ms does on one network hop and costs 4 % of the rate.
    */
   marginMs?: number;
 }
@@ -37,7 +40,24 @@ interface Decision {
   granted: boolean;
   /** When to look again, if not granted. */
   retryInMs: number;
+  /** The granted request's entry in the log, and our clock just before it was written. */
+  at?: string;
+  loggedAt?: number;
 }
+
+/**
+ * A granted request. The log says it left when it was granted; call `sent()` just before
+ * it really goes, so a request held up in between (a busy event loop) is logged at the
+ * time the upstream will count it, and the next window opens no earlier than it should.
+ */
+export interface QuotaGrant {
+  sent(): void;
+}
+
+const REFUSAL_MEMORY_MS = 10 * 60_000;
+
+/** Held up less than this, a request keeps its grant time: the margin covers it. */
+const RESTAMP_AFTER_MS = 5;
 
 /**
  * A sliding-window request log per upstream key, kept in the control database so every
@@ -48,22 +68,48 @@ interface Decision {
 export class QuotaLimiter {
   private readonly pool: pg.Pool;
   private readonly marginMs: number;
+  /** Per key: when the upstream last answered 429 anyway, and how many times in a row. */
+  private readonly refused = new Map<string, { at: number; count: number }>();
   private acquiredSincePrune = 0;
 
   constructor(options: QuotaLimiterOptions) {
     this.pool = options.pool;
-    this.marginMs = options.marginMs ?? 100;
+    this.marginMs = options.marginMs ?? DEFAULT_MARGIN_MS;
   }
 
-  async acquire(key: string, rule: QuotaRule, options: AcquireOptions): Promise<void> {
+  /**
+   * The upstream refused a request we let through: its clock and ours disagree by more
+   * than the margin on this path. The margin for the key doubles (up to 8×) and returns to
+   * normal after ten minutes without another refusal.
+   */
+  refusedByUpstream(key: string): void {
+    const last = this.refused.get(key);
+    const count = last && Date.now() - last.at < REFUSAL_MEMORY_MS ? last.count + 1 : 1;
+    this.refused.set(key, { at: Date.now(), count });
+  }
+
+  /** The margin for a key now: the base one, widened after recent refusals. */
+  marginFor(key: string): number {
+    const last = this.refused.get(key);
+    if (!last || Date.now() - last.at >= REFUSAL_MEMORY_MS) return this.marginMs;
+    return this.marginMs * 2 ** Math.min(3, last.count);
+  }
+
+  async acquire(key: string, rule: QuotaRule, options: AcquireOptions): Promise<QuotaGrant> {
     const started = Date.now();
     // Rank in the queue: clients 0, urgent sync requests 1; sweeps do not queue.
     const rank = options.kind === 'client' ? 0 : options.urgent ? 1 : undefined;
     const waiter = rank === undefined ? undefined : randomUUID();
+    let at: string | undefined;
+    let loggedAt = Date.now();
     try {
       for (;;) {
         const decision = await this.tryTake(key, rule, options, waiter && { token: waiter, rank: rank! });
-        if (decision.granted) break;
+        if (decision.granted) {
+          at = decision.at;
+          loggedAt = decision.loggedAt ?? loggedAt;
+          break;
+        }
         if (options.maxWaitMs !== undefined && Date.now() - started + decision.retryInMs > options.maxWaitMs) {
           throw new TributaryError('unavailable', `upstream quota for ${key} is exhausted; retry later`);
         }
@@ -77,6 +123,17 @@ export class QuotaLimiter {
       this.acquiredSincePrune = 0;
       await this.pool.query("DELETE FROM quota_requests WHERE at < clock_timestamp() - interval '5 minutes'");
     }
+    return {
+      sent: () => {
+        // Measured from before the log entry was written: a pause anywhere since counts.
+        const late = Date.now() - loggedAt;
+        if (late < RESTAMP_AFTER_MS) return;
+        // Fire and forget: the next decision that this entry bounds is a window away.
+        this.pool
+          .query('UPDATE quota_requests SET at = at + make_interval(secs => $3 / 1000.0) WHERE key = $1 AND at = $2', [key, at, late])
+          .catch(() => undefined);
+      },
+    };
   }
 
   private async tryTake(
@@ -87,11 +144,12 @@ export class QuotaLimiter {
   ): Promise<Decision> {
     // The margin guards the upstream's own limit; a sync's share is ours to keep exactly,
     // so a sync at 3 req/s really gets 3 (the sweep-time bound depends on it).
-    const windowMs = rule.windowMs + this.marginMs;
+    const windowMs = rule.windowMs + this.marginFor(key);
     const shareWindowMs = rule.windowMs;
     const client = await this.pool.connect();
     try {
-      await client.query('BEGIN');
+      // The log is a guard, not a record: no need to wait for the disk on every grant.
+      await client.query('BEGIN; SET LOCAL synchronous_commit = off');
       await client.query('SELECT pg_advisory_xact_lock(hashtextextended($1, 7))', [key]);
       const { rows: logged } = await client.query<{ age_ms: number; kind: 'client' | 'sync' | 'urgent' }>(
         `SELECT extract(epoch FROM clock_timestamp() - at) * 1000 AS age_ms, kind
@@ -123,7 +181,12 @@ export class QuotaLimiter {
       }
       if (decision.granted) {
         const kind = options.kind === 'sync' && options.urgent ? 'urgent' : options.kind;
-        await client.query('INSERT INTO quota_requests (key, at, kind) VALUES ($1, clock_timestamp(), $2)', [key, kind]);
+        decision.loggedAt = Date.now();
+        const { rows: inserted } = await client.query<{ at: string }>(
+          'INSERT INTO quota_requests (key, at, kind) VALUES ($1, clock_timestamp(), $2) RETURNING at::text',
+          [key, kind],
+        );
+        decision.at = inserted[0]!.at;
       } else if (waiter) {
         // Announce the queued request so lower ranks hold back until it has gone.
         await client.query(
