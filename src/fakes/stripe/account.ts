@@ -1,0 +1,38 @@
+import { IdempotencyStore } from './idempotency.ts';
+import { accountTag } from './ids.ts';
+import { Collection } from './store.ts';
+
+/** Everything one Stripe account holds. Accounts are one mode each (test or live). */
+export class AccountState {
+  readonly tag: string;
+  private seq = 0;
+  private readonly collections = new Map<string, Collection>();
+  readonly idempotency = new IdempotencyStore();
+  /** Line items by owner (invoice or checkout session) id, in /lines order; owners embed the first page. */
+  readonly lineItems = new Map<string, Array<{ id: string; [key: string]: unknown }>>();
+  /** Per-object facts Stripe keeps but does not show in the object (a plan's trial days, a price's tiers). */
+  readonly hidden = new Map<string, Record<string, unknown>>();
+  /** How many times generate() ran here: part of generated ids, so a second run never collides. */
+  generations = 0;
+
+  constructor(
+    readonly id: string,
+    readonly livemode: boolean,
+    /** The account's default API version: events are rendered in it, requests without Stripe-Version use it. */
+    readonly apiVersion: string,
+  ) {
+    this.tag = accountTag(id);
+  }
+
+  readonly nextSeq = (): number => ++this.seq;
+
+  collection(name: string): Collection {
+    let c = this.collections.get(name);
+    if (!c) this.collections.set(name, (c = new Collection(this.nextSeq)));
+    return c;
+  }
+
+  hasCollection(name: string): boolean {
+    return this.collections.has(name);
+  }
+}

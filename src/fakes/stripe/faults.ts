@@ -1,0 +1,30 @@
+import { FaultList, type FaultInjector as SharedFaultInjector } from '../shared/faults.ts';
+
+/**
+ * Scripted misbehaviour: 'status' answers `status` with a Stripe error body (or `body`),
+ * 'delay' waits `delayMs` before answering normally, 'hang' never answers, 'truncate' sends
+ * half the body and drops the connection.
+ */
+export interface FaultRule {
+  /** All given conditions must hold; `path` is a prefix of the URL path or a RegExp. */
+  match?: { method?: string; path?: string | RegExp; account?: string };
+  kind: 'status' | 'delay' | 'hang' | 'truncate';
+  status?: number;
+  body?: unknown;
+  delayMs?: number;
+  /** How many matching requests the rule applies to; default 1, Infinity allowed. */
+  times?: number;
+}
+
+export type FaultInjector = SharedFaultInjector<FaultRule>;
+
+export interface RequestFacts {
+  method: string;
+  path: string;
+  /** The account the request's key belongs to, when the key is known. */
+  account: string | undefined;
+}
+
+export function stripeFaults(): FaultList<FaultRule, RequestFacts> {
+  return new FaultList<FaultRule, RequestFacts>((m, req) => !m.account || m.account === req.account);
+}

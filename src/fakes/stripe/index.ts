@@ -1,0 +1,136 @@
+/**
+ * A strict, stateful local Stripe API server (see shared/spec/UPSTREAMS.md, Stripe half):
+ * the v1 endpoints of the main billing and payments resources over real HTTP, with Stripe's
+ * authentication, restricted keys, per-account rate limits, idempotency, errors, list
+ * pagination, expansion and events; an in-process control API per account and a seeded
+ * generator. Object shapes follow Stripe's OpenAPI spec for the product's API version.
+ *
+ * Where it is knowingly not Stripe:
+ * - Object shapes are those of the spec's version whatever `Stripe-Version` asks for; the
+ *   version only decides whether the pre-2025-03-31 upcoming-invoice endpoint exists.
+ * - No time-driven behaviour: subscriptions do not renew, payouts do not land, drafts do not
+ *   finalize by themselves as the clock advances (balance transactions do become available).
+ * - Cards only; no 3-D Secure, no discounts or taxes applied, no prorations, no Connect.
+ * - Endpoints of the spec the fake does not model: lists answer empty, retrievals 404
+ *   (that is what an account that never used the feature answers), writes 404 saying so.
+ */
+import { closeServer, listen } from '../shared/listen.ts';
+import { SlidingWindowLimiter } from '../shared/rate-limit.ts';
+import { AccountState } from './account.ts';
+import { type KeyGrant, KeyRegistry } from './auth.ts';
+import { Clock } from './clock.ts';
+import { type FakeStripeAccount, FakeStripeAccountControl } from './control.ts';
+import type { Core } from './core.ts';
+import { type FaultInjector, stripeFaults } from './faults.ts';
+import { accountId } from './ids.ts';
+import { ROUTES } from './resources/index.ts';
+import { Router } from './router.ts';
+import { createStripeServer } from './server.ts';
+import { specVersion } from './spec/index.ts';
+import { Stats } from './stats.ts';
+
+export type { ControlParams, FakeStripeAccount } from './control.ts';
+export type { StripeEvent } from './events.ts';
+export type { FaultInjector, FaultRule } from './faults.ts';
+export type { GenerateInput, GenerateSummary } from './generator.ts';
+export type { StripeObject } from './store.ts';
+export { StripeApiError } from './errors.ts';
+
+/** The API version the fake's objects are shaped for (Stripe's OpenAPI spec it was built from). */
+export const FAKE_STRIPE_API_VERSION = specVersion();
+
+export interface FakeStripeOptions {
+  port?: number;
+  host?: string;
+  /** Per account, sliding one-second window, then 429; false turns it off. Default 25 test / 100 live. */
+  rateLimit?: { testPerSecond: number; livePerSecond: number } | false;
+  /** The clock's source (ms since the epoch); default Date.now. `clock.advance` moves it on. */
+  now?: () => number;
+}
+
+export interface FakeStripe {
+  url: string;
+  port: number;
+  close(): Promise<void>;
+  /** A new account; `id` defaults to a random acct_…, `apiVersion` to FAKE_STRIPE_API_VERSION. */
+  createAccount(input?: { id?: string; livemode?: boolean; apiVersion?: string }): FakeStripeAccount;
+  account(id: string): FakeStripeAccount;
+  /** Registers a key for an account; rk_ keys need `restricted` permissions. */
+  addKey(key: string, grant: KeyGrant): void;
+  revokeKey(key: string): void;
+  faults: FaultInjector;
+  stats: {
+    readonly requests: number;
+    readonly rateLimited: number;
+    byPath(prefix: string): { requests: number; rateLimited: number };
+    byAccount(accountId: string): { requests: number; rateLimited: number };
+    reset(): void;
+  };
+  clock: { now(): number; nowMs(): number; advance(ms: number): void };
+}
+
+const DEFAULT_RATE_LIMIT = { testPerSecond: 25, livePerSecond: 100 };
+
+export async function startFakeStripe(options: FakeStripeOptions = {}): Promise<FakeStripe> {
+  const host = options.host ?? '127.0.0.1';
+  const rate = options.rateLimit === undefined ? DEFAULT_RATE_LIMIT : options.rateLimit;
+  const clock = new Clock(options.now);
+  const core: Core = {
+    clock,
+    accounts: new Map(),
+    keys: new KeyRegistry(),
+    faults: stripeFaults(),
+    stats: new Stats(),
+    limiters: rate === false ? undefined : { test: new SlidingWindowLimiter(rate.testPerSecond), live: new SlidingWindowLimiter(rate.livePerSecond) },
+  };
+  const router = new Router(ROUTES);
+  const controls = new Map<string, FakeStripeAccountControl>();
+  const server = createStripeServer(core, router);
+  const { port, url } = await listen(server, options.port ?? 0, host);
+  const stats = core.stats;
+
+  return {
+    url,
+    port,
+    faults: core.faults,
+    clock: { now: () => clock.now(), nowMs: () => clock.nowMs(), advance: (ms) => clock.advance(ms) },
+    stats: {
+      get requests() {
+        return stats.requests;
+      },
+      get rateLimited() {
+        return stats.rateLimited;
+      },
+      byPath: (prefix) => stats.byPath(prefix),
+      byAccount: (id) => stats.byAccount(id),
+      reset: () => {
+        stats.reset();
+        core.limiters?.test.reset();
+        core.limiters?.live.reset();
+      },
+    },
+    createAccount: (input = {}) => {
+      const id = input.id ?? accountId();
+      if (!/^acct_[0-9A-Za-z]{8,}$/.test(id)) throw new Error(`account id ${id} does not look like acct_…`);
+      if (core.accounts.has(id)) throw new Error(`account ${id} exists`);
+      const version = input.apiVersion ?? FAKE_STRIPE_API_VERSION;
+      const state = new AccountState(id, input.livemode === true, version);
+      core.accounts.set(id, state);
+      const control = new FakeStripeAccountControl(state, clock, router);
+      controls.set(id, control);
+      return control;
+    },
+    account: (id) => {
+      const control = controls.get(id);
+      if (!control) throw new Error(`no account ${id}`);
+      return control;
+    },
+    addKey: (key, grant) => {
+      const state = core.accounts.get(grant.account);
+      if (!state) throw new Error(`no account ${grant.account}`);
+      core.keys.add(key, grant, state);
+    },
+    revokeKey: (key) => core.keys.revoke(key),
+    close: () => closeServer(server),
+  };
+}
