@@ -2,8 +2,9 @@ import { randomUUID } from 'node:crypto';
 import os from 'node:os';
 import pg from 'pg';
 import { airtableCheck } from './airtable/check.ts';
+import { stripeCheck } from './stripe/check.ts';
 import type { SyncRecord } from './control/syncs.ts';
-import { QuotaLimiter } from './quota/limiter.ts';
+import { DEFAULT_MARGIN_MS, QuotaLimiter } from './quota/limiter.ts';
 import { runnerFactory, upstreamCleanup } from './sync/runners.ts';
 import { SyncWorker } from './sync/worker.ts';
 import { upstreamBase } from './upstream/http.ts';
@@ -65,6 +66,7 @@ async function loadAdminToken(config: Config, logger: Logger): Promise<string> {
 /** Knobs tests turn to make time pass faster; production uses the defaults. */
 export interface Tunables {
   airtable?: { pollIntervalMs?: number; cycleGapMs?: number; timeScale?: number };
+  stripe?: { pollIntervalMs?: number };
   workerTickMs?: number;
 }
 
@@ -106,14 +108,17 @@ export async function startService(config: Config, logger: Logger, tunables: Tun
 
     const accounts = new AccountStore(pool, box);
     const syncs = new SyncStore(pool, box);
-    const limiter = new QuotaLimiter({ pool, marginMs: 100 / (tunables.airtable?.timeScale ?? 1) });
+    const limiter = new QuotaLimiter({ pool, marginMs: DEFAULT_MARGIN_MS / (tunables.airtable?.timeScale ?? 1) });
     const airtableBase = upstreamBase(config.upstreams, 'api.airtable.com');
     // Created after the service exists, since cleanup needs the service's database URLs.
     let cleanup: ((sync: SyncRecord) => Promise<void>) | undefined;
     const syncService: SyncService = new SyncService({
       store: syncs,
       sharedServerUrl,
-      upstreamChecks: { airtable: airtableCheck({ baseUrl: airtableBase, limiter }) },
+      upstreamChecks: {
+        airtable: airtableCheck({ baseUrl: airtableBase, limiter }),
+        stripe: stripeCheck({ baseUrl: upstreamBase(config.upstreams, 'api.stripe.com'), limiter }),
+      },
       upstreamCleanup: (sync) => cleanup?.(sync) ?? Promise.resolve(),
       // The embedded server is reached where the service is; an external one at its own host unless told otherwise.
       publicHost: config.publicHostSet || (!config.databaseUrl && !config.targetDatabaseUrl) ? config.publicHost : undefined,

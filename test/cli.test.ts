@@ -19,7 +19,7 @@ async function cli(args: string[], options: { token?: string; input?: string } =
 test('--help lists every command, and each command has its own help', async () => {
   const top = await cli(['--help']);
   assert.is(top.code, 0);
-  for (const command of ['run', 'fake airtable', 'accounts create', 'syncs create', 'syncs list', 'syncs show', 'syncs settings', 'syncs delete']) {
+  for (const command of ['run', 'fake airtable', 'fake stripe', 'accounts create', 'syncs create', 'syncs list', 'syncs show', 'syncs settings', 'syncs delete']) {
     assert.ok(top.output.includes(`tributary ${command}`), `overview lists ${command}`);
     const own = await cli([...command.split(' '), '--help']);
     assert.is(own.code, 0, command);

@@ -7,15 +7,18 @@ import path from 'node:path';
 import { freshDatabase, query } from './harness/postgres.ts';
 import { freePort } from './harness/ports.ts';
 import { repoRoot, spawnTributary, waitFor, type Spawned } from './harness/process.ts';
-import { request } from './harness/service.ts';
+import { request, startHarnessStripe } from './harness/service.ts';
+import type { FakeStripe } from '../src/fakes/stripe/index.ts';
 import { migrateControlDatabase } from '../src/db/migrate.ts';
 import { createLogger } from '../src/log.ts';
 
 let dataDir: string;
 let env: Record<string, string>;
 let api: string;
+let stripe: FakeStripe;
 
 test.before(async () => {
+  stripe = await startHarnessStripe();
   dataDir = await mkdtemp(path.join(os.tmpdir(), 'tributary-start-'));
   const [apiPort, proxyPort, eventsPort, pgPort] = await Promise.all([freePort(), freePort(), freePort(), freePort()]);
   env = {
@@ -24,10 +27,12 @@ test.before(async () => {
     TRIBUTARY_PROXY_PORT: String(proxyPort),
     TRIBUTARY_EVENTS_PORT: String(eventsPort),
     TRIBUTARY_PG_PORT: String(pgPort),
+    TRIBUTARY_UPSTREAMS: `api.stripe.com=${stripe.url}`,
   };
   api = `http://127.0.0.1:${apiPort}`;
 });
 test.after(async () => {
+  await stripe?.close();
   await rm(dataDir, { recursive: true, force: true });
 });
 

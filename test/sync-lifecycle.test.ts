@@ -55,6 +55,7 @@ test('a create or delete cut short by a crash is finished at the next start', as
   const deleting = (await request(svc.api, 'POST', '/api/syncs', { token: account.token, body: stripeSyncBody() })).body;
   await svc.service.stop();
   await svc.airtable.close();
+  await svc.stripe?.close();
 
   // As a crash would leave them: one row mid-delete, one mid-create with half a database.
   await query(svc.controlUrl, "UPDATE syncs SET state = 'deleting' WHERE id = $1", [deleting.id]);

@@ -1,7 +1,7 @@
 import type { Secret } from '../control/secrets.ts';
 import type { AcquireOptions, QuotaLimiter, QuotaRule } from '../quota/limiter.ts';
 import { pause } from '../time.ts';
-import { exchange, UpstreamUnreachable } from '../upstream/http.ts';
+import { exchange, jsonOf, UpstreamUnreachable } from '../upstream/http.ts';
 import type { AirtableRecord, AirtableTable, ListPage } from './types.ts';
 
 /** Airtable's documented limit: 5 requests per second per base. */
@@ -104,15 +104,11 @@ export class AirtableClient {
       timeoutMs: this.options.timeoutMs ?? 30_000,
       signal,
     });
-    let parsed: unknown;
-    try {
-      parsed = response.body ? JSON.parse(response.body) : undefined;
-    } catch (cause) {
-      // A cut-off or garbled answer is a failed request, never an empty page.
-      throw new AirtableError('transient', response.status, `Airtable sent an unreadable answer to ${method} ${path.split('?')[0]}`, {
-        cause,
-      });
-    }
+    // A cut-off or garbled answer is a failed request, never an empty page.
+    const parsed = jsonOf(
+      response,
+      (cause) => new AirtableError('transient', response.status, `Airtable sent an unreadable answer to ${method} ${path.split('?')[0]}`, { cause }),
+    );
     if (response.status < 200 || response.status >= 300) throw classify(response.status, parsed as ErrorBody | undefined);
     return parsed as T;
   }

@@ -39,6 +39,8 @@ export function syncView(sync: SyncRecord, readerUrl: string, events: EventEndpo
     database: { name: sync.databaseName, url: readerUrl },
     events: { topic_prefix: `svc.${sync.id}.`, rest_url: events.restUrl, kafka_brokers: events.kafkaBrokers },
     status: statusOf(sync.status),
+    /** What the key cannot read, found when the sync was created (those objects are skipped). */
+    warnings: sync.warnings,
     created_at: sync.createdAt.toISOString(),
   };
 }

@@ -29,6 +29,13 @@ async function client(values: Record<string, string | boolean | undefined>): Pro
   return { url, token: await resolveToken(values.token as string | undefined, process.env) };
 }
 
+/** A non-negative whole-number option, or its default. */
+function wholeNumber(values: Record<string, unknown>, name: string, fallback: number): number {
+  const value = values[name] === undefined ? fallback : Number(values[name]);
+  if (!Number.isInteger(value) || value < 0) throw new Error(`--${name} takes a whole number`);
+  return value;
+}
+
 const print = (value: unknown) => process.stdout.write(`${JSON.stringify(value, null, 2)}\n`);
 
 /** `-` reads a secret from standard input, so it stays out of the shell history and `ps`. */
@@ -75,16 +82,28 @@ const commands: Record<string, Command> = {
     options: { port: { type: 'string' }, records: { type: 'string' }, seed: { type: 'string' }, 'no-rate-limit': { type: 'boolean' } },
     async run(values) {
       const { runFakeAirtableCli } = await import('../fakes/airtable/cli.ts');
-      const number = (name: string, fallback: number) => {
-        const value = values[name] === undefined ? fallback : Number(values[name]);
-        if (!Number.isInteger(value) || value < 0) throw new Error(`--${name} takes a whole number`);
-        return value;
-      };
       const fake = await runFakeAirtableCli({
-        port: number('port', 9101),
-        records: number('records', 1000),
-        seed: number('seed', 1),
+        port: wholeNumber(values, 'port', 9101),
+        records: wholeNumber(values, 'records', 1000),
+        seed: wholeNumber(values, 'seed', 1),
         rateLimit: values['no-rate-limit'] ? false : undefined,
+      });
+      const close = () => void fake.close().then(() => process.exit(0));
+      process.on('SIGTERM', close);
+      process.on('SIGINT', close);
+    },
+  },
+  'fake stripe': {
+    usage: 'tributary fake stripe [--port 9102] [--customers 100] [--seed 1] [--no-rate-limit]',
+    summary: 'run the local fake Stripe with a generated account (for trying Tributary without a Stripe account)',
+    options: { port: { type: 'string' }, customers: { type: 'string' }, seed: { type: 'string' }, 'no-rate-limit': { type: 'boolean' } },
+    async run(values) {
+      const { runFakeStripeCli } = await import('../fakes/stripe/cli.ts');
+      const fake = await runFakeStripeCli({
+        port: wholeNumber(values, 'port', 9102),
+        customers: wholeNumber(values, 'customers', 100),
+        seed: wholeNumber(values, 'seed', 1),
+        ...(values['no-rate-limit'] ? { rateLimit: false as const } : {}),
       });
       const close = () => void fake.close().then(() => process.exit(0));
       process.on('SIGTERM', close);

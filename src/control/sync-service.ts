@@ -18,7 +18,7 @@ export interface CreateSyncInput {
 /** What a sync kind adds at creation; the Airtable and Stripe parts plug in here. */
 export interface UpstreamCheck {
   /** Throws a TributaryError('unprocessable') when the key cannot read what the sync needs. */
-  (input: CreateSyncInput): Promise<{ upstreamAccountId?: string; upstreamName?: string } | void>;
+  (input: CreateSyncInput): Promise<{ upstreamAccountId?: string; upstreamName?: string; warnings?: string[] } | void>;
 }
 
 export interface SyncServiceOptions {
@@ -58,6 +58,7 @@ export class SyncService {
         databasePassword: newPassword(),
         customServerUrl: input.databaseUrl,
         upstreamName: checked.upstreamName ?? null,
+        warnings: checked.warnings ?? [],
       });
     } catch (error) {
       if ((error as { code?: string }).code === '23505') {

@@ -31,6 +31,8 @@ export interface SyncRecord {
   status: SyncStatusFields;
   /** The base's or the Stripe account's name upstream, once known. */
   upstreamName: string | null;
+  /** What the creation check found the key cannot read. */
+  warnings: string[];
   createdAt: Date;
   updatedAt: Date;
 }
@@ -48,6 +50,7 @@ export interface NewSync {
   databasePassword: string;
   customServerUrl: string | null;
   upstreamName: string | null;
+  warnings?: string[];
 }
 
 interface SyncRow {
@@ -70,6 +73,7 @@ interface SyncRow {
   last_error_kind: 'transient' | 'fatal' | null;
   duration_usual_s: number | null;
   upstream_name: string | null;
+  upstream_warnings: string[];
   progress: unknown;
   created_at: Date;
   updated_at: Date;
@@ -79,7 +83,7 @@ const columns = `id, account_id, kind, base_id, upstream_account_id, settings, s
   database_name, database_role, database_server_enc IS NOT NULL AS custom_server,
   started_at, completed_at, extract(epoch FROM duration_last)::float8 AS duration_last_s,
   last_error, last_error_at, last_error_kind, extract(epoch FROM duration_usual)::float8 AS duration_usual_s,
-  upstream_name, progress, created_at, updated_at`;
+  upstream_name, upstream_warnings, progress, created_at, updated_at`;
 
 const toRecord = (row: SyncRow): SyncRecord => ({
   id: row.id,
@@ -104,6 +108,7 @@ const toRecord = (row: SyncRow): SyncRecord => ({
     progress: row.progress,
   },
   upstreamName: row.upstream_name,
+  warnings: row.upstream_warnings,
   createdAt: row.created_at,
   updatedAt: row.updated_at,
 });
@@ -120,8 +125,8 @@ export class SyncStore {
   async insert(sync: NewSync): Promise<SyncRecord> {
     const { rows } = await this.pool.query<SyncRow>(
       `INSERT INTO syncs (id, account_id, kind, base_id, upstream_account_id, api_key_enc, settings,
-         database_name, database_role, database_password_enc, database_server_enc, upstream_name)
-       VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)
+         database_name, database_role, database_password_enc, database_server_enc, upstream_name, upstream_warnings)
+       VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)
        RETURNING ${columns}`,
       [
         sync.id,
@@ -136,6 +141,7 @@ export class SyncStore {
         this.box.encrypt(sync.databasePassword, aad(sync.id, 'database_password')),
         sync.customServerUrl === null ? null : this.box.encrypt(sync.customServerUrl, aad(sync.id, 'database_server')),
         sync.upstreamName,
+        sync.warnings ?? [],
       ],
     );
     return toRecord(rows[0]!);

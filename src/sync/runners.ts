@@ -3,7 +3,8 @@ import { AirtableClient } from '../airtable/client.ts';
 import { AirtableRunner } from '../airtable/runner.ts';
 import { loadWebhookState, removeWebhook } from '../airtable/webhook.ts';
 import type { SyncService } from '../control/sync-service.ts';
-import type { AirtableSettings } from '../control/settings.ts';
+import type { AirtableSettings, StripeSettings } from '../control/settings.ts';
+import { StripeRunner } from '../stripe/runner.ts';
 import type { SyncRecord, SyncStore } from '../control/syncs.ts';
 import type { Logger } from '../log.ts';
 import type { QuotaLimiter } from '../quota/limiter.ts';
@@ -19,6 +20,7 @@ export interface RunnerFactoryOptions {
   logger: Logger;
   /** Tunables for tests: webhook poll interval, pause between cycles. */
   airtable?: { pollIntervalMs?: number; cycleGapMs?: number; timeScale?: number };
+  stripe?: { pollIntervalMs?: number };
 }
 
 function targetPool(url: string, logger: Logger): pg.Pool {
@@ -33,12 +35,21 @@ export function runnerFactory(options: RunnerFactoryOptions): (syncId: string) =
     const sync = await options.store.get(syncId);
     if (!sync || sync.state !== 'active') throw new Error(`sync ${syncId} is not active`);
     const logger = options.logger.child({ sync: sync.id });
-    if (sync.kind !== 'airtable') {
-      // Stripe syncs get their runner with the Stripe sync.
-      return { start: () => logger.warn('no runner for this kind yet'), stop: async () => undefined };
-    }
     const target = targetPool(await options.syncService.adminUrl(sync), logger);
-    const runner = new AirtableRunner({
+    const runner = sync.kind === 'stripe'
+      ? new StripeRunner({
+          syncId: sync.id,
+          accountId: sync.upstreamAccountId,
+          control: options.control,
+          target,
+          key: await options.store.apiKey(sync.id),
+          baseUrl: upstreamBase(options.upstreams, 'api.stripe.com'),
+          limiter: options.limiter,
+          loadSettings: async () => ((await options.store.get(sync.id))?.settings ?? sync.settings) as StripeSettings,
+          logger,
+          ...options.stripe,
+        })
+      : new AirtableRunner({
       syncId: sync.id,
       baseId: sync.baseId!,
       control: options.control,

@@ -44,6 +44,14 @@ export class StatusReporter {
     );
   }
 
+  /** Lasting notes for the sync's view (objects a key cannot read), kept apart from errors. */
+  async warn(warnings: string[]): Promise<void> {
+    await this.options.control.query(
+      'UPDATE syncs SET upstream_warnings = ARRAY(SELECT DISTINCT w FROM unnest(upstream_warnings || $2::text[]) AS w ORDER BY w) WHERE id = $1',
+      [this.options.syncId, warnings],
+    );
+  }
+
   /** Throttled: progress is for people watching, once a second is plenty. */
   async progress(progress: Record<string, unknown>, force = false): Promise<void> {
     const now = Date.now();

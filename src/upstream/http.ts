@@ -45,6 +45,15 @@ export async function exchange(request: {
   }
 }
 
+/** The answer's JSON (undefined for an empty body); a cut-off or garbled body throws `unreadable`, never passes as empty. */
+export function jsonOf(response: UpstreamResponse, unreadable: (cause: unknown) => Error): unknown {
+  try {
+    return response.body ? JSON.parse(response.body) : undefined;
+  } catch (cause) {
+    throw unreadable(cause);
+  }
+}
+
 /** The base URL for an upstream host: TRIBUTARY_UPSTREAMS may point it at a local fake. */
 export function upstreamBase(upstreams: Map<string, string>, host: string): string {
   return upstreams.get(host) ?? `https://${host}`;

@@ -4,6 +4,7 @@ import path from 'node:path';
 import { Writable } from 'node:stream';
 import { loadConfig, type Config } from '../../src/config.ts';
 import { startFakeAirtable, type FakeAirtable } from '../../src/fakes/airtable/index.ts';
+import { startFakeStripe, type FakeStripe } from '../../src/fakes/stripe/index.ts';
 import { createLogger } from '../../src/log.ts';
 import { startService, type Service, type Tunables } from '../../src/main.ts';
 import { freshDatabase, serverAdminUrl } from './postgres.ts';
@@ -25,16 +26,31 @@ export const AIRTABLE_TEST_TOKEN = 'patTESTTESTTEST01.0123456789abcdef0123456789
 /** Bases that exist in the harness's fake Airtable from the start. */
 export const TEST_BASES = ['appAAAAAAAAAAAAAA', 'appBBBBBBBBBBBBBB', 'appCCCCCCCCCCCCCC', 'appDDDDDDDDDDDDDD', 'appEEEEEEEEEEEEEE'];
 
+/** Keys the harness's fake Stripe accepts (one account): the tests' stand-ins for a customer's key. */
+export const STRIPE_TEST_KEYS = ['sk_test_51HxTestKey0000000000000', 'sk_test_secretStripeKey4242424242', 'sk_test_fromstdin0000', 'sk_test_persist123'];
+
+/** A fake Stripe with one empty account that every STRIPE_TEST_KEYS key reads. */
+export async function startHarnessStripe(): Promise<FakeStripe> {
+  const stripe = await startFakeStripe({ port: 0 });
+  const account = stripe.createAccount();
+  for (const key of STRIPE_TEST_KEYS) stripe.addKey(key, { account: account.id });
+  return stripe;
+}
+
 export interface TestServiceOptions {
   config?: Partial<Config>;
   tunables?: Tunables;
   /** Options of the fake Airtable the service is pointed at. */
   airtable?: Parameters<typeof startFakeAirtable>[0];
+  /** Where api.stripe.com points (a fake Stripe or stripe-mock). */
+  stripeUrl?: string;
 }
 
 export interface TestService {
   service: Service;
   airtable: FakeAirtable;
+  /** The harness's fake Stripe, unless the test pointed the service elsewhere. */
+  stripe?: FakeStripe;
   api: string;
   adminToken: string;
   controlUrl: string;
@@ -53,6 +69,8 @@ export async function startTestService(options: TestServiceOptions = {}): Promis
   const airtable = await startFakeAirtable({ port: 0, ...options.airtable });
   airtable.addToken(AIRTABLE_TEST_TOKEN, { bases: '*' });
   for (const id of TEST_BASES) airtable.createBase({ id, name: `Base ${id.slice(3, 6)}` });
+  const stripe = options.stripeUrl ? undefined : await startHarnessStripe();
+  const stripeUrl = options.stripeUrl ?? stripe!.url;
   const controlUrl = overrides.databaseUrl ?? (await freshDatabase('ctl'));
   const adminToken = `tra_test_${path.basename(dataDir)}`;
   const logs = new LogCollector();
@@ -68,7 +86,10 @@ export async function startTestService(options: TestServiceOptions = {}): Promis
       eventsPort: 0,
       // Syncs run only where a test asks for them.
       roles: ['api', 'proxy', 'events'],
-      upstreams: new Map([['api.airtable.com', airtable.url]]),
+      upstreams: new Map([
+        ['api.airtable.com', airtable.url],
+        ['api.stripe.com', stripeUrl],
+      ]),
       ...overrides,
     },
   );
@@ -76,6 +97,7 @@ export async function startTestService(options: TestServiceOptions = {}): Promis
   return {
     service,
     airtable,
+    stripe,
     api: `http://127.0.0.1:${service.apiPort}`,
     adminToken,
     controlUrl,
@@ -84,6 +106,7 @@ export async function startTestService(options: TestServiceOptions = {}): Promis
     async stop() {
       await service.stop();
       await airtable.close();
+      await stripe?.close();
       await rm(dataDir, { recursive: true, force: true });
     },
   };

@@ -1,0 +1,262 @@
+import type pg from 'pg';
+import { ident } from '../db/sql.ts';
+import type { Logger } from '../log.ts';
+import { type CatalogList, loadCatalog } from './catalog.ts';
+import { type StripeClient, StripeError, type StripeList, type StripeObject } from './client.ts';
+import { clearStates, inTransaction, loadState, loadStates, saveState } from './state.ts';
+import { applyChanges, type Change, listKey, tableOfList } from './store.ts';
+
+/** Lists that only repeat what another list already gives, at one request per parent. */
+const REDUNDANT = new Set(['/v1/customers/{customer}/subscriptions', '/v1/charges/{charge}/refunds']);
+
+/**
+ * Lists a parent can carry inline when asked (`expand`): each customer's sources and tax ids
+ * come with the customer page instead of costing one request per customer. The expanded
+ * fields are not kept in the parent's row, since events never carry them.
+ */
+const EXPAND: Record<string, string[]> = {
+  '/v1/customers': ['sources', 'tax_ids'],
+  '/v1/payment_intents': ['amount_details.line_items'],
+  '/v1/checkout/sessions': ['line_items'],
+};
+
+/** Per-parent lists needed only for some parents: schedules of test-clock customers are the ones the top-level list leaves out. */
+const PARENT_FILTER: Record<string, string> = {
+  '/v1/subscription_schedules': 'p.test_clock IS NOT NULL',
+  // Entitlements come from subscriptions: a customer without a live one has none.
+  '/v1/entitlements/active_entitlements': `EXISTS (SELECT 1 FROM public.subscription s WHERE s.customer = p.id AND s.status NOT IN ('canceled', 'incomplete_expired'))`,
+};
+
+export interface BackfillState {
+  /** When this backfill began (ms); rows it did not touch are gone upstream, once it completes. */
+  startedAt: number;
+  /** The newest event when it began: the events feed resumes from here, so nothing is missed. */
+  eventsCursor: { id: string | null; created: number };
+  completedAt?: number;
+  /** A backfill after the events cursor expired: it also removes what it did not see. */
+  again?: boolean;
+}
+
+/** Per list: where it stopped. Saved in the transaction that wrote the page. */
+interface ListState {
+  after?: string;
+  parentAfter?: string;
+  done?: boolean;
+  /** Why the list was not read (a restricted key without its permission, a product not enabled). */
+  skipped?: string;
+}
+
+export const BACKFILL_KEY = 'stripe.backfill';
+const LIST_PREFIX = 'stripe.list:';
+
+export interface BackfillOptions {
+  client: StripeClient;
+  db: pg.Pool;
+  logger: Logger;
+  signal: AbortSignal;
+  /** Requests in flight at once; the quota decides the rate, this only keeps it fed. */
+  concurrency?: number;
+  progress(progress: Record<string, unknown>): Promise<void>;
+}
+
+export interface BackfillResult {
+  objects: number;
+  skipped: Array<{ list: string; table: string; reason: string }>;
+}
+
+/** Takes the events cursor and records the start, unless a backfill was begun already (and `again` is off). */
+export async function beginBackfill(client: StripeClient, db: pg.Pool, again: boolean): Promise<BackfillState> {
+  const current = await loadState<BackfillState>(db, BACKFILL_KEY);
+  if (current && !again) return current;
+  const newest = await client.listPage('/v1/events', { limit: 1 });
+  const event = newest.data[0];
+  const state: BackfillState = {
+    startedAt: Date.now(),
+    eventsCursor: { id: event?.id ?? null, created: typeof event?.created === 'number' ? event.created : Math.floor(Date.now() / 1000) - 5 },
+    ...(again ? { again: true } : {}),
+  };
+  await inTransaction(db, async (tx) => {
+    await clearStates(tx, LIST_PREFIX);
+    await saveState(tx, BACKFILL_KEY, state);
+  });
+  return state;
+}
+
+/** A small counting semaphore: at most `n` requests in flight. */
+function limit(n: number) {
+  let active = 0;
+  const queue: Array<() => void> = [];
+  return async <T>(work: () => Promise<T>): Promise<T> => {
+    if (active >= n) await new Promise<void>((resolve) => queue.push(resolve));
+    active++;
+    try {
+      return await work();
+    } finally {
+      active--;
+      queue.shift()?.();
+    }
+  };
+}
+
+/**
+ * Reads every list of the catalog into the database. Top-level lists run concurrently;
+ * a list under a parent (a customer's tax ids) runs once the parent's table is complete,
+ * for each parent whose inline copy of that list was not already complete. Each page is
+ * written with its list's cursor in one transaction, so a crash resumes at the next page.
+ */
+export async function runBackfill(options: BackfillOptions, state: BackfillState): Promise<BackfillResult> {
+  const { db, logger } = options;
+  const lists = loadCatalog().tables.flatMap((t) => t.lists).filter((l) => !REDUNDANT.has(l.path));
+  const saved = await loadStates<ListState>(db, LIST_PREFIX);
+  const request = limit(options.concurrency ?? 8);
+  const result: BackfillResult = { objects: 0, skipped: [] };
+  let done = lists.filter((l) => saved.get(listKey(l))?.done).length;
+  const report = () => options.progress({ phase: 'backfill', objects: result.objects, lists_done: done, lists_total: lists.length });
+
+  // A table is complete when every list that fills it is; children wait on their parent's.
+  const finished = new Map<CatalogList, Promise<void>>();
+  const tableDone = (table: string) => Promise.all(lists.filter((l) => tableOfList(l) === table).map((l) => finished.get(l)));
+  const failures: unknown[] = [];
+  const run = async (list: CatalogList) => {
+    if (list.parent) await tableDone(list.parent.table);
+    const key = listKey(list);
+    const listState = saved.get(key) ?? {};
+    let skipped = listState.skipped;
+    if (!listState.done) {
+      const reader = new ListReader(options, list, key, listState, request, (n) => {
+        result.objects += n;
+        void report().catch(() => undefined);
+      });
+      skipped = await reader.run();
+      done++;
+    }
+    if (skipped) result.skipped.push({ list: key, table: tableOfList(list)!, reason: skipped });
+  };
+  for (const list of lists) {
+    const p = run(list).catch((error) => {
+      failures.push(error);
+    });
+    finished.set(list, p);
+  }
+  await Promise.all(finished.values());
+  if (failures.length > 0) throw failures[0];
+  options.signal.throwIfAborted();
+
+  if (state.again) await removeUnseen(db, state.startedAt, new Set(result.skipped.map((s) => s.table)));
+  await saveState(db, BACKFILL_KEY, { ...state, completedAt: Date.now() });
+  await report();
+  logger.info({ objects: result.objects, skipped: result.skipped.length }, 'stripe backfill complete');
+  return result;
+}
+
+/** After a second backfill: rows it did not see were deleted upstream while the feed was out of reach. */
+async function removeUnseen(db: pg.Pool, since: number, partial: Set<string>): Promise<void> {
+  for (const table of new Set(loadCatalog().tables.map((t) => t.table))) {
+    if (partial.has(table)) continue;
+    await db.query(
+      `DELETE FROM public.${ident(table)} t
+        WHERE NOT EXISTS (SELECT 1 FROM public_swap._stripe_versions v WHERE v.tbl = $1 AND v.id = t.id AND v.version >= $2)`,
+      [table, since],
+    );
+  }
+}
+
+/** Errors that mean "this list cannot be read with this key or account", not "try again". */
+function unreadable(error: unknown): string | undefined {
+  if (!(error instanceof StripeError)) return undefined;
+  if (error.kind === 'permission' || error.kind === 'missing' || error.kind === 'invalid') return `${error.status}: ${error.message}`;
+  return undefined;
+}
+
+class ListReader {
+  private expandRefused = false;
+
+  constructor(
+    private readonly options: BackfillOptions,
+    private readonly list: CatalogList,
+    private readonly key: string,
+    private readonly state: ListState,
+    private readonly request: <T>(work: () => Promise<T>) => Promise<T>,
+    private readonly counted: (n: number) => void,
+  ) {}
+
+  /** Reads the list to its end; returns why it could not, if it could not. */
+  async run(): Promise<string | undefined> {
+    try {
+      if (this.list.parent) await this.eachParent();
+      else await this.pages(this.list.path, {}, undefined, this.state.after);
+    } catch (error) {
+      const reason = unreadable(error);
+      if (!reason) throw error;
+      this.options.logger.warn({ list: this.key, reason }, 'stripe list skipped');
+      await saveState(this.options.db, LIST_PREFIX + this.key, { done: true, skipped: reason });
+      return reason;
+    }
+    if (this.list.parent) await saveState(this.options.db, LIST_PREFIX + this.key, { done: true });
+    return undefined;
+  }
+
+  /** Every parent id, in id order, except those whose inline list was complete. */
+  private async eachParent(): Promise<void> {
+    const parent = this.list.parent!;
+    let after = this.state.parentAfter ?? '';
+    for (;;) {
+      this.options.signal.throwIfAborted();
+      const { rows } = await this.options.db.query<{ id: string }>(
+        `SELECT p.id FROM public.${ident(parent.table)} p
+          WHERE p.id > $1 AND ${PARENT_FILTER[this.list.path] ?? 'true'} AND NOT EXISTS (SELECT 1 FROM public_swap._stripe_covered c WHERE c.list = $2 AND c.parent_id = p.id)
+          ORDER BY p.id LIMIT 200`,
+        [after, this.key],
+      );
+      if (rows.length === 0) return;
+      for (const { id } of rows) {
+        const path = parent.pathParam ? this.list.path.replace(`{${parent.pathParam}}`, encodeURIComponent(id)) : this.list.path;
+        const query = parent.queryParam ? { [parent.queryParam]: id } : {};
+        await this.pages(path, query, id, undefined);
+        after = id;
+      }
+    }
+  }
+
+  /** One list (or one parent's list), page by page, the next page fetched while this one is written. */
+  private async pages(path: string, query: Record<string, string>, parentId: string | undefined, startAfter: string | undefined): Promise<void> {
+    const { client, db, signal } = this.options;
+    const fetch = (after: string | undefined) => {
+      const requestedAt = Date.now();
+      const params = { ...this.list.query, ...query, ...(after ? { starting_after: after } : {}) };
+      const expand = parentId || this.expandRefused ? undefined : EXPAND[path]?.map((f) => `data.${f}`);
+      const list = async () => {
+        if (!expand) return client.listPage(path, params, this.list.paged !== false);
+        try {
+          return await client.listPage(path, { ...params, expand }, this.list.paged !== false);
+        } catch (error) {
+          // An account (or API) that will not expand: list plainly, the children cost requests.
+          if (!(error instanceof StripeError && error.kind === 'invalid' && /expand/i.test(error.message))) throw error;
+          this.expandRefused = true;
+          return client.listPage(path, params, this.list.paged !== false);
+        }
+      };
+      return this.request(list).then(
+        (page) => ({ page, requestedAt }),
+      );
+    };
+    let next: Promise<{ page: StripeList<StripeObject>; requestedAt: number }> | undefined = fetch(startAfter);
+    while (next) {
+      signal.throwIfAborted();
+      const { page, requestedAt }: { page: StripeList<StripeObject>; requestedAt: number } = await next;
+      const last = page.data.at(-1)?.id;
+      next = page.has_more && last && this.list.paged !== false ? fetch(last) : undefined;
+      next?.catch(() => undefined);
+      const strip = parentId || this.expandRefused ? undefined : EXPAND[path];
+      const changes: Change[] = page.data.map((object) => ({ object, version: requestedAt, list: this.list, ...(parentId ? { parentId } : {}), ...(strip ? { strip } : {}) }));
+      const finished = !next;
+      await inTransaction(db, async (tx) => {
+        await applyChanges(tx, changes);
+        // A parent's list saves "this parent is done" with its last page; a top-level list its cursor.
+        if (!parentId) await saveState(tx, LIST_PREFIX + this.key, { after: last ?? startAfter, done: finished } satisfies ListState);
+        else if (finished) await saveState(tx, LIST_PREFIX + this.key, { parentAfter: parentId } satisfies ListState);
+      });
+      this.counted(page.data.length);
+    }
+  }
+}

@@ -1,0 +1,100 @@
+import type pg from 'pg';
+import { type StripeClient, StripeError, type StripeObject } from './client.ts';
+import { inTransaction, saveState } from './state.ts';
+import { type ApplyResult, applyChanges, type Change } from './store.ts';
+import { markUpcoming } from './upcoming.ts';
+
+export const EVENTS_KEY = 'stripe.events';
+
+/** Where the feed was read up to: the newest event applied, or (none yet) a time to start from. */
+export interface EventsCursor {
+  id: string | null;
+  created: number;
+}
+
+export interface StripeEvent {
+  id: string;
+  type: string;
+  created: number;
+  api_version?: string | null;
+  data: { object: StripeObject; previous_attributes?: Record<string, unknown> };
+}
+
+/** Stripe keeps events 30 days; a cursor close to that age may fall off before it is read. */
+const RETENTION_S = 30 * 24 * 3600;
+const RETENTION_MARGIN_S = 3600;
+
+/** The feed no longer reaches back to the cursor: only a new backfill can catch up. */
+export class CursorExpired extends Error {
+  constructor(message: string) {
+    super(message);
+    this.name = 'CursorExpired';
+  }
+}
+
+/**
+ * `*.deleted` removes the row, except a subscription's: Stripe sends
+ * `customer.subscription.deleted` when it is canceled, and the object stays (status canceled).
+ */
+export function changeOf(event: StripeEvent): Change {
+  const deleted = event.type.endsWith('.deleted') && event.type !== 'customer.subscription.deleted';
+  // Events carry whole seconds: the change happened at the latest at the end of that second.
+  return { object: event.data.object, version: event.created * 1000 + 999, ...(deleted ? { deleted: true } : {}) };
+}
+
+export interface PollResult {
+  cursor: EventsCursor;
+  events: number;
+  applied: ApplyResult;
+}
+
+/**
+ * Reads the events after the cursor, oldest first, and applies each page with the new
+ * cursor in one transaction: a crash re-reads at most a page, and re-applying is harmless.
+ */
+export async function pollEvents(client: StripeClient, db: pg.Pool, cursor: EventsCursor, nowS = Date.now() / 1000): Promise<PollResult> {
+  if (cursor.created < nowS - RETENTION_S + RETENTION_MARGIN_S) {
+    throw new CursorExpired(`the events cursor (${new Date(cursor.created * 1000).toISOString()}) is older than Stripe's 30-day event retention`);
+  }
+  const total: PollResult = { cursor, events: 0, applied: { written: 0, deleted: 0, stale: 0, unknown: 0 } };
+  for (;;) {
+    const batch = cursor.id ? await newerThan(client, cursor.id) : await since(client, cursor.created);
+    if (batch.events.length === 0) return total;
+    const newest = batch.events.at(-1)!;
+    const next: EventsCursor = { id: newest.id, created: newest.created };
+    const applied = await inTransaction(db, async (tx) => {
+      const result = await applyChanges(tx, batch.events.map(changeOf));
+      await markUpcoming(tx, batch.events);
+      await saveState(tx, EVENTS_KEY, next);
+      return result;
+    });
+    total.events += batch.events.length;
+    for (const k of ['written', 'deleted', 'stale', 'unknown'] as const) total.applied[k] += applied[k];
+    total.cursor = cursor = next;
+    if (!batch.more) return total;
+  }
+}
+
+/** The page of events just after `id`, oldest first. */
+async function newerThan(client: StripeClient, id: string): Promise<{ events: StripeEvent[]; more: boolean }> {
+  try {
+    const page = await client.listPage('/v1/events', { ending_before: id });
+    return { events: (page.data as unknown as StripeEvent[]).reverse(), more: page.has_more };
+  } catch (error) {
+    if (error instanceof StripeError && error.kind === 'missing') throw new CursorExpired(`Stripe no longer has event ${id}: ${error.message}`);
+    throw error;
+  }
+}
+
+/** Every event since a time (no event seen yet), oldest first. */
+async function since(client: StripeClient, created: number): Promise<{ events: StripeEvent[]; more: boolean }> {
+  const events: StripeEvent[] = [];
+  let after: string | undefined;
+  for (;;) {
+    const page = await client.listPage('/v1/events', { 'created[gte]': created, ...(after ? { starting_after: after } : {}) });
+    events.push(...(page.data as unknown as StripeEvent[]));
+    after = page.data.at(-1)?.id;
+    if (!page.has_more || !after) break;
+  }
+  return { events: events.reverse(), more: false };
+}

@@ -1,0 +1,165 @@
+import type pg from 'pg';
+import type { Secret } from '../control/secrets.ts';
+import type { StripeSettings } from '../control/settings.ts';
+import { toError } from '../errors.ts';
+import type { Logger } from '../log.ts';
+import type { QuotaLimiter } from '../quota/limiter.ts';
+import { StatusReporter } from '../sync/status-reporter.ts';
+import { pause } from '../time.ts';
+import { BACKFILL_KEY, type BackfillState, beginBackfill, runBackfill } from './backfill.ts';
+import { StripeClient, StripeError, stripeQuotaKey, stripeRule } from './client.ts';
+import { CursorExpired, EVENTS_KEY, type EventsCursor, pollEvents } from './events.ts';
+import { loadState, saveState } from './state.ts';
+import { ensureTables } from './tables.ts';
+import { ensureUpcomingQueue, markAllUpcoming, refreshUpcoming } from './upcoming.ts';
+
+export interface StripeRunnerOptions {
+  syncId: string;
+  /** Stripe's account id when the creation check could read it. */
+  accountId: string | null;
+  control: pg.Pool;
+  target: pg.Pool;
+  key: Secret;
+  baseUrl: string;
+  limiter?: QuotaLimiter;
+  loadSettings(): Promise<StripeSettings>;
+  logger: Logger;
+  /** How often the events feed is read (the seed: twice a second). */
+  pollIntervalMs?: number;
+}
+
+/**
+ * The sync's share of the account's limit: most of it, leaving room for proxy clients,
+ * whom the quota serves first anyway; Turbo takes all of it.
+ */
+export function syncShare(key: string, turbo: boolean): number {
+  const limit = stripeRule(key).limit;
+  return turbo ? limit : Math.floor(limit * 0.8);
+}
+
+/** Without new events, `_sync_meta` still says "up to date as of" this often. */
+const META_EVERY_MS = 5000;
+
+/**
+ * Keeps one Stripe account in step: a backfill of every list (resumable), then the events
+ * feed twice a second, and upcoming invoices refetched when events touch them.
+ */
+export class StripeRunner {
+  private readonly abort = new AbortController();
+  private readonly status: StatusReporter;
+  private running: Promise<void> | undefined;
+
+  constructor(private readonly options: StripeRunnerOptions) {
+    this.status = new StatusReporter({ control: options.control, target: options.target, syncId: options.syncId, logger: options.logger });
+  }
+
+  start(): void {
+    this.running = this.loop();
+  }
+
+  async stop(): Promise<void> {
+    this.abort.abort(new Error('sync stopped'));
+    await this.running;
+  }
+
+  private get signal(): AbortSignal {
+    return this.abort.signal;
+  }
+
+  private client(settings: StripeSettings, signal = this.signal): StripeClient {
+    const key = this.options.key.reveal();
+    return new StripeClient({
+      baseUrl: this.options.baseUrl,
+      key: this.options.key,
+      limiter: this.options.limiter,
+      quotaKey: stripeQuotaKey(this.options.accountId, key),
+      quota: { kind: 'sync', syncLimit: syncShare(key, settings.turbo) },
+      signal,
+    });
+  }
+
+  private async loop(): Promise<void> {
+    let failures = 0;
+    let again = false;
+    while (!this.signal.aborted) {
+      try {
+        const client = this.client(await this.options.loadSettings());
+        await ensureTables(this.options.target, this.options.logger);
+        await ensureUpcomingQueue(this.options.target);
+        await this.backfill(client, again);
+        again = false;
+        failures = 0;
+        // If either loop fails, the other stops too before the next round starts them again.
+        const round = new AbortController();
+        const signal = AbortSignal.any([this.signal, round.signal]);
+        const stopRound = (error: unknown) => {
+          round.abort(error);
+          throw error;
+        };
+        await Promise.all([this.follow(signal).catch(stopRound), this.upcoming(signal).catch(stopRound)]);
+      } catch (thrown) {
+        if (this.signal.aborted) break;
+        const error = toError(thrown);
+        if (error instanceof CursorExpired) {
+          this.options.logger.warn({ error: error.message }, 'events feed out of reach; backfilling again');
+          again = true;
+          continue;
+        }
+        const fatal = error instanceof StripeError && error.kind === 'auth';
+        failures++;
+        await this.status.failed(error.message, fatal ? 'fatal' : 'transient').catch(() => undefined);
+        await pause(fatal ? 60_000 : Math.min(60_000, 1000 * 2 ** Math.min(failures, 6)), this.signal);
+      }
+    }
+  }
+
+  /** The first backfill, a resumed one, or (again) a new one after the feed ran out. */
+  private async backfill(client: StripeClient, again: boolean): Promise<void> {
+    const state = await beginBackfill(client, this.options.target, again);
+    if (state.completedAt) return;
+    const started = new Date(state.startedAt);
+    await this.status.cycleStarted(started);
+    const result = await runBackfill(
+      { client, db: this.options.target, logger: this.options.logger, signal: this.signal, progress: (p) => this.status.progress(p) },
+      state,
+    );
+    await saveState(this.options.target, EVENTS_KEY, state.eventsCursor);
+    await markAllUpcoming(this.options.target);
+    await this.status.cycleCompleted(started, new Date());
+    if (result.skipped.length > 0) await this.status.warn(result.skipped.map((s) => `${s.table} not synced: ${s.list} answered ${s.reason}`));
+  }
+
+  /** The events feed, read every pollIntervalMs; each read is one "cycle" of `_sync_meta`. */
+  private async follow(signal: AbortSignal): Promise<void> {
+    const backfill = await loadState<BackfillState>(this.options.target, BACKFILL_KEY);
+    let cursor = (await loadState<EventsCursor>(this.options.target, EVENTS_KEY)) ?? backfill!.eventsCursor;
+    let lastMeta = 0;
+    while (!signal.aborted) {
+      const started = new Date();
+      const client = this.client(await this.options.loadSettings(), signal);
+      const polled = await pollEvents(client, this.options.target, cursor);
+      cursor = polled.cursor;
+      if (polled.events > 0 || Date.now() - lastMeta >= META_EVERY_MS) {
+        await this.status.cycleStarted(started);
+        await this.status.cycleCompleted(started, new Date());
+        lastMeta = Date.now();
+      }
+      await pause(this.options.pollIntervalMs ?? 500, signal);
+    }
+  }
+
+  /** Upcoming invoices are extra: a failure here is logged and retried, and never holds up the events. */
+  private async upcoming(signal: AbortSignal): Promise<void> {
+    while (!signal.aborted) {
+      try {
+        const client = this.client(await this.options.loadSettings(), signal);
+        const handled = await refreshUpcoming(client, this.options.target);
+        if (handled === 0) await pause(1000, signal);
+      } catch (error) {
+        if (signal.aborted) return;
+        this.options.logger.warn({ err: toError(error) }, 'refreshing upcoming invoices failed; retrying');
+        await pause(5000, signal);
+      }
+    }
+  }
+}

@@ -1,0 +1,39 @@
+import type pg from 'pg';
+
+/** The sync's own bookkeeping in `public_swap._state`, out of readers' sight. */
+export async function loadState<T>(db: pg.Pool | pg.ClientBase, key: string): Promise<T | undefined> {
+  const { rows } = await db.query<{ value: T }>('SELECT value FROM public_swap._state WHERE key = $1', [key]);
+  return rows[0]?.value;
+}
+
+export async function loadStates<T>(db: pg.Pool | pg.ClientBase, prefix: string): Promise<Map<string, T>> {
+  const { rows } = await db.query<{ key: string; value: T }>('SELECT key, value FROM public_swap._state WHERE starts_with(key, $1)', [prefix]);
+  return new Map(rows.map((r) => [r.key.slice(prefix.length), r.value]));
+}
+
+export async function saveState(db: pg.Pool | pg.ClientBase, key: string, value: unknown): Promise<void> {
+  await db.query(
+    'INSERT INTO public_swap._state (key, value) VALUES ($1, $2) ON CONFLICT (key) DO UPDATE SET value = excluded.value',
+    [key, JSON.stringify(value)],
+  );
+}
+
+export async function clearStates(db: pg.Pool | pg.ClientBase, prefix: string): Promise<void> {
+  await db.query('DELETE FROM public_swap._state WHERE starts_with(key, $1)', [prefix]);
+}
+
+/** Runs `work` in one transaction on a pooled connection. */
+export async function inTransaction<T>(pool: pg.Pool, work: (client: pg.PoolClient) => Promise<T>): Promise<T> {
+  const client = await pool.connect();
+  try {
+    await client.query('BEGIN');
+    const result = await work(client);
+    await client.query('COMMIT');
+    return result;
+  } catch (error) {
+    await client.query('ROLLBACK').catch(() => undefined);
+    throw error;
+  } finally {
+    client.release();
+  }
+}

@@ -1,0 +1,214 @@
+import type pg from 'pg';
+import { ident } from '../db/sql.ts';
+import { qualified } from '../writer/shape.ts';
+import { deleteRows, type Row, upsertRows } from '../writer/upsert.ts';
+import { type CatalogList, loadCatalog, tableForObject } from './catalog.ts';
+import type { StripeObject } from './client.ts';
+import { linkColumn, PARENT_COLUMN, rowOf, stripeTables, type StripeTable } from './tables.ts';
+
+/**
+ * One change to apply: an object as of `version` (ms), or its deletion. A backfilled page
+ * is as of when it was requested; an event as of the end of the second it was created in.
+ */
+export interface Change {
+  object: StripeObject;
+  version: number;
+  deleted?: boolean;
+  /** Set for objects listed under a parent: the parent's id, for the link column. */
+  parentId?: string;
+  list?: CatalogList;
+  /** Fields asked for inline (expanded lists): read for their children, not kept in the row. */
+  strip?: string[];
+}
+
+export interface ApplyResult {
+  written: number;
+  deleted: number;
+  stale: number;
+  /** Objects of a type no table holds (ignored). */
+  unknown: number;
+}
+
+/** Child lists by parent table, with how to recognise them in an embedded `{object:'list', url}`. */
+interface ChildList {
+  list: CatalogList;
+  key: string;
+  table: string;
+  matches(url: URL, parentId: string): boolean;
+}
+
+let children: Map<string, ChildList[]> | undefined;
+
+export const listKey = (list: CatalogList) => list.path + (list.query ? `?${new URLSearchParams(list.query)}` : '') + (list.parent ? `#${list.parent.table}` : '');
+
+function childLists(): Map<string, ChildList[]> {
+  if (children) return children;
+  children = new Map();
+  for (const t of loadCatalog().tables) {
+    for (const list of t.lists) {
+      if (!list.parent) continue;
+      const { pathParam, queryParam } = list.parent;
+      const pattern = pathParam ? new RegExp(`^${list.path.replace(`{${pathParam}}`, '([^/]+)')}$`) : undefined;
+      const entry: ChildList = {
+        list,
+        key: listKey(list),
+        table: t.table,
+        matches: (url, parentId) =>
+          pattern ? pattern.exec(url.pathname)?.[1] === parentId : url.pathname === list.path && url.searchParams.get(queryParam!) === parentId,
+      };
+      const siblings = children.get(list.parent.table) ?? [];
+      siblings.push(entry);
+      children.set(list.parent.table, siblings);
+    }
+  }
+  return children;
+}
+
+export function childListsOf(table: string): ChildList[] {
+  return childLists().get(table) ?? [];
+}
+
+/** The table an object goes to: by its own `object` (lists can be polymorphic). */
+function tableOf(object: StripeObject, fallback?: string): StripeTable | undefined {
+  const name = (typeof object.object === 'string' ? tableForObject(object.object)?.table : undefined) ?? fallback;
+  return name === undefined ? undefined : stripeTables().get(name);
+}
+
+/**
+ * Applies changes in order, in the caller's transaction. A change older than what the row
+ * already reflects is dropped (an event replayed after a backfill that saw its effect);
+ * a deletion leaves a tombstone so a late create cannot bring the row back. Lists embedded
+ * in an object (a subscription's items, an invoice's lines) are written as their own rows,
+ * and when complete they also say which child rows are gone.
+ */
+export async function applyChanges(client: pg.ClientBase, changes: Change[]): Promise<ApplyResult> {
+  const result: ApplyResult = { written: 0, deleted: 0, stale: 0, unknown: 0 };
+  const applied = await applyGuarded(client, changes, result);
+  // Inline lists only from changes that were applied: a stale parent's list is stale too.
+  const inline: Inline = { changes: [], removals: [], covered: [] };
+  for (const { table, change } of applied) if (!change.deleted) embedded(table, change, inline);
+  if (inline.changes.length > 0) await applyGuarded(client, inline.changes, result);
+  for (const r of inline.removals) {
+    const shape = stripeTables().get(r.table)!.shape;
+    const gone = await client.query(`DELETE FROM ${qualified(shape)} WHERE ${ident(r.link)} = $1 AND NOT (id = ANY($2::text[]))`, [r.parentId, r.keep]);
+    result.deleted += gone.rowCount ?? 0;
+  }
+  if (inline.covered.length > 0) {
+    await client.query(
+      `INSERT INTO public_swap._stripe_covered (list, parent_id)
+       SELECT c.list, c.parent_id FROM jsonb_to_recordset($1::jsonb) AS c(list text, parent_id text) ON CONFLICT DO NOTHING`,
+      [JSON.stringify(inline.covered.map((c) => ({ list: c.list, parent_id: c.parentId })))],
+    );
+  }
+  return result;
+}
+
+/** Writes the changes that are not older than what each row reflects; returns those. */
+async function applyGuarded(client: pg.ClientBase, changes: Change[], result: ApplyResult): Promise<Array<{ table: string; change: Change }>> {
+  // By table, the last change per id: later changes in a batch are newer.
+  const byTable = new Map<string, Map<string, Change>>();
+  for (const change of changes) {
+    const table = tableOf(change.object, change.list && tableOfList(change.list));
+    if (!table || typeof change.object.id !== 'string') {
+      result.unknown++;
+      continue;
+    }
+    const rows = byTable.get(table.shape.name) ?? new Map<string, Change>();
+    rows.set(change.object.id, change);
+    byTable.set(table.shape.name, rows);
+  }
+  const applied: Array<{ table: string; change: Change }> = [];
+  for (const [name, rows] of byTable) {
+    const table = stripeTables().get(name)!;
+    const current = await client.query<{ id: string; version: string; deleted: boolean }>(
+      'SELECT id, version, deleted FROM public_swap._stripe_versions WHERE tbl = $1 AND id = ANY($2::text[])',
+      [name, [...rows.keys()]],
+    );
+    const known = new Map(current.rows.map((r) => [r.id, { version: Number(r.version), deleted: r.deleted }]));
+    const upserts: Row[] = [];
+    const deletes: string[] = [];
+    const versions: Array<{ id: string; version: number; deleted: boolean }> = [];
+    for (const [id, change] of rows) {
+      const seen = known.get(id);
+      if (seen && (seen.deleted || seen.version > change.version)) {
+        result.stale++;
+        continue;
+      }
+      applied.push({ table: name, change });
+      versions.push({ id, version: change.version, deleted: change.deleted === true });
+      if (change.deleted) deletes.push(id);
+      else upserts.push(rowOf(table, stripped(change), parentLink(table, change)));
+    }
+    result.written += await upsertRows(client, table.shape, upserts);
+    result.deleted += await deleteRows(client, table.shape, deletes);
+    if (versions.length === 0) continue;
+    await client.query(
+      `INSERT INTO public_swap._stripe_versions (tbl, id, version, deleted)
+       SELECT $1, v.id, v.version, v.deleted FROM jsonb_to_recordset($2::jsonb) AS v(id text, version bigint, deleted boolean)
+       ON CONFLICT (tbl, id) DO UPDATE SET version = excluded.version, deleted = excluded.deleted
+        WHERE _stripe_versions.version <= excluded.version`,
+      [name, JSON.stringify(versions)],
+    );
+  }
+  return applied;
+}
+
+const listTables = new Map<CatalogList, string>();
+
+export function tableOfList(list: CatalogList): string | undefined {
+  if (listTables.size === 0) for (const t of loadCatalog().tables) for (const l of t.lists) listTables.set(l, t.table);
+  return listTables.get(list);
+}
+
+/** The object without the fields that were only expanded for their inline lists (`a.b` paths). */
+function stripped(change: Change): StripeObject {
+  if (!change.strip?.length) return change.object;
+  const copy: StripeObject = { ...change.object };
+  for (const path of change.strip) {
+    const [head, ...rest] = path.split('.');
+    if (rest.length === 0) delete copy[head!];
+    else if (copy[head!] && typeof copy[head!] === 'object') {
+      const inner = { ...(copy[head!] as Record<string, unknown>) };
+      delete inner[rest.join('.')];
+      copy[head!] = inner;
+    }
+  }
+  return copy;
+}
+
+function parentLink(table: StripeTable, change: Change): Row | undefined {
+  if (!change.list || change.parentId === undefined) return undefined;
+  return linkColumn(table, change.list) === PARENT_COLUMN ? { [PARENT_COLUMN]: change.parentId } : undefined;
+}
+
+/** Lists an object carries inline (`{object:'list', url, data, has_more}`) that match one of its child lists. */
+interface Inline {
+  changes: Change[];
+  removals: Array<{ table: string; link: string; parentId: string; keep: string[] }>;
+  covered: Array<{ list: string; parentId: string }>;
+}
+
+function embedded(table: string, change: Change, out: Inline): void {
+  const lists = childListsOf(table);
+  if (lists.length === 0) return;
+  const parentId = change.object.id as string;
+  // Inline lists sit at the top (`items`, `lines`) or one level down (`amount_details.line_items`).
+  const values = Object.values(change.object).flatMap((v) =>
+    v && typeof v === 'object' && !Array.isArray(v) && (v as { object?: unknown }).object !== 'list' ? [v, ...Object.values(v)] : [v],
+  );
+  for (const value of values) {
+    if (!value || typeof value !== 'object' || (value as { object?: unknown }).object !== 'list') continue;
+    const inline = value as { url?: unknown; data?: unknown; has_more?: unknown };
+    if (typeof inline.url !== 'string' || !Array.isArray(inline.data)) continue;
+    const url = new URL(inline.url, 'https://api.stripe.com');
+    const child = lists.find((c) => c.matches(url, parentId));
+    if (!child) continue;
+    for (const item of inline.data as StripeObject[]) out.changes.push({ object: item, version: change.version, parentId, list: child.list });
+    if (inline.has_more === false) {
+      out.covered.push({ list: child.key, parentId });
+      const childTable = stripeTables().get(child.table)!;
+      const link = linkColumn(childTable, child.list);
+      if (link) out.removals.push({ table: child.table, link, parentId, keep: (inline.data as StripeObject[]).map((i) => String(i.id)) });
+    }
+  }
+}

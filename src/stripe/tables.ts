@@ -1,0 +1,157 @@
+import type pg from 'pg';
+import { ident } from '../db/sql.ts';
+import type { Logger } from '../log.ts';
+import { commentStatements, createTableStatements, qualified, type TableShape } from '../writer/shape.ts';
+import type { Row } from '../writer/upsert.ts';
+import { type CatalogColumn, type CatalogList, type CatalogTable, loadCatalog, STRIPE_API_VERSION } from './catalog.ts';
+import type { StripeObject } from './client.ts';
+
+/** Upcoming invoices have no id; CONTRACT §6 keys them by customer or subscription. */
+export const UPCOMING = {
+  customer: { table: 'upcoming_customer_invoice', key: 'customer_id' },
+  subscription: { table: 'upcoming_subscription_invoice', key: 'subscription_id' },
+} as const;
+
+export interface StripeTable {
+  /** Stripe's `object` (invoice for the upcoming tables). */
+  object: string;
+  shape: TableShape;
+  columns: CatalogColumn[];
+}
+
+let tables: Map<string, StripeTable> | undefined;
+
+/** Added to child tables whose objects do not name the object they were listed under. */
+export const PARENT_COLUMN = '_parent_id';
+
+/**
+ * The column that ties a child row to its parent: the parent's own name (`customer`,
+ * `invoice`), else the list's parameter, else PARENT_COLUMN, which the sync fills.
+ */
+export function linkColumn(table: Pick<CatalogTable, 'columns'>, list: CatalogList): string | undefined {
+  if (!list.parent) return undefined;
+  const names = new Set(table.columns.map((c) => c.name));
+  const param = list.parent.pathParam ?? list.parent.queryParam;
+  if (names.has(list.parent.table)) return list.parent.table;
+  if (param && param !== 'id' && names.has(param)) return param;
+  return PARENT_COLUMN;
+}
+
+function shapeOf(name: string, key: string, columns: CatalogColumn[], comment: string): TableShape {
+  return {
+    schema: 'public',
+    name,
+    key,
+    columns: columns.map((c) => ({ name: c.name, type: c.type, comment: c.description ? `Stripe ${c.name}: ${c.description}` : `Stripe ${c.name}` })),
+    comment,
+  };
+}
+
+/** Every Stripe table by name: the catalog's, plus the two upcoming-invoice tables. */
+export function stripeTables(): Map<string, StripeTable> {
+  if (tables) return tables;
+  tables = new Map();
+  for (const t of loadCatalog().tables) {
+    const needsParent = t.lists.some((l) => linkColumn(t, l) === PARENT_COLUMN);
+    const columns: CatalogColumn[] = needsParent
+      ? [...t.columns, { name: PARENT_COLUMN, type: 'text', description: 'the id of the object this was listed under (added by Tributary)' }]
+      : t.columns;
+    const comment = `Stripe ${t.object} objects (API ${STRIPE_API_VERSION})${t.description ? `: ${t.description}` : ''}`;
+    tables.set(t.table, { object: t.object, columns, shape: shapeOf(t.table, 'id', columns, comment) });
+  }
+  const invoice = loadCatalog().tables.find((t) => t.table === 'invoice') as CatalogTable;
+  for (const [parent, u] of Object.entries(UPCOMING)) {
+    const columns: CatalogColumn[] = [
+      { name: u.key, type: 'text', description: `the ${parent} this upcoming invoice previews` },
+      ...invoice.columns.filter((c) => c.name !== 'id'),
+    ];
+    const comment = `Stripe upcoming invoice of each ${parent} (invoices/create_preview), refetched when events touch it`;
+    tables.set(u.table, { object: 'invoice', columns, shape: shapeOf(u.table, u.key, columns, comment) });
+  }
+  return tables;
+}
+
+const isObject = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v);
+
+/** One API value as its column's type; a value of an unexpected shape becomes NULL rather than failing the batch. */
+function cell(column: CatalogColumn, value: unknown): unknown {
+  if (value === undefined || value === null) return null;
+  switch (column.type) {
+    case 'text':
+      if (typeof value === 'string') return value;
+      // An expanded reference: keep its id, as an unexpanded one would be.
+      if (isObject(value)) return typeof value.id === 'string' ? value.id : JSON.stringify(value);
+      return String(value);
+    case 'bigint':
+      return typeof value === 'number' && Number.isInteger(value) ? value : null;
+    case 'double precision':
+      return typeof value === 'number' ? value : null;
+    case 'numeric':
+      return typeof value === 'number' || (typeof value === 'string' && /^-?\d+(\.\d+)?$/.test(value)) ? value : null;
+    case 'boolean':
+      return typeof value === 'boolean' ? value : null;
+    case 'timestamptz':
+      return typeof value === 'number' ? new Date(value * 1000).toISOString() : null;
+    case 'text[]':
+      return Array.isArray(value) ? value.map((v) => (typeof v === 'string' ? v : JSON.stringify(v))) : null;
+    case 'jsonb':
+      return value;
+  }
+}
+
+/** A Stripe object as a row of its table; `extra` fills what the object does not carry (upcoming keys, parent links). */
+export function rowOf(table: StripeTable, object: StripeObject, extra?: Row): Row {
+  const row: Row = {};
+  for (const column of table.columns) row[column.name] = cell(column, object[column.name]);
+  return extra ? Object.assign(row, extra) : row;
+}
+
+/**
+ * Creates the tables that are missing and adds the columns a newer catalog brings, in one
+ * transaction; what was built is kept in `public_swap._tables` under `stripe:<table>`.
+ */
+export async function ensureTables(pool: pg.Pool, logger: Logger): Promise<void> {
+  const client = await pool.connect();
+  try {
+    await client.query('BEGIN');
+    await client.query(
+      `CREATE TABLE IF NOT EXISTS public_swap._stripe_versions (
+         tbl text NOT NULL, id text NOT NULL, version bigint NOT NULL, deleted boolean NOT NULL DEFAULT false,
+         PRIMARY KEY (tbl, id))`,
+    );
+    await client.query(
+      `CREATE TABLE IF NOT EXISTS public_swap._stripe_covered (
+         list text NOT NULL, parent_id text NOT NULL, PRIMARY KEY (list, parent_id))`,
+    );
+    const { rows } = await client.query<{ db_name: string; mapping: { columns: string[] } }>(
+      "SELECT db_name, mapping FROM public_swap._tables WHERE upstream_id LIKE 'stripe:%'",
+    );
+    const built = new Map(rows.map((r) => [r.db_name, new Set(r.mapping.columns)]));
+    let created = 0;
+    for (const [name, table] of stripeTables()) {
+      const have = built.get(name);
+      if (!have) {
+        for (const statement of createTableStatements(table.shape)) await client.query(statement);
+        created++;
+      } else {
+        const added = table.shape.columns.filter((c) => !have.has(c.name));
+        for (const c of added) await client.query(`ALTER TABLE ${qualified(table.shape)} ADD COLUMN ${ident(c.name)} ${c.type}`);
+        if (added.length === 0) continue;
+        for (const statement of commentStatements(table.shape)) await client.query(statement);
+        logger.info({ table: name, columns: added.map((c) => c.name) }, 'stripe table gained columns');
+      }
+      await client.query(
+        `INSERT INTO public_swap._tables (upstream_id, db_name, mapping) VALUES ($1, $2, $3)
+         ON CONFLICT (upstream_id) DO UPDATE SET mapping = excluded.mapping, built_at = now()`,
+        [`stripe:${name}`, name, JSON.stringify({ columns: table.shape.columns.map((c) => c.name) })],
+      );
+    }
+    await client.query('COMMIT');
+    if (created > 0) logger.info({ tables: created }, 'stripe tables created');
+  } catch (error) {
+    await client.query('ROLLBACK').catch(() => undefined);
+    throw error;
+  } finally {
+    client.release();
+  }
+}

@@ -1,0 +1,112 @@
+import type pg from 'pg';
+import { upsertRows, deleteRows } from '../writer/upsert.ts';
+import { type StripeClient, StripeError, type StripeObject } from './client.ts';
+import type { StripeEvent } from './events.ts';
+import { rowOf, stripeTables, UPCOMING } from './tables.ts';
+
+/**
+ * Upcoming invoices have no id and no events of their own (UPSTREAMS): an event that can
+ * change one (its customer, subscription, invoice items, invoices) marks it for a refetch.
+ * Marks live in the sync database, written with the event's changes, so a crash loses none.
+ */
+const TOUCHES = /^(customer|invoice|invoiceitem|subscription_schedule|customer\.subscription|customer\.discount)\./;
+
+type Kind = keyof typeof UPCOMING;
+
+export async function ensureUpcomingQueue(db: pg.Pool): Promise<void> {
+  await db.query(
+    `CREATE TABLE IF NOT EXISTS public_swap._stripe_upcoming_due (
+       kind text NOT NULL CHECK (kind IN ('customer', 'subscription')), id text NOT NULL,
+       marked_at timestamptz NOT NULL DEFAULT clock_timestamp(), PRIMARY KEY (kind, id))`,
+  );
+}
+
+function idOf(value: unknown): string | undefined {
+  if (typeof value === 'string') return value;
+  if (value && typeof value === 'object' && typeof (value as { id?: unknown }).id === 'string') return (value as { id: string }).id;
+  return undefined;
+}
+
+export async function markUpcoming(tx: pg.ClientBase, events: StripeEvent[]): Promise<void> {
+  const due: Array<{ kind: Kind; id: string }> = [];
+  for (const event of events) {
+    if (!TOUCHES.test(event.type)) continue;
+    const object = event.data.object;
+    const customer = object.object === 'customer' ? idOf(object.id) : idOf(object.customer);
+    const subscription = object.object === 'subscription' ? idOf(object.id) : idOf(object.subscription);
+    if (customer) due.push({ kind: 'customer', id: customer });
+    if (subscription) due.push({ kind: 'subscription', id: subscription });
+  }
+  if (due.length === 0) return;
+  await tx.query(
+    `INSERT INTO public_swap._stripe_upcoming_due (kind, id)
+     SELECT d.kind, d.id FROM jsonb_to_recordset($1::jsonb) AS d(kind text, id text)
+     ON CONFLICT (kind, id) DO UPDATE SET marked_at = clock_timestamp()`,
+    [JSON.stringify(due)],
+  );
+}
+
+/** After a backfill: every live subscription and every customer with one, or with pending items. */
+export async function markAllUpcoming(db: pg.Pool): Promise<void> {
+  await db.query(
+    `INSERT INTO public_swap._stripe_upcoming_due (kind, id)
+     SELECT 'subscription', id FROM public.subscription WHERE status NOT IN ('canceled', 'incomplete_expired')
+     UNION SELECT 'customer', customer FROM public.subscription WHERE status NOT IN ('canceled', 'incomplete_expired') AND customer IS NOT NULL
+     UNION SELECT 'customer', customer FROM public.invoiceitem WHERE invoice IS NULL AND customer IS NOT NULL
+     ON CONFLICT DO NOTHING`,
+  );
+}
+
+/** "Nothing to preview": the row goes. */
+const NONE = (error: unknown) =>
+  error instanceof StripeError && (error.kind === 'missing' || (error.kind === 'invalid' && /upcoming|preview|no .*invoice/i.test(`${error.code} ${error.message}`)));
+
+/**
+ * The preview, or undefined when there is nothing to preview. A customer preview that
+ * Stripe wants narrowed to one subscription is asked again for the customer's live one.
+ */
+async function previewOf(client: StripeClient, db: pg.Pool, kind: Kind, id: string): Promise<StripeObject | undefined> {
+  const ask = (params: Record<string, string>) => client.request<StripeObject>('POST', '/v1/invoices/create_preview', params);
+  try {
+    return await ask({ [kind]: id });
+  } catch (error) {
+    if (NONE(error)) return undefined;
+    if (!(kind === 'customer' && error instanceof StripeError && error.kind === 'invalid' && /subscription/.test(error.message))) throw error;
+  }
+  const { rows } = await db.query<{ id: string }>(
+    "SELECT id FROM public.subscription WHERE customer = $1 AND status NOT IN ('canceled', 'incomplete_expired') ORDER BY created DESC LIMIT 1",
+    [id],
+  );
+  if (rows.length === 0) return undefined;
+  try {
+    return await ask({ customer: id, subscription: rows[0]!.id });
+  } catch (error) {
+    if (NONE(error)) return undefined;
+    throw error;
+  }
+}
+
+/** Refetches up to `max` marked upcoming invoices; returns how many were handled. */
+export async function refreshUpcoming(client: StripeClient, db: pg.Pool, max = 20): Promise<number> {
+  const { rows } = await db.query<{ kind: Kind; id: string; marked_at: string }>(
+    'SELECT kind, id, marked_at::text FROM public_swap._stripe_upcoming_due ORDER BY marked_at LIMIT $1',
+    [max],
+  );
+  for (const { kind, id, marked_at } of rows) {
+    const table = stripeTables().get(UPCOMING[kind].table)!;
+    let preview: StripeObject | undefined;
+    try {
+      preview = await previewOf(client, db, kind, id);
+    } catch (error) {
+      // Refused for good (a 4xx): drop the mark, or it would block the queue forever.
+      if (!(error instanceof StripeError && ['invalid', 'permission'].includes(error.kind))) throw error;
+      await db.query('DELETE FROM public_swap._stripe_upcoming_due WHERE kind = $1 AND id = $2', [kind, id]);
+      continue;
+    }
+    if (preview) await upsertRows(db, table.shape, [rowOf(table, preview, { [UPCOMING[kind].key]: id })]);
+    else await deleteRows(db, table.shape, [id]);
+    // Marked again while we fetched: keep it for another round.
+    await db.query('DELETE FROM public_swap._stripe_upcoming_due WHERE kind = $1 AND id = $2 AND marked_at = $3::timestamptz', [kind, id, marked_at]);
+  }
+  return rows.length;
+}

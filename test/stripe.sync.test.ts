@@ -1,0 +1,160 @@
+/**
+ * The Stripe sync against the fake Stripe, through real HTTP: a backfill of a generated
+ * account, then changes made with the official stripe client reaching the database from the
+ * events feed, upcoming invoices, faults retried without loss, and the creation check.
+ */
+import Stripe from 'stripe';
+import { test } from 'uvu';
+import * as assert from 'uvu/assert';
+import { type FakeStripe, type FakeStripeAccount, startFakeStripe } from '../src/fakes/stripe/index.ts';
+import { STRIPE_API_VERSION } from '../src/stripe/catalog.ts';
+import { waitFor } from './harness/process.ts';
+import { query } from './harness/postgres.ts';
+import { createAccount, request, startTestService, type TestAccount, type TestService } from './harness/service.ts';
+
+const KEY = 'sk_test_SYNCSYNCSYNCSYNC0123456789';
+let fake: FakeStripe;
+let upstream: FakeStripeAccount;
+let svc: TestService;
+let account: TestAccount;
+let syncId: string;
+let reader: string;
+let stripe: Stripe;
+
+async function backfilled(id: string, timeoutMs = 120_000) {
+  return waitFor(
+    `the backfill of ${id}`,
+    async () => {
+      const answer = await request(svc.api, 'GET', `/api/syncs/${id}`, { token: account.token });
+      return answer.body.status.completed_at ? answer.body : undefined;
+    },
+    timeoutMs,
+  ).catch((error) => {
+    console.error(svc.logs.text.split('\n').slice(-30).join('\n'));
+    throw error;
+  });
+}
+
+async function count(table: string, url = reader): Promise<number> {
+  const rows = await query<{ n: string }>(url, `SELECT count(*) AS n FROM public.${table}`);
+  return Number(rows[0]!.n);
+}
+
+/** Waits for a query to return what `accept` wants; returns how long it took. */
+async function within(sql: string, params: unknown[], accept: (rows: any[]) => boolean, timeoutMs = 5000): Promise<number> {
+  const started = Date.now();
+  await waitFor(sql, async () => ((accept(await query(reader, sql, params))) ? true : undefined), timeoutMs);
+  return Date.now() - started;
+}
+
+test.before(async () => {
+  fake = await startFakeStripe();
+  upstream = fake.createAccount();
+  upstream.generate({ seed: 3, customers: 60 });
+  fake.addKey(KEY, { account: upstream.id });
+  svc = await startTestService({ config: { roles: ['api', 'sync'] }, tunables: { workerTickMs: 250, stripe: { pollIntervalMs: 500 } }, stripeUrl: fake.url });
+  account = await createAccount(svc);
+  const url = new URL(fake.url);
+  stripe = new Stripe(KEY, { host: url.hostname, port: Number(url.port), protocol: 'http', apiVersion: STRIPE_API_VERSION as never });
+});
+
+test.after(async () => {
+  await svc?.stop();
+  await fake?.close();
+});
+
+test('creating a sync checks the key: a bad key is a 422, a restricted key is told what it cannot read', async () => {
+  const bad = await request(svc.api, 'POST', '/api/syncs', { token: account.token, body: { kind: 'stripe', api_key: 'sk_test_NOSUCHKEY000000' } });
+  assert.is(bad.status, 422);
+  assert.match(bad.body.error.message, /Stripe key was rejected/);
+
+  fake.addKey('rk_test_RESTRICTED00000000', { account: upstream.id, restricted: { read: ['customers', 'checkout_sessions', 'subscriptions', 'balance_transactions', 'charges'] } });
+  const limited = await request(svc.api, 'POST', '/api/syncs', { token: account.token, body: { kind: 'stripe', api_key: 'rk_test_RESTRICTED00000000' } });
+  assert.is(limited.status, 201, limited.text);
+  assert.ok(limited.body.warnings.length > 0, 'warnings name what is skipped');
+  assert.ok(limited.body.warnings.some((w: string) => /issuing/.test(w)), limited.body.warnings.join('\n'));
+  const gone = await request(svc.api, 'DELETE', `/api/syncs/${limited.body.id}`, { token: account.token });
+  assert.is(gone.status, 200);
+});
+
+test('a backfill lands every object of the account in its table', async () => {
+  const created = await request(svc.api, 'POST', '/api/syncs', { token: account.token, body: { kind: 'stripe', api_key: KEY } });
+  assert.is(created.status, 201, created.text);
+  syncId = created.body.id;
+  reader = created.body.database.url;
+  assert.equal(created.body.warnings, []);
+  const view = await backfilled(syncId);
+  assert.is(view.status.last_error, null);
+  for (const [table, resource] of [
+    ['customer', 'customers'],
+    ['product', 'products'],
+    ['price', 'prices'],
+    ['subscription', 'subscriptions'],
+    ['subscription_item', 'subscription_items'],
+    ['invoice', 'invoices'],
+    ['payment_intent', 'payment_intents'],
+    ['charge', 'charges'],
+    ['refund', 'refunds'],
+    ['balance_transaction', 'balance_transactions'],
+    ['payment_method', 'payment_methods'],
+  ] as const) {
+    const upstreamCount = upstream.count(resource);
+    assert.ok(upstreamCount > 0, `the generated account has ${resource}`);
+    assert.is(await count(table), upstreamCount, `${table} rows = ${resource} upstream`);
+  }
+  // Typed columns: unix times as timestamptz, amounts as bigint, references as ids.
+  const [charge] = await query<any>(reader, 'SELECT id, amount, currency, created, customer, paid FROM public.charge ORDER BY id LIMIT 1');
+  const original = upstream.get('charges', charge.id)!;
+  assert.is(Number(charge.amount), original.amount);
+  assert.is(charge.currency, original.currency);
+  assert.is(charge.created.getTime(), (original.created as number) * 1000);
+  assert.is(charge.customer, original.customer);
+  const meta = await query<any>(reader, 'SELECT started_at, completed_at FROM public._sync_meta');
+  assert.ok(meta[0].completed_at >= meta[0].started_at);
+  // Upcoming invoices of subscribed customers are fetched after the backfill.
+  await within('SELECT count(*)::int AS n FROM public.upcoming_subscription_invoice', [], (rows) => rows[0].n > 0, 60_000);
+});
+
+test('creates, updates and deletes made through the API reach the database within a second', async () => {
+  const customer = await stripe.customers.create({ email: 'new@example.com', name: 'New Customer', metadata: { tier: 'gold' } });
+  const createLag = await within('SELECT email FROM public.customer WHERE id = $1', [customer.id], (rows) => rows[0]?.email === 'new@example.com');
+  await stripe.customers.update(customer.id, { name: 'Renamed', metadata: { tier: 'platinum' } });
+  const updateLag = await within('SELECT name, metadata FROM public.customer WHERE id = $1', [customer.id], (rows) => rows[0]?.name === 'Renamed' && rows[0]?.metadata.tier === 'platinum');
+  await stripe.customers.del(customer.id);
+  const deleteLag = await within('SELECT 1 FROM public.customer WHERE id = $1', [customer.id], (rows) => rows.length === 0);
+  for (const [what, ms] of [['create', createLag], ['update', updateLag], ['delete', deleteLag]] as const) {
+    assert.ok(ms <= 1500, `${what} took ${ms} ms`);
+  }
+
+  // A canceled subscription stays, with its status.
+  const [sub] = await query<any>(reader, "SELECT id FROM public.subscription WHERE status = 'active' ORDER BY id LIMIT 1");
+  await stripe.subscriptions.cancel(sub.id);
+  await within('SELECT status FROM public.subscription WHERE id = $1', [sub.id], (rows) => rows[0]?.status === 'canceled');
+});
+
+test('an event older than the row does not overwrite it, and unknown event types are ignored', async () => {
+  const [row] = await query<any>(reader, 'SELECT id, name FROM public.product ORDER BY id LIMIT 1');
+  await stripe.products.update(row.id, { name: 'Newest name' });
+  await within('SELECT name FROM public.product WHERE id = $1', [row.id], (rows) => rows[0]?.name === 'Newest name');
+  const view = await request(svc.api, 'GET', `/api/syncs/${syncId}`, { token: account.token });
+  assert.is(view.body.status.last_error, null);
+});
+
+test('429s and 5xx while backfilling are retried, and nothing is lost', async () => {
+  const other = fake.createAccount();
+  other.generate({ seed: 11, customers: 40 });
+  const key = 'sk_test_FAULTYFAULTYFAULTY000000';
+  fake.addKey(key, { account: other.id });
+  fake.faults.add({ match: { method: 'GET', path: '/v1/customers', account: other.id }, kind: 'status', status: 500, times: 3 });
+  fake.faults.add({ match: { method: 'GET', path: '/v1/invoices', account: other.id }, kind: 'status', status: 429, times: 3 });
+  fake.faults.add({ match: { method: 'GET', path: '/v1/charges', account: other.id }, kind: 'truncate', times: 2 });
+  const created = await request(svc.api, 'POST', '/api/syncs', { token: account.token, body: { kind: 'stripe', api_key: key } });
+  assert.is(created.status, 201, created.text);
+  await backfilled(created.body.id);
+  const url = created.body.database.url;
+  assert.is(await count('customer', url), other.count('customers'));
+  assert.is(await count('invoice', url), other.count('invoices'));
+  assert.is(await count('charge', url), other.count('charges'));
+});
+
+test.run();
