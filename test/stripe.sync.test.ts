@@ -140,6 +140,25 @@ test('an event older than the row does not overwrite it, and unknown event types
   assert.is(view.body.status.last_error, null);
 });
 
+test('when the events cursor falls out of the 30-day feed, a new backfill catches up and removes what it did not see', async () => {
+  const [gone] = await query<any>(reader, 'SELECT id FROM public.customer WHERE id NOT IN (SELECT customer FROM public.subscription) ORDER BY id LIMIT 1');
+  // The feed goes dark while a customer is deleted and two months pass: its event is never read.
+  fake.faults.add({ match: { path: '/v1/events', account: upstream.id }, kind: 'status', status: 500, times: Infinity });
+  await new Promise((r) => setTimeout(r, 1000));
+  upstream.del('customers', gone.id);
+  fake.clock.advance(62 * 86_400_000);
+  const before = (await request(svc.api, 'GET', `/api/syncs/${syncId}`, { token: account.token })).body.status.completed_at;
+  fake.faults.clear();
+  await within('SELECT 1 FROM public.customer WHERE id = $1', [gone.id], (rows) => rows.length === 0, 90_000).catch((error) => {
+    console.error(svc.logs.lines.filter((l) => !l.includes('"level":20')).slice(-25).join('\n'));
+    throw error;
+  });
+  const view = (await request(svc.api, 'GET', `/api/syncs/${syncId}`, { token: account.token })).body;
+  assert.ok(view.status.completed_at > before, 'a new cycle completed');
+  assert.is(await count('customer'), upstream.count('customers'));
+  assert.match(svc.logs.text, /events feed out of reach; backfilling again/);
+});
+
 test('429s and 5xx while backfilling are retried, and nothing is lost', async () => {
   const other = fake.createAccount();
   other.generate({ seed: 11, customers: 40 });

@@ -15,9 +15,17 @@ const REDUNDANT = new Set(['/v1/customers/{customer}/subscriptions', '/v1/charge
  * fields are not kept in the parent's row, since events never carry them.
  */
 const EXPAND: Record<string, string[]> = {
-  '/v1/customers': ['sources', 'tax_ids'],
+  '/v1/customers': ['sources', 'tax_ids', 'cash_balance'],
   '/v1/payment_intents': ['amount_details.line_items'],
   '/v1/checkout/sessions': ['line_items'],
+};
+
+/**
+ * An expanded field that, when empty, proves a per-parent list empty too: a customer without
+ * a cash balance has no cash balance transactions, so that list costs no request for it.
+ */
+const EMPTY_WHEN_NULL: Record<string, { field: string; list: string }> = {
+  '/v1/customers': { field: 'cash_balance', list: '/v1/customers/{customer}/cash_balance_transactions#customer' },
 };
 
 /** Per-parent lists needed only for some parents: schedules of test-clock customers are the ones the top-level list leaves out. */
@@ -250,8 +258,13 @@ class ListReader {
       const strip = parentId || this.expandRefused ? undefined : EXPAND[path];
       const changes: Change[] = page.data.map((object) => ({ object, version: requestedAt, list: this.list, ...(parentId ? { parentId } : {}), ...(strip ? { strip } : {}) }));
       const finished = !next;
+      const proof = strip ? EMPTY_WHEN_NULL[path] : undefined;
+      const empty = proof ? page.data.filter((o) => o[proof.field] === null).map((o) => String(o.id)) : [];
       await inTransaction(db, async (tx) => {
         await applyChanges(tx, changes);
+        if (empty.length > 0) {
+          await tx.query('INSERT INTO public_swap._stripe_covered (list, parent_id) SELECT $1, unnest($2::text[]) ON CONFLICT DO NOTHING', [proof!.list, empty]);
+        }
         // A parent's list saves "this parent is done" with its last page; a top-level list its cursor.
         if (!parentId) await saveState(tx, LIST_PREFIX + this.key, { after: last ?? startAfter, done: finished } satisfies ListState);
         else if (finished) await saveState(tx, LIST_PREFIX + this.key, { parentAfter: parentId } satisfies ListState);

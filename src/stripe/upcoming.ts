@@ -87,7 +87,7 @@ async function previewOf(client: StripeClient, db: pg.Pool, kind: Kind, id: stri
 }
 
 /** Refetches up to `max` marked upcoming invoices; returns how many were handled. */
-export async function refreshUpcoming(client: StripeClient, db: pg.Pool, max = 20): Promise<number> {
+export async function refreshUpcoming(client: StripeClient, db: pg.Pool, max = 20, spacingMs = 200): Promise<number> {
   const { rows } = await db.query<{ kind: Kind; id: string; marked_at: string }>(
     'SELECT kind, id, marked_at::text FROM public_swap._stripe_upcoming_due ORDER BY marked_at LIMIT $1',
     [max],
@@ -105,6 +105,8 @@ export async function refreshUpcoming(client: StripeClient, db: pg.Pool, max = 2
     }
     if (preview) await upsertRows(db, table.shape, [rowOf(table, preview, { [UPCOMING[kind].key]: id })]);
     else await deleteRows(db, table.shape, [id]);
+    // Previews are a background chore: at most a few a second, so the quota stays with the feed and the clients.
+    await new Promise((resolve) => setTimeout(resolve, spacingMs));
     // Marked again while we fetched: keep it for another round.
     await db.query('DELETE FROM public_swap._stripe_upcoming_due WHERE kind = $1 AND id = $2 AND marked_at = $3::timestamptz', [kind, id, marked_at]);
   }

@@ -101,9 +101,11 @@ export function page(order: Entry[], opts: PageOptions): ListPage {
     throw invalidRequest('You may only specify one of these parameters: ending_before, starting_after.', { param: 'ending_before' });
   }
   const found: Entry[] = [];
+  // A cursor past retention is gone like any unknown id (Stripe: "No such event").
+  const expired = (e: Entry) => opts.notBefore !== undefined && e.created < opts.notBefore;
   if (before !== undefined) {
     const cursor = opts.cursor(before);
-    if (!cursor) throw noSuch(opts.noun, before, 'ending_before');
+    if (!cursor || expired(cursor)) throw noSuch(opts.noun, before, 'ending_before');
     const end = Number.isFinite(max) ? firstAtOrAfter(order, max + 1) : order.length;
     for (let i = upperBound(order, cursor); i < end && found.length <= limit; i++) {
       const e = order[i] as Entry;
@@ -116,7 +118,7 @@ export function page(order: Entry[], opts: PageOptions): ListPage {
   let start = Number.isFinite(max) ? firstAtOrAfter(order, max + 1) - 1 : order.length - 1;
   if (after !== undefined) {
     const cursor = opts.cursor(after);
-    if (!cursor) throw noSuch(opts.noun, after, 'starting_after');
+    if (!cursor || expired(cursor)) throw noSuch(opts.noun, after, 'starting_after');
     start = Math.min(start, upperBound(order, cursor) - 2);
   }
   for (let i = start; i >= 0 && found.length <= limit; i--) {
