@@ -153,8 +153,11 @@ test('when the events cursor falls out of the 30-day feed, a new backfill catche
     console.error(svc.logs.lines.filter((l) => !l.includes('"level":20')).slice(-25).join('\n'));
     throw error;
   });
-  const view = (await request(svc.api, 'GET', `/api/syncs/${syncId}`, { token: account.token })).body;
-  assert.ok(view.status.completed_at > before, 'a new cycle completed');
+  // The removal comes at the end of the new backfill, just before it records its completion.
+  await waitFor('the new backfill to complete', async () => {
+    const view = (await request(svc.api, 'GET', `/api/syncs/${syncId}`, { token: account.token })).body;
+    return Date.parse(view.status.completed_at) > Date.parse(before) ? true : undefined;
+  }, 10_000);
   assert.is(await count('customer'), upstream.count('customers'));
   assert.match(svc.logs.text, /events feed out of reach; backfilling again/);
 });
