@@ -162,6 +162,24 @@ test('when the events cursor falls out of the 30-day feed, a new backfill catche
   assert.match(svc.logs.text, /events feed out of reach; backfilling again/);
 });
 
+test('events rendered in an older account API version are fetched again in the pinned one', async () => {
+  const old = fake.createAccount({ apiVersion: '2024-06-20' });
+  old.generate({ seed: 19, customers: 10 });
+  const key = 'sk_test_OLDVERSIONOLDVERSION000';
+  fake.addKey(key, { account: old.id });
+  const created = await request(svc.api, 'POST', '/api/syncs', { token: account.token, body: { kind: 'stripe', api_key: key } });
+  assert.is(created.status, 201, created.text);
+  await backfilled(created.body.id);
+  const id = old.all('customers')[0]!.id as string;
+  const fetchedBefore = fake.stats.byPath(`/v1/customers/${id}`).requests;
+  old.update('customers', id, { name: 'Seen in the pinned version' });
+  assert.is(old.events()[0]!.api_version, '2024-06-20');
+  const url = created.body.database.url;
+  await waitFor('the update', async () => ((await query<any>(url, 'SELECT name FROM public.customer WHERE id = $1', [id]))[0]?.name === 'Seen in the pinned version' ? true : undefined), 10_000);
+  assert.ok(fake.stats.byPath(`/v1/customers/${id}`).requests > fetchedBefore, 'the customer was fetched by id');
+  await request(svc.api, 'DELETE', `/api/syncs/${created.body.id}`, { token: account.token });
+});
+
 test('429s and 5xx while backfilling are retried, and nothing is lost', async () => {
   const other = fake.createAccount();
   other.generate({ seed: 11, customers: 40 });

@@ -1,4 +1,5 @@
 import type pg from 'pg';
+import { STRIPE_API_VERSION, tableForObject } from './catalog.ts';
 import { type StripeClient, StripeError, type StripeObject } from './client.ts';
 import { inTransaction, saveState } from './state.ts';
 import { type ApplyResult, applyChanges, type Change } from './store.ts';
@@ -62,8 +63,9 @@ export async function pollEvents(client: StripeClient, db: pg.Pool, cursor: Even
     if (batch.events.length === 0) return total;
     const newest = batch.events.at(-1)!;
     const next: EventsCursor = { id: newest.id, created: newest.created };
+    const changes = await inPinnedVersion(client, batch.events);
     const applied = await inTransaction(db, async (tx) => {
-      const result = await applyChanges(tx, batch.events.map(changeOf));
+      const result = await applyChanges(tx, changes);
       await markUpcoming(tx, batch.events);
       await saveState(tx, EVENTS_KEY, next);
       return result;
@@ -73,6 +75,50 @@ export async function pollEvents(client: StripeClient, db: pg.Pool, cursor: Even
     total.cursor = cursor = next;
     if (!batch.more) return total;
   }
+}
+
+/** Where an object of a table can be fetched by id: its top-level list path plus the id. */
+function retrievePath(objectName: string, id: string): string | undefined {
+  const list = tableForObject(objectName)?.lists.find((l) => !l.path.includes('{'));
+  return list ? `${list.path}/${encodeURIComponent(id)}` : undefined;
+}
+
+/**
+ * Events render their object in the account's default API version, which may not be the one
+ * the tables follow: a field renamed or moved since would land as NULL. Such objects are
+ * fetched again in the pinned version (once per object per page; deletions need no fetch).
+ */
+async function inPinnedVersion(client: StripeClient, events: StripeEvent[]): Promise<Change[]> {
+  const changes = events.map(changeOf);
+  const stale = new Map<string, number>();
+  events.forEach((event, i) => {
+    if (!event.api_version || event.api_version === STRIPE_API_VERSION || changes[i]!.deleted) return;
+    stale.set(`${event.data.object.object}:${event.data.object.id}`, i);
+  });
+  const out: Change[] = [];
+  for (let i = 0; i < changes.length; i++) {
+    const change = changes[i]!;
+    const key = `${change.object.object}:${change.object.id}`;
+    if (!stale.has(key)) {
+      out.push(change);
+      continue;
+    }
+    // Only the last event of the object in this page fetches it; the earlier ones add nothing.
+    if (stale.get(key) !== i) continue;
+    const path = retrievePath(String(change.object.object), String(change.object.id));
+    if (!path) {
+      out.push(change);
+      continue;
+    }
+    const fetchedAt = Date.now();
+    try {
+      out.push({ object: await client.request<StripeObject>('GET', path), version: fetchedAt });
+    } catch (error) {
+      // Gone since: its deletion event follows.
+      if (!(error instanceof StripeError && error.kind === 'missing')) throw error;
+    }
+  }
+  return out;
 }
 
 /** The page of events just after `id`, oldest first. */
