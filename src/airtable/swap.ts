@@ -1,24 +1,11 @@
 import type pg from 'pg';
-import { ident } from '../db/sql.ts';
+import { ident, inTransaction } from '../db/sql.ts';
 import { commentStatements, createTableStatements, qualified } from '../writer/shape.ts';
 import type { TableMapping } from './schema.ts';
 import { saveBuilt, shapeOf } from './tables.ts';
 
-async function inTransaction(db: pg.Pool, work: (client: pg.PoolClient) => Promise<void>): Promise<void> {
-  const client = await db.connect();
-  try {
-    await client.query('BEGIN');
-    // Readers hold locks only for a query; a stuck one must not stall the sync forever.
-    await client.query("SET LOCAL lock_timeout = '30s'");
-    await work(client);
-    await client.query('COMMIT');
-  } catch (error) {
-    await client.query('ROLLBACK').catch(() => undefined);
-    throw error;
-  } finally {
-    client.release();
-  }
-}
+/** Readers hold locks only for a query; a stuck one must not stall the sync forever. */
+const LOCK_TIMEOUT = ["lock_timeout = '30s'"];
 
 /** A fresh, empty table in public_swap for a rebuild; a leftover of an interrupted one goes first. */
 export async function prepareRebuild(db: pg.Pool, mapping: TableMapping): Promise<void> {
@@ -26,7 +13,7 @@ export async function prepareRebuild(db: pg.Pool, mapping: TableMapping): Promis
   await inTransaction(db, async (client) => {
     await client.query(`DROP TABLE IF EXISTS ${qualified(shape)}`);
     for (const statement of createTableStatements(shape)) await client.query(statement);
-  });
+  }, LOCK_TIMEOUT);
 }
 
 /**
@@ -55,7 +42,7 @@ export async function swapIn(db: pg.Pool, mapping: TableMapping): Promise<void> 
     await client.query("SELECT pg_logical_emit_message(true, 'tributary.swap', $1)", [
       JSON.stringify({ table: mapping.name, upstream_id: mapping.tableId, previous: previous?.db_name ?? null }),
     ]);
-  });
+  }, LOCK_TIMEOUT);
 }
 
 /** Same shape, new upstream names: only the COMMENTs and the stored mapping change. */
@@ -63,7 +50,7 @@ export async function refreshComments(db: pg.Pool, mapping: TableMapping): Promi
   await inTransaction(db, async (client) => {
     for (const statement of commentStatements(shapeOf(mapping, 'public'))) await client.query(statement);
     await saveBuilt(client, mapping);
-  });
+  }, LOCK_TIMEOUT);
 }
 
 /** The upstream table is gone: so is ours. */
@@ -77,5 +64,5 @@ export async function dropTable(db: pg.Pool, mapping: TableMapping): Promise<voi
     await client.query("SELECT pg_logical_emit_message(true, 'tributary.drop', $1)", [
       JSON.stringify({ table: mapping.name, upstream_id: mapping.tableId }),
     ]);
-  });
+  }, LOCK_TIMEOUT);
 }

@@ -1,6 +1,7 @@
 import type pg from 'pg';
 import type { Logger } from '../log.ts';
 import { AirtableError, type AirtableClient } from './client.ts';
+import { loadState, saveState } from '../sync/state.ts';
 
 /** What the sync keeps of its Airtable webhook, in public_swap._state. */
 export interface WebhookState {
@@ -49,18 +50,9 @@ export async function refreshWebhook(client: AirtableClient, db: pg.Pool, state:
   return next;
 }
 
-export async function loadWebhookState(db: pg.Pool): Promise<WebhookState | undefined> {
-  const { rows } = await db.query<{ value: WebhookState }>('SELECT value FROM public_swap._state WHERE key = $1', [STATE_KEY]);
-  return rows[0]?.value;
-}
+export const loadWebhookState = (db: pg.Pool): Promise<WebhookState | undefined> => loadState<WebhookState>(db, STATE_KEY);
 
-export async function saveWebhookState(db: pg.Pool, state: WebhookState): Promise<void> {
-  await db.query(
-    `INSERT INTO public_swap._state (key, value) VALUES ($1, $2)
-     ON CONFLICT (key) DO UPDATE SET value = excluded.value`,
-    [STATE_KEY, JSON.stringify(state)],
-  );
-}
+export const saveWebhookState = (db: pg.Pool, state: WebhookState): Promise<void> => saveState(db, STATE_KEY, state);
 
 interface WebhookInfo {
   id: string;

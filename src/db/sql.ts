@@ -31,3 +31,23 @@ export async function withClient<T>(url: string, fn: (client: pg.Client) => Prom
     await client.end().catch(() => undefined);
   }
 }
+
+/**
+ * Runs `work` in one transaction on a pooled connection: committed if it returns, rolled back
+ * if it throws. `settings` are `SET LOCAL` statements for this transaction only.
+ */
+export async function inTransaction<T>(pool: pg.Pool, work: (client: pg.PoolClient) => Promise<T>, settings: string[] = []): Promise<T> {
+  const client = await pool.connect();
+  try {
+    // One round trip: the settings ride with BEGIN.
+    await client.query(['BEGIN', ...settings.map((setting) => `SET LOCAL ${setting}`)].join('; '));
+    const result = await work(client);
+    await client.query('COMMIT');
+    return result;
+  } catch (error) {
+    await client.query('ROLLBACK').catch(() => undefined);
+    throw error;
+  } finally {
+    client.release();
+  }
+}

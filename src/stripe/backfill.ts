@@ -1,9 +1,9 @@
 import type pg from 'pg';
-import { ident } from '../db/sql.ts';
+import { ident, inTransaction } from '../db/sql.ts';
 import type { Logger } from '../log.ts';
 import { type CatalogList, loadCatalog } from './catalog.ts';
 import { type StripeClient, StripeError, type StripeList, type StripeObject } from './client.ts';
-import { clearStates, inTransaction, loadState, loadStates, saveState } from './state.ts';
+import { clearStates, loadState, loadStates, saveState } from '../sync/state.ts';
 import { applyChanges, type Change, listKey, tableOfList } from './store.ts';
 
 /** Lists that only repeat what another list already gives, at one request per parent. */

@@ -1,7 +1,8 @@
 import type pg from 'pg';
 import { STRIPE_API_VERSION, tableForObject } from './catalog.ts';
 import { type StripeClient, StripeError, type StripeObject } from './client.ts';
-import { inTransaction, saveState } from './state.ts';
+import { inTransaction } from '../db/sql.ts';
+import { saveState } from '../sync/state.ts';
 import { type ApplyResult, applyChanges, type Change } from './store.ts';
 import { markUpcoming } from './upcoming.ts';
 

@@ -9,7 +9,7 @@ import { pause } from '../time.ts';
 import { BACKFILL_KEY, type BackfillState, beginBackfill, runBackfill } from './backfill.ts';
 import { StripeClient, StripeError, stripeQuotaKey, stripeRule } from './client.ts';
 import { CursorExpired, EVENTS_KEY, type EventsCursor, pollEvents } from './events.ts';
-import { loadState, saveState } from './state.ts';
+import { loadState, saveState } from '../sync/state.ts';
 import { ensureTables } from './tables.ts';
 import { ensureUpcomingQueue, markAllUpcoming, refreshUpcoming } from './upcoming.ts';
 

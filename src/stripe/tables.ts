@@ -1,5 +1,5 @@
 import type pg from 'pg';
-import { ident } from '../db/sql.ts';
+import { ident, inTransaction } from '../db/sql.ts';
 import type { Logger } from '../log.ts';
 import { commentStatements, createTableStatements, qualified, type TableShape } from '../writer/shape.ts';
 import type { Row } from '../writer/upsert.ts';
@@ -111,9 +111,7 @@ export function rowOf(table: StripeTable, object: StripeObject, extra?: Row): Ro
  * transaction; what was built is kept in `public_swap._tables` under `stripe:<table>`.
  */
 export async function ensureTables(pool: pg.Pool, logger: Logger): Promise<void> {
-  const client = await pool.connect();
-  try {
-    await client.query('BEGIN');
+  const created = await inTransaction(pool, async (client) => {
     await client.query(
       `CREATE TABLE IF NOT EXISTS public_swap._stripe_versions (
          tbl text NOT NULL, id text NOT NULL, version bigint NOT NULL, deleted boolean NOT NULL DEFAULT false,
@@ -146,12 +144,7 @@ export async function ensureTables(pool: pg.Pool, logger: Logger): Promise<void>
         [`stripe:${name}`, name, JSON.stringify({ columns: table.shape.columns.map((c) => c.name) })],
       );
     }
-    await client.query('COMMIT');
-    if (created > 0) logger.info({ tables: created }, 'stripe tables created');
-  } catch (error) {
-    await client.query('ROLLBACK').catch(() => undefined);
-    throw error;
-  } finally {
-    client.release();
-  }
+    return created;
+  });
+  if (created > 0) logger.info({ tables: created }, 'stripe tables created');
 }

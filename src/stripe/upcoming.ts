@@ -3,6 +3,7 @@ import { upsertRows, deleteRows } from '../writer/upsert.ts';
 import { type StripeClient, StripeError, type StripeObject } from './client.ts';
 import type { StripeEvent } from './events.ts';
 import { rowOf, stripeTables, UPCOMING } from './tables.ts';
+import { pause } from '../time.ts';
 
 /**
  * Upcoming invoices have no id and no events of their own (UPSTREAMS): an event that can
@@ -106,7 +107,7 @@ export async function refreshUpcoming(client: StripeClient, db: pg.Pool, max = 2
     if (preview) await upsertRows(db, table.shape, [rowOf(table, preview, { [UPCOMING[kind].key]: id })]);
     else await deleteRows(db, table.shape, [id]);
     // Previews are a background chore: at most a few a second, so the quota stays with the feed and the clients.
-    await new Promise((resolve) => setTimeout(resolve, spacingMs));
+    await pause(spacingMs);
     // Marked again while we fetched: keep it for another round.
     await db.query('DELETE FROM public_swap._stripe_upcoming_due WHERE kind = $1 AND id = $2 AND marked_at = $3::timestamptz', [kind, id, marked_at]);
   }

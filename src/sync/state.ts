@@ -1,6 +1,6 @@
 import type pg from 'pg';
 
-/** The sync's own bookkeeping in `public_swap._state`, out of readers' sight. */
+/** A sync's own bookkeeping in `public_swap._state` of its database, out of readers' sight (Airtable's webhook, Stripe's cursors). */
 export async function loadState<T>(db: pg.Pool | pg.ClientBase, key: string): Promise<T | undefined> {
   const { rows } = await db.query<{ value: T }>('SELECT value FROM public_swap._state WHERE key = $1', [key]);
   return rows[0]?.value;
@@ -20,20 +20,4 @@ export async function saveState(db: pg.Pool | pg.ClientBase, key: string, value:
 
 export async function clearStates(db: pg.Pool | pg.ClientBase, prefix: string): Promise<void> {
   await db.query('DELETE FROM public_swap._state WHERE starts_with(key, $1)', [prefix]);
-}
-
-/** Runs `work` in one transaction on a pooled connection. */
-export async function inTransaction<T>(pool: pg.Pool, work: (client: pg.PoolClient) => Promise<T>): Promise<T> {
-  const client = await pool.connect();
-  try {
-    await client.query('BEGIN');
-    const result = await work(client);
-    await client.query('COMMIT');
-    return result;
-  } catch (error) {
-    await client.query('ROLLBACK').catch(() => undefined);
-    throw error;
-  } finally {
-    client.release();
-  }
 }
