@@ -2,41 +2,30 @@ import type { FaultList } from './faults.ts';
 import type { IteratorStore } from './list-records.ts';
 import type { BaseModel, World } from './model.ts';
 import type { SlidingWindowLimiter } from '../shared/rate-limit.ts';
+import { type Counts, CountsByKey } from '../shared/stats.ts';
 import type { WriteSession } from './record-ops.ts';
 import type { TokenRegistry } from './tokens.ts';
 import { type ChangeSource, Transaction } from './transaction.ts';
 import type { WebhookStore } from './webhooks.ts';
 
-export interface Counts {
-  requests: number;
-  rateLimited: number;
-}
-
 /** Request counters, overall and per base. */
 export class Stats {
   requests = 0;
   rateLimited = 0;
-  private readonly perBase = new Map<string, Counts>();
+  private readonly perBase = new CountsByKey();
 
   count(baseId: string | undefined, limited: boolean): void {
     if (limited) this.rateLimited++;
-    if (!baseId) return;
-    let c = this.perBase.get(baseId);
-    if (!c) this.perBase.set(baseId, (c = { requests: 0, rateLimited: 0 }));
-    if (limited) c.rateLimited++;
+    if (baseId && limited) this.perBase.add(baseId, { rateLimited: 1 });
   }
 
   request(baseId: string | undefined): void {
     this.requests++;
-    if (!baseId) return;
-    let c = this.perBase.get(baseId);
-    if (!c) this.perBase.set(baseId, (c = { requests: 0, rateLimited: 0 }));
-    c.requests++;
+    if (baseId) this.perBase.add(baseId, { requests: 1 });
   }
 
   byBase(baseId: string): Counts {
-    const c = this.perBase.get(baseId);
-    return { requests: c?.requests ?? 0, rateLimited: c?.rateLimited ?? 0 };
+    return this.perBase.sum((key) => key === baseId);
   }
 
   reset(): void {

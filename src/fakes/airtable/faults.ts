@@ -1,15 +1,10 @@
-import { type FaultInjector as SharedFaultInjector, FaultList as SharedFaultList } from '../shared/faults.ts';
+import { type FaultInjector as SharedFaultInjector, type FaultRuleBase, FaultList as SharedFaultList } from '../shared/faults.ts';
 
 /** Scripted misbehaviour for tests: wrong statuses, slowness, silence, cut bodies, lost iterators. */
-export interface FaultRule {
+export interface FaultRule extends FaultRuleBase {
   /** All given conditions must hold; `path` is tested against the URL path without the query. */
   match?: { method?: string; path?: RegExp; baseId?: string };
   kind: 'status' | 'delay' | 'hang' | 'truncate' | 'resetOffsets';
-  status?: number;
-  body?: unknown;
-  delayMs?: number;
-  /** How many matching requests the rule applies to; default 1, Infinity allowed. */
-  times?: number;
 }
 
 export type FaultInjector = SharedFaultInjector<FaultRule>;

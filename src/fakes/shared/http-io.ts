@@ -19,6 +19,16 @@ export function readBody(req: IncomingMessage, limit = MAX_BODY_BYTES): Promise<
   });
 }
 
+/** The request's method and URL; an unparseable URL becomes `/`, which no route answers. */
+export function requestLine(req: IncomingMessage): { method: string; url: URL } {
+  const method = (req.method ?? 'GET').toUpperCase();
+  try {
+    return { method, url: new URL(req.url ?? '/', 'http://fake.invalid') };
+  } catch {
+    return { method, url: new URL('http://fake.invalid/') };
+  }
+}
+
 export interface SendOptions {
   /** Fault injection: headers promise the full body, half arrives, the socket dies. */
   truncate?: boolean;

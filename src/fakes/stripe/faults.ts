@@ -1,19 +1,14 @@
-import { FaultList, type FaultInjector as SharedFaultInjector } from '../shared/faults.ts';
+import { FaultList, type FaultInjector as SharedFaultInjector, type FaultRuleBase } from '../shared/faults.ts';
 
 /**
  * Scripted misbehaviour: 'status' answers `status` with a Stripe error body (or `body`),
  * 'delay' waits `delayMs` before answering normally, 'hang' never answers, 'truncate' sends
  * half the body and drops the connection.
  */
-export interface FaultRule {
+export interface FaultRule extends FaultRuleBase {
   /** All given conditions must hold; `path` is a prefix of the URL path or a RegExp. */
   match?: { method?: string; path?: string | RegExp; account?: string };
   kind: 'status' | 'delay' | 'hang' | 'truncate';
-  status?: number;
-  body?: unknown;
-  delayMs?: number;
-  /** How many matching requests the rule applies to; default 1, Infinity allowed. */
-  times?: number;
 }
 
 export type FaultInjector = SharedFaultInjector<FaultRule>;

@@ -5,7 +5,7 @@
  * Stripe-Version.
  */
 import { createServer, type IncomingHttpHeaders, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
-import { readBody, sendJson } from '../shared/http-io.ts';
+import { readBody, requestLine, sendJson } from '../shared/http-io.ts';
 import type { AccountState } from './account.ts';
 import { allowed, type KeyEntry, permissionName, presentedKey } from './auth.ts';
 import { Ctx } from './context.ts';
@@ -91,13 +91,7 @@ class Pipeline {
 
   async handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
     const reqId = requestId();
-    const method = (req.method ?? 'GET').toUpperCase();
-    let url: URL;
-    try {
-      url = new URL(req.url ?? '/', 'http://fake.invalid');
-    } catch {
-      url = new URL('http://fake.invalid/');
-    }
+    const { method, url } = requestLine(req);
     const pathname = url.pathname;
     this.core.stats.request(pathname);
     const body = await readBody(req);

@@ -1,53 +1,36 @@
-export interface Counts {
-  requests: number;
-  rateLimited: number;
-}
+import { type Counts, CountsByKey } from '../shared/stats.ts';
+
+export type { Counts } from '../shared/stats.ts';
 
 /** Request counters: overall, per URL path (no query) and per account. */
 export class Stats {
   requests = 0;
   rateLimited = 0;
-  private readonly perPath = new Map<string, Counts>();
-  private readonly perAccount = new Map<string, Counts>();
-
-  private static bump(map: Map<string, Counts>, key: string, limited: boolean): void {
-    let c = map.get(key);
-    if (!c) map.set(key, (c = { requests: 0, rateLimited: 0 }));
-    c.requests++;
-    if (limited) c.rateLimited++;
-  }
+  private readonly perPath = new CountsByKey();
+  private readonly perAccount = new CountsByKey();
 
   request(path: string): void {
     this.requests++;
-    Stats.bump(this.perPath, path, false);
+    this.perPath.add(path, { requests: 1 });
   }
 
   /** Counted once the request's account is known (after authentication). */
   account(accountId: string, limited: boolean): void {
-    Stats.bump(this.perAccount, accountId, limited);
-    if (!limited) return;
-    this.rateLimited++;
+    this.perAccount.add(accountId, { requests: 1, rateLimited: limited ? 1 : 0 });
+    if (limited) this.rateLimited++;
   }
 
   limitedPath(path: string): void {
-    const c = this.perPath.get(path);
-    if (c) c.rateLimited++;
+    if (this.perPath.has(path)) this.perPath.add(path, { rateLimited: 1 });
   }
 
   /** Sums every path starting with `prefix` (so '/v1/customers' includes '/v1/customers/cus_…'). */
   byPath(prefix: string): Counts {
-    const out = { requests: 0, rateLimited: 0 };
-    for (const [path, c] of this.perPath) {
-      if (!path.startsWith(prefix)) continue;
-      out.requests += c.requests;
-      out.rateLimited += c.rateLimited;
-    }
-    return out;
+    return this.perPath.sum((path) => path.startsWith(prefix));
   }
 
   byAccount(accountId: string): Counts {
-    const c = this.perAccount.get(accountId);
-    return { requests: c?.requests ?? 0, rateLimited: c?.rateLimited ?? 0 };
+    return this.perAccount.sum((id) => id === accountId);
   }
 
   reset(): void {
