@@ -1,0 +1,165 @@
+import { createHash } from 'node:crypto';
+import type pg from 'pg';
+import { inTransaction } from '../db/sql.ts';
+import { EVENTS_CHANNEL } from './bus.ts';
+import { ensureEventPartitions, topicName } from './log.ts';
+
+/** An event made by the decoder, before the log gives it a seq and an offset. */
+export interface NewEvent {
+  collection: string;
+  recordId: string;
+  eventKey: string;
+  createdAt: Date;
+  /** The event JSON, as delivered. */
+  value: string;
+}
+
+export interface AppenderOptions {
+  pool: pg.Pool;
+  syncId: string;
+  accountId: string;
+  /** Partitions of each new topic; a record always lands in the same one. */
+  partitions?: number;
+}
+
+/** Which partition a record's events go to: stable, so per-record order holds within it. */
+export function partitionOf(recordId: string, partitions: number): number {
+  if (partitions <= 1) return 0;
+  return createHash('sha1').update(recordId).digest().readUInt32BE(0) % partitions;
+}
+
+const DAY_MS = 86_400_000;
+
+/**
+ * The one writer of a sync's events (the decoder holding the sync's slot): gives out seq
+ * and offsets, and logs a batch together with the WAL position it covers in one
+ * transaction, so that "logged" and "acknowledgeable" can never disagree.
+ */
+export class EventAppender {
+  private seq = 0n;
+  private lsn = '0/0';
+  private readonly topics = new Map<string, { partitions: number; next: bigint[] }>();
+  private readonly readyDays = new Set<number>();
+
+  constructor(private readonly options: AppenderOptions) {}
+
+  /** Where the log stands for this sync: the commit LSN of the last fully logged transaction. */
+  async load(): Promise<{ lsn: string; seq: string }> {
+    const { rows } = await this.options.pool.query<{ lsn: string; seq: string }>(
+      'SELECT lsn::text AS lsn, seq::text AS seq FROM decoder_progress WHERE sync_id = $1',
+      [this.options.syncId],
+    );
+    this.lsn = rows[0]?.lsn ?? '0/0';
+    this.seq = BigInt(rows[0]?.seq ?? '0');
+    this.topics.clear();
+    return { lsn: this.lsn, seq: this.seq.toString() };
+  }
+
+  get loggedLsn(): string {
+    return this.lsn;
+  }
+
+  /**
+   * Logs `events` (in order) and records `lsn` as fully logged, in one transaction, then
+   * NOTIFYs readers. An empty batch only moves the position (transactions with no events).
+   */
+  async append(events: NewEvent[], lsn: string): Promise<void> {
+    const { pool, syncId } = this.options;
+    for (const e of events) {
+      const day = Math.floor(e.createdAt.getTime() / DAY_MS);
+      if (!this.readyDays.has(day)) {
+        await ensureEventPartitions(pool, e.createdAt);
+        this.readyDays.add(day);
+      }
+    }
+    const seqBefore = this.seq;
+    const touched = new Map<string, bigint[]>();
+    await inTransaction(pool, async (client) => {
+      const columns = { seq: [] as string[], topic: [] as string[], partition: [] as number[], offset: [] as string[] };
+      let seq = this.seq;
+      for (const e of events) {
+        const topic = topicName(syncId, e.collection);
+        const state = await this.topicState(client, topic, e.collection, touched);
+        const partition = partitionOf(e.recordId, state.partitions);
+        const offset = state.next[partition]!;
+        state.next[partition] = offset + 1n;
+        seq += 1n;
+        columns.seq.push(seq.toString());
+        columns.topic.push(topic);
+        columns.partition.push(partition);
+        columns.offset.push(offset.toString());
+      }
+      if (events.length > 0) {
+        await client.query(
+          `INSERT INTO events (sync_id, seq, topic, partition, "offset", record_id, event_key, created_at, value)
+           SELECT $1, * FROM unnest($2::bigint[], $3::text[], $4::int[], $5::bigint[], $6::text[], $7::text[], $8::timestamptz[], $9::text[])`,
+          [
+            syncId,
+            columns.seq,
+            columns.topic,
+            columns.partition,
+            columns.offset,
+            events.map((e) => e.recordId),
+            events.map((e) => e.eventKey),
+            events.map((e) => e.createdAt),
+            events.map((e) => e.value),
+          ],
+        );
+        for (const [topic, next] of touched) {
+          await client.query(
+            `UPDATE event_partitions p SET next_offset = n.next
+               FROM unnest($2::bigint[]) WITH ORDINALITY AS n(next, i)
+              WHERE p.topic = $1 AND p.partition = n.i - 1 AND p.next_offset < n.next`,
+            [topic, next.map(String)],
+          );
+        }
+        await client.query('SELECT pg_notify($1, $2)', [EVENTS_CHANNEL, syncId]);
+      }
+      await client.query(
+        `INSERT INTO decoder_progress (sync_id, lsn, seq, updated_at) VALUES ($1, $2, $3, now())
+         ON CONFLICT (sync_id) DO UPDATE SET lsn = excluded.lsn, seq = excluded.seq, updated_at = now()`,
+        [syncId, lsn, seq.toString()],
+      );
+      this.seq = seq;
+    }).catch((error: unknown) => {
+      // The transaction did not happen: forget offsets handed out in it.
+      this.seq = seqBefore;
+      for (const topic of touched.keys()) this.topics.delete(topic);
+      throw error;
+    });
+    this.lsn = lsn;
+  }
+
+  /** A topic's partitions and next offsets, creating the topic on first use. */
+  private async topicState(
+    client: pg.PoolClient,
+    topic: string,
+    collection: string,
+    touched: Map<string, bigint[]>,
+  ): Promise<{ partitions: number; next: bigint[] }> {
+    let state = this.topics.get(topic);
+    if (!state) {
+      await client.query(
+        `INSERT INTO event_topics (topic, sync_id, account_id, collection, partitions) VALUES ($1, $2, $3, $4, $5)
+         ON CONFLICT (topic) DO NOTHING`,
+        [topic, this.options.syncId, this.options.accountId, collection, this.options.partitions ?? 1],
+      );
+      const { rows: topicRows } = await client.query<{ partitions: number }>('SELECT partitions FROM event_topics WHERE topic = $1', [
+        topic,
+      ]);
+      const partitions = topicRows[0]!.partitions;
+      await client.query(
+        `INSERT INTO event_partitions (topic, partition) SELECT $1, generate_series(0, $2 - 1) ON CONFLICT DO NOTHING`,
+        [topic, partitions],
+      );
+      const { rows } = await client.query<{ partition: number; next_offset: string }>(
+        'SELECT partition, next_offset FROM event_partitions WHERE topic = $1 ORDER BY partition',
+        [topic],
+      );
+      state = { partitions, next: rows.map((r) => BigInt(r.next_offset)) };
+      this.topics.set(topic, state);
+    }
+    touched.set(topic, state.next);
+    return state;
+  }
+}

@@ -1,0 +1,109 @@
+import pg from 'pg';
+import { toError } from '../errors.ts';
+import type { Logger } from '../log.ts';
+
+/** The channel the decoder NOTIFYs, in the transaction that logs events, with payload `<sync_id>`. */
+export const EVENTS_CHANNEL = 'tributary_events';
+
+type Listener = () => void;
+
+/**
+ * Wakes readers of the event log (REST long polls, webhook deliverers, the Kafka relay)
+ * when a sync's decoder has logged new events, in this process or any other: LISTEN on
+ * one connection per process. A notification is only a hint; readers always read the log.
+ *
+ * To wait without missing an event that lands between a read and the wait, a reader takes
+ * `mark(syncId)` before reading and passes it to `changedSince`.
+ */
+export class EventBus {
+  private readonly counters = new Map<string, number>();
+  private readonly listeners = new Map<string, Set<Listener>>();
+  private client: pg.Client | undefined;
+  private stopped = false;
+  private retry: NodeJS.Timeout | undefined;
+
+  constructor(private readonly options: { url: string; logger: Logger; reconnectMs?: number }) {}
+
+  async start(): Promise<void> {
+    const client = new pg.Client({ connectionString: this.options.url });
+    client.on('notification', (message) => {
+      if (message.channel === EVENTS_CHANNEL && message.payload) this.publish(message.payload);
+    });
+    client.on('error', (err) => {
+      this.options.logger.warn({ err: toError(err) }, 'event bus connection lost; reconnecting');
+      this.reconnectLater();
+    });
+    await client.connect();
+    await client.query(`LISTEN ${EVENTS_CHANNEL}`);
+    this.client = client;
+    // Whatever was logged while we were not listening: wake everyone once.
+    for (const syncId of this.listeners.keys()) this.publish(syncId);
+  }
+
+  private reconnectLater(): void {
+    const old = this.client;
+    this.client = undefined;
+    old?.end().catch(() => undefined);
+    if (this.stopped || this.retry) return;
+    this.retry = setTimeout(() => {
+      this.retry = undefined;
+      this.start().catch(() => this.reconnectLater());
+    }, this.options.reconnectMs ?? 1000);
+  }
+
+  async stop(): Promise<void> {
+    this.stopped = true;
+    clearTimeout(this.retry);
+    await this.client?.end().catch(() => undefined);
+    for (const set of this.listeners.values()) for (const wake of set) wake();
+  }
+
+  /** New events were logged for a sync (called by the decoder in-process, and on NOTIFY). */
+  publish(syncId: string): void {
+    this.counters.set(syncId, (this.counters.get(syncId) ?? 0) + 1);
+    for (const wake of this.listeners.get(syncId) ?? []) wake();
+  }
+
+  mark(syncId: string): number {
+    return this.counters.get(syncId) ?? 0;
+  }
+
+  /** Resolves true once the sync has news after `mark`, false on timeout or abort. */
+  changedSince(syncId: string, mark: number, timeoutMs: number, signal?: AbortSignal): Promise<boolean> {
+    if (this.mark(syncId) !== mark) return Promise.resolve(true);
+    if (timeoutMs <= 0 || signal?.aborted || this.stopped) return Promise.resolve(false);
+    return new Promise((resolve) => {
+      const set = this.listeners.get(syncId) ?? new Set<Listener>();
+      this.listeners.set(syncId, set);
+      const done = (changed: boolean) => {
+        clearTimeout(timer);
+        signal?.removeEventListener('abort', onAbort);
+        set.delete(wake);
+        if (set.size === 0) this.listeners.delete(syncId);
+        resolve(changed);
+      };
+      const wake = () => done(this.mark(syncId) !== mark);
+      const onAbort = () => done(false);
+      const timer = setTimeout(() => done(false), timeoutMs);
+      signal?.addEventListener('abort', onAbort, { once: true });
+      set.add(wake);
+    });
+  }
+
+  /** Like changedSince for several syncs at once (a REST consumer on many topics). */
+  async changedSinceAny(marks: Map<string, number>, timeoutMs: number, signal?: AbortSignal): Promise<boolean> {
+    if ([...marks].some(([syncId, mark]) => this.mark(syncId) !== mark)) return true;
+    const controller = new AbortController();
+    const onAbort = () => controller.abort();
+    signal?.addEventListener('abort', onAbort, { once: true });
+    try {
+      const results = await Promise.race(
+        [...marks].map(([syncId, mark]) => this.changedSince(syncId, mark, timeoutMs, controller.signal)),
+      );
+      return results;
+    } finally {
+      controller.abort();
+      signal?.removeEventListener('abort', onAbort);
+    }
+  }
+}
