@@ -47,5 +47,16 @@ CREATE TABLE decoder_progress (
   sync_id     text PRIMARY KEY,
   lsn         pg_lsn NOT NULL,
   seq         bigint NOT NULL,
-  updated_at  timestamptz NOT NULL DEFAULT now()
+  updated_at  timestamptz NOT NULL DEFAULT now(),
+  -- Reported by the running decoder every few seconds: what the slot has been told, and how
+  -- far the server's WAL is ahead of it (bytes), for status and metrics.
+  acked_lsn      pg_lsn,
+  slot_lag_bytes bigint,
+  lag_at         timestamptz
 );
+
+-- Each sync's decoder runs in one process at a time (its slot admits one reader): leased
+-- like the sync itself, but apart from it, so that the two can run in different processes.
+ALTER TABLE syncs
+  ADD COLUMN decoder_lease_owner text,
+  ADD COLUMN decoder_lease_until timestamptz;

@@ -24,6 +24,10 @@ export interface Config {
   secretKeyBase64: string | undefined;
   adminToken: string | undefined;
   webhookAllowPrivate: boolean;
+  /** How long the event log keeps events (TRIBUTARY_EVENT_RETENTION_HOURS, default 7 days). */
+  eventRetentionMs: number;
+  /** Partitions of each new event topic (TRIBUTARY_EVENT_PARTITIONS, default 1). */
+  eventPartitions: number;
   /** Upstream host -> base URL overrides, e.g. api.airtable.com -> http://127.0.0.1:9101. */
   upstreams: Map<string, string>;
   roles: Role[];
@@ -38,6 +42,14 @@ function port(env: Env, name: string, fallback: number): number {
   if (!Number.isInteger(value) || value < 0 || value > 65535) {
     throw new Error(`${name} must be a port number (0-65535), got ${JSON.stringify(raw)}`);
   }
+  return value;
+}
+
+function positive(env: Env, name: string, fallback: number): number {
+  const raw = env[name];
+  if (raw === undefined || raw === '') return fallback;
+  const value = Number(raw);
+  if (!Number.isInteger(value) || value < 1) throw new Error(`${name} must be a whole number of at least 1, got ${JSON.stringify(raw)}`);
   return value;
 }
 
@@ -88,6 +100,8 @@ export function loadConfig(env: Env = process.env, overrides: Partial<Config> = 
     secretKeyBase64: env.TRIBUTARY_SECRET_KEY || undefined,
     adminToken: env.TRIBUTARY_ADMIN_TOKEN || undefined,
     webhookAllowPrivate: env.TRIBUTARY_WEBHOOK_ALLOW_PRIVATE === '1',
+    eventRetentionMs: positive(env, 'TRIBUTARY_EVENT_RETENTION_HOURS', 7 * 24) * 3_600_000,
+    eventPartitions: positive(env, 'TRIBUTARY_EVENT_PARTITIONS', 1),
     upstreams: parseUpstreams(env.TRIBUTARY_UPSTREAMS),
     roles: parseRoles(env.TRIBUTARY_ROLES),
     ...overrides,

@@ -22,6 +22,9 @@ import { startEmbeddedPostgres, type EmbeddedPostgres } from './db/embedded.ts';
 import { migrateControlDatabase } from './db/migrate.ts';
 import { ident, withClient, withDatabase } from './db/sql.ts';
 import { reservedEventsHandler } from './events/server.ts';
+import { EventBus } from './events/bus.ts';
+import { dropExpiredEventPartitions } from './events/log.ts';
+import { decoderFactory } from './decoder/runner.ts';
 import { listen, type RunningServer } from './http/listen.ts';
 import type { Logger } from './log.ts';
 import { reservedProxyHandler } from './proxy/server.ts';
@@ -68,6 +71,7 @@ export interface Tunables {
   airtable?: { pollIntervalMs?: number; cycleGapMs?: number; timeScale?: number };
   stripe?: { pollIntervalMs?: number };
   workerTickMs?: number;
+  decoder?: { flushMs?: number; maxBatch?: number; retryMs?: number; lagReportMs?: number; leaseMs?: number };
 }
 
 /** Tunables from the environment, for benchmarks that run the service as a child process. */
@@ -155,6 +159,43 @@ export async function startService(config: Config, logger: Logger, tunables: Tun
       });
       worker.start();
       closers.push(() => worker.stop());
+    }
+    const needsBus = config.roles.includes('decoder') || config.roles.includes('events');
+    const bus = needsBus ? new EventBus({ url: controlUrl, logger: logger.child({ part: 'events' }) }) : undefined;
+    if (bus) {
+      await bus.start();
+      closers.push(() => bus.stop());
+    }
+    if (config.roles.includes('decoder') && bus) {
+      const { leaseMs, ...decoderTunables } = tunables.decoder ?? {};
+      const decoders = new SyncWorker({
+        control: pool,
+        workerId: `${os.hostname()}:${process.pid}:${randomUUID().slice(0, 8)}`,
+        logger: logger.child({ part: 'decoder' }),
+        makeRunner: decoderFactory({
+          control: pool,
+          store: syncs,
+          syncService,
+          bus,
+          logger: logger.child({ part: 'decoder' }),
+          partitions: config.eventPartitions,
+          tunables: decoderTunables,
+        }),
+        tickMs: tunables.workerTickMs,
+        leaseMs,
+        lease: { owner: 'decoder_lease_owner', until: 'decoder_lease_until' },
+      });
+      decoders.start();
+      closers.push(() => decoders.stop());
+      // Retention: whole day partitions go once they are older than the retention.
+      const retention = setInterval(() => {
+        dropExpiredEventPartitions(pool, config.eventRetentionMs).catch((err: unknown) =>
+          logger.warn({ err }, 'could not drop expired event partitions'),
+        );
+      }, 3_600_000);
+      retention.unref();
+      closers.push(async () => clearInterval(retention));
+      await dropExpiredEventPartitions(pool, config.eventRetentionMs);
     }
     if (config.roles.includes('proxy')) await serve('proxy', reservedProxyHandler(), config.proxyPort);
     if (config.roles.includes('events')) await serve('events', reservedEventsHandler(), config.eventsPort);

@@ -6,6 +6,52 @@ import { saveBuilt, shapeOf } from './tables.ts';
 
 /** Readers hold locks only for a query; a stuck one must not stall the sync forever. */
 const LOCK_TIMEOUT = ["lock_timeout = '30s'"];
+/** Column text as the decoder's replication session prints it (src/decoder/stream.ts). */
+const TEXT_FORMAT = ["TimeZone = 'UTC'", "DateStyle = 'ISO, MDY'", "IntervalStyle = 'postgres'", 'extra_float_digits = 1'];
+
+type Column = { name: string; oid: number };
+
+async function columnsOf(client: pg.PoolClient, schema: string, table: string): Promise<Column[]> {
+  const { rows } = await client.query<{ name: string; oid: number }>(
+    `SELECT attname AS name, atttypid::int AS oid FROM pg_attribute
+      WHERE attrelid = format('%I.%I', $1::text, $2::text)::regclass AND attnum > 0 AND NOT attisdropped ORDER BY attnum`,
+    [schema, table],
+  );
+  return rows;
+}
+
+/**
+ * The rebuild itself is no event (it happened in public_swap, outside the publication),
+ * but the rows that differ between the old and the new table are: the decoder gets them as
+ * logical messages in the swap's own transaction, so they commit, or not, with the swap.
+ * Only columns in both tables are compared: a column added or removed is a schema change.
+ */
+async function emitDifferences(client: pg.PoolClient, table: string, previous: string | undefined): Promise<void> {
+  const next = await columnsOf(client, 'public_swap', table);
+  const prior = previous ? await columnsOf(client, 'public', previous) : [];
+  await client.query("SELECT pg_logical_emit_message(true, 'tributary.swap.columns', $1)", [
+    JSON.stringify({ table, prior: prior.map((c) => [c.name, c.oid]), next: next.map((c) => [c.name, c.oid]) }),
+  ]);
+  const textArray = (alias: string, columns: Column[]) => `ARRAY[${columns.map((c) => `${alias}.${ident(c.name)}::text`).join(', ')}]`;
+  const message = (kind: string, priorArray: string, nextArray: string) =>
+    `pg_logical_emit_message(true, 'tributary.swap.row', json_build_array(${kind}, ${priorArray}, ${nextArray})::text)`;
+  const n = `public_swap.${ident(table)}`;
+  if (!previous) {
+    await client.query(`SELECT count(${message("'inserted'", 'NULL::text[]', textArray('n', next))}) FROM ${n} n`);
+    return;
+  }
+  const priorNames = new Set(prior.map((c) => c.name));
+  const common = next.filter((c) => priorNames.has(c.name));
+  const differs = common.map((c) => `o.${ident(c.name)}::text IS DISTINCT FROM n.${ident(c.name)}::text`).join(' OR ') || 'false';
+  await client.query(
+    `SELECT count(${message('d.kind', 'd.prior', 'd.next')}) FROM (
+       SELECT CASE WHEN o.id IS NULL THEN 'inserted' WHEN n.id IS NULL THEN 'deleted' ELSE 'updated' END AS kind,
+              CASE WHEN o.id IS NULL THEN NULL ELSE ${textArray('o', prior)} END AS prior,
+              CASE WHEN n.id IS NULL THEN NULL ELSE ${textArray('n', next)} END AS next
+         FROM public.${ident(previous)} o FULL JOIN ${n} n ON o.id = n.id
+        WHERE o.id IS NULL OR n.id IS NULL OR ${differs}) d`,
+  );
+}
 
 /** A fresh, empty table in public_swap for a rebuild; a leftover of an interrupted one goes first. */
 export async function prepareRebuild(db: pg.Pool, mapping: TableMapping): Promise<void> {
@@ -29,6 +75,7 @@ export async function swapIn(db: pg.Pool, mapping: TableMapping): Promise<void> 
       [mapping.tableId, mapping.name],
     );
     const previous = rows.find((r) => r.upstream_id === mapping.tableId);
+    await emitDifferences(client, mapping.name, previous?.db_name);
     if (previous) await client.query(`DROP TABLE IF EXISTS public.${ident(previous.db_name)}`);
     // Another upstream table still holds the name (two tables traded names): move it
     // aside; its own rebuild, due in this cycle, gives it its new name.
@@ -42,7 +89,7 @@ export async function swapIn(db: pg.Pool, mapping: TableMapping): Promise<void> 
     await client.query("SELECT pg_logical_emit_message(true, 'tributary.swap', $1)", [
       JSON.stringify({ table: mapping.name, upstream_id: mapping.tableId, previous: previous?.db_name ?? null }),
     ]);
-  }, LOCK_TIMEOUT);
+  }, [...LOCK_TIMEOUT, ...TEXT_FORMAT]);
 }
 
 /** Same shape, new upstream names: only the COMMENTs and the stored mapping change. */

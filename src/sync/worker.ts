@@ -18,6 +18,8 @@ export interface SyncWorkerOptions {
   /** A lease not renewed for this long lets another worker take the sync. */
   leaseMs?: number;
   maxSyncs?: number;
+  /** The lease columns of syncs: the sync runner's by default; the decoder has its own. */
+  lease?: { owner: string; until: string };
 }
 
 /**
@@ -52,8 +54,9 @@ export class SyncWorker {
     const ids = [...this.runners.keys()];
     this.runners.clear();
     // Hand the syncs over at once instead of making the next worker wait out the lease.
+    const { owner, until } = this.lease;
     await this.options.control
-      .query('UPDATE syncs SET lease_owner = NULL, lease_until = NULL WHERE id = ANY($1) AND lease_owner = $2', [ids, this.options.workerId])
+      .query(`UPDATE syncs SET ${owner} = NULL, ${until} = NULL WHERE id = ANY($1) AND ${owner} = $2`, [ids, this.options.workerId])
       .catch(() => undefined);
   }
 
@@ -62,12 +65,17 @@ export class SyncWorker {
     return [...this.runners.keys()];
   }
 
+  private get lease(): { owner: string; until: string } {
+    return this.options.lease ?? { owner: 'lease_owner', until: 'lease_until' };
+  }
+
   private async tick(): Promise<void> {
     const { control, workerId } = this.options;
+    const { owner, until } = this.lease;
     const leaseMs = this.options.leaseMs ?? 30_000;
     const renewed = await control.query<{ id: string }>(
-      `UPDATE syncs SET lease_until = now() + make_interval(secs => $3 / 1000.0)
-        WHERE id = ANY($1) AND lease_owner = $2 AND state = 'active' RETURNING id`,
+      `UPDATE syncs SET ${until} = now() + make_interval(secs => $3 / 1000.0)
+        WHERE id = ANY($1) AND ${owner} = $2 AND state = 'active' RETURNING id`,
       [[...this.runners.keys()], workerId, leaseMs],
     );
     const kept = new Set(renewed.rows.map((r) => r.id));
@@ -81,9 +89,9 @@ export class SyncWorker {
     const room = (this.options.maxSyncs ?? 200) - this.runners.size;
     if (room <= 0) return;
     const claimed = await control.query<{ id: string }>(
-      `UPDATE syncs SET lease_owner = $1, lease_until = now() + make_interval(secs => $2 / 1000.0)
+      `UPDATE syncs SET ${owner} = $1, ${until} = now() + make_interval(secs => $2 / 1000.0)
         WHERE id IN (SELECT id FROM syncs
-                      WHERE state = 'active' AND (lease_until IS NULL OR lease_until < now())
+                      WHERE state = 'active' AND (${until} IS NULL OR ${until} < now())
                       ORDER BY id LIMIT $3 FOR UPDATE SKIP LOCKED)
         RETURNING id`,
       [workerId, leaseMs, room],

@@ -1,0 +1,316 @@
+import type pg from 'pg';
+import { LogicalReplicationService } from 'pg-logical-replication';
+import { PUBLICATION } from '../control/provisioner.ts';
+import { withClient } from '../db/sql.ts';
+import { toError } from '../errors.ts';
+import { EventAppender, type NewEvent } from '../events/append.ts';
+import type { EventBus } from '../events/bus.ts';
+import type { Logger } from '../log.ts';
+import { type CollectionRules, rowEvent, type TableInfo, tableInfo } from './events.ts';
+import { lsnToBigInt, type PgoutputMessage, PgoutputParser, type RawValue } from './pgoutput.ts';
+
+export interface DecoderOptions {
+  syncId: string;
+  accountId: string;
+  /** Admin URL of the sync database: the replication connection needs the REPLICATION right. */
+  databaseUrl: string;
+  slot: string;
+  control: pg.Pool;
+  bus?: EventBus;
+  rules: CollectionRules;
+  logger: Logger;
+  /** Largest batch logged in one transaction; reaching it also holds the stream back. */
+  maxBatch?: number;
+  /** How long committed changes may wait for more before they are logged. */
+  flushMs?: number;
+  /** Pause before reconnecting after the stream or the control database failed. */
+  retryMs?: number;
+  /** How often the slot's lag is written to decoder_progress. */
+  lagReportMs?: number;
+  partitions?: number;
+  now?: () => Date;
+}
+
+interface OpenTransaction {
+  commitLsn: string;
+  /** Already in the log (a replay after a crash): decoded for its relations only. */
+  logged: boolean;
+  position: number;
+  events: NewEvent[];
+  /** Column lists of a swapped-in table, set by the swap's first message. */
+  swap?: { next: TableInfo; prior: TableInfo };
+}
+
+/** Replication session settings: column text in one format, the one swap.ts also uses. */
+const SESSION = '-c TimeZone=UTC -c DateStyle=ISO,MDY -c IntervalStyle=postgres -c extra_float_digits=1';
+
+/**
+ * Reads one sync database's WAL through its slot (pgoutput) and logs every committed row
+ * change as an event. The ordering rule (DESIGN.md 4): log the events, then tell the slot.
+ * The slot is acknowledged only up to transactions whose events are durable, so after a
+ * crash the server sends them again, and the log's progress row says which of them are
+ * already in (their events are skipped, not duplicated).
+ */
+export class Decoder {
+  private readonly appender: EventAppender;
+  private readonly parser = new PgoutputParser();
+  private readonly tables = new Map<number, TableInfo>();
+  private service: LogicalReplicationService | undefined;
+  private stopped = false;
+  private running: Promise<void> | undefined;
+  private wake: (() => void) | undefined;
+
+  private txn: OpenTransaction | undefined;
+  private batch: NewEvent[] = [];
+  /** Commit and end LSN of the last transaction in `batch` (or skipped since the last flush). */
+  private batchCommit: { commitLsn: string; endLsn: string } | undefined;
+  private flushing: Promise<void> = Promise.resolve();
+  private flushTimer: NodeJS.Timeout | undefined;
+  private loggedCommit = 0n;
+  private ackedLsn = '0/0';
+  /** XLogData messages received and handled, to know when a keepalive's position is safe to confirm. */
+  private received = 0;
+  private handled = 0;
+  private idleCandidate: { lsn: string; upTo: number } | undefined;
+
+  constructor(private readonly options: DecoderOptions) {
+    this.appender = new EventAppender({
+      pool: options.control,
+      syncId: options.syncId,
+      accountId: options.accountId,
+      partitions: options.partitions,
+    });
+  }
+
+  start(): void {
+    this.running = this.loop();
+  }
+
+  async stop(): Promise<void> {
+    this.stopped = true;
+    this.wake?.();
+    await this.service?.stop().catch(() => undefined);
+    await this.running;
+  }
+
+  /** The position the slot has been told; everything before it is in the event log. */
+  get acknowledged(): string {
+    return this.ackedLsn;
+  }
+
+  private async loop(): Promise<void> {
+    while (!this.stopped) {
+      try {
+        await this.stream();
+      } catch (error) {
+        if (this.stopped) break;
+        this.options.logger.warn({ err: toError(error) }, 'decoder stream failed; resuming from the slot');
+      }
+      if (this.stopped) break;
+      await new Promise<void>((resolve) => {
+        this.wake = resolve;
+        setTimeout(resolve, this.options.retryMs ?? 1000);
+      });
+    }
+  }
+
+  /** One replication session, from the slot's confirmed position to an error or stop(). */
+  private async stream(): Promise<void> {
+    const progress = await this.appender.load();
+    this.loggedCommit = lsnToBigInt(progress.lsn);
+    this.txn = undefined;
+    this.batch = [];
+    this.batchCommit = undefined;
+    this.received = 0;
+    this.handled = 0;
+    this.idleCandidate = undefined;
+    this.flushing = Promise.resolve();
+
+    const service = new LogicalReplicationService(
+      { connectionString: this.options.databaseUrl, options: SESSION },
+      { acknowledge: { auto: false, timeoutSeconds: 0 }, flowControl: { enabled: true } },
+    );
+    this.service = service;
+    const plugin = {
+      name: 'pgoutput',
+      options: {},
+      parse: (buf: Buffer) => {
+        this.received++;
+        return this.parser.parse(buf);
+      },
+      // An empty start position makes the server start at the slot's confirmed position.
+      start: (client: pg.Client, slot: string) =>
+        client.query(`START_REPLICATION SLOT "${slot.replace(/"/g, '""')}" LOGICAL 0/0 (proto_version '1', publication_names '${PUBLICATION}', messages 'true')`),
+    };
+    const failed = new Promise<never>((_, reject) => service.on('error', reject));
+    const lagTimer = setInterval(() => void this.reportLag(), this.options.lagReportMs ?? 5000);
+    service.on('data', (_lsn: string, message: PgoutputMessage) => this.handle(message));
+    service.on('heartbeat', (lsn: string, _time: number, shouldRespond: boolean) => {
+      this.idleCandidate = { lsn, upTo: this.received };
+      if (!this.confirmIdle() && shouldRespond) void this.acknowledge(this.ackedLsn);
+    });
+    try {
+      if (this.stopped) return;
+      // The plugin object has the shape the service calls; the class type asks for more than it uses.
+      await Promise.race([service.subscribe(plugin as never, this.options.slot), failed]);
+      if (!this.stopped) throw new Error('replication stream ended');
+    } finally {
+      clearInterval(lagTimer);
+      clearTimeout(this.flushTimer);
+      this.flushTimer = undefined;
+      await service.stop().catch(() => undefined);
+      await this.flushing.catch(() => undefined);
+    }
+  }
+
+  /** Called in WAL order, one message at a time; a returned promise holds the stream back. */
+  private handle(message: PgoutputMessage): Promise<void> | undefined {
+    this.handled++;
+    switch (message.tag) {
+      case 'begin':
+        this.txn = { commitLsn: message.finalLsn, logged: lsnToBigInt(message.finalLsn) <= this.loggedCommit, position: 0, events: [] };
+        return undefined;
+      case 'relation': {
+        const info = tableInfo(message.relation, this.options.rules);
+        if (info) this.tables.set(message.relation.oid, info);
+        else this.tables.delete(message.relation.oid);
+        return undefined;
+      }
+      case 'insert':
+        this.rowChange('inserted', message.relation.oid, undefined, message.next);
+        return undefined;
+      case 'update':
+        this.rowChange('updated', message.relation.oid, message.prior, message.next);
+        return undefined;
+      case 'delete':
+        this.rowChange('deleted', message.relation.oid, message.prior, undefined);
+        return undefined;
+      case 'message':
+        if (message.transactional) this.swapMessage(message.prefix, message.content);
+        return undefined;
+      case 'commit':
+        return this.commit(message.commitLsn, message.endLsn);
+      default:
+        this.confirmIdle();
+        return undefined;
+    }
+  }
+
+  private meta(txn: OpenTransaction) {
+    const position = txn.position++;
+    return { eventKey: `${this.options.syncId}.${txn.commitLsn}.${position}`, createdAt: this.options.now?.() ?? new Date() };
+  }
+
+  private rowChange(kind: 'inserted' | 'updated' | 'deleted', oid: number, prior: RawValue[] | undefined, next: RawValue[] | undefined): void {
+    const txn = this.txn;
+    if (!txn) throw new Error('pgoutput: row change outside a transaction');
+    const meta = this.meta(txn);
+    if (txn.logged) return;
+    const info = this.tables.get(oid);
+    if (!info) return;
+    const event = rowEvent(kind, info, prior, next, meta);
+    if (event) txn.events.push(event);
+  }
+
+  /** The differences a swap emitted (src/airtable/swap.ts), as if they were row changes. */
+  private swapMessage(prefix: string, content: string): void {
+    const txn = this.txn;
+    if (!txn) return;
+    if (prefix === 'tributary.swap.columns') {
+      const body = JSON.parse(content) as { table: string; prior: Array<[string, number]>; next: Array<[string, number]> };
+      const relation = (columns: Array<[string, number]>) => ({
+        schema: 'public',
+        name: body.table,
+        columns: columns.map(([name, typeOid]) => ({ name, typeOid })),
+      });
+      const next = tableInfo(relation(body.next), this.options.rules);
+      const prior = tableInfo(relation(body.prior.length > 0 ? body.prior : body.next), this.options.rules);
+      txn.swap = next && prior ? { next, prior } : undefined;
+    } else if (prefix === 'tributary.swap.row') {
+      const meta = this.meta(txn);
+      if (txn.logged || !txn.swap) return;
+      const [kind, prior, next] = JSON.parse(content) as ['inserted' | 'updated' | 'deleted', RawValue[] | null, RawValue[] | null];
+      const event = rowEvent(kind, txn.swap.next, prior ?? undefined, next ?? undefined, meta, txn.swap.prior);
+      if (event) txn.events.push(event);
+    }
+  }
+
+  private commit(commitLsn: string, endLsn: string): Promise<void> | undefined {
+    const txn = this.txn;
+    this.txn = undefined;
+    if (txn && !txn.logged) {
+      for (const event of txn.events) this.batch.push(event);
+      this.batchCommit = { commitLsn, endLsn };
+    } else if (txn?.logged) {
+      // Replayed and already logged: nothing to write, but the slot may move past it.
+      this.flushing = this.flushing.then(() => this.acknowledge(endLsn));
+    }
+    if (this.batch.length >= (this.options.maxBatch ?? 5000)) return this.flush();
+    if (this.batchCommit && !this.flushTimer) {
+      this.flushTimer = setTimeout(() => {
+        this.flushTimer = undefined;
+        void this.flush().catch((error: unknown) => this.service?.emit('error', toError(error)));
+      }, this.options.flushMs ?? 5);
+    }
+    return undefined;
+  }
+
+  /** Logs the batch (events and position in one transaction), then tells the slot. */
+  private flush(): Promise<void> {
+    clearTimeout(this.flushTimer);
+    this.flushTimer = undefined;
+    const events = this.batch;
+    const upTo = this.batchCommit;
+    this.batch = [];
+    this.batchCommit = undefined;
+    if (!upTo) return this.flushing;
+    this.flushing = this.flushing.then(async () => {
+      await this.appender.append(events, upTo.commitLsn);
+      this.loggedCommit = lsnToBigInt(upTo.commitLsn);
+      if (events.length > 0) this.options.bus?.publish(this.options.syncId);
+      await this.acknowledge(upTo.endLsn);
+      this.confirmIdle();
+    });
+    return this.flushing;
+  }
+
+  /**
+   * A keepalive's position may be confirmed once every message before it is handled and
+   * logged: the WAL between holds nothing for this slot, and confirming it lets the server
+   * recycle WAL that other databases wrote.
+   */
+  private confirmIdle(): boolean {
+    const candidate = this.idleCandidate;
+    if (!candidate || this.handled < candidate.upTo || this.txn || this.batchCommit || this.batch.length > 0) return false;
+    this.idleCandidate = undefined;
+    this.flushing = this.flushing.then(() => {
+      if (lsnToBigInt(candidate.lsn) > lsnToBigInt(this.ackedLsn)) return this.acknowledge(candidate.lsn);
+      return this.acknowledge(this.ackedLsn);
+    });
+    return true;
+  }
+
+  /** How far the server's WAL is ahead of what the slot was told, for status and metrics. */
+  private async reportLag(): Promise<void> {
+    try {
+      const lag = await withClient(this.options.databaseUrl, async (client) => {
+        const { rows } = await client.query<{ lag: string | null }>(
+          'SELECT pg_wal_lsn_diff(pg_current_wal_lsn(), confirmed_flush_lsn)::bigint AS lag FROM pg_replication_slots WHERE slot_name = $1',
+          [this.options.slot],
+        );
+        return rows[0]?.lag ?? null;
+      });
+      await this.options.control.query(
+        'UPDATE decoder_progress SET acked_lsn = $2, slot_lag_bytes = $3, lag_at = now() WHERE sync_id = $1',
+        [this.options.syncId, this.ackedLsn, lag],
+      );
+    } catch (error) {
+      this.options.logger.debug({ err: toError(error) }, 'could not read the slot lag');
+    }
+  }
+
+  private async acknowledge(lsn: string): Promise<void> {
+    if (lsnToBigInt(lsn) > lsnToBigInt(this.ackedLsn)) this.ackedLsn = lsn;
+    await this.service?.acknowledge(this.ackedLsn);
+  }
+}

@@ -1,0 +1,117 @@
+/**
+ * Column text as pgoutput sends it → the natural JSON value of CONTRACT §7: numbers,
+ * booleans, arrays, objects, ISO timestamps. The replication session runs with
+ * TimeZone=UTC and DateStyle=ISO (stream.ts), so timestamps arrive as
+ * `2024-05-01 12:00:00.5+00`.
+ */
+
+type Convert = (text: string) => unknown;
+
+const asText: Convert = (text) => text;
+const asBoolean: Convert = (text) => text === 't';
+/** bigint and numeric become numbers while that is exact enough; else they stay text. */
+const asNumber: Convert = (text) => {
+  const value = Number(text);
+  if (!Number.isFinite(value)) return text; // NaN, Infinity
+  if (Number.isSafeInteger(value) || !/^-?\d+$/.test(text)) return value;
+  return text; // an integer past 2^53 would silently change
+};
+const asJson: Convert = (text) => JSON.parse(text) as unknown;
+const asTimestamptz: Convert = (text) => {
+  if (text === 'infinity' || text === '-infinity') return text;
+  // `2024-05-01 12:00:00.5+00` → `2024-05-01T12:00:00.500Z`
+  const date = new Date(`${text.replace(' ', 'T')}${/[+-]\d\d$/.test(text) ? ':00' : ''}`);
+  return Number.isNaN(date.getTime()) ? text : date.toISOString();
+};
+const asTimestamp: Convert = (text) => text.replace(' ', 'T');
+
+/** One-dimensional array literal `{a,"b c",NULL}` → elements, each converted. */
+export function parseArray(text: string, element: Convert): unknown[] | string {
+  if (text.length < 2 || text[0] !== '{') return text; // e.g. `[1:2]={…}` bounds: keep as given
+  const out: unknown[] = [];
+  let i = 1;
+  if (text[1] === '}') return out;
+  while (i < text.length) {
+    if (text[i] === '"') {
+      let value = '';
+      i++;
+      while (text[i] !== '"') {
+        if (text[i] === '\\') i++;
+        value += text[i++];
+      }
+      i++; // closing quote
+      out.push(element(value));
+    } else {
+      let end = i;
+      while (text[end] !== ',' && text[end] !== '}') end++;
+      const raw = text.slice(i, end);
+      if (raw.startsWith('{')) return text; // nested arrays: not made by Tributary; keep the text
+      out.push(raw === 'NULL' ? null : element(raw));
+      i = end;
+    }
+    i++; // ',' or '}'
+  }
+  return out;
+}
+
+const arrayOf =
+  (element: Convert): Convert =>
+  (text) =>
+    parseArray(text, element);
+
+const BY_OID = new Map<number, Convert>([
+  [16, asBoolean],
+  [20, asNumber],
+  [21, asNumber],
+  [23, asNumber],
+  [26, asNumber],
+  [700, asNumber],
+  [701, asNumber],
+  [1700, asNumber],
+  [114, asJson],
+  [3802, asJson],
+  [1184, asTimestamptz],
+  [1114, asTimestamp],
+  [1000, arrayOf(asBoolean)],
+  [1005, arrayOf(asNumber)],
+  [1007, arrayOf(asNumber)],
+  [1016, arrayOf(asNumber)],
+  [1021, arrayOf(asNumber)],
+  [1022, arrayOf(asNumber)],
+  [1231, arrayOf(asNumber)],
+  [1009, arrayOf(asText)],
+  [1015, arrayOf(asText)],
+  [1182, arrayOf(asText)],
+  [1185, arrayOf(asTimestamptz)],
+  [1115, arrayOf(asTimestamp)],
+  [199, arrayOf(asJson)],
+  [3807, arrayOf(asJson)],
+]);
+
+/** The converter of a column type; text, date, uuid, interval and the rest stay text. */
+export function converterFor(typeOid: number): Convert {
+  return BY_OID.get(typeOid) ?? asText;
+}
+
+/** The same, by type name, for rows the swap sends as JSON (swap diffs carry type names). */
+const BY_NAME = new Map<string, number>([
+  ['boolean', 16],
+  ['bigint', 20],
+  ['integer', 23],
+  ['double precision', 701],
+  ['numeric', 1700],
+  ['jsonb', 3802],
+  ['timestamp with time zone', 1184],
+  ['boolean[]', 1000],
+  ['bigint[]', 1016],
+  ['integer[]', 1007],
+  ['double precision[]', 1022],
+  ['numeric[]', 1231],
+  ['text[]', 1009],
+  ['jsonb[]', 3807],
+  ['timestamp with time zone[]', 1185],
+]);
+
+export function oidOfTypeName(name: string): number {
+  return BY_NAME.get(name) ?? 25;
+}
