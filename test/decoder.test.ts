@@ -16,6 +16,8 @@ import { Decoder } from '../src/decoder/stream.ts';
 import { newDatabaseName } from '../src/ids.ts';
 import { createLogger } from '../src/log.ts';
 import { createTableStatements } from '../src/writer/shape.ts';
+import type { ColumnMapping, TableMapping } from '../src/airtable/schema.ts';
+import { prepareRebuild, swapIn } from '../src/airtable/swap.ts';
 import { freshDatabase, serverAdminUrl } from './harness/postgres.ts';
 
 const logger = createLogger({ level: 'silent' });
@@ -220,6 +222,46 @@ test('a restart resumes from the slot: changes made while stopped arrive, nothin
   assert.equal(bulk.filter((e) => e.event.event === 'inserted').length, 500);
   assert.equal(bulk[500]!.event.changes, { rank: 1 });
   assert.equal(bulk[500]!.event.data.rank, 2);
+});
+
+test('a swapped-in table: its first build is inserts, a rebuild gives only the rows that differ', async () => {
+  const column = (name: string, type: ColumnMapping['type']): ColumnMapping => ({
+    fieldId: name === 'id' ? null : `fld${name}`,
+    upstreamName: name,
+    upstreamType: 'singleLineText',
+    name,
+    type,
+    converter: 'text' as ColumnMapping['converter'],
+  });
+  const v1: TableMapping = { tableId: 'tblSwap', upstreamName: 'Swap', name: 'swapped', columns: [column('id', 'text'), column('name', 'text'), column('points', 'numeric')] };
+  const before = (await loggedEvents(1007)).length;
+  await prepareRebuild(target, v1);
+  await target.query(`INSERT INTO public_swap.swapped VALUES ('recA', 'a', 1), ('recB', 'b', 2), ('recC', 'c', 3)`);
+  await swapIn(target, v1);
+  const first = (await loggedEvents(before + 3)).slice(before);
+  assert.equal(first.map((e) => [e.event.event, e.event.id, e.event.data]), [
+    ['inserted', 'recA', { id: 'recA', name: 'a', points: 1 }],
+    ['inserted', 'recB', { id: 'recB', name: 'b', points: 2 }],
+    ['inserted', 'recC', { id: 'recC', name: 'c', points: 3 }],
+  ]);
+
+  const v2: TableMapping = { ...v1, columns: [...v1.columns, column('notes', 'text')] };
+  await prepareRebuild(target, v2);
+  // recA unchanged (but has a value in the new column), recB changed, recC gone, recD new.
+  await target.query(`INSERT INTO public_swap.swapped VALUES ('recA', 'a', 1, 'new column'), ('recB', 'B', 2, NULL), ('recD', 'd', 4, NULL)`);
+  await swapIn(target, v2);
+  const second = (await loggedEvents(before + 6)).slice(before + 3);
+  const byId = Object.fromEntries(second.map((e) => [e.event.id, e.event]));
+  assert.equal(second.length, 3, JSON.stringify(second.map((e) => e.event)));
+  assert.equal(byId.recB!.event, 'updated');
+  assert.equal(byId.recB!.changes, { name: 'b' });
+  assert.equal(byId.recB!.data, { id: 'recB', name: 'B', points: 2, notes: null });
+  assert.equal(byId.recC!.event, 'deleted');
+  assert.equal(byId.recC!.data, { id: 'recC', name: 'c', points: 3 });
+  assert.equal(byId.recD!.event, 'inserted');
+  assert.equal(byId.recD!.table_db_name, 'swapped');
+  await caughtUp();
+  assert.equal((await loggedEvents(before + 6)).length, before + 6, 'nothing else: the rebuild itself is silent');
 });
 
 test.run();

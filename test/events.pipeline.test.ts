@@ -1,0 +1,182 @@
+/**
+ * Syncs to events through the whole service: the sync workers write, the decoder turns the
+ * WAL into the event log. Airtable's first build, edits, a schema rebuild (only real row
+ * differences), a quiet cycle (nothing), deletes; Stripe objects as their object types.
+ */
+import Stripe from 'stripe';
+import { test } from 'uvu';
+import * as assert from 'uvu/assert';
+import type { FakeBase } from '../src/fakes/airtable/index.ts';
+import { startFakeStripe, type FakeStripe } from '../src/fakes/stripe/index.ts';
+import { STRIPE_API_VERSION } from '../src/stripe/catalog.ts';
+import { waitForCycle } from './harness/airtable.ts';
+import { query } from './harness/postgres.ts';
+import { waitFor } from './harness/process.ts';
+import { AIRTABLE_TEST_TOKEN, createAccount, request, startTestService, type TestAccount, type TestService } from './harness/service.ts';
+
+type Event = { collection: string; data: Record<string, unknown>; event: string; id: string; table_db_name: string; changes?: Record<string, unknown> };
+
+let svc: TestService;
+let fake: FakeStripe;
+let account: TestAccount;
+let base: FakeBase;
+let airtableSync: string;
+
+const STRIPE_KEY = 'sk_test_pipelineKey000000000001';
+
+async function events(syncId: string, afterSeq = 0): Promise<Array<Event & { topic: string; seq: number; key: string }>> {
+  const rows = await query<{ topic: string; seq: string; event_key: string; value: string }>(
+    svc.controlUrl,
+    'SELECT topic, seq, event_key, value FROM events WHERE sync_id = $1 AND seq > $2 ORDER BY seq',
+    [syncId, afterSeq],
+  );
+  return rows.map((r) => ({ ...(JSON.parse(r.value) as Event), topic: r.topic, seq: Number(r.seq), key: r.event_key }));
+}
+
+async function eventsUntil(syncId: string, afterSeq: number, accept: (list: Event[]) => boolean, what: string) {
+  return waitFor(what, async () => {
+    const list = await events(syncId, afterSeq);
+    return accept(list) ? list : undefined;
+  }, 20_000);
+}
+
+async function lastSeq(syncId: string): Promise<number> {
+  const rows = await query<{ seq: string }>(svc.controlUrl, 'SELECT seq FROM decoder_progress WHERE sync_id = $1', [syncId]);
+  return Number(rows[0]?.seq ?? 0);
+}
+
+test.before(async () => {
+  try {
+    fake = await startFakeStripe();
+    const upstream = fake.createAccount();
+    fake.addKey(STRIPE_KEY, { account: upstream.id });
+    svc = await startTestService({
+      config: { roles: ['api', 'sync', 'decoder', 'events'] },
+      tunables: { airtable: { pollIntervalMs: 250, cycleGapMs: 250 }, workerTickMs: 250, stripe: { pollIntervalMs: 300 } },
+      stripeUrl: fake.url,
+    });
+    account = await createAccount(svc);
+    base = svc.airtable.createBase({ name: 'Events' });
+    base.createTable('Tasks', [
+      { name: 'Name', type: 'singleLineText' },
+      { name: 'Points', type: 'number', options: { precision: 0 } },
+    ]);
+    base.createRecords('Tasks', [
+      { Name: 'one', Points: 1 },
+      { Name: 'two', Points: 2 },
+      { Name: 'three', Points: 3 },
+    ]);
+    const before = new Date();
+    const created = await request(svc.api, 'POST', '/api/syncs', {
+      token: account.token,
+      body: { kind: 'airtable', base_id: base.id, api_key: AIRTABLE_TEST_TOKEN },
+    });
+    assert.is(created.status, 201, created.text);
+    airtableSync = created.body.id;
+    await waitForCycle(svc, account.token, airtableSync, before);
+  } catch (error) {
+    process.stderr.write(`set-up failed: ${String(error)}\n${svc?.logs.lines.slice(-30).join('\n') ?? ''}\n`);
+    throw error;
+  }
+});
+
+test.after(async () => {
+  await svc?.stop();
+  await fake?.close();
+});
+
+test("Airtable's first build gives one inserted event per record, on the table's topic", async () => {
+  const list = await eventsUntil(airtableSync, 0, (l) => l.length >= 3, 'three inserted events');
+  assert.equal(list.length, 3);
+  assert.equal(list.map((e) => e.event), ['inserted', 'inserted', 'inserted']);
+  assert.equal(new Set(list.map((e) => e.topic)), new Set([`svc.${airtableSync}.tasks`]));
+  assert.equal(list.map((e) => e.data.name).sort(), ['one', 'three', 'two']);
+  const one = list.find((e) => e.data.name === 'one')!;
+  assert.equal(one.collection, 'tasks');
+  assert.equal(one.table_db_name, 'tasks');
+  assert.equal(one.data.points, 1);
+  assert.equal(one.id, one.data.id);
+  assert.match(one.id, /^rec/);
+});
+
+test('an upstream edit is one updated event with the prior value; a quiet cycle adds nothing', async () => {
+  const seq = await lastSeq(airtableSync);
+  const record = base.records('Tasks').find((r) => r.fields.Name === 'two')!;
+  base.updateRecord('Tasks', record.id, { Points: 20 });
+  const list = await eventsUntil(airtableSync, seq, (l) => l.length >= 1, 'the update');
+  assert.equal(list.length, 1);
+  assert.equal(list[0]!.event, 'updated');
+  assert.equal(list[0]!.id, record.id);
+  assert.equal(list[0]!.changes, { points: 2 });
+  assert.equal(list[0]!.data.points, 20);
+
+  await waitForCycle(svc, account.token, airtableSync, new Date());
+  await waitForCycle(svc, account.token, airtableSync, new Date());
+  assert.equal((await events(airtableSync, seq)).length, 1, 'two full cycles later, still only the one event');
+});
+
+test('a new column (a rebuild) and an edit at the same time: one event, for the edit', async () => {
+  const seq = await lastSeq(airtableSync);
+  base.addField('Tasks', { name: 'Notes', type: 'singleLineText' });
+  const record = base.records('Tasks').find((r) => r.fields.Name === 'three')!;
+  base.updateRecord('Tasks', record.id, { Name: 'THREE', Notes: 'loud' });
+  const reader = (await request(svc.api, 'GET', `/api/syncs/${airtableSync}`, { token: account.token })).body.database.url as string;
+  await waitFor('the notes column', async () => {
+    const rows = await query<{ notes: string | null }>(reader, `SELECT notes FROM tasks WHERE id = $1`, [record.id]).catch(() => []);
+    return rows[0]?.notes === 'loud' ? true : undefined;
+  }, 20_000);
+  const list = await eventsUntil(airtableSync, seq, (l) => l.length >= 1, 'the changed row');
+  await waitForCycle(svc, account.token, airtableSync, new Date());
+  const settled = await events(airtableSync, seq);
+  assert.equal(settled.length, 1, JSON.stringify(settled));
+  assert.equal(list[0]!.event, 'updated');
+  assert.equal(list[0]!.id, record.id);
+  // Whether change capture or the swap saw the edit first, the new column is no change.
+  assert.equal(list[0]!.changes, { name: 'three' });
+  assert.equal(list[0]!.data.name, 'THREE');
+});
+
+test('an upstream delete is a deleted event with the whole row', async () => {
+  const seq = await lastSeq(airtableSync);
+  const record = base.records('Tasks').find((r) => r.fields.Name === 'one')!;
+  base.deleteRecords('Tasks', [record.id]);
+  const list = await eventsUntil(airtableSync, seq, (l) => l.length >= 1, 'the delete');
+  assert.equal(list[0]!.event, 'deleted');
+  assert.equal(list[0]!.id, record.id);
+  assert.equal(list[0]!.data.name, 'one');
+  assert.equal(list[0]!.data.points, 1);
+});
+
+test('Stripe objects are events of their object type: create, update, delete', async () => {
+  const created = await request(svc.api, 'POST', '/api/syncs', { token: account.token, body: { kind: 'stripe', api_key: STRIPE_KEY } });
+  assert.is(created.status, 201, created.text);
+  const syncId = created.body.id as string;
+  const url = new URL(fake.url);
+  const stripe = new Stripe(STRIPE_KEY, { host: url.hostname, port: Number(url.port), protocol: 'http', apiVersion: STRIPE_API_VERSION as never });
+  const customer = await stripe.customers.create({ email: 'ev@example.com', name: 'Event Customer' });
+  const inserted = await eventsUntil(syncId, 0, (l) => l.some((e) => e.id === customer.id), 'the customer');
+  const insert = inserted.find((e) => e.id === customer.id)!;
+  assert.equal(insert.event, 'inserted');
+  assert.equal(insert.collection, 'customer');
+  assert.equal(insert.table_db_name, 'customer');
+  assert.equal(insert.topic, `svc.${syncId}.customer`);
+  assert.equal(insert.data.email, 'ev@example.com');
+
+  const seq = await lastSeq(syncId);
+  await stripe.customers.update(customer.id, { name: 'Renamed' });
+  const updated = await eventsUntil(syncId, seq, (l) => l.some((e) => e.id === customer.id && e.event === 'updated'), 'the update');
+  const update = updated.find((e) => e.id === customer.id && e.event === 'updated')!;
+  assert.equal(update.changes?.name, 'Event Customer');
+  assert.equal(update.data.name, 'Renamed');
+
+  const seq2 = await lastSeq(syncId);
+  await stripe.customers.del(customer.id);
+  const deleted = await eventsUntil(syncId, seq2, (l) => l.some((e) => e.event === 'deleted'), 'the delete');
+  const deletion = deleted.find((e) => e.event === 'deleted')!;
+  assert.equal(deletion.id, customer.id);
+  assert.equal(deletion.data.name, 'Renamed');
+  const noMeta = await query<{ n: string }>(svc.controlUrl, "SELECT count(*) AS n FROM events WHERE sync_id = $1 AND value LIKE '%_sync_meta%'", [syncId]);
+  assert.equal(noMeta[0]!.n, '0', '_sync_meta updates are no events');
+});
+
+test.run();
