@@ -245,11 +245,16 @@ export class Decoder {
       // Replayed and already logged: nothing to write, but the slot may move past it.
       this.flushing = this.flushing.then(() => this.acknowledge(endLsn));
     }
-    if (this.batch.length >= (this.options.maxBatch ?? 5000)) return this.flush();
+    if (this.batch.length >= (this.options.maxBatch ?? 5000)) {
+      // Decoding goes on while this batch is logged; it waits only if the one before is still being logged.
+      const previous = this.flushing;
+      void this.flush();
+      return previous;
+    }
     if (this.batchCommit && !this.flushTimer) {
       this.flushTimer = setTimeout(() => {
         this.flushTimer = undefined;
-        void this.flush().catch((error: unknown) => this.service?.emit('error', toError(error)));
+        void this.flush();
       }, this.options.flushMs ?? 5);
     }
     return undefined;
@@ -271,6 +276,8 @@ export class Decoder {
       await this.acknowledge(upTo.endLsn);
       this.confirmIdle();
     });
+    // A failed write ends the session: it resumes from the slot, which was not told of it.
+    this.flushing.catch((error: unknown) => this.service?.emit('error', toError(error)));
     return this.flushing;
   }
 

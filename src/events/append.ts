@@ -1,6 +1,10 @@
 import { createHash } from 'node:crypto';
+import { pipeline } from 'node:stream/promises';
+import { Readable } from 'node:stream';
 import type pg from 'pg';
+import { from as copyFrom } from 'pg-copy-streams';
 import { inTransaction } from '../db/sql.ts';
+import { escapeText } from '../writer/copy.ts';
 import { EVENTS_CHANNEL } from './bus.ts';
 import { ensureEventPartitions, topicName } from './log.ts';
 
@@ -20,6 +24,19 @@ export interface AppenderOptions {
   accountId: string;
   /** Partitions of each new topic; a record always lands in the same one. */
   partitions?: number;
+}
+
+/** COPY lines in chunks of about 1 MB. */
+function* chunks(lines: string[]): Generator<string> {
+  let chunk = '';
+  for (const line of lines) {
+    chunk += line;
+    if (chunk.length > 1 << 20) {
+      yield chunk;
+      chunk = '';
+    }
+  }
+  if (chunk) yield chunk;
 }
 
 /** Which partition a record's events go to: stable, so per-record order holds within it. */
@@ -75,8 +92,11 @@ export class EventAppender {
     const seqBefore = this.seq;
     const touched = new Map<string, bigint[]>();
     await inTransaction(pool, async (client) => {
-      const columns = { seq: [] as string[], topic: [] as string[], partition: [] as number[], offset: [] as string[] };
+      // COPY, in text format: several times the rate of a multi-row INSERT at these sizes.
+      const lines: string[] = [];
+      const sid = escapeText(syncId);
       let seq = this.seq;
+      const created = new Map<Date, string>();
       for (const e of events) {
         const topic = topicName(syncId, e.collection);
         const state = await this.topicState(client, topic, e.collection, touched);
@@ -84,27 +104,18 @@ export class EventAppender {
         const offset = state.next[partition]!;
         state.next[partition] = offset + 1n;
         seq += 1n;
-        columns.seq.push(seq.toString());
-        columns.topic.push(topic);
-        columns.partition.push(partition);
-        columns.offset.push(offset.toString());
+        let at = created.get(e.createdAt);
+        if (at === undefined) {
+          at = e.createdAt.toISOString();
+          created.set(e.createdAt, at);
+        }
+        lines.push(`${sid}\t${seq}\t${escapeText(topic)}\t${partition}\t${offset}\t${escapeText(e.recordId)}\t${escapeText(e.eventKey)}\t${at}\t${escapeText(e.value)}\n`);
       }
       if (events.length > 0) {
-        await client.query(
-          `INSERT INTO events (sync_id, seq, topic, partition, "offset", record_id, event_key, created_at, value)
-           SELECT $1, * FROM unnest($2::bigint[], $3::text[], $4::int[], $5::bigint[], $6::text[], $7::text[], $8::timestamptz[], $9::text[])`,
-          [
-            syncId,
-            columns.seq,
-            columns.topic,
-            columns.partition,
-            columns.offset,
-            events.map((e) => e.recordId),
-            events.map((e) => e.eventKey),
-            events.map((e) => e.createdAt),
-            events.map((e) => e.value),
-          ],
+        const copy = client.query(
+          copyFrom(`COPY events (sync_id, seq, topic, partition, "offset", record_id, event_key, created_at, value) FROM STDIN`),
         );
+        await pipeline(Readable.from(chunks(lines)), copy);
         for (const [topic, next] of touched) {
           await client.query(
             `UPDATE event_partitions p SET next_offset = n.next
