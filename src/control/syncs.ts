@@ -1,3 +1,4 @@
+import { inTransaction } from '../db/sql.ts';
 import type pg from 'pg';
 import type { Secret, SecretBox } from './secrets.ts';
 import type { SyncKind, SyncSettings } from './settings.ts';
@@ -184,8 +185,13 @@ export class SyncStore {
     return rows[0] && toRecord(rows[0]);
   }
 
+  /** The sync and its topics go; its logged events become unreachable and age out with retention. */
   async remove(id: string): Promise<void> {
-    await this.pool.query('DELETE FROM syncs WHERE id = $1', [id]);
+    await inTransaction(this.pool, async (client) => {
+      await client.query('DELETE FROM event_topics WHERE sync_id = $1', [id]);
+      await client.query('DELETE FROM decoder_progress WHERE sync_id = $1', [id]);
+      await client.query('DELETE FROM syncs WHERE id = $1', [id]);
+    });
   }
 
   async apiKey(id: string): Promise<Secret> {
