@@ -21,7 +21,8 @@ import type { Config } from './config.ts';
 import { startEmbeddedPostgres, type EmbeddedPostgres } from './db/embedded.ts';
 import { migrateControlDatabase } from './db/migrate.ts';
 import { ident, withClient, withDatabase } from './db/sql.ts';
-import { reservedEventsHandler } from './events/server.ts';
+import { createEventsRestHandler } from './events/rest/server.ts';
+import { EventLogReader } from './events/log.ts';
 import { EventBus } from './events/bus.ts';
 import { dropExpiredEventPartitions } from './events/log.ts';
 import { decoderFactory } from './decoder/runner.ts';
@@ -198,7 +199,12 @@ export async function startService(config: Config, logger: Logger, tunables: Tun
       await dropExpiredEventPartitions(pool, config.eventRetentionMs);
     }
     if (config.roles.includes('proxy')) await serve('proxy', reservedProxyHandler(), config.proxyPort);
-    if (config.roles.includes('events')) await serve('events', reservedEventsHandler(), config.eventsPort);
+    if (config.roles.includes('events') && bus) {
+      const rest = createEventsRestHandler({ pool, accounts, reader: new EventLogReader(pool), bus, logger: logger.child({ part: 'events-rest' }) });
+      await serve('events', rest, config.eventsPort);
+      // Closers run in reverse: waiting long polls end before the listener drains its connections.
+      closers.push(() => rest.close());
+    }
 
     return { apiPort: ports.api, proxyPort: ports.proxy, eventsPort: ports.events, controlDatabaseUrl: controlUrl, stop };
   } catch (error) {
