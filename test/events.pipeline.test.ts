@@ -52,7 +52,12 @@ test.before(async () => {
     fake.addKey(STRIPE_KEY, { account: upstream.id });
     svc = await startTestService({
       config: { roles: ['api', 'sync', 'decoder', 'events'] },
-      tunables: { airtable: { pollIntervalMs: 250, cycleGapMs: 250 }, workerTickMs: 250, stripe: { pollIntervalMs: 300 } },
+      tunables: {
+        airtable: { pollIntervalMs: 250, cycleGapMs: 250 },
+        workerTickMs: 250,
+        stripe: { pollIntervalMs: 300 },
+        decoder: { lagReportMs: 300 },
+      },
       stripeUrl: fake.url,
     });
     account = await createAccount(svc);
@@ -177,6 +182,17 @@ test('Stripe objects are events of their object type: create, update, delete', a
   assert.equal(deletion.data.name, 'Renamed');
   const noMeta = await query<{ n: string }>(svc.controlUrl, "SELECT count(*) AS n FROM events WHERE sync_id = $1 AND value LIKE '%_sync_meta%'", [syncId]);
   assert.equal(noMeta[0]!.n, '0', '_sync_meta updates are no events');
+});
+
+test("the sync's view shows how many events are logged and the slot's lag", async () => {
+  const seq = await lastSeq(airtableSync);
+  const view = await waitFor('a lag report', async () => {
+    const answer = await request(svc.api, 'GET', `/api/syncs/${airtableSync}`, { token: account.token });
+    return typeof answer.body.events.slot_lag_bytes === 'number' ? answer.body : undefined;
+  }, 10_000);
+  assert.is(view.events.logged, seq);
+  assert.ok(view.events.slot_lag_bytes >= 0);
+  assert.is(view.events.topic_prefix, `svc.${airtableSync}.`);
 });
 
 test.run();

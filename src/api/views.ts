@@ -37,7 +37,14 @@ export function syncView(sync: SyncRecord, readerUrl: string, events: EventEndpo
     ...(sync.baseId !== null ? { base_id: sync.baseId } : {}),
     settings: sync.settings,
     database: { name: sync.databaseName, url: readerUrl },
-    events: { topic_prefix: `svc.${sync.id}.`, rest_url: events.restUrl, kafka_brokers: events.kafkaBrokers },
+    events: {
+      topic_prefix: `svc.${sync.id}.`,
+      rest_url: events.restUrl,
+      kafka_brokers: events.kafkaBrokers,
+      /** Events the decoder has made durable so far, and how far (WAL bytes) its slot is behind the server. */
+      logged: sync.decoder.eventsLogged,
+      slot_lag_bytes: sync.decoder.slotLagBytes,
+    },
     status: statusOf(sync.status),
     /** What the key cannot read, found when the sync was created (those objects are skipped). */
     warnings: sync.warnings,

@@ -34,6 +34,8 @@ export interface SyncRecord {
   upstreamName: string | null;
   /** What the creation check found the key cannot read. */
   warnings: string[];
+  /** Where the sync's decoder stands: events logged so far, WAL bytes the slot is behind. */
+  decoder: { eventsLogged: number; slotLagBytes: number | null };
   createdAt: Date;
   updatedAt: Date;
 }
@@ -78,13 +80,17 @@ interface SyncRow {
   progress: unknown;
   created_at: Date;
   updated_at: Date;
+  events_logged: string | null;
+  slot_lag_bytes: string | null;
 }
 
 const columns = `id, account_id, kind, base_id, upstream_account_id, settings, state, keep_database,
   database_name, database_role, database_server_enc IS NOT NULL AS custom_server,
   started_at, completed_at, extract(epoch FROM duration_last)::float8 AS duration_last_s,
   last_error, last_error_at, last_error_kind, extract(epoch FROM duration_usual)::float8 AS duration_usual_s,
-  upstream_name, upstream_warnings, progress, created_at, updated_at`;
+  upstream_name, upstream_warnings, progress, created_at, updated_at,
+  (SELECT seq FROM decoder_progress d WHERE d.sync_id = syncs.id) AS events_logged,
+  (SELECT slot_lag_bytes FROM decoder_progress d WHERE d.sync_id = syncs.id) AS slot_lag_bytes`;
 
 const toRecord = (row: SyncRow): SyncRecord => ({
   id: row.id,
@@ -110,6 +116,7 @@ const toRecord = (row: SyncRow): SyncRecord => ({
   },
   upstreamName: row.upstream_name,
   warnings: row.upstream_warnings,
+  decoder: { eventsLogged: Number(row.events_logged ?? 0), slotLagBytes: row.slot_lag_bytes === null ? null : Number(row.slot_lag_bytes) },
   createdAt: row.created_at,
   updatedAt: row.updated_at,
 });

@@ -302,7 +302,8 @@ export class Decoder {
     try {
       const lag = await withClient(this.options.databaseUrl, async (client) => {
         const { rows } = await client.query<{ lag: string | null }>(
-          'SELECT pg_wal_lsn_diff(pg_current_wal_lsn(), confirmed_flush_lsn)::bigint AS lag FROM pg_replication_slots WHERE slot_name = $1',
+          // The slot may be told one byte past the WAL's end (a position is acknowledged as "up to and including").
+          'SELECT greatest(0, pg_wal_lsn_diff(pg_current_wal_lsn(), confirmed_flush_lsn))::bigint AS lag FROM pg_replication_slots WHERE slot_name = $1',
           [this.options.slot],
         );
         return rows[0]?.lag ?? null;
