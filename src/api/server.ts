@@ -5,8 +5,12 @@ import type { ApiOptions } from './context.ts';
 import { errorMiddleware } from './errors.ts';
 import { accountRoutes } from './routes/accounts.ts';
 import { syncRoutes } from './routes/syncs.ts';
+import { webhookRoutes, type WebhookApiOptions } from './routes/webhooks.ts';
 
-export function createApiApp(api: ApiOptions): Koa {
+/** ApiOptions plus what the webhook routes need (the secret box, the private-address switch). */
+export type ApiAppOptions = ApiOptions & WebhookApiOptions;
+
+export function createApiApp(api: ApiAppOptions): Koa {
   const app = new Koa();
   app.silent = true; // errors are logged once, by errorMiddleware
   const router = new Router();
@@ -21,6 +25,7 @@ export function createApiApp(api: ApiOptions): Koa {
   });
   accountRoutes(router, api);
   syncRoutes(router, api);
+  webhookRoutes(router, api);
 
   app.use(errorMiddleware(api.logger));
   app.use(router.routes());

@@ -1,0 +1,182 @@
+import { setMaxListeners } from 'node:events';
+import type pg from 'pg';
+import type { SecretBox } from '../../control/secrets.ts';
+import { toError } from '../../errors.ts';
+import type { Logger } from '../../log.ts';
+import type { EventBus } from '../bus.ts';
+import type { EventLogReader } from '../log.ts';
+import type { LookupAll } from './address.ts';
+import { DeliveryLog } from './deliveries.ts';
+import { WebhookStore } from './destinations.ts';
+import { DEFAULT_TUNING, DestinationWorker, type DelivererTuning } from './destination-worker.ts';
+import { retrySchedule, type RetrySchedule } from './schedule.ts';
+import { createSender } from './send.ts';
+import { sleep } from './wait.ts';
+
+export interface SupervisorTuning {
+  /** The longest between two looks at the sync's destinations without a wakeup. */
+  refreshMs: number;
+  /** The shortest between two looks, however many wakeups arrive. */
+  reloadGapMs: number;
+  /** How long delivered rows stay in the delivery log (exhausted ones stay until replayed). */
+  historyMs: number;
+  pruneEveryMs: number;
+}
+
+export const DEFAULT_SUPERVISOR_TUNING: SupervisorTuning = {
+  refreshMs: 5_000,
+  reloadGapMs: 200,
+  historyMs: 7 * 86_400_000,
+  pruneEveryMs: 3_600_000,
+};
+
+export interface WebhookDelivererOptions {
+  /** The control database (destinations, the delivery log, the event log). */
+  pool: pg.Pool;
+  /** Unseals destination secrets. */
+  box: SecretBox;
+  syncId: string;
+  reader: EventLogReader;
+  bus: EventBus;
+  logger: Logger;
+  /** Operator option: deliver to loopback and private addresses (config.webhookAllowPrivate). */
+  allowPrivate: boolean;
+  schedule?: Partial<RetrySchedule>;
+  tuning?: Partial<DelivererTuning & SupervisorTuning>;
+  signal?: AbortSignal;
+  /** Name resolution for the public-address check (tests). */
+  lookup?: LookupAll;
+  random?: () => number;
+}
+
+export interface WebhookDeliverer {
+  stop(): Promise<void>;
+}
+
+/**
+ * Delivers every webhook destination of one sync: one worker per destination, started
+ * and stopped as destinations are created and deleted (it looks again on every event-bus
+ * wakeup for the sync, at most every reloadGapMs, and every refreshMs anyway). Run one
+ * deliverer per sync at a time, beside the sync's decoder.
+ */
+export function startWebhookDeliverer(options: WebhookDelivererOptions): WebhookDeliverer {
+  const { pool, box, syncId, reader, bus } = options;
+  const schedule = retrySchedule(options.schedule);
+  const tuning = { ...DEFAULT_TUNING, ...DEFAULT_SUPERVISOR_TUNING, ...options.tuning };
+  const logger = options.logger.child({ part: 'webhooks', sync: syncId });
+  const store = new WebhookStore(pool, box);
+  const log = new DeliveryLog(pool);
+  const sender = createSender({
+    allowPrivate: options.allowPrivate,
+    timeoutMs: schedule.timeoutMs,
+    maxSockets: tuning.lanes,
+    ...(options.lookup ? { lookup: options.lookup } : {}),
+  });
+  const controller = new AbortController();
+  const signal = controller.signal;
+  setMaxListeners(0, signal);
+  const onAbort = () => controller.abort();
+  options.signal?.addEventListener('abort', onAbort, { once: true });
+  if (options.signal?.aborted) controller.abort();
+
+  const workers = new Map<string, { worker: DestinationWorker; generation: string }>();
+  const unusable = new Set<string>();
+  const stopping = new Set<Promise<void>>();
+
+  const stopWorker = (id: string, removed: boolean) => {
+    const running = workers.get(id);
+    if (!running) return;
+    workers.delete(id);
+    const done = running.worker.stop().finally(() => stopping.delete(done));
+    stopping.add(done);
+    if (removed) logger.info({ destination: id }, 'webhook destination removed; its deliveries stopped');
+  };
+
+  async function reconcile(): Promise<void> {
+    const destinations = await store.forDeliverer(syncId);
+    const seen = new Set<string>();
+    for (const destination of destinations) {
+      seen.add(destination.id);
+      let running = workers.get(destination.id);
+      if (running?.worker.hasFailed) {
+        // It logged why; start it again from its saved cursor.
+        workers.delete(destination.id);
+        await running.worker.stop();
+        running = undefined;
+      }
+      if (running) {
+        if (running.generation !== destination.replayGeneration) {
+          running.generation = destination.replayGeneration;
+          running.worker.refreshQueued().catch((error: unknown) => {
+            if (!signal.aborted) logger.warn({ err: toError(error), destination: destination.id }, 'could not look for replayed deliveries');
+          });
+        }
+        continue;
+      }
+      let secret;
+      try {
+        secret = destination.secret();
+      } catch (error) {
+        if (!unusable.has(destination.id)) logger.error({ err: toError(error), destination: destination.id }, 'cannot unseal the webhook secret; not delivering to this destination');
+        unusable.add(destination.id);
+        continue;
+      }
+      unusable.delete(destination.id);
+      const worker = new DestinationWorker({
+        syncId,
+        destination: {
+          id: destination.id,
+          url: new URL(destination.url),
+          topics: destination.topics,
+          secret,
+          cursorSeq: destination.cursorSeq,
+        },
+        store,
+        log,
+        reader,
+        bus,
+        sender,
+        schedule,
+        tuning,
+        logger,
+        ...(options.random ? { random: options.random } : {}),
+      });
+      workers.set(destination.id, { worker, generation: destination.replayGeneration });
+      worker.start();
+      logger.debug({ destination: destination.id, cursor: destination.cursorSeq }, 'delivering to webhook destination');
+    }
+    for (const id of [...workers.keys()]) if (!seen.has(id)) stopWorker(id, true);
+  }
+
+  const running = (async () => {
+    let lastPrune = Date.now();
+    while (!signal.aborted) {
+      const mark = bus.mark(syncId);
+      try {
+        await reconcile();
+        if (Date.now() - lastPrune >= tuning.pruneEveryMs && workers.size > 0) {
+          lastPrune = Date.now();
+          const pruned = await log.prune([...workers.keys()], tuning.historyMs);
+          if (pruned > 0) logger.debug({ pruned }, 'pruned delivered rows from the webhook delivery log');
+        }
+      } catch (error) {
+        if (signal.aborted) break;
+        logger.warn({ err: toError(error) }, 'could not load webhook destinations; retrying');
+      }
+      await bus.changedSince(syncId, mark, tuning.refreshMs, signal);
+      // However many wakeups arrive (one per logged batch), look at most this often.
+      await sleep(tuning.reloadGapMs, signal);
+    }
+  })();
+
+  return {
+    async stop() {
+      controller.abort();
+      options.signal?.removeEventListener('abort', onAbort);
+      await running;
+      for (const id of [...workers.keys()]) stopWorker(id, false);
+      await Promise.all([...stopping]);
+      sender.close();
+    },
+  };
+}

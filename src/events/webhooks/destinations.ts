@@ -1,0 +1,147 @@
+import type pg from 'pg';
+import type { Secret, SecretBox } from '../../control/secrets.ts';
+import { randomLowerAlnum } from '../../ids.ts';
+import { EVENTS_CHANNEL } from '../bus.ts';
+import { newWebhookSecret } from './signature.ts';
+
+export interface WebhookDestination {
+  id: string;
+  syncId: string;
+  accountId: string;
+  url: string;
+  topics: string[];
+  createdAt: Date;
+  cursorSeq: string;
+  cursorAt: Date | null;
+  replayGeneration: string;
+  deliveredCount: string;
+  failedAttempts: string;
+  lastDeliveredAt: Date | null;
+  lastFailedAt: Date | null;
+}
+
+interface DestinationRow {
+  id: string;
+  sync_id: string;
+  account_id: string;
+  url: string;
+  topics: string[];
+  created_at: Date;
+  cursor_seq: string;
+  cursor_at: Date | null;
+  replay_generation: string;
+  delivered_count: string;
+  failed_attempts: string;
+  last_delivered_at: Date | null;
+  last_failed_at: Date | null;
+}
+
+const COLUMNS = `id, sync_id, account_id, url, topics, created_at, cursor_seq, cursor_at, replay_generation,
+  delivered_count, failed_attempts, last_delivered_at, last_failed_at`;
+
+const toDestination = (row: DestinationRow): WebhookDestination => ({
+  id: row.id,
+  syncId: row.sync_id,
+  accountId: row.account_id,
+  url: row.url,
+  topics: row.topics,
+  createdAt: row.created_at,
+  cursorSeq: row.cursor_seq,
+  cursorAt: row.cursor_at,
+  replayGeneration: row.replay_generation,
+  deliveredCount: row.delivered_count,
+  failedAttempts: row.failed_attempts,
+  lastDeliveredAt: row.last_delivered_at,
+  lastFailedAt: row.last_failed_at,
+});
+
+const secretAad = (id: string) => `webhook_destinations:${id}:secret`;
+
+export const newDestinationId = () => `wh_${randomLowerAlnum(16)}`;
+
+/**
+ * Tells the sync's deliverer (in whichever process) that its destinations or queued
+ * deliveries changed. It rides on the event bus's channel: a wakeup is only a hint, and
+ * every reader re-reads what it needs.
+ */
+export async function wakeDeliverer(pool: pg.Pool, syncId: string): Promise<void> {
+  await pool.query('SELECT pg_notify($1, $2)', [EVENTS_CHANNEL, syncId]);
+}
+
+/** Webhook destinations in the control database; the secret is kept sealed. */
+export class WebhookStore {
+  constructor(
+    private readonly pool: pg.Pool,
+    private readonly box: SecretBox,
+  ) {}
+
+  /**
+   * Creates a destination that receives the events logged from now on, unless the sync
+   * already has `max` of them (then undefined). The secret is returned here only.
+   */
+  async create(input: { syncId: string; accountId: string; url: string; topics: string[]; max: number }): Promise<
+    { destination: WebhookDestination; secret: Secret } | undefined
+  > {
+    const id = newDestinationId();
+    const secret = newWebhookSecret();
+    const { rows } = await this.pool.query<DestinationRow>(
+      `INSERT INTO webhook_destinations (id, sync_id, account_id, url, topics, secret_enc, cursor_seq)
+       SELECT $1, $2, $3, $4, $5, $6, COALESCE((SELECT seq FROM decoder_progress WHERE sync_id = $2), 0)
+        WHERE (SELECT count(*) FROM webhook_destinations WHERE sync_id = $2) < $7
+       RETURNING ${COLUMNS}`,
+      [id, input.syncId, input.accountId, input.url, input.topics, this.box.encrypt(secret.reveal(), secretAad(id)), input.max],
+    );
+    if (!rows[0]) return undefined;
+    await wakeDeliverer(this.pool, input.syncId);
+    return { destination: toDestination(rows[0]), secret };
+  }
+
+  async list(syncId: string): Promise<WebhookDestination[]> {
+    const { rows } = await this.pool.query<DestinationRow>(
+      `SELECT ${COLUMNS} FROM webhook_destinations WHERE sync_id = $1 ORDER BY created_at, id`,
+      [syncId],
+    );
+    return rows.map(toDestination);
+  }
+
+  async get(syncId: string, id: string): Promise<WebhookDestination | undefined> {
+    const { rows } = await this.pool.query<DestinationRow>(
+      `SELECT ${COLUMNS} FROM webhook_destinations WHERE sync_id = $1 AND id = $2`,
+      [syncId, id],
+    );
+    return rows[0] && toDestination(rows[0]);
+  }
+
+  /** Deletes a destination and its delivery log; its deliverer stops at its next look. */
+  async remove(syncId: string, id: string): Promise<boolean> {
+    const { rowCount } = await this.pool.query('DELETE FROM webhook_destinations WHERE sync_id = $1 AND id = $2', [syncId, id]);
+    if (!rowCount) return false;
+    await wakeDeliverer(this.pool, syncId);
+    return true;
+  }
+
+  /** A sync's destinations with their sealed secrets, for the deliverer. */
+  async forDeliverer(syncId: string): Promise<Array<WebhookDestination & { secret: () => Secret }>> {
+    const { rows } = await this.pool.query<DestinationRow & { secret_enc: string }>(
+      `SELECT ${COLUMNS}, secret_enc FROM webhook_destinations WHERE sync_id = $1`,
+      [syncId],
+    );
+    return rows.map((row) => ({ ...toDestination(row), secret: () => this.box.decrypt(row.secret_enc, secretAad(row.id)) }));
+  }
+
+  /**
+   * Saves the cursor and adds to the counters: one statement per destination and flush,
+   * whatever the number of events. The cursor never moves back.
+   */
+  async saveProgress(id: string, cursorSeq: string, delivered: number, failedAttempts: number): Promise<void> {
+    await this.pool.query(
+      `UPDATE webhook_destinations
+          SET cursor_seq = GREATEST(cursor_seq, $2::bigint), cursor_at = now(),
+              delivered_count = delivered_count + $3, failed_attempts = failed_attempts + $4,
+              last_delivered_at = CASE WHEN $3 > 0 THEN now() ELSE last_delivered_at END,
+              last_failed_at = CASE WHEN $4 > 0 THEN now() ELSE last_failed_at END
+        WHERE id = $1`,
+      [id, cursorSeq, delivered, failedAttempts],
+    );
+  }
+}

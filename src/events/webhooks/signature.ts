@@ -1,0 +1,36 @@
+import { createHmac, randomBytes } from 'node:crypto';
+import { Secret } from '../../control/secrets.ts';
+
+/**
+ * Standard Webhooks signing (https://www.standardwebhooks.com): the secret is `whsec_`
+ * followed by base64 of random bytes; the signature is `v1,` + base64 of
+ * HMAC-SHA256(base64-decoded secret, `${webhook-id}.${webhook-timestamp}.${body}`).
+ */
+export const SECRET_PREFIX = 'whsec_';
+
+/** A new destination secret: 32 random bytes, as Standard Webhooks prints them. */
+export function newWebhookSecret(): Secret {
+  return new Secret(SECRET_PREFIX + randomBytes(32).toString('base64'));
+}
+
+function keyOf(secret: Secret): Buffer {
+  const text = secret.reveal();
+  return Buffer.from(text.startsWith(SECRET_PREFIX) ? text.slice(SECRET_PREFIX.length) : text, 'base64');
+}
+
+export function signPayload(secret: Secret, id: string, timestampSeconds: number, body: string): string {
+  const mac = createHmac('sha256', keyOf(secret)).update(`${id}.${timestampSeconds}.${body}`).digest('base64');
+  return `v1,${mac}`;
+}
+
+/** The headers of one delivery attempt; the timestamp is the attempt's, so each retry is signed afresh. */
+export function webhookHeaders(secret: Secret, eventKey: string, body: string, now = Date.now()): Record<string, string> {
+  const timestamp = Math.floor(now / 1000);
+  return {
+    'content-type': 'application/json',
+    'webhook-id': eventKey,
+    'webhook-timestamp': String(timestamp),
+    'webhook-signature': signPayload(secret, eventKey, timestamp, body),
+    'svc-event-id': eventKey,
+  };
+}
