@@ -26,6 +26,8 @@ import { EventLogReader } from './events/log.ts';
 import { EventBus } from './events/bus.ts';
 import { dropExpiredEventPartitions } from './events/log.ts';
 import { decoderFactory } from './decoder/runner.ts';
+import { webhookRunner } from './events/webhooks/runner.ts';
+import type { RetrySchedule } from './events/webhooks/schedule.ts';
 import { listen, type RunningServer } from './http/listen.ts';
 import type { Logger } from './log.ts';
 import { reservedProxyHandler } from './proxy/server.ts';
@@ -73,6 +75,7 @@ export interface Tunables {
   stripe?: { pollIntervalMs?: number };
   workerTickMs?: number;
   decoder?: { flushMs?: number; maxBatch?: number; retryMs?: number; lagReportMs?: number; leaseMs?: number };
+  webhooks?: { schedule?: Partial<RetrySchedule> };
 }
 
 /** Tunables from the environment, for benchmarks that run the service as a child process. */
@@ -147,7 +150,17 @@ export async function startService(config: Config, logger: Logger, tunables: Tun
     if (config.roles.includes('api')) {
       const recovered = await syncService.reconcile();
       if (recovered > 0) logger.warn({ count: recovered }, 'finished interrupted sync creates and deletes');
-      const app = createApiApp({ pool, accounts, syncs, syncService, authenticate: authenticator(accounts, adminToken), events, logger });
+      const app = createApiApp({
+        pool,
+        accounts,
+        syncs,
+        syncService,
+        authenticate: authenticator(accounts, adminToken),
+        events,
+        logger,
+        box,
+        webhookAllowPrivate: config.webhookAllowPrivate,
+      });
       await serve('api', app.callback(), config.apiPort);
     }
     if (config.roles.includes('sync')) {
@@ -181,6 +194,17 @@ export async function startService(config: Config, logger: Logger, tunables: Tun
           logger: logger.child({ part: 'decoder' }),
           partitions: config.eventPartitions,
           tunables: decoderTunables,
+          alongside: [
+            webhookRunner({
+              pool,
+              box,
+              reader: new EventLogReader(pool),
+              bus,
+              logger: logger.child({ part: 'webhooks' }),
+              allowPrivate: config.webhookAllowPrivate,
+              schedule: tunables.webhooks?.schedule,
+            }),
+          ],
         }),
         tickMs: tunables.workerTickMs,
         leaseMs,

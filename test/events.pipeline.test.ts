@@ -3,6 +3,9 @@
  * WAL into the event log. Airtable's first build, edits, a schema rebuild (only real row
  * differences), a quiet cycle (nothing), deletes; Stripe objects as their object types.
  */
+import { createHmac } from 'node:crypto';
+import http from 'node:http';
+import type { AddressInfo } from 'node:net';
 import Stripe from 'stripe';
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
@@ -51,7 +54,7 @@ test.before(async () => {
     const upstream = fake.createAccount();
     fake.addKey(STRIPE_KEY, { account: upstream.id });
     svc = await startTestService({
-      config: { roles: ['api', 'sync', 'decoder', 'events'] },
+      config: { roles: ['api', 'sync', 'decoder', 'events'], webhookAllowPrivate: true },
       tunables: {
         airtable: { pollIntervalMs: 250, cycleGapMs: 250 },
         workerTickMs: 250,
@@ -182,6 +185,44 @@ test('Stripe objects are events of their object type: create, update, delete', a
   assert.equal(deletion.data.name, 'Renamed');
   const noMeta = await query<{ n: string }>(svc.controlUrl, "SELECT count(*) AS n FROM events WHERE sync_id = $1 AND value LIKE '%_sync_meta%'", [syncId]);
   assert.equal(noMeta[0]!.n, '0', '_sync_meta updates are no events');
+});
+
+test('a webhook added through the API receives the next change, signed', async () => {
+  const received: Array<{ headers: http.IncomingHttpHeaders; body: string }> = [];
+  const receiver = http.createServer((req, res) => {
+    let body = '';
+    req.on('data', (chunk: Buffer) => (body += chunk.toString()));
+    req.on('end', () => {
+      received.push({ headers: req.headers, body });
+      res.writeHead(204).end();
+    });
+  });
+  await new Promise<void>((resolve) => receiver.listen(0, '127.0.0.1', resolve));
+  try {
+    const port = (receiver.address() as AddressInfo).port;
+    const topic = `svc.${airtableSync}.tasks`;
+    const created = await request(svc.api, 'POST', `/api/syncs/${airtableSync}/webhooks`, {
+      token: account.token,
+      body: { url: `http://127.0.0.1:${port}/hook`, topics: [topic] },
+    });
+    assert.is(created.status, 201, created.text);
+    const secret = Buffer.from((created.body.secret as string).replace(/^whsec_/, ''), 'base64');
+    const record = base.records('Tasks').find((r) => r.fields.Name === 'THREE')!;
+    base.updateRecord('Tasks', record.id, { Points: 33 });
+    const delivery = await waitFor('the webhook delivery', async () => received.find((r) => r.body.includes('"points":33')), 20_000);
+    const event = JSON.parse(delivery.body) as Event;
+    assert.equal(event.event, 'updated');
+    assert.equal(event.changes, { points: 3 });
+    const id = delivery.headers['webhook-id'] as string;
+    const timestamp = delivery.headers['webhook-timestamp'] as string;
+    assert.is(delivery.headers['svc-event-id'], id);
+    const expected = createHmac('sha256', secret).update(`${id}.${timestamp}.${delivery.body}`).digest('base64');
+    assert.ok((delivery.headers['webhook-signature'] as string).split(' ').includes(`v1,${expected}`), 'Standard Webhooks signature');
+    const logged = await query<{ event_key: string }>(svc.controlUrl, 'SELECT event_key FROM events WHERE sync_id = $1 AND value = $2', [airtableSync, delivery.body]);
+    assert.equal(logged.map((r) => r.event_key), [id], 'the body is the logged event; webhook-id is its idempotency key');
+  } finally {
+    receiver.close();
+  }
 });
 
 test("the sync's view shows how many events are logged and the slot's lag", async () => {
