@@ -1,0 +1,269 @@
+import type pg from 'pg';
+import { toError } from '../../errors.ts';
+import type { Logger } from '../../log.ts';
+import type { EventBus } from '../bus.ts';
+import type { EventLogReader, LoggedEvent } from '../log.ts';
+import { advanceRelayCursor, loadRelayCursor } from './cursor.ts';
+import { kafkaErrorTypes, type KafkaPublisher, type OutgoingBatch } from './publisher.ts';
+
+/** The Kafka header that carries an event's idempotency key (CONTRACT §7). */
+export const EVENT_ID_HEADER = 'svc-event-id';
+
+export interface KafkaRelayOptions {
+  /** The control database: the event log and the relay's cursor. */
+  pool: pg.Pool;
+  syncId: string;
+  reader: EventLogReader;
+  bus: EventBus;
+  /** The process's shared publisher (createKafkaPublisher). */
+  kafka: KafkaPublisher;
+  logger: Logger;
+  signal?: AbortSignal;
+  /** Events read from the log per round (default 500). */
+  batchSize?: number;
+  /** Upper bound on keys + values sent in one request (default 512 KiB), below the broker's 1 MiB default. */
+  maxBatchBytes?: number;
+  /** Without a wakeup, the log is read again after this long anyway (ms, default 5000). */
+  idleWaitMs?: number;
+  /** Back-off between attempts after a failure: from `initialMs`, doubling, up to `maxMs`, with jitter. */
+  retry?: { initialMs?: number; maxMs?: number };
+  /** Called after each round that Kafka acknowledged, just before its cursor write (metrics: lag, throughput). */
+  onRelayed?: (events: LoggedEvent[]) => void;
+}
+
+export interface KafkaRelay {
+  /** Stops after the round in flight; what Kafka has not acknowledged is sent again by the next relay. */
+  stop(): Promise<void>;
+  /** The seq of the last event Kafka acknowledged and the cursor recorded ('0' before any). */
+  relayedSeq(): string;
+}
+
+/**
+ * Publishes a sync's event log to Kafka, in seq order, for as long as it runs:
+ * topic = the event's topic (created on demand with the log's partition count), partition =
+ * the log's partition, key = record id, value = the event JSON, header `svc-event-id` = the
+ * idempotency key.
+ *
+ * Ordering rules, enforced here: one round at a time (read → send → acknowledged), never two
+ * sends of one sync in flight; the cursor moves only after the broker acknowledged every
+ * message of the round; a failed send is retried, the same round, forever (with back-off).
+ * So nothing is skipped and per-partition order holds; a resend after an ambiguous failure
+ * may write an event twice (at-least-once), with the same `svc-event-id`.
+ *
+ * Run one relay per sync in the whole deployment (next to the sync's decoder, under its
+ * lease); a second one would only duplicate, as the cursor never moves backwards.
+ */
+export function startKafkaRelay(options: KafkaRelayOptions): KafkaRelay {
+  const controller = new AbortController();
+  const onAbort = () => controller.abort();
+  options.signal?.addEventListener('abort', onAbort, { once: true });
+  if (options.signal?.aborted) controller.abort();
+  const state = { seq: '0' };
+  const logger = options.logger.child({ part: 'kafka-relay', sync: options.syncId });
+  const done = runRelay(options, logger, controller.signal, state).catch((error: unknown) => {
+    // runRelay retries everything itself; reaching here is a bug worth shouting about.
+    logger.error({ err: toError(error) }, 'Kafka relay stopped unexpectedly');
+  });
+  return {
+    async stop() {
+      controller.abort();
+      options.signal?.removeEventListener('abort', onAbort);
+      await done;
+    },
+    relayedSeq: () => state.seq,
+  };
+}
+
+async function runRelay(options: KafkaRelayOptions, logger: Logger, signal: AbortSignal, state: { seq: string }): Promise<void> {
+  const { pool, syncId, reader, bus, kafka } = options;
+  const backoff = new Backoff(options.retry?.initialMs ?? 100, options.retry?.maxMs ?? 10_000);
+  const partitionsOf = new Map<string, number>();
+
+  const cursor = await retrying(signal, backoff, logger, 'reading the Kafka relay cursor', () => loadRelayCursor(pool, syncId));
+  if (cursor === undefined) return;
+  state.seq = cursor;
+  logger.info({ seq: cursor }, 'Kafka relay started');
+
+  // `sent`: the last seq Kafka acknowledged. The cursor write of a round overlaps the next
+  // round's read and send (at most one write in flight, in order), so a slow control database
+  // does not hold up publishing; the cursor lags `sent` by at most one round.
+  let sent = cursor;
+  const saveBackoff = new Backoff(options.retry?.initialMs ?? 100, options.retry?.maxMs ?? 10_000);
+  let saving: Promise<unknown> = Promise.resolve();
+  const save = async (seq: string) => {
+    const stored = await retrying(signal, saveBackoff, logger, 'saving the Kafka relay cursor', () => advanceRelayCursor(pool, syncId, seq));
+    if (stored !== undefined) state.seq = BigInt(stored) > BigInt(seq) ? stored : seq;
+  };
+
+  try {
+    while (!signal.aborted) {
+      // Taken before the read, so that events logged between the read and the wait wake us.
+      const mark = bus.mark(syncId);
+      const read = await retrying(signal, backoff, logger, 'reading the event log', () =>
+        reader.bySeq(syncId, sent, { limit: options.batchSize ?? 500 }),
+      );
+      if (read === undefined) return;
+      if (read.length === 0) {
+        await bus.changedSince(syncId, mark, options.idleWaitMs ?? 5_000, signal);
+        continue;
+      }
+      if (BigInt(read[0]!.seq) !== BigInt(sent) + 1n) {
+        // Seqs are consecutive per sync: a gap means retention dropped events this relay never sent.
+        logger.error({ after: sent, next: read[0]!.seq }, 'events expired from the log before they reached Kafka');
+      }
+      const round = takeBytes(read, options.maxBatchBytes ?? 512 * 1024);
+      const last = round[round.length - 1]!.seq;
+
+      const acked = await retrying(signal, backoff, logger, 'publishing to Kafka', async () => {
+        for (const topic of new Set(round.map((e) => e.topic))) {
+          await kafka.ensureTopic(topic, await logPartitions(reader, partitionsOf, topic));
+        }
+        await kafka.send(toBatches(round));
+        return true;
+      });
+      if (acked === undefined) return;
+      // Ordering: the cursor covers a round only once the broker acknowledged all of it.
+      sent = last;
+      logger.trace({ seq: sent, events: round.length }, 'relayed to Kafka');
+      try {
+        options.onRelayed?.(round);
+      } catch (error) {
+        logger.warn({ err: toError(error) }, 'onRelayed hook failed');
+      }
+      await saving;
+      saving = save(last);
+    }
+  } finally {
+    await saving;
+    // Stopping: record what was acknowledged, so that the next relay does not send it again.
+    if (state.seq !== sent) {
+      await advanceRelayCursor(pool, syncId, sent).then(
+        (stored) => (state.seq = BigInt(stored) > BigInt(sent) ? stored : sent),
+        (error: unknown) => logger.warn({ err: toError(error) }, 'could not save the Kafka relay cursor when stopping'),
+      );
+    }
+  }
+}
+
+/** The log's partition count of a topic: the Kafka topic gets as many, so partitions map one to one. */
+async function logPartitions(reader: EventLogReader, cache: Map<string, number>, topic: string): Promise<number> {
+  let partitions = cache.get(topic);
+  if (partitions === undefined) {
+    const info = await reader.topic(topic);
+    if (!info) throw new Error(`topic ${topic} has events but no row in event_topics`);
+    partitions = info.partitions;
+    cache.set(topic, partitions);
+  }
+  return partitions;
+}
+
+/** The longest prefix of `events` within `maxBytes` (always at least one event). */
+function takeBytes(events: LoggedEvent[], maxBytes: number): LoggedEvent[] {
+  let bytes = 0;
+  for (let i = 0; i < events.length; i++) {
+    const e = events[i]!;
+    bytes += Buffer.byteLength(e.value) + Buffer.byteLength(e.recordId) + Buffer.byteLength(e.eventKey) + 64;
+    if (bytes > maxBytes && i > 0) return events.slice(0, i);
+  }
+  return events;
+}
+
+/** Groups a round by topic, keeping log order within each topic (and so within each partition). */
+export function toBatches(events: LoggedEvent[]): OutgoingBatch[] {
+  const byTopic = new Map<string, OutgoingBatch>();
+  for (const e of events) {
+    let batch = byTopic.get(e.topic);
+    if (!batch) {
+      batch = { topic: e.topic, messages: [] };
+      byTopic.set(e.topic, batch);
+    }
+    batch.messages.push({ partition: e.partition, key: e.recordId, value: e.value, headers: { [EVENT_ID_HEADER]: e.eventKey } });
+  }
+  return [...byTopic.values()];
+}
+
+/**
+ * Runs `work` until it succeeds, with back-off between failures, or until `signal` aborts
+ * (then undefined). Logs the first failure and every tenth after it, and the recovery.
+ */
+async function retrying<T>(signal: AbortSignal, backoff: Backoff, logger: Logger, what: string, work: () => Promise<T>): Promise<T | undefined> {
+  for (let attempt = 1; !signal.aborted; attempt++) {
+    try {
+      const result = await raceAbort(work(), signal);
+      if (result === ABORTED) return undefined;
+      if (attempt > 1) logger.info({ attempts: attempt }, `${what}: recovered`);
+      backoff.reset();
+      return result;
+    } catch (thrown) {
+      if (signal.aborted) return undefined;
+      const err = toError(thrown);
+      if (attempt === 1 || attempt % 10 === 0) {
+        logger.warn({ err, kafkaErrors: kafkaErrorTypes(err), attempt }, `${what} failed; retrying`);
+      }
+      await sleep(backoff.next(), signal);
+    }
+  }
+  return undefined;
+}
+
+const ABORTED = Symbol('aborted');
+
+/**
+ * Stops waiting for `work` when `signal` aborts. The work itself may still finish in the
+ * background; nothing depends on it then (the cursor only moves after a completed await).
+ */
+function raceAbort<T>(work: Promise<T>, signal: AbortSignal): Promise<T | typeof ABORTED> {
+  if (signal.aborted) {
+    work.catch(() => undefined);
+    return Promise.resolve(ABORTED);
+  }
+  return new Promise((resolve, reject) => {
+    const onAbort = () => {
+      work.catch(() => undefined);
+      resolve(ABORTED);
+    };
+    signal.addEventListener('abort', onAbort, { once: true });
+    work.then(
+      (value) => {
+        signal.removeEventListener('abort', onAbort);
+        resolve(value);
+      },
+      (error: unknown) => {
+        signal.removeEventListener('abort', onAbort);
+        reject(error);
+      },
+    );
+  });
+}
+
+class Backoff {
+  private current: number;
+  constructor(
+    private readonly initialMs: number,
+    private readonly maxMs: number,
+  ) {
+    this.current = initialMs;
+  }
+  next(): number {
+    const delay = this.current;
+    this.current = Math.min(this.maxMs, this.current * 2);
+    // Full jitter on the upper half: relays of many syncs do not retry in lockstep.
+    return delay / 2 + Math.random() * (delay / 2);
+  }
+  reset(): void {
+    this.current = this.initialMs;
+  }
+}
+
+function sleep(ms: number, signal: AbortSignal): Promise<void> {
+  return new Promise((resolve) => {
+    if (signal.aborted) return resolve();
+    const timer = setTimeout(done, ms);
+    function done() {
+      clearTimeout(timer);
+      signal.removeEventListener('abort', done);
+      resolve();
+    }
+    signal.addEventListener('abort', done, { once: true });
+  });
+}
