@@ -27,6 +27,8 @@ import { EventBus } from './events/bus.ts';
 import { dropExpiredEventPartitions } from './events/log.ts';
 import { decoderFactory } from './decoder/runner.ts';
 import { webhookRunner } from './events/webhooks/runner.ts';
+import { accountGrants, createKafkaPublisher, KafkaAccess, kafkaRelayRunner } from './events/kafka/index.ts';
+import { kafkaAccessHooks } from './events/kafka/hooks.ts';
 import type { RetrySchedule } from './events/webhooks/schedule.ts';
 import { listen, type RunningServer } from './http/listen.ts';
 import type { Logger } from './log.ts';
@@ -147,6 +149,19 @@ export async function startService(config: Config, logger: Logger, tunables: Tun
       logger.info({ role: name, address: `http://${config.publicHost}:${server.port}` }, `${name} listening`);
     };
 
+    // Kafka on: the accounts' event credentials are SCRAM users with read ACLs on their topics.
+    const kafkaOn = config.kafkaBrokers.length > 0;
+    let eventAccess: ReturnType<typeof kafkaAccessHooks> | undefined;
+    if (kafkaOn && config.roles.includes('api')) {
+      const access = new KafkaAccess({ brokers: config.kafkaBrokers, logger: logger.child({ part: 'kafka' }) });
+      closers.push(() => access.close());
+      eventAccess = kafkaAccessHooks({ access, accounts, pool, logger: logger.child({ part: 'kafka' }) });
+      // In the background: a broker that is down must not hold up the API; the hooks retry nothing, the next start repairs.
+      void accountGrants({ pool, accounts })
+        .then((grants) => access.reconcile(grants))
+        .catch((err: unknown) => logger.warn({ err }, 'could not bring Kafka users and ACLs in step with the accounts'));
+    }
+
     if (config.roles.includes('api')) {
       const recovered = await syncService.reconcile();
       if (recovered > 0) logger.warn({ count: recovered }, 'finished interrupted sync creates and deletes');
@@ -160,6 +175,7 @@ export async function startService(config: Config, logger: Logger, tunables: Tun
         logger,
         box,
         webhookAllowPrivate: config.webhookAllowPrivate,
+        eventAccess,
       });
       await serve('api', app.callback(), config.apiPort);
     }
@@ -182,6 +198,8 @@ export async function startService(config: Config, logger: Logger, tunables: Tun
     }
     if (config.roles.includes('decoder') && bus) {
       const { leaseMs, ...decoderTunables } = tunables.decoder ?? {};
+      const publisher = kafkaOn ? createKafkaPublisher({ brokers: config.kafkaBrokers, logger: logger.child({ part: 'kafka' }) }) : undefined;
+      if (publisher) closers.push(() => publisher.close());
       const decoders = new SyncWorker({
         control: pool,
         workerId: `${os.hostname()}:${process.pid}:${randomUUID().slice(0, 8)}`,
@@ -204,6 +222,9 @@ export async function startService(config: Config, logger: Logger, tunables: Tun
               allowPrivate: config.webhookAllowPrivate,
               schedule: tunables.webhooks?.schedule,
             }),
+            ...(publisher
+              ? [kafkaRelayRunner({ pool, reader: new EventLogReader(pool), bus, kafka: publisher, logger: logger.child({ part: 'kafka' }) })]
+              : []),
           ],
         }),
         tickMs: tunables.workerTickMs,

@@ -1,3 +1,4 @@
+import type { EventAccessHooks } from '../events/kafka/hooks.ts';
 import type pg from 'pg';
 import type { AccountStore } from '../control/accounts.ts';
 import type { SyncService } from '../control/sync-service.ts';
@@ -16,4 +17,6 @@ export interface ApiOptions {
   events: EventEndpoints;
   logger: Logger;
   bodyLimit?: number;
+  /** Told when accounts and syncs come and go (Kafka users and ACLs), when Kafka is on. */
+  eventAccess?: EventAccessHooks;
 }

@@ -13,6 +13,7 @@ export function accountRoutes(router: Router, api: ApiOptions): void {
     const input = validate(createAccount, await readJson(ctx, api.bodyLimit));
     const created = await api.accounts.create(input.name);
     api.logger.info({ account: created.account.id }, 'account created');
+    await api.eventAccess?.accountCreated(created.account.eventsUsername, created.eventsPassword);
     ctx.status = 201;
     ctx.body = newAccountView(created.account, created.apiToken, created.eventsPassword, api.events);
   });

@@ -93,6 +93,7 @@ export function syncRoutes(router: Router, api: ApiOptions): void {
       settings: input.settings ?? {},
       databaseUrl: input.database_url ?? null,
     });
+    await api.eventAccess?.syncCreated(accountId, sync.id);
     ctx.status = 201;
     ctx.body = await view(api, sync);
   });
@@ -123,6 +124,7 @@ export function syncRoutes(router: Router, api: ApiOptions): void {
     const sync = await findSync(api, principal, ctx.params.id!);
     const keepDatabase = queryFlag(ctx, 'keep_database');
     await api.syncService.delete(sync, keepDatabase);
+    await api.eventAccess?.syncDeleted(sync.accountId, sync.id);
     ctx.body = { id: sync.id, deleted: true, database_kept: keepDatabase };
   });
 }

@@ -1,3 +1,4 @@
+import { createHash } from 'node:crypto';
 import kafkajs, { type Kafka, type KafkaConfig, type LogEntry, type SASLOptions } from 'kafkajs';
 import type { Logger } from '../../log.ts';
 
@@ -27,6 +28,18 @@ export function parseKafkaBrokers(value: string | undefined): string[] | undefin
 /** Kafka's rule for topic names: 1–249 of `[a-zA-Z0-9._-]`, not `.` or `..`. */
 export function isLegalTopicName(topic: string): boolean {
   return /^[a-zA-Z0-9._-]{1,249}$/.test(topic) && topic !== '.' && topic !== '..';
+}
+
+/**
+ * The Kafka name of a log topic. Collections may hold letters of any script (an Airtable table
+ * called `Задачи`), which Kafka refuses; each other character becomes `_x<hex>_`, and a name
+ * still too long is cut and given a hash. ASCII names, nearly all of them, stay as they are.
+ */
+export function kafkaTopicName(topic: string): string {
+  if (isLegalTopicName(topic)) return topic;
+  const escaped = [...topic].map((ch) => (/[a-zA-Z0-9._-]/.test(ch) ? ch : `_x${ch.codePointAt(0)!.toString(16)}_`)).join('');
+  if (escaped.length <= 249) return escaped;
+  return `${escaped.slice(0, 240)}.${createHash('sha1').update(topic).digest('hex').slice(0, 8)}`;
 }
 
 /**

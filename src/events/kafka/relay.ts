@@ -3,6 +3,7 @@ import { toError } from '../../errors.ts';
 import type { Logger } from '../../log.ts';
 import type { EventBus } from '../bus.ts';
 import type { EventLogReader, LoggedEvent } from '../log.ts';
+import { kafkaTopicName } from './config.ts';
 import { advanceRelayCursor, loadRelayCursor } from './cursor.ts';
 import { kafkaErrorTypes, type KafkaPublisher, type OutgoingBatch } from './publisher.ts';
 
@@ -116,7 +117,7 @@ async function runRelay(options: KafkaRelayOptions, logger: Logger, signal: Abor
 
       const acked = await retrying(signal, backoff, logger, 'publishing to Kafka', async () => {
         for (const topic of new Set(round.map((e) => e.topic))) {
-          await kafka.ensureTopic(topic, await logPartitions(reader, partitionsOf, topic));
+          await kafka.ensureTopic(kafkaTopicName(topic), await logPartitions(reader, partitionsOf, topic));
         }
         await kafka.send(toBatches(round));
         return true;
@@ -174,7 +175,7 @@ export function toBatches(events: LoggedEvent[]): OutgoingBatch[] {
   for (const e of events) {
     let batch = byTopic.get(e.topic);
     if (!batch) {
-      batch = { topic: e.topic, messages: [] };
+      batch = { topic: kafkaTopicName(e.topic), messages: [] };
       byTopic.set(e.topic, batch);
     }
     batch.messages.push({ partition: e.partition, key: e.recordId, value: e.value, headers: { [EVENT_ID_HEADER]: e.eventKey } });
