@@ -1,6 +1,6 @@
 import type { NewEvent } from '../events/append.ts';
 import { type RawValue, type Relation, UNCHANGED } from './pgoutput.ts';
-import { converterFor } from './values.ts';
+import { jsonFor } from './values.ts';
 
 /** What the decoder knows of a synced table: its collection, key column and converters. */
 export interface TableInfo {
@@ -8,7 +8,12 @@ export interface TableInfo {
   collection: string;
   names: string[];
   keyIndex: number;
-  convert: Array<(text: string) => unknown>;
+  /** Each column's `"name":`, ready to write. */
+  labels: string[];
+  /** Each column's text → the JSON text of its value. */
+  json: Array<(text: string) => string>;
+  /** `{"collection":…` up to `"data":`, the part of every event of this table that never changes. */
+  head: string;
 }
 
 /** Which table is which collection, and by which column its records are known. */
@@ -26,75 +31,77 @@ export function tableInfo(relation: Pick<Relation, 'schema' | 'name' | 'columns'
   const names = relation.columns.map((c) => c.name);
   const keyIndex = names.indexOf(rules.keyOf(relation.name));
   if (keyIndex < 0) return undefined;
-  return { table: relation.name, collection, names, keyIndex, convert: relation.columns.map((c) => converterFor(c.typeOid)) };
+  return {
+    table: relation.name,
+    collection,
+    names,
+    keyIndex,
+    labels: names.map((name) => `${JSON.stringify(name)}:`),
+    json: relation.columns.map((c) => jsonFor(c.typeOid)),
+    head: `{"collection":${JSON.stringify(collection)},"created_at":`,
+  };
 }
 
 export type ChangeKind = 'inserted' | 'updated' | 'deleted';
 
-function valueOf(info: TableInfo, i: number, raw: RawValue): unknown {
-  if (raw === null || raw === UNCHANGED) return null;
-  return info.convert[i]!(raw);
+function jsonOf(info: TableInfo, i: number, raw: RawValue | undefined): string {
+  if (raw === null || raw === undefined || raw === UNCHANGED) return 'null';
+  return info.json[i]!(raw);
 }
 
-function rowObject(info: TableInfo, values: RawValue[]): Record<string, unknown> {
-  const row: Record<string, unknown> = {};
-  for (let i = 0; i < info.names.length; i++) row[info.names[i]!] = valueOf(info, i, values[i] ?? null);
-  return row;
+function rowJson(info: TableInfo, values: RawValue[]): string {
+  let out = '{';
+  for (let i = 0; i < info.names.length; i++) {
+    if (i > 0) out += ',';
+    out += info.labels[i]! + jsonOf(info, i, values[i]);
+  }
+  return `${out}}`;
 }
 
 /**
- * The event of one row change, in CONTRACT §7's shape and key order. `prior` is the old
- * row (REPLICA IDENTITY FULL). An update that changed no column is no event. When
- * `priorInfo` is given (a swapped-in table), `prior` has that table's columns and only
- * columns present in both are compared.
+ * The event of one row change, in CONTRACT §7's shape and key order, written straight as
+ * JSON text (the decoder's hot path: no object per row). `prior` is the old row (REPLICA
+ * IDENTITY FULL). An update that changed no column is no event. When `priorInfo` is given
+ * (a swapped-in table), `prior` has that table's columns and only columns in both are compared.
  */
 export function rowEvent(
   kind: ChangeKind,
   info: TableInfo,
   prior: RawValue[] | undefined,
   next: RawValue[] | undefined,
-  meta: { eventKey: string; createdAt: Date },
+  meta: { eventKey: string; createdAt: Date; createdAtText: string },
   priorInfo: TableInfo = info,
 ): NewEvent | undefined {
-  let data: Record<string, unknown>;
-  let changes: Record<string, unknown> | undefined;
-  let recordId: RawValue;
+  let data: string;
+  let changes = '';
+  let recordId: RawValue | undefined;
   if (kind === 'deleted') {
     if (!prior) return undefined;
-    data = rowObject(priorInfo, prior);
-    recordId = prior[priorInfo.keyIndex] ?? null;
+    data = rowJson(priorInfo, prior);
+    recordId = prior[priorInfo.keyIndex];
   } else {
     if (!next) return undefined;
     // An unchanged TOASTed value is not in the new tuple; the old one has it.
-    const filled = prior && priorInfo === info ? next.map((v, i) => (v === UNCHANGED ? (prior[i] ?? null) : v)) : next;
-    data = rowObject(info, filled);
-    recordId = filled[info.keyIndex] ?? null;
+    const filled = prior && priorInfo === info && next.includes(UNCHANGED) ? next.map((v, i) => (v === UNCHANGED ? (prior[i] ?? null) : v)) : next;
+    data = rowJson(info, filled);
+    recordId = filled[info.keyIndex];
     if (kind === 'updated') {
       if (!prior) return undefined;
-      changes = {};
-      let changed = 0;
       for (let i = 0; i < info.names.length; i++) {
         const j = priorInfo === info ? i : priorInfo.names.indexOf(info.names[i]!);
         if (j < 0) continue; // a column new in the rebuilt table: a schema change, not a row change
         if (prior[j] === filled[i]) continue;
-        const before = valueOf(priorInfo, j, prior[j] ?? null);
+        const before = jsonOf(priorInfo, j, prior[j]);
         // Same value, other text (numeric 13 and 13.0, or a column whose type changed): no change.
-        if (JSON.stringify(before) === JSON.stringify(data[info.names[i]!])) continue;
-        changes[info.names[i]!] = before;
-        changed++;
+        if (before === jsonOf(info, i, filled[i])) continue;
+        changes += `${changes ? ',' : ''}${info.labels[i]!}${before}`;
       }
-      if (changed === 0) return undefined;
+      if (!changes) return undefined;
     }
   }
   if (typeof recordId !== 'string') return undefined;
-  const event: Record<string, unknown> = {
-    collection: info.collection,
-    created_at: meta.createdAt.toISOString(),
-    data,
-    event: kind,
-    id: recordId,
-    table_db_name: info.table,
-  };
-  if (changes) event.changes = changes;
-  return { collection: info.collection, recordId, eventKey: meta.eventKey, createdAt: meta.createdAt, value: JSON.stringify(event) };
+  const value =
+    `${info.head}"${meta.createdAtText}","data":${data},"event":"${kind}","id":${JSON.stringify(recordId)},` +
+    `"table_db_name":${JSON.stringify(info.table)}${kind === 'updated' ? `,"changes":{${changes}}` : ''}}`;
+  return { collection: info.collection, recordId, eventKey: meta.eventKey, createdAt: meta.createdAt, value };
 }

@@ -37,6 +37,8 @@ interface OpenTransaction {
   logged: boolean;
   position: number;
   events: NewEvent[];
+  /** When its events were made: one time for all the events of a transaction. */
+  createdAt?: { at: Date; text: string };
   /** Column lists of a swapped-in table, set by the swap's first message. */
   swap?: { next: TableInfo; prior: TableInfo };
 }
@@ -65,6 +67,8 @@ export class Decoder {
   /** Commit and end LSN of the last transaction in `batch` (or skipped since the last flush). */
   private batchCommit: { commitLsn: string; endLsn: string } | undefined;
   private flushing: Promise<void> = Promise.resolve();
+  /** The flush before the latest: what a full batch waits for. */
+  private previousFlush: Promise<void> = Promise.resolve();
   private flushTimer: NodeJS.Timeout | undefined;
   private loggedCommit = 0n;
   private ackedLsn = '0/0';
@@ -125,6 +129,7 @@ export class Decoder {
     this.handled = 0;
     this.idleCandidate = undefined;
     this.flushing = Promise.resolve();
+    this.previousFlush = Promise.resolve();
 
     const service = new LogicalReplicationService(
       { connectionString: this.options.databaseUrl, options: SESSION },
@@ -198,7 +203,11 @@ export class Decoder {
 
   private meta(txn: OpenTransaction) {
     const position = txn.position++;
-    return { eventKey: `${this.options.syncId}.${txn.commitLsn}.${position}`, createdAt: this.options.now?.() ?? new Date() };
+    if (!txn.createdAt) {
+      const at = this.options.now?.() ?? new Date();
+      txn.createdAt = { at, text: at.toISOString() };
+    }
+    return { eventKey: `${this.options.syncId}.${txn.commitLsn}.${position}`, createdAt: txn.createdAt.at, createdAtText: txn.createdAt.text };
   }
 
   private rowChange(kind: 'inserted' | 'updated' | 'deleted', oid: number, prior: RawValue[] | undefined, next: RawValue[] | undefined): void {
@@ -247,9 +256,8 @@ export class Decoder {
     }
     if (this.batch.length >= (this.options.maxBatch ?? 5000)) {
       // Decoding goes on while this batch is logged; it waits only if the one before is still being logged.
-      const previous = this.flushing;
       void this.flush();
-      return previous;
+      return this.previousFlush;
     }
     if (this.batchCommit && !this.flushTimer) {
       this.flushTimer = setTimeout(() => {
@@ -269,13 +277,17 @@ export class Decoder {
     this.batch = [];
     this.batchCommit = undefined;
     if (!upTo) return this.flushing;
-    this.flushing = this.flushing.then(async () => {
-      await this.appender.append(events, upTo.commitLsn);
+    // Two batches may be in flight: this one's COPY overlaps the commit of the one before,
+    // and the appender commits them in order (and this one not at all if that one failed).
+    const previous = this.flushing;
+    this.previousFlush = previous;
+    this.flushing = (async () => {
+      await this.appender.append(events, upTo.commitLsn, previous);
       this.loggedCommit = lsnToBigInt(upTo.commitLsn);
       if (events.length > 0) this.options.bus?.publish(this.options.syncId);
       await this.acknowledge(upTo.endLsn);
       this.confirmIdle();
-    });
+    })();
     // A failed write ends the session: it resumes from the slot, which was not told of it.
     this.flushing.catch((error: unknown) => this.service?.emit('error', toError(error)));
     return this.flushing;

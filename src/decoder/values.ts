@@ -17,7 +17,11 @@ const asNumber: Convert = (text) => {
   return text; // an integer past 2^53 would silently change
 };
 const asJson: Convert = (text) => JSON.parse(text) as unknown;
+const UTC_TIMESTAMP = /^(\d{4}-\d\d-\d\d) (\d\d:\d\d:\d\d)(?:\.(\d+))?\+00$/;
 const asTimestamptz: Convert = (text) => {
+  // The common case by hand (this runs for every timestamp of every event); the rest through Date.
+  const utc = UTC_TIMESTAMP.exec(text);
+  if (utc) return `${utc[1]}T${utc[2]}.${(utc[3] ?? '').padEnd(3, '0').slice(0, 3)}Z`;
   if (text === 'infinity' || text === '-infinity') return text;
   // `2024-05-01 12:00:00.5+00` → `2024-05-01T12:00:00.500Z`
   const date = new Date(`${text.replace(' ', 'T')}${/[+-]\d\d$/.test(text) ? ':00' : ''}`);
@@ -93,25 +97,37 @@ export function converterFor(typeOid: number): Convert {
   return BY_OID.get(typeOid) ?? asText;
 }
 
-/** The same, by type name, for rows the swap sends as JSON (swap diffs carry type names). */
-const BY_NAME = new Map<string, number>([
-  ['boolean', 16],
-  ['bigint', 20],
-  ['integer', 23],
-  ['double precision', 701],
-  ['numeric', 1700],
-  ['jsonb', 3802],
-  ['timestamp with time zone', 1184],
-  ['boolean[]', 1000],
-  ['bigint[]', 1016],
-  ['integer[]', 1007],
-  ['double precision[]', 1022],
-  ['numeric[]', 1231],
-  ['text[]', 1009],
-  ['jsonb[]', 3807],
-  ['timestamp with time zone[]', 1185],
+/** Column text → the JSON text of its natural value, without building the value where the text already is JSON. */
+type ToJson = (text: string) => string;
+
+const quoted: ToJson = (text) => JSON.stringify(text);
+const viaValue =
+  (convert: Convert): ToJson =>
+  (text) =>
+    JSON.stringify(convert(text));
+/** Integers print as JSON already; only those past 2^53 become strings (see asNumber). */
+const integerJson: ToJson = (text) => (text.length < 16 ? text : JSON.stringify(asNumber(text)));
+const floatJson: ToJson = (text) => (/^-?\d/.test(text) && !text.includes('Infinity') ? text : JSON.stringify(text));
+
+const JSON_BY_OID = new Map<number, ToJson>([
+  [16, (text) => (text === 't' ? 'true' : 'false')],
+  [20, integerJson],
+  [21, integerJson],
+  [23, integerJson],
+  [26, integerJson],
+  [700, floatJson],
+  [701, floatJson],
+  // numeric: 13 and 13.0 are one value; printing through Number makes them one text too.
+  [1700, viaValue(asNumber)],
+  // PostgreSQL prints jsonb as compact JSON; json keeps its input's whitespace, raw newlines included.
+  [114, (text) => JSON.stringify(JSON.parse(text))],
+  [3802, (text) => text],
 ]);
 
-export function oidOfTypeName(name: string): number {
-  return BY_NAME.get(name) ?? 25;
+/** The JSON-text converter of a column type (the same values as converterFor, as JSON). */
+export function jsonFor(typeOid: number): ToJson {
+  const direct = JSON_BY_OID.get(typeOid);
+  if (direct) return direct;
+  const convert = BY_OID.get(typeOid);
+  return convert ? viaValue(convert) : quoted;
 }

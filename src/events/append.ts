@@ -14,7 +14,7 @@ export interface NewEvent {
   recordId: string;
   eventKey: string;
   createdAt: Date;
-  /** The event JSON, as delivered. */
+  /** The event JSON, as delivered: compact, with no raw tab, newline or carriage return (as JSON.stringify makes it). */
   value: string;
 }
 
@@ -24,6 +24,14 @@ export interface AppenderOptions {
   accountId: string;
   /** Partitions of each new topic; a record always lands in the same one. */
   partitions?: number;
+}
+
+/**
+ * COPY text escaping for JSON: JSON text never holds a raw tab, newline or carriage return,
+ * so only backslashes need doubling (and most events have none).
+ */
+function escapeJson(json: string): string {
+  return json.indexOf('\\') < 0 ? json : json.replaceAll('\\', '\\\\');
 }
 
 /** COPY lines in chunks of about 1 MB. */
@@ -57,6 +65,7 @@ export class EventAppender {
   private lsn = '0/0';
   private readonly topics = new Map<string, { partitions: number; next: bigint[] }>();
   private readonly readyDays = new Set<number>();
+  private preparing: Promise<void> = Promise.resolve();
 
   constructor(private readonly options: AppenderOptions) {}
 
@@ -79,8 +88,57 @@ export class EventAppender {
   /**
    * Logs `events` (in order) and records `lsn` as fully logged, in one transaction, then
    * NOTIFYs readers. An empty batch only moves the position (transactions with no events).
+   *
+   * `after` is the append before this one: its COPY may overlap this one's, but this one
+   * commits only once that one has committed, and not at all if it failed. So the log is
+   * never seen with a gap, and a failed batch takes every later one down with it (the
+   * decoder then resumes from the slot, which was told of none of them).
    */
-  async append(events: NewEvent[], lsn: string): Promise<void> {
+  async append(events: NewEvent[], lsn: string, after?: Promise<unknown>): Promise<void> {
+    // Appends prepare one at a time, in call order: that is what keeps seqs and offsets in order.
+    const turn = this.preparing.then(() => this.prepare(events));
+    this.preparing = turn.then(
+      () => undefined,
+      () => undefined,
+    );
+    const { lines, next, seq } = await turn;
+    const { pool, syncId } = this.options;
+    try {
+      await inTransaction(pool, async (client) => {
+        if (lines.length > 0) {
+          // COPY, in text format: several times the rate of a multi-row INSERT at these sizes.
+          const copy = client.query(
+            copyFrom(`COPY events (sync_id, seq, topic, partition, "offset", record_id, event_key, created_at, value) FROM STDIN`),
+          );
+          await pipeline(Readable.from(chunks(lines)), copy);
+        }
+        // Ordering: commit after the batch before this one committed.
+        await after;
+        for (const [topic, offsets] of next) {
+          await client.query(
+            `UPDATE event_partitions p SET next_offset = n.next
+               FROM unnest($2::bigint[]) WITH ORDINALITY AS n(next, i)
+              WHERE p.topic = $1 AND p.partition = n.i - 1 AND p.next_offset < n.next`,
+            [topic, offsets],
+          );
+        }
+        if (lines.length > 0) await client.query('SELECT pg_notify($1, $2)', [EVENTS_CHANNEL, syncId]);
+        await client.query(
+          `INSERT INTO decoder_progress (sync_id, lsn, seq, updated_at) VALUES ($1, $2, $3, now())
+           ON CONFLICT (sync_id) DO UPDATE SET lsn = excluded.lsn, seq = excluded.seq, updated_at = now()`,
+          [syncId, lsn, seq],
+        );
+      });
+    } catch (error) {
+      // What was handed out in memory no longer matches the log: the owner must load() again.
+      this.topics.clear();
+      throw error;
+    }
+    this.lsn = lsn;
+  }
+
+  /** Seqs and offsets for a batch, and its COPY lines. */
+  private async prepare(events: NewEvent[]) {
     const { pool, syncId } = this.options;
     for (const e of events) {
       const day = Math.floor(e.createdAt.getTime() / DAY_MS);
@@ -89,88 +147,51 @@ export class EventAppender {
         this.readyDays.add(day);
       }
     }
-    const seqBefore = this.seq;
     const touched = new Map<string, bigint[]>();
-    await inTransaction(pool, async (client) => {
-      // COPY, in text format: several times the rate of a multi-row INSERT at these sizes.
-      const lines: string[] = [];
-      const sid = escapeText(syncId);
-      let seq = this.seq;
-      const created = new Map<Date, string>();
-      for (const e of events) {
-        const topic = topicName(syncId, e.collection);
-        const state = await this.topicState(client, topic, e.collection, touched);
-        const partition = partitionOf(e.recordId, state.partitions);
-        const offset = state.next[partition]!;
-        state.next[partition] = offset + 1n;
-        seq += 1n;
-        let at = created.get(e.createdAt);
-        if (at === undefined) {
-          at = e.createdAt.toISOString();
-          created.set(e.createdAt, at);
-        }
-        lines.push(`${sid}\t${seq}\t${escapeText(topic)}\t${partition}\t${offset}\t${escapeText(e.recordId)}\t${escapeText(e.eventKey)}\t${at}\t${escapeText(e.value)}\n`);
+    const lines: string[] = [];
+    const sid = escapeText(syncId);
+    const created = new Map<Date, string>();
+    for (const e of events) {
+      const topic = topicName(syncId, e.collection);
+      const state = this.topics.get(topic) ?? (await this.loadTopic(topic, e.collection));
+      touched.set(topic, state.next);
+      const partition = partitionOf(e.recordId, state.partitions);
+      const offset = state.next[partition]!;
+      state.next[partition] = offset + 1n;
+      this.seq += 1n;
+      let at = created.get(e.createdAt);
+      if (at === undefined) {
+        at = e.createdAt.toISOString();
+        created.set(e.createdAt, at);
       }
-      if (events.length > 0) {
-        const copy = client.query(
-          copyFrom(`COPY events (sync_id, seq, topic, partition, "offset", record_id, event_key, created_at, value) FROM STDIN`),
-        );
-        await pipeline(Readable.from(chunks(lines)), copy);
-        for (const [topic, next] of touched) {
-          await client.query(
-            `UPDATE event_partitions p SET next_offset = n.next
-               FROM unnest($2::bigint[]) WITH ORDINALITY AS n(next, i)
-              WHERE p.topic = $1 AND p.partition = n.i - 1 AND p.next_offset < n.next`,
-            [topic, next.map(String)],
-          );
-        }
-        await client.query('SELECT pg_notify($1, $2)', [EVENTS_CHANNEL, syncId]);
-      }
-      await client.query(
-        `INSERT INTO decoder_progress (sync_id, lsn, seq, updated_at) VALUES ($1, $2, $3, now())
-         ON CONFLICT (sync_id) DO UPDATE SET lsn = excluded.lsn, seq = excluded.seq, updated_at = now()`,
-        [syncId, lsn, seq.toString()],
-      );
-      this.seq = seq;
-    }).catch((error: unknown) => {
-      // The transaction did not happen: forget offsets handed out in it.
-      this.seq = seqBefore;
-      for (const topic of touched.keys()) this.topics.delete(topic);
-      throw error;
-    });
-    this.lsn = lsn;
+      lines.push(`${sid}\t${this.seq}\t${escapeText(topic)}\t${partition}\t${offset}\t${escapeText(e.recordId)}\t${escapeText(e.eventKey)}\t${at}\t${escapeJson(e.value)}\n`);
+    }
+    const seq = this.seq.toString();
+    const next = [...touched].map(([topic, offsets]) => [topic, offsets.map(String)] as const);
+    return { lines, next, seq };
   }
 
-  /** A topic's partitions and next offsets, creating the topic on first use. */
-  private async topicState(
-    client: pg.PoolClient,
-    topic: string,
-    collection: string,
-    touched: Map<string, bigint[]>,
-  ): Promise<{ partitions: number; next: bigint[] }> {
-    let state = this.topics.get(topic);
-    if (!state) {
-      await client.query(
-        `INSERT INTO event_topics (topic, sync_id, account_id, collection, partitions) VALUES ($1, $2, $3, $4, $5)
-         ON CONFLICT (topic) DO NOTHING`,
-        [topic, this.options.syncId, this.options.accountId, collection, this.options.partitions ?? 1],
-      );
-      const { rows: topicRows } = await client.query<{ partitions: number }>('SELECT partitions FROM event_topics WHERE topic = $1', [
-        topic,
-      ]);
-      const partitions = topicRows[0]!.partitions;
-      await client.query(
-        `INSERT INTO event_partitions (topic, partition) SELECT $1, generate_series(0, $2 - 1) ON CONFLICT DO NOTHING`,
-        [topic, partitions],
-      );
-      const { rows } = await client.query<{ partition: number; next_offset: string }>(
-        'SELECT partition, next_offset FROM event_partitions WHERE topic = $1 ORDER BY partition',
-        [topic],
-      );
-      state = { partitions, next: rows.map((r) => BigInt(r.next_offset)) };
-      this.topics.set(topic, state);
-    }
-    touched.set(topic, state.next);
+  /** A topic's partitions and next offsets from the log, creating the topic on first use. */
+  private async loadTopic(topic: string, collection: string): Promise<{ partitions: number; next: bigint[] }> {
+    const { pool } = this.options;
+    // Committed on its own: a topic row with no event yet is harmless, and ON CONFLICT makes it idempotent.
+    await pool.query(
+      `INSERT INTO event_topics (topic, sync_id, account_id, collection, partitions) VALUES ($1, $2, $3, $4, $5)
+       ON CONFLICT (topic) DO NOTHING`,
+      [topic, this.options.syncId, this.options.accountId, collection, this.options.partitions ?? 1],
+    );
+    const { rows: topicRows } = await pool.query<{ partitions: number }>('SELECT partitions FROM event_topics WHERE topic = $1', [topic]);
+    const partitions = topicRows[0]!.partitions;
+    await pool.query('INSERT INTO event_partitions (topic, partition) SELECT $1, generate_series(0, $2 - 1) ON CONFLICT DO NOTHING', [
+      topic,
+      partitions,
+    ]);
+    const { rows } = await pool.query<{ next_offset: string }>(
+      'SELECT next_offset FROM event_partitions WHERE topic = $1 ORDER BY partition',
+      [topic],
+    );
+    const state = { partitions, next: rows.map((r) => BigInt(r.next_offset)) };
+    this.topics.set(topic, state);
     return state;
   }
 }
