@@ -43,6 +43,9 @@ interface OpenTransaction {
   swap?: { next: TableInfo; prior: TableInfo };
 }
 
+/** Log batches written at once (see flush). */
+const MAX_IN_FLIGHT = 2;
+
 /** Replication session settings: column text in one format, the one swap.ts also uses. */
 const SESSION = '-c TimeZone=UTC -c DateStyle=ISO,MDY -c IntervalStyle=postgres -c extra_float_digits=1';
 
@@ -69,6 +72,7 @@ export class Decoder {
   private flushing: Promise<void> = Promise.resolve();
   /** The flush before the latest: what a full batch waits for. */
   private previousFlush: Promise<void> = Promise.resolve();
+  private inFlight = 0;
   private flushTimer: NodeJS.Timeout | undefined;
   private loggedCommit = 0n;
   private ackedLsn = '0/0';
@@ -130,6 +134,7 @@ export class Decoder {
     this.idleCandidate = undefined;
     this.flushing = Promise.resolve();
     this.previousFlush = Promise.resolve();
+    this.inFlight = 0;
 
     const service = new LogicalReplicationService(
       { connectionString: this.options.databaseUrl, options: SESSION },
@@ -255,21 +260,28 @@ export class Decoder {
       this.flushing = this.flushing.then(() => this.acknowledge(endLsn));
     }
     if (this.batch.length >= (this.options.maxBatch ?? 5000)) {
-      // Decoding goes on while this batch is logged; it waits only if the one before is still being logged.
-      void this.flush();
-      return this.previousFlush;
+      // A full batch goes now if it may; the stream waits only while two are in flight.
+      if (this.inFlight < MAX_IN_FLIGHT) void this.flush();
+      return this.inFlight >= MAX_IN_FLIGHT ? this.previousFlush : undefined;
     }
-    if (this.batchCommit && !this.flushTimer) {
+    if (this.batchCommit && !this.flushTimer && this.inFlight === 0) {
       this.flushTimer = setTimeout(() => {
         this.flushTimer = undefined;
         void this.flush();
-      }, this.options.flushMs ?? 5);
+      }, this.options.flushMs ?? 1);
     }
     return undefined;
   }
 
-  /** Logs the batch (events and position in one transaction), then tells the slot. */
+  /**
+   * Logs the batch (events and position in one transaction), then tells the slot. Two
+   * batches may be in flight: one's COPY overlaps the other's commit, and the appender
+   * commits them in order (a later one not at all if an earlier one failed). Whatever
+   * gathers meanwhile goes as one batch when a flush ends: under load batches grow, idle
+   * they go within flushMs.
+   */
   private flush(): Promise<void> {
+    if (this.inFlight >= MAX_IN_FLIGHT) return this.previousFlush;
     clearTimeout(this.flushTimer);
     this.flushTimer = undefined;
     const events = this.batch;
@@ -277,15 +289,19 @@ export class Decoder {
     this.batch = [];
     this.batchCommit = undefined;
     if (!upTo) return this.flushing;
-    // Two batches may be in flight: this one's COPY overlaps the commit of the one before,
-    // and the appender commits them in order (and this one not at all if that one failed).
     const previous = this.flushing;
     this.previousFlush = previous;
+    this.inFlight++;
     this.flushing = (async () => {
-      await this.appender.append(events, upTo.commitLsn, previous);
+      try {
+        await this.appender.append(events, upTo.commitLsn, previous);
+      } finally {
+        this.inFlight--;
+      }
       this.loggedCommit = lsnToBigInt(upTo.commitLsn);
       if (events.length > 0) this.options.bus?.publish(this.options.syncId);
       await this.acknowledge(upTo.endLsn);
+      if (this.batchCommit) void this.flush();
       this.confirmIdle();
     })();
     // A failed write ends the session: it resumes from the slot, which was not told of it.

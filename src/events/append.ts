@@ -1,7 +1,7 @@
 import { createHash } from 'node:crypto';
 import { pipeline } from 'node:stream/promises';
 import { Readable } from 'node:stream';
-import type pg from 'pg';
+import pg from 'pg';
 import { from as copyFrom } from 'pg-copy-streams';
 import { inTransaction } from '../db/sql.ts';
 import { escapeText } from '../writer/copy.ts';
@@ -25,6 +25,8 @@ export interface AppenderOptions {
   /** Partitions of each new topic; a record always lands in the same one. */
   partitions?: number;
 }
+
+const literal = (text: string) => pg.escapeLiteral(text);
 
 /**
  * COPY text escaping for JSON: JSON text never holds a raw tab, newline or carriage return,
@@ -114,20 +116,19 @@ export class EventAppender {
         }
         // Ordering: commit after the batch before this one committed.
         await after;
-        for (const [topic, offsets] of next) {
-          await client.query(
+        // The rest in one round trip (the commit follows in inTransaction): literals, escaped.
+        const statements = next.map(
+          ([topic, offsets]) =>
             `UPDATE event_partitions p SET next_offset = n.next
-               FROM unnest($2::bigint[]) WITH ORDINALITY AS n(next, i)
-              WHERE p.topic = $1 AND p.partition = n.i - 1 AND p.next_offset < n.next`,
-            [topic, offsets],
-          );
-        }
-        if (lines.length > 0) await client.query('SELECT pg_notify($1, $2)', [EVENTS_CHANNEL, syncId]);
-        await client.query(
-          `INSERT INTO decoder_progress (sync_id, lsn, seq, updated_at) VALUES ($1, $2, $3, now())
-           ON CONFLICT (sync_id) DO UPDATE SET lsn = excluded.lsn, seq = excluded.seq, updated_at = now()`,
-          [syncId, lsn, seq],
+               FROM unnest(${literal(`{${offsets.join(',')}}`)}::bigint[]) WITH ORDINALITY AS n(next, i)
+              WHERE p.topic = ${literal(topic)} AND p.partition = n.i - 1 AND p.next_offset < n.next`,
         );
+        if (lines.length > 0) statements.push(`SELECT pg_notify(${literal(EVENTS_CHANNEL)}, ${literal(syncId)})`);
+        statements.push(
+          `INSERT INTO decoder_progress (sync_id, lsn, seq, updated_at) VALUES (${literal(syncId)}, ${literal(lsn)}, ${literal(seq)}, now())
+           ON CONFLICT (sync_id) DO UPDATE SET lsn = excluded.lsn, seq = excluded.seq, updated_at = now()`,
+        );
+        await client.query(statements.join(';\n'));
       });
     } catch (error) {
       // What was handed out in memory no longer matches the log: the owner must load() again.
