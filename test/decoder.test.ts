@@ -13,6 +13,8 @@ import { SecretBox } from '../src/control/secrets.ts';
 import { withDatabase } from '../src/db/sql.ts';
 import { migrateControlDatabase } from '../src/db/migrate.ts';
 import { Decoder } from '../src/decoder/stream.ts';
+import { waitForDecoder } from '../src/decoder/wait.ts';
+import { EventBus } from '../src/events/bus.ts';
 import { newDatabaseName } from '../src/ids.ts';
 import { createLogger } from '../src/log.ts';
 import { createTableStatements } from '../src/writer/shape.ts';
@@ -262,6 +264,27 @@ test('a swapped-in table: its first build is inserts, a rebuild gives only the r
   assert.equal(byId.recD!.table_db_name, 'swapped');
   await caughtUp();
   assert.equal((await loggedEvents(before + 6)).length, before + 6, 'nothing else: the rebuild itself is silent');
+});
+
+test('a wait returns once every change committed before it is in the log; with no decoder it times out', async () => {
+  const bus = new EventBus({ url: control.options.connectionString as string, logger });
+  await bus.start();
+  try {
+    await target.query(`INSERT INTO items (id) SELECT 'wait' || g FROM generate_series(1, 300) g`);
+    const answer = await waitForDecoder({ databaseUrl: targetUrl, bus, timeoutMs: 10_000 });
+    assert.ok(answer, 'the decoder reached the marker');
+    assert.match(answer.lsn, /^[0-9A-F]+\/[0-9A-F]+$/);
+    const { rows } = await control.query<{ n: string }>("SELECT count(*) AS n FROM events WHERE sync_id = $1 AND record_id LIKE 'wait%'", [SYNC]);
+    assert.is(rows[0]!.n, '300', 'all 300 changes were durable when the wait returned');
+
+    await decoder!.stop();
+    const started = Date.now();
+    assert.is(await waitForDecoder({ databaseUrl: targetUrl, bus, timeoutMs: 500 }), undefined);
+    assert.ok(Date.now() - started >= 450, 'it waited the timeout');
+    startDecoder();
+  } finally {
+    await bus.stop();
+  }
 });
 
 test.run();

@@ -4,7 +4,8 @@ import { PUBLICATION } from '../control/provisioner.ts';
 import { withClient } from '../db/sql.ts';
 import { toError } from '../errors.ts';
 import { EventAppender, type NewEvent } from '../events/append.ts';
-import type { EventBus } from '../events/bus.ts';
+import { type EventBus, WAITS_CHANNEL } from '../events/bus.ts';
+import { WAIT_PREFIX } from './wait.ts';
 import type { Logger } from '../log.ts';
 import { type CollectionRules, rowEvent, type TableInfo, tableInfo } from './events.ts';
 import { lsnToBigInt, type PgoutputMessage, PgoutputParser, type RawValue } from './pgoutput.ts';
@@ -197,6 +198,7 @@ export class Decoder {
         return undefined;
       case 'message':
         if (message.transactional) this.swapMessage(message.prefix, message.content);
+        else if (message.prefix === WAIT_PREFIX) return this.waitReached(message.content);
         return undefined;
       case 'commit':
         return this.commit(message.commitLsn, message.endLsn);
@@ -323,6 +325,18 @@ export class Decoder {
       return this.acknowledge(this.ackedLsn);
     });
     return true;
+  }
+
+  /**
+   * A wait marker (wait.ts): every transaction that committed before it has been received,
+   * so once those are logged, the waiter is told. The stream waits for it: it is rare and quick.
+   */
+  private async waitReached(token: string): Promise<void> {
+    while (this.batchCommit || this.inFlight > 0) {
+      if (this.batchCommit) await this.flush();
+      await this.flushing;
+    }
+    await this.options.control.query('SELECT pg_notify($1, $2)', [WAITS_CHANNEL, token]);
   }
 
   /** How far the server's WAL is ahead of what the slot was told, for status and metrics. */

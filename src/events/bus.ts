@@ -4,6 +4,8 @@ import type { Logger } from '../log.ts';
 
 /** The channel the decoder NOTIFYs, in the transaction that logs events, with payload `<sync_id>`. */
 export const EVENTS_CHANNEL = 'tributary_events';
+/** The channel the decoder NOTIFYs when it has reached a wait marker, with the marker's token. */
+export const WAITS_CHANNEL = 'tributary_waits';
 
 type Listener = () => void;
 
@@ -18,6 +20,7 @@ type Listener = () => void;
 export class EventBus {
   private readonly counters = new Map<string, number>();
   private readonly listeners = new Map<string, Set<Listener>>();
+  private readonly tokens = new Map<string, () => void>();
   private client: pg.Client | undefined;
   private stopped = false;
   private retry: NodeJS.Timeout | undefined;
@@ -28,13 +31,14 @@ export class EventBus {
     const client = new pg.Client({ connectionString: this.options.url });
     client.on('notification', (message) => {
       if (message.channel === EVENTS_CHANNEL && message.payload) this.publish(message.payload);
+      if (message.channel === WAITS_CHANNEL && message.payload) this.tokens.get(message.payload)?.();
     });
     client.on('error', (err) => {
       this.options.logger.warn({ err: toError(err) }, 'event bus connection lost; reconnecting');
       this.reconnectLater();
     });
     await client.connect();
-    await client.query(`LISTEN ${EVENTS_CHANNEL}`);
+    await client.query(`LISTEN ${EVENTS_CHANNEL}; LISTEN ${WAITS_CHANNEL}`);
     this.client = client;
     // Whatever was logged while we were not listening: wake everyone once.
     for (const syncId of this.listeners.keys()) this.publish(syncId);
@@ -88,6 +92,24 @@ export class EventBus {
       signal?.addEventListener('abort', onAbort, { once: true });
       set.add(wake);
     });
+  }
+
+  /**
+   * Resolves true when some decoder reports `token` reached (src/decoder/wait.ts), false
+   * on timeout. Register before the marker is written, so the answer cannot be missed.
+   */
+  tokenReached(token: string, timeoutMs: number): { reached: Promise<boolean>; cancel(): void } {
+    let finish: (reached: boolean) => void = () => undefined;
+    const reached = new Promise<boolean>((resolve) => {
+      const timer = setTimeout(() => finish(false), timeoutMs);
+      finish = (value) => {
+        clearTimeout(timer);
+        this.tokens.delete(token);
+        resolve(value);
+      };
+      this.tokens.set(token, () => finish(true));
+    });
+    return { reached, cancel: () => finish(false) };
   }
 
   /** Like changedSince for several syncs at once (a REST consumer on many topics). */
