@@ -144,7 +144,7 @@ test('an oversize body is 413, declared or streamed', async () => {
 test('unknown routes, unknown ids and wrong methods are 404 or 405', async () => {
   const token = account.token;
   assertClientError(await request(svc.api, 'GET', '/api/nothing', { token }), 404, 'unknown route');
-  assertClientError(await request(svc.api, 'GET', '/', {}), 404, 'root');
+  assertClientError(await request(svc.api, 'GET', '/nothing', {}), 404, 'unknown top-level path');
   assertClientError(await request(svc.api, 'GET', '/api/syncs/syn_doesnotexist00', { token }), 404, 'unknown sync');
   assertClientError(await request(svc.api, 'GET', '/api/syncs/%E0%A4%A', { token }), 404, 'bad escape');
   assertClientError(await request(svc.api, 'DELETE', `/api/syncs/${syncId}?keep_database=maybe`, { token }), 400, 'bad flag');

@@ -1,12 +1,17 @@
 import type { Context } from 'koa';
 import type { Account, AccountStore } from '../control/accounts.ts';
-import { constantTimeEqual } from '../control/secrets.ts';
+import type { ConsoleSessions } from '../control/console-sessions.ts';
+import { constantTimeEqual, hashToken } from '../control/secrets.ts';
 import { TributaryError } from '../errors.ts';
 
 export type Principal = { kind: 'admin' } | { kind: 'account'; account: Account };
 
 export interface Authenticator {
   (ctx: Context): Promise<Principal>;
+  /** The principal a raw token stands for (the console's sign-in). */
+  principalOf?(token: string): Promise<Principal>;
+  /** SHA-256 (hex) of the admin token: the operator's console sessions end when it changes. */
+  adminTokenSha256?: string;
 }
 
 export function bearerToken(ctx: Context): string {
@@ -17,13 +22,53 @@ export function bearerToken(ctx: Context): string {
 }
 
 export function authenticator(accounts: AccountStore, adminToken: string): Authenticator {
-  return async (ctx) => {
-    const token = bearerToken(ctx);
+  const principalOf = async (token: string): Promise<Principal> => {
     if (constantTimeEqual(token, adminToken)) return { kind: 'admin' };
     const account = await accounts.findByToken(token);
     if (!account) throw new TributaryError('unauthorized', 'the token is not valid');
     return { kind: 'account', account };
   };
+  return Object.assign(async (ctx: Context) => principalOf(bearerToken(ctx)), { principalOf, adminTokenSha256: hashToken(adminToken) });
+}
+
+/** The console's session cookie: `__Host-` prefixed when served over https (the prefix needs Secure). */
+export const sessionCookieName = (secure: boolean) => (secure ? '__Host-tributary_session' : 'tributary_session');
+export const CSRF_HEADER = 'x-csrf-token';
+const SAFE_METHODS = new Set(['GET', 'HEAD', 'OPTIONS']);
+
+/** This server's origin as the browser sees it (Koa 3's ctx.origin is the Origin header instead). */
+export const ownOrigin = (ctx: Context) => `${ctx.protocol}://${ctx.host}`;
+
+/**
+ * Refuses requests another site made the browser send: the fetch metadata (Sec-Fetch-Site)
+ * and the Origin header, where the browser sends them, must name this very origin.
+ */
+export function assertSameOrigin(ctx: Context): void {
+  const site = ctx.get('sec-fetch-site');
+  const navigation = site === 'none' && SAFE_METHODS.has(ctx.method);
+  if (site && site !== 'same-origin' && !navigation) throw new TributaryError('forbidden', 'a cross-site request cannot use the console session');
+  const origin = ctx.get('origin');
+  if (origin && origin !== ownOrigin(ctx)) throw new TributaryError('forbidden', 'a cross-origin request cannot use the console session');
+}
+
+/**
+ * Bearer tokens, or else the console's session cookie. A cookie counts only for same-origin
+ * requests, and a state-changing one must also carry the session's CSRF token in X-CSRF-Token
+ * (the cookie is SameSite=Strict besides). An Authorization header always wins over a cookie.
+ */
+export function withConsoleSessions(bearer: Authenticator, sessions: ConsoleSessions): Authenticator {
+  const authenticate = async (ctx: Context): Promise<Principal> => {
+    const id = ctx.get('authorization') ? undefined : (ctx.cookies.get(sessionCookieName(true)) ?? ctx.cookies.get(sessionCookieName(false)));
+    if (!id) return bearer(ctx);
+    assertSameOrigin(ctx);
+    const session = await sessions.find(id, bearer.adminTokenSha256);
+    if (!session) throw new TributaryError('unauthorized', 'the console session has ended; sign in again');
+    if (!SAFE_METHODS.has(ctx.method) && !constantTimeEqual(ctx.get(CSRF_HEADER), session.csrfToken)) {
+      throw new TributaryError('forbidden', 'send the console session\'s CSRF token in X-CSRF-Token');
+    }
+    return session.principal;
+  };
+  return Object.assign(authenticate, { principalOf: bearer.principalOf, adminTokenSha256: bearer.adminTokenSha256 });
 }
 
 export function requireAdmin(principal: Principal): void {

@@ -1,19 +1,27 @@
 import Router from '@koa/router';
 import Koa from 'koa';
+import { ConsoleSessions } from '../control/console-sessions.ts';
 import { TributaryError } from '../errors.ts';
+import { withConsoleSessions } from './auth.ts';
+import { consoleStaticRoutes } from './console-static.ts';
 import type { ApiOptions } from './context.ts';
 import { errorMiddleware } from './errors.ts';
 import { accountRoutes } from './routes/accounts.ts';
+import { consoleDataRoutes, type ConsoleDataOptions } from './routes/console-data.ts';
+import { consoleSessionRoutes } from './routes/console-session.ts';
 import { syncRoutes } from './routes/syncs.ts';
 import { webhookRoutes, type WebhookApiOptions } from './routes/webhooks.ts';
 
-/** ApiOptions plus what the webhook routes need (the secret box, the private-address switch). */
-export type ApiAppOptions = ApiOptions & WebhookApiOptions;
+/** ApiOptions plus what the webhook routes need (the secret box, the private-address switch) and the console. */
+export type ApiAppOptions = ApiOptions & WebhookApiOptions & ConsoleDataOptions;
 
 export function createApiApp(api: ApiAppOptions): Koa {
   const app = new Koa();
   app.silent = true; // errors are logged once, by errorMiddleware
   const router = new Router();
+  // The console's session cookie is accepted wherever a Bearer token is (same-origin, CSRF-checked).
+  const sessions = new ConsoleSessions(api.pool);
+  api = { ...api, authenticate: withConsoleSessions(api.authenticate, sessions) };
 
   router.get('/healthz', async (ctx) => {
     try {
@@ -26,6 +34,9 @@ export function createApiApp(api: ApiAppOptions): Koa {
   accountRoutes(router, api);
   syncRoutes(router, api);
   webhookRoutes(router, api);
+  consoleDataRoutes(router, api);
+  consoleSessionRoutes(router, api, sessions);
+  consoleStaticRoutes(router);
 
   app.use(errorMiddleware(api.logger));
   app.use(router.routes());

@@ -26,6 +26,10 @@ export interface RunnerFactoryOptions {
 function targetPool(url: string, logger: Logger): pg.Pool {
   const pool = new pg.Pool({ connectionString: url, max: 4 });
   pool.on('error', (err) => logger.warn({ err }, 'idle sync-database connection failed'));
+  // A connection the server ends while it is checked out (the database dropped WITH FORCE as
+  // the sync is deleted mid-cycle) can emit 'error' twice; pg-pool listens once, and an
+  // unheard 'error' would end the process. The failure still reaches the query that ran.
+  pool.on('connect', (client) => client.on('error', () => undefined));
   return pool;
 }
 

@@ -3,12 +3,16 @@ import type { Logger } from '../log.ts';
 
 export type ErrorKind = 'transient' | 'fatal';
 
+/** How often a sync adds a sample to its cycle history (sync_cycles, the console's chart). */
+export const HISTORY_EVERY_MS = 5_000;
+
 /**
  * Where a sync says how it is doing: the control database (API, console, indicator)
  * and the sync database's `_sync_meta` (the seed's "sync running" test for SQL users).
  */
 export class StatusReporter {
   private lastProgressAt = 0;
+  private readonly history = { previousStart: undefined as Date | undefined, cycles: 0, lagSeconds: 0, durationSeconds: 0, writtenAt: 0 };
 
   constructor(
     private readonly options: { control: pg.Pool; target: pg.Pool; syncId: string; logger: Logger },
@@ -34,12 +38,43 @@ export class StatusReporter {
         WHERE id = $1`,
       [this.options.syncId, finished, seconds],
     );
+    await this.recordCycle(started, finished);
+  }
+
+  /**
+   * The console's lag and cycle-time chart: one sample per HISTORY_EVERY_MS at most, holding
+   * the worst lag (a completion minus the previous cycle's start: how stale the data got) and
+   * the longest cycle since the last sample. Best effort: the chart is not worth failing a cycle.
+   */
+  private async recordCycle(started: Date, finished: Date): Promise<void> {
+    const history = this.history;
+    history.cycles++;
+    history.lagSeconds = Math.max(history.lagSeconds, (finished.getTime() - (history.previousStart ?? started).getTime()) / 1000);
+    history.durationSeconds = Math.max(history.durationSeconds, (finished.getTime() - started.getTime()) / 1000);
+    history.previousStart = started;
+    if (finished.getTime() - history.writtenAt < HISTORY_EVERY_MS) return;
+    const sample = [this.options.syncId, finished, history.cycles, history.lagSeconds, history.durationSeconds];
+    Object.assign(history, { cycles: 0, lagSeconds: 0, durationSeconds: 0, writtenAt: finished.getTime() });
+    try {
+      await this.options.control.query(
+        `WITH pruned AS (DELETE FROM sync_cycles WHERE sync_id = $1 AND at < $2::timestamptz - interval '1 day')
+         INSERT INTO sync_cycles (sync_id, at, cycles, lag_s, duration_s)
+         SELECT $1, $2, $3, $4, $5 WHERE EXISTS (SELECT 1 FROM syncs WHERE id = $1) ON CONFLICT DO NOTHING`,
+        sample,
+      );
+    } catch (err) {
+      this.options.logger.debug({ err }, 'could not record the cycle in the console history');
+    }
   }
 
   async failed(message: string, kind: ErrorKind): Promise<void> {
     this.options.logger.warn({ kind, error: message }, 'sync cycle failed');
+    // The status and a row of the console's recent errors (a day of them), in one statement.
     await this.options.control.query(
-      'UPDATE syncs SET last_error = $2, last_error_at = now(), last_error_kind = $3 WHERE id = $1',
+      `WITH updated AS (
+         UPDATE syncs SET last_error = $2, last_error_at = now(), last_error_kind = $3 WHERE id = $1 RETURNING id),
+       pruned AS (DELETE FROM sync_errors WHERE sync_id = $1 AND at < now() - interval '1 day')
+       INSERT INTO sync_errors (sync_id, kind, message) SELECT id, $3, $2 FROM updated`,
       [this.options.syncId, message.slice(0, 1000), kind],
     );
   }

@@ -1,0 +1,43 @@
+// A sync's status as the console shows it: the indicator and the first-load progress bar.
+
+import { h } from './dom.js';
+import { count } from './format.js';
+
+/**
+ * normal / yellow / red, in words as well as colour; the rule's reason on hover and for
+ * screen readers.
+ */
+export function indicator(status, { reason = false } = {}) {
+  return h(
+    'span',
+    { class: `indicator indicator-${status.indicator}`, title: status.reason, 'data-indicator': status.indicator },
+    h('span', { class: 'dot', 'aria-hidden': 'true' }),
+    status.indicator,
+    reason ? h('span', { class: 'reason' }, ` — ${status.reason}`) : h('span', { class: 'sr-only' }, `: ${status.reason}`),
+  );
+}
+
+/** What the running first load has done, when one is running: { label, value, max }. */
+export function progressOf(status) {
+  const p = status.progress;
+  if (!p || typeof p !== 'object') return null;
+  if (p.phase === 'backfill' && p.lists_total > 0) {
+    return { label: `Backfill: ${count(p.objects)} objects, ${count(p.lists_done)} of ${count(p.lists_total)} lists`, value: p.lists_done, max: p.lists_total };
+  }
+  const first = !status.completed_at;
+  if ((first || p.phase === 'rebuild') && p.tables_total > 0) {
+    const what = first ? 'First sweep' : 'Rebuilding';
+    const table = p.table ? `table ${p.table} (${Math.min(p.tables_done + 1, p.tables_total)} of ${p.tables_total})` : '';
+    return { label: `${what}: ${table}, ${count(p.records)} records`, value: p.tables_done, max: p.tables_total };
+  }
+  return null;
+}
+
+/** A labelled <progress> for a running backfill or first sweep; null when none runs. */
+export function progressBar(status) {
+  const progress = progressOf(status);
+  if (!progress) return null;
+  const label = h('span', { class: 'progress-label' }, progress.label);
+  const bar = h('progress', { max: progress.max, value: progress.value, 'aria-label': progress.label });
+  return h('div', { class: 'progress' }, bar, label);
+}

@@ -1,0 +1,153 @@
+import { api } from '../api.js';
+import { lineChart } from '../chart.js';
+import { field, h, notice } from '../dom.js';
+import { at, count, duration } from '../format.js';
+import { indicator, progressBar } from '../status.js';
+
+const POLL_MS = 3000;
+
+function definitions(pairs) {
+  return h('dl', { class: 'facts' }, pairs.map(([term, value]) => [h('dt', null, term), h('dd', null, value)]));
+}
+
+/** Status and `_sync_meta` times, lag and cycle time over the last hours, tables, recent errors. */
+export async function overviewTab(ctx, panel, initial, updated) {
+  const statusBox = h('div');
+  const chartBox = h('div', { class: 'chart-box' });
+  const tablesBox = h('div');
+  const errorsBox = h('div');
+  const hoursSelect = h('select', { name: 'hours' }, [1, 6, 24].map((n) => h('option', { value: n, selected: n === 6 }, n === 1 ? 'the last hour' : `the last ${n} hours`)));
+
+  panel.append(
+    h('h3', null, 'Status'),
+    statusBox,
+    h('div', { class: 'section-head' }, h('h3', null, 'Lag and cycle time'), field({ label: 'Show', control: hoursSelect })),
+    chartBox,
+    h('h3', null, 'Tables'),
+    tablesBox,
+    h('h3', null, 'Recent errors'),
+    errorsBox,
+  );
+
+  const showStatus = (sync, meta) => {
+    const s = sync.status;
+    const source = meta ?? { started_at: s.started_at, completed_at: s.completed_at, duration_last: s.duration_last };
+    const running = source.started_at && (!source.completed_at || source.started_at > source.completed_at);
+    statusBox.replaceChildren(
+      h('p', { class: 'status-line' }, indicator(s, { reason: true })),
+      progressBar(s) ?? '',
+      definitions([
+        ['Sync', running ? `running since ${new Date(source.started_at).toLocaleTimeString()}` : source.completed_at ? 'between cycles' : 'not started yet'],
+        ['Last started (_sync_meta.started_at)', at(source.started_at)],
+        ['Last completed (_sync_meta.completed_at)', at(source.completed_at)],
+        ['Duration of the last sync (_sync_meta.duration_last)', duration(source.duration_last)],
+        ['Lag (age of the oldest data the database may show)', duration(s.lag_seconds)],
+        ['Events logged', count(sync.events.logged)],
+        ...(sync.events.slot_lag_bytes !== null ? [['Decoder behind the database by', `${count(sync.events.slot_lag_bytes)} bytes`]] : []),
+      ]),
+      ...(sync.warnings.length > 0 ? [notice('info', h('strong', null, 'What the key cannot read: '), h('ul', null, sync.warnings.map((w) => h('li', null, w))))] : []),
+    );
+  };
+
+  let meta = null;
+  let sync = initial;
+  const refreshTables = async () => {
+    try {
+      const answer = await api('GET', `/api/syncs/${sync.id}/tables`);
+      meta = answer.sync_meta;
+      const headers = ['Table', 'Upstream name', 'Rows', 'Event topic'];
+      tablesBox.replaceChildren(
+        answer.data.length === 0
+          ? h('p', { class: 'muted' }, 'No tables yet: they appear as the first sync builds them.')
+          : h(
+              'div',
+              { class: 'table-wrap' },
+              h(
+                'table',
+                { class: 'tables' },
+                h('caption', { class: 'sr-only' }, 'Tables of the database with their row counts'),
+                h('thead', null, h('tr', null, headers.map((name) => h('th', { scope: 'col' }, name)))),
+                h(
+                  'tbody',
+                  null,
+                  answer.data.map((t) =>
+                    h(
+                      'tr',
+                      null,
+                      h('th', { scope: 'row', 'data-label': headers[0] }, h('code', null, t.name)),
+                      h('td', { 'data-label': headers[1] }, t.upstream_name ?? '—'),
+                      h('td', { 'data-label': headers[2], class: 'num' }, `${t.rows_estimated ? '≈ ' : ''}${count(t.rows)}`),
+                      h('td', { 'data-label': headers[3] }, t.topic ? h('code', null, t.topic) : '—'),
+                    ),
+                  ),
+                ),
+              ),
+            ),
+      );
+    } catch (error) {
+      tablesBox.replaceChildren(notice('error', error.message));
+    }
+  };
+
+  const refreshHistory = async () => {
+    const hours = Number(/** @type {HTMLSelectElement} */ (hoursSelect).value);
+    try {
+      const history = await api('GET', `/api/syncs/${sync.id}/history?hours=${hours}`);
+      const to = Date.now();
+      const from = to - hours * 3_600_000;
+      const lag = history.cycles.map((c) => [Date.parse(c.at), c.lag_seconds]);
+      const cycle = history.cycles.map((c) => [Date.parse(c.at), c.duration_seconds]);
+      const last = history.cycles.at(-1);
+      const worst = Math.max(0, ...lag.map(([, v]) => v));
+      const label = last
+        ? `Lag and cycle time over ${hours === 1 ? 'the last hour' : `the last ${hours} hours`}: latest lag ${duration(last.lag_seconds)}, latest cycle ${duration(last.duration_seconds)}, worst lag ${duration(worst)}.`
+        : 'No completed cycles in this period yet.';
+      chartBox.replaceChildren(
+        history.cycles.length === 0
+          ? h('p', { class: 'muted' }, label)
+          : lineChart({
+              label,
+              from,
+              to,
+              width: chartBox.clientWidth || panel.clientWidth,
+              series: [
+                { name: 'Lag', className: 'series-lag', points: lag },
+                { name: 'Cycle time', className: 'series-cycle', points: cycle },
+              ],
+            }),
+      );
+      errorsBox.replaceChildren(
+        history.errors.length === 0
+          ? h('p', { class: 'muted' }, 'No errors in the last day.')
+          : h(
+              'ul',
+              { class: 'errors' },
+              history.errors.map((e) => h('li', null, at(e.at), ' ', h('span', { class: `badge badge-${e.kind}` }, e.kind), ' ', e.message)),
+            ),
+      );
+    } catch (error) {
+      chartBox.replaceChildren(notice('error', error.message));
+    }
+  };
+
+  const refreshSync = async () => {
+    try {
+      sync = await api('GET', `/api/syncs/${sync.id}`);
+      updated(sync);
+    } catch {
+      // Shown as stale; the next refresh tries again.
+    }
+    showStatus(sync, meta);
+  };
+
+  hoursSelect.addEventListener('change', refreshHistory);
+  showStatus(sync, null);
+  await Promise.all([refreshTables(), refreshHistory()]);
+  showStatus(sync, meta);
+  let tick = 0;
+  ctx.every(POLL_MS, async () => {
+    tick++;
+    await refreshSync();
+    if (tick % 2 === 0) await Promise.all([refreshTables(), refreshHistory()]);
+  });
+}
