@@ -1,0 +1,427 @@
+/**
+ * The console in a real browser (the headless Chromium of @sparticuz/chromium, driven by
+ * playwright-core) against the whole service and the fake Airtable: sign in, create an
+ * account, connect a sync, watch it reach "normal", copy the psql command and run it, change
+ * a setting and see it take effect, add a webhook and see a delivery, delete, sign out.
+ * Screenshots of every page go to test-artifacts/console/.
+ */
+import { execFile } from 'node:child_process';
+import http from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { promisify } from 'node:util';
+import type { Browser, BrowserContext, Page } from 'playwright-core';
+import { test } from 'uvu';
+import * as assert from 'uvu/assert';
+import type { FakeBase } from '../src/fakes/airtable/index.ts';
+import { launchBrowser, screenshot } from './harness/browser.ts';
+import { query } from './harness/postgres.ts';
+import { waitFor } from './harness/process.ts';
+import { AIRTABLE_TEST_TOKEN, createAccount, request, startTestService, STRIPE_TEST_KEYS, type TestAccount, type TestService } from './harness/service.ts';
+
+const run = promisify(execFile);
+const SHOTS = 'console';
+
+let svc: TestService;
+let browser: Browser;
+let context: BrowserContext;
+let page: Page;
+let base: FakeBase;
+let other: TestAccount;
+let otherSync: string;
+let acmeToken: string;
+let acmeEventsPassword: string;
+let syncId: string;
+let readerUrl: string;
+let firstRenderMs: number;
+const received: Array<{ status: number; body: string }> = [];
+let receiver: http.Server;
+let receiverUrl: string;
+
+test.before(async () => {
+  try {
+    svc = await startTestService({
+      config: { roles: ['api', 'sync', 'decoder', 'events'], webhookAllowPrivate: true },
+      tunables: {
+        airtable: { pollIntervalMs: 250, cycleGapMs: 250 },
+        workerTickMs: 250,
+        decoder: { lagReportMs: 300 },
+        webhooks: { schedule: { initialDelayMs: 200, maxDelayMs: 400, maxAttempts: 4 } },
+      },
+    });
+    base = svc.airtable.createBase({ name: 'Launch Plan' });
+    const clients = base.createTable('Clients', [{ name: 'Name', type: 'singleLineText' }]);
+    base.createTable('Tasks', [
+      { name: 'Name', type: 'singleLineText' },
+      { name: 'Points', type: 'number', options: { precision: 0 } },
+    ]);
+    const link = base.addField('Tasks', { name: 'Client', type: 'multipleRecordLinks', options: { linkedTableId: clients.id, prefersSingleRecordLink: true } });
+    base.addField('Tasks', { name: 'Client name', type: 'multipleLookupValues', options: { recordLinkFieldId: link.id, fieldIdInLinkedTable: clients.primaryFieldId } });
+    const [acme] = base.createRecords('Clients', [{ Name: 'Acme Corp' }]);
+    base.createRecords('Tasks', [
+      { Name: 'Plan', Points: 1, Client: [acme!.id] },
+      { Name: 'Build', Points: 3, Client: [acme!.id] },
+      { Name: 'Ship', Points: 5 },
+    ]);
+
+    // Another tenant with a sync of its own: nothing of it may show up for acme.
+    other = await createAccount(svc, 'globex');
+    const created = await request(svc.api, 'POST', '/api/syncs', { token: other.token, body: { kind: 'airtable', base_id: 'appBBBBBBBBBBBBBB', api_key: AIRTABLE_TEST_TOKEN } });
+    assert.is(created.status, 201, created.text);
+    otherSync = created.body.id;
+
+    // The webhook destination: fails the first attempt, so the delivery log has a row to show.
+    receiver = http.createServer((req, res) => {
+      let body = '';
+      req.on('data', (chunk: Buffer) => (body += chunk.toString()));
+      req.on('end', () => {
+        const status = received.length === 0 ? 500 : 204;
+        received.push({ status, body });
+        res.writeHead(status).end();
+      });
+    });
+    await new Promise<void>((resolve) => receiver.listen(0, '127.0.0.1', resolve));
+    receiverUrl = `http://127.0.0.1:${(receiver.address() as AddressInfo).port}/hooks/tributary`;
+
+    browser = await launchBrowser();
+    context = await browser.newContext({ viewport: { width: 1280, height: 860 } });
+    await context.grantPermissions(['clipboard-read', 'clipboard-write'], { origin: svc.api });
+    page = await context.newPage();
+    page.on('pageerror', (error) => process.stderr.write(`page error: ${error.message}\n`));
+  } catch (error) {
+    process.stderr.write(`set-up failed: ${String(error)}\n${svc?.logs.lines.slice(-20).join('\n') ?? ''}\n`);
+    throw error;
+  }
+});
+
+test.after(async () => {
+  await browser?.close();
+  receiver?.close();
+  await svc?.stop();
+});
+
+/** Every form control on the page has a label (or an aria-label); every button has a name. */
+async function assertLabelled(where: string): Promise<void> {
+  const unlabelled = await page.evaluate(() => {
+    const out: string[] = [];
+    for (const el of document.querySelectorAll('input, select, textarea')) {
+      const control = el as HTMLInputElement;
+      if (control.type === 'hidden' || control.closest('[hidden]') || control.getAttribute('aria-hidden') === 'true') continue;
+      if ((control.labels?.length ?? 0) === 0 && !control.getAttribute('aria-label') && !control.getAttribute('aria-labelledby')) out.push(control.outerHTML.slice(0, 80));
+    }
+    for (const button of document.querySelectorAll('button, a')) {
+      if (!(button.textContent ?? '').trim() && !button.getAttribute('aria-label')) out.push(button.outerHTML.slice(0, 80));
+    }
+    return out;
+  });
+  assert.equal(unlabelled, [], `unlabelled controls on ${where}`);
+}
+
+async function go(hash: string): Promise<void> {
+  await page.evaluate((h) => (location.hash = h), hash);
+}
+
+/** From navigation start to the console's first rendered view (a mark app.js sets), in ms. */
+const firstRender = () => page.evaluate(() => performance.getEntriesByName('console-first-render')[0]?.startTime ?? Infinity);
+
+test('the first render comes within a second of navigation', async () => {
+  // The first load of a just-launched browser also pays for the browser's own start-up; then
+  // three fresh loads of the page (a new document each, revalidated files): their median counts.
+  await page.goto(`${svc.api}/`);
+  await page.getByLabel('API token', { exact: true }).waitFor();
+  const cold = await firstRender();
+  const warm: number[] = [];
+  for (let i = 0; i < 3; i++) {
+    await page.reload();
+    await page.getByLabel('API token', { exact: true }).waitFor();
+    warm.push(await firstRender());
+  }
+  warm.sort((a, b) => a - b);
+  firstRenderMs = warm[1]!;
+  process.stdout.write(`console first render: ${cold.toFixed(0)} ms cold (new browser), ${warm.map((ms) => ms.toFixed(0)).join(' / ')} ms on reloads\n`);
+  assert.ok(firstRenderMs < 1000, `first render took ${firstRenderMs} ms (median of three loads)`);
+});
+
+test('the operator signs in with the keyboard and creates an account (token shown once)', async () => {
+  await page.goto(`${svc.api}/`);
+  await page.getByLabel('API token', { exact: true }).waitFor();
+  await screenshot(page, SHOTS, '01-sign-in');
+  await assertLabelled('sign-in');
+
+  // A wrong token: a message at the field, no blank page.
+  await page.keyboard.type('trb_wrong');
+  await page.keyboard.press('Enter');
+  await page.getByText('that token is not valid').waitFor();
+  await screenshot(page, SHOTS, '02-sign-in-error');
+
+  // The token field has focus: type the operator token and press Enter.
+  await page.getByLabel('API token', { exact: true }).fill('');
+  await page.getByLabel('API token', { exact: true }).focus();
+  await page.keyboard.type(svc.adminToken);
+  await page.keyboard.press('Enter');
+  await page.getByText('operator (all accounts)').waitFor();
+
+  await page.getByRole('link', { name: 'Accounts' }).click();
+  await page.getByRole('heading', { name: 'Accounts' }).waitFor();
+  await page.getByRole('button', { name: 'Create account' }).click();
+  await page.getByText('Give the account a name.').waitFor();
+  await page.getByLabel('Name').fill('acme');
+  await page.getByRole('button', { name: 'Create account' }).click();
+  await page.getByText('Account acme created.').waitFor();
+  const codes = await page.locator('.notice-ok code').allTextContents();
+  acmeToken = codes.find((c) => c.startsWith('trb_'))!;
+  acmeEventsPassword = codes[2]!;
+  assert.ok(acmeToken, 'the new token is shown');
+  await screenshot(page, SHOTS, '03-accounts');
+  await assertLabelled('accounts');
+
+  await page.getByRole('button', { name: 'Sign out' }).click();
+  await page.getByLabel('API token', { exact: true }).waitFor();
+});
+
+test('the account signs in; the session cookie is HttpOnly and SameSite=Strict', async () => {
+  await page.getByLabel('API token', { exact: true }).fill(acmeToken);
+  await page.getByRole('button', { name: 'Sign in' }).click();
+  await page.getByRole('heading', { name: 'Syncs' }).waitFor();
+  await page.getByText('No syncs yet.').waitFor();
+  const cookies = await context.cookies(svc.api);
+  const session = cookies.find((c) => c.name === 'tributary_session');
+  assert.ok(session, JSON.stringify(cookies));
+  assert.is(session!.httpOnly, true);
+  assert.is(session!.sameSite, 'Strict');
+  assert.is(session!.path, '/');
+  assert.not.ok(await page.evaluate(() => document.cookie.includes('tributary_session')), 'scripts cannot read it');
+  await screenshot(page, SHOTS, '04-syncs-empty');
+});
+
+test('the connect form rejects bad input with messages, and shows the upstream check’s refusal', async () => {
+  await page.getByRole('link', { name: 'Connect a sync' }).first().click();
+  await page.getByRole('heading', { name: 'Connect a sync' }).waitFor();
+  await assertLabelled('connect');
+  await page.getByRole('button', { name: 'Connect' }).click();
+  await page.getByText('A base ID is app followed by 14 letters or digits').waitFor();
+  await page.getByText('Paste a personal access token.').waitFor();
+  assert.is(await page.getByLabel('Base ID').getAttribute('aria-invalid'), 'true');
+
+  await page.getByLabel('Base ID').fill(base.id);
+  await page.getByLabel('Personal access token').fill('patNOTAREALTOKEN1.abcdef');
+  await page.getByRole('button', { name: 'Connect' }).click();
+  await page.getByText(/Airtable key was rejected/).waitFor();
+  await screenshot(page, SHOTS, '05-connect-refused');
+
+  // Stripe: the permission table of a restricted key is shown; a publishable key is refused here.
+  await page.getByLabel('Stripe account').check();
+  await page.getByRole('table', { name: 'Permissions of a restricted key' }).waitFor();
+  assert.ok(await page.getByRole('row', { name: 'webhook resources Write' }).isVisible());
+  await page.getByLabel('API key').fill('pk_test_123');
+  await page.getByRole('button', { name: 'Connect' }).click();
+  await page.getByText(/publishable pk_ keys cannot read/).waitFor();
+  await screenshot(page, SHOTS, '06-connect-stripe');
+  await page.getByLabel('Airtable base').check();
+});
+
+test('connecting an Airtable sync: the list shows it until it reaches "normal"', async () => {
+  await page.getByLabel('Base ID').fill(base.id);
+  await page.getByLabel('Personal access token').fill(AIRTABLE_TEST_TOKEN);
+  await page.getByRole('button', { name: 'Connect' }).click();
+  await page.waitForURL(/#\/syncs\/syn_/);
+  syncId = /#\/syncs\/(syn_[a-z0-9]+)/.exec(page.url())![1]!;
+  await page.getByRole('heading', { name: /Launch Plan/ }).waitFor();
+
+  await page.getByRole('navigation', { name: 'Main' }).getByRole('link', { name: 'Syncs' }).click();
+  const row = page.locator(`tr[data-sync="${syncId}"]`);
+  await row.waitFor();
+  await row.locator('[data-indicator="normal"]').waitFor({ timeout: 30_000 });
+  await row.getByText(/ago|just now/).waitFor({ timeout: 30_000 });
+  assert.match((await row.textContent()) ?? '', /Launch Plan/);
+  assert.is(await row.locator('.indicator').getAttribute('title'), 'syncing as usual', 'the rule’s reason on hover');
+  assert.not.ok(await page.getByText(other.id).count(), 'no other account’s sync');
+  assert.is(await page.locator('tr[data-sync]').count(), 1);
+  await screenshot(page, SHOTS, '07-syncs');
+});
+
+test('a first sweep shows a progress bar in the list, live, until it completes', async () => {
+  const big = svc.airtable.createBase({ name: 'Big Base' });
+  big.generate({ seed: 7, tables: [{ name: 'Orders', records: 600 }, { name: 'Items', records: 600 }] });
+  const created = await request(svc.api, 'POST', '/api/syncs', { token: acmeToken, body: { kind: 'airtable', base_id: big.id, api_key: AIRTABLE_TEST_TOKEN } });
+  assert.is(created.status, 201, created.text);
+  const row = page.locator(`tr[data-sync="${created.body.id}"]`);
+  await row.waitFor();
+  const bar = row.locator('progress');
+  await bar.waitFor({ timeout: 20_000 });
+  assert.match((await row.locator('.progress-label').textContent()) ?? '', /^First sweep: table \w+ \(\d of 2\), [\d,]+ records$/);
+  await screenshot(page, SHOTS, '07b-syncs-first-sweep');
+  await bar.waitFor({ state: 'detached', timeout: 60_000 });
+  await row.locator('[data-indicator="normal"]').waitFor();
+  await request(svc.api, 'DELETE', `/api/syncs/${created.body.id}`, { token: acmeToken });
+});
+
+test('Overview: _sync_meta times, tables with upstream names and row counts, the chart', async () => {
+  await go(`#/syncs/${syncId}/overview`);
+  await page.getByRole('cell', { name: 'Tasks', exact: true }).waitFor();
+  const tasks = page.locator('tr', { has: page.locator('code', { hasText: /^tasks$/ }) });
+  assert.match((await tasks.textContent()) ?? '', /Tasks\s*3/);
+  await page.getByText('Last completed (_sync_meta.completed_at)').waitFor();
+  await page.locator('svg.chart polyline, svg.chart circle').first().waitFor({ timeout: 15_000 });
+  assert.match((await page.locator('svg.chart').getAttribute('aria-label')) ?? '', /latest lag/);
+  await page.getByText('No errors in the last day.').waitFor();
+  await screenshot(page, SHOTS, '08-overview');
+  await assertLabelled('overview');
+});
+
+test('Connect: copy the psql command and run it; the event password on request', async () => {
+  await page.getByRole('link', { name: 'Connect', exact: true }).click();
+  await page.getByRole('button', { name: 'Copy psql command' }).waitFor();
+  const sync = await request(svc.api, 'GET', `/api/syncs/${syncId}`, { token: acmeToken });
+  readerUrl = sync.body.database.url;
+  const password = new URL(readerUrl).password;
+  assert.not.ok((await page.locator('main').textContent())!.includes(password), 'the password is hidden until asked for');
+  assert.match((await page.locator('#database-url').textContent()) ?? '', /^postgres:\/\/tr_\w+_ro:••••••••@/);
+
+  await page.getByRole('button', { name: 'Copy psql command' }).click();
+  const copied = await page.evaluate(() => navigator.clipboard.readText());
+  assert.ok(copied.startsWith('psql '), copied);
+  assert.ok(copied.includes(password), 'the copy has the real password');
+  const { stdout } = await run('/bin/sh', ['-c', `${copied} -At -c 'select count(*) from tasks'`]);
+  assert.is(stdout.trim(), '3');
+
+  await page.getByRole('button', { name: 'Show password' }).click();
+  assert.ok((await page.locator('#psql-command').textContent())!.includes(password));
+  await page.getByRole('button', { name: 'Show event password' }).click();
+  await page.locator('#events-password', { hasText: acmeEventsPassword }).waitFor();
+  await page.getByText(`${svc.api}/api/wait/${syncId}`).first().waitFor();
+  assert.ok(await page.getByText(`svc.${syncId}.tasks`).first().isVisible());
+  await screenshot(page, SHOTS, '09-connect');
+  await assertLabelled('connect tab');
+});
+
+test('Settings: bad input is refused with a message; Lookup as text takes effect', async () => {
+  await page.getByRole('link', { name: 'Settings' }).click();
+  await page.getByLabel('Debounce Updates (ms)').waitFor();
+  await assertLabelled('settings');
+  assert.match((await page.locator('main').textContent()) ?? '', /66% more/);
+  await page.getByLabel('Debounce Updates (ms)').fill('-5');
+  await page.getByRole('button', { name: 'Save settings' }).click();
+  await page.getByText(/Enter a whole number of milliseconds/).waitFor();
+  await screenshot(page, SHOTS, '10-settings-error');
+
+  const before = await query<{ data_type: string }>(readerUrl, "SELECT data_type FROM information_schema.columns WHERE table_name = 'tasks' AND column_name = 'client_name'");
+  assert.equal(before, [{ data_type: 'ARRAY' }]);
+  await page.getByLabel('Debounce Updates (ms)').fill('0');
+  await page.getByLabel('Lookup as').selectOption('text');
+  await page.getByRole('button', { name: 'Save settings' }).click();
+  await page.getByText(/^Saved\. The next sync cycle rebuilds/).waitFor();
+  await screenshot(page, SHOTS, '11-settings-saved');
+  await waitFor(
+    'the lookup column to become text',
+    async () => {
+      const rows = await query<{ data_type: string }>(readerUrl, "SELECT data_type FROM information_schema.columns WHERE table_name = 'tasks' AND column_name = 'client_name'");
+      return rows[0]?.data_type === 'text' ? rows : undefined;
+    },
+    30_000,
+  );
+  const saved = await request(svc.api, 'GET', `/api/syncs/${syncId}`, { token: acmeToken });
+  assert.is(saved.body.settings.lookup_as, 'text');
+});
+
+test('Webhooks: add one (secret shown once), see a delivery and its log', async () => {
+  await page.getByRole('link', { name: 'Webhooks' }).click();
+  await page.getByLabel('Destination URL').waitFor();
+  await page.getByRole('button', { name: 'Add webhook' }).click();
+  await page.getByText('Choose at least one topic.').waitFor();
+  await page.getByText('Enter an absolute http:// or https:// URL.').waitFor();
+
+  await page.getByLabel('Destination URL').fill(receiverUrl);
+  await page.getByLabel(`svc.${syncId}.tasks`).check();
+  await page.getByRole('button', { name: 'Add webhook' }).click();
+  await page.getByText('Its signing secret is shown only this once').waitFor();
+  assert.match((await page.locator('.notice-ok code').textContent()) ?? '', /^whsec_/);
+  await screenshot(page, SHOTS, '12-webhook-added');
+
+  const task = base.records('Tasks').find((r) => r.fields.Name === 'Ship')!;
+  base.updateRecord('Tasks', task.id, { Points: 8 });
+  await waitFor('the delivery', async () => received.find((r) => r.status === 204 && r.body.includes('"points":8')), 30_000);
+  await page.locator('.delivered-count', { hasText: /^1 delivered/ }).waitFor({ timeout: 15_000 });
+  await page.getByRole('button', { name: 'Show delivery log' }).click();
+  const entry = page.locator('table.deliveries tbody tr').first();
+  await entry.waitFor();
+  assert.match((await entry.textContent()) ?? '', /delivered/);
+  assert.match((await entry.textContent()) ?? '', new RegExp(task.id));
+  await screenshot(page, SHOTS, '13-webhooks');
+  await assertLabelled('webhooks');
+});
+
+test("no page shows another account's data", async () => {
+  await go(`#/syncs/${otherSync}`);
+  await page.getByRole('heading', { name: 'Sync not found' }).waitFor();
+  assert.not.ok(((await page.locator('main').textContent()) ?? '').includes(other.eventsUsername));
+  const answers = await page.evaluate(async (id) => {
+    const out: number[] = [];
+    for (const path of [`/api/syncs/${id}`, `/api/syncs/${id}/tables`, `/api/syncs/${id}/connection`, `/api/syncs/${id}/webhooks`]) {
+      out.push((await fetch(path)).status);
+    }
+    return out;
+  }, otherSync);
+  assert.equal(answers, [404, 404, 404, 404]);
+  // The session's own account only: the same cookie from the same page cannot act on the other.
+  const patch = await page.evaluate(async (id) => (await fetch(`/api/syncs/${id}`, { method: 'PATCH', headers: { 'content-type': 'application/json' }, body: '{"settings":{"turbo":true}}' })).status, syncId);
+  assert.is(patch, 403, 'no CSRF token, no change');
+  await screenshot(page, SHOTS, '14-not-found');
+});
+
+test('readable on a phone: no sideways scrolling, tables become cards', async () => {
+  await page.setViewportSize({ width: 390, height: 844 });
+  for (const [hash, name] of [
+    ['#/', '15-phone-syncs'],
+    [`#/syncs/${syncId}/overview`, '16-phone-overview'],
+    [`#/syncs/${syncId}/connect`, '17-phone-connect'],
+  ] as const) {
+    await go(hash);
+    await page.locator('main h1').first().waitFor();
+    await page.waitForTimeout(300);
+    const overflow = await page.evaluate(() => document.documentElement.scrollWidth - window.innerWidth);
+    assert.ok(overflow <= 0, `${hash} scrolls sideways by ${overflow}px`);
+    await screenshot(page, SHOTS, name);
+  }
+  await page.setViewportSize({ width: 1280, height: 860 });
+});
+
+test('a Stripe sync connects through the form too; Delete asks for the sync id, then removes it', async () => {
+  await go('#/connect');
+  await page.getByLabel('Stripe account').check();
+  await page.getByLabel('API key').fill(STRIPE_TEST_KEYS[0]!);
+  await page.getByRole('button', { name: 'Connect' }).click();
+  await page.waitForURL(/#\/syncs\/syn_/);
+  const id = /#\/syncs\/(syn_[a-z0-9]+)/.exec(page.url())![1]!;
+  const extra = { body: { id } };
+  await page.getByRole('heading', { name: /Stripe/ }).waitFor();
+  await page.getByRole('link', { name: 'Settings' }).click();
+  await page.getByText(/all of the account’s Stripe rate limit/).waitFor();
+  assert.is(await page.getByLabel('Debounce Updates (ms)').count(), 0, 'Stripe has only Turbo');
+  await page.getByRole('link', { name: 'Delete', exact: true }).click();
+  const button = page.getByRole('button', { name: 'Delete this sync' });
+  await button.waitFor();
+  assert.ok(await button.isDisabled());
+  await page.getByLabel(/Type the sync ID/).fill('syn_wrong');
+  assert.ok(await button.isDisabled());
+  await screenshot(page, SHOTS, '18-delete');
+  await page.getByLabel(/Type the sync ID/).fill(extra.body.id);
+  await button.click();
+  await page.getByRole('heading', { name: 'Syncs' }).waitFor();
+  await waitFor('the sync to go', async () => ((await request(svc.api, 'GET', `/api/syncs/${extra.body.id}`, { token: acmeToken })).status === 404 ? true : undefined), 10_000);
+  await page.locator(`tr[data-sync="${extra.body.id}"]`).waitFor({ state: 'detached' });
+});
+
+test('sign out: back to the sign-in page, and the old cookie is worthless', async () => {
+  const cookie = (await context.cookies(svc.api)).find((c) => c.name === 'tributary_session')!;
+  await page.getByRole('button', { name: 'Sign out' }).click();
+  await page.getByLabel('API token', { exact: true }).waitFor();
+  await screenshot(page, SHOTS, '19-signed-out');
+  const replayed = await request(svc.api, 'GET', '/api/syncs', { headers: { cookie: `${cookie.name}=${cookie.value}` } });
+  assert.is(replayed.status, 401);
+  await page.reload();
+  await page.getByLabel('API token', { exact: true }).waitFor();
+  // Every refusal along the way was a 4xx with a message: the server never failed a request.
+  assert.equal(svc.logs.lines.filter((line) => line.includes('"request failed"')), []);
+});
+
+test.run();
