@@ -136,12 +136,14 @@ export async function startService(config: Config, logger: Logger, tunables: Tun
     });
     const runnerOptions = { control: pool, store: syncs, syncService, limiter, upstreams: config.upstreams, logger, ...tunables };
     cleanup = upstreamCleanup(runnerOptions);
+    const ports: Partial<Record<'api' | 'proxy' | 'events', number>> = {};
+    // Read when an answer is made: with port 0 the real port is known only once listening.
     const events: EventEndpoints = {
-      restUrl: `http://${config.publicHost}:${config.eventsPort}`,
+      get restUrl() {
+        return `http://${config.publicHost}:${ports.events ?? config.eventsPort}`;
+      },
       kafkaBrokers: config.kafkaBrokers,
     };
-
-    const ports: Partial<Record<'api' | 'proxy' | 'events', number>> = {};
     const serve = async (name: 'api' | 'proxy' | 'events', handler: Parameters<typeof listen>[0], port: number) => {
       const server: RunningServer = await listen(handler, { host: config.host, port });
       closers.push(() => server.close());
@@ -176,6 +178,7 @@ export async function startService(config: Config, logger: Logger, tunables: Tun
         box,
         webhookAllowPrivate: config.webhookAllowPrivate,
         eventAccess,
+        proxyUrl: () => `http://${config.publicHost}:${ports.proxy ?? config.proxyPort}`,
       });
       await serve('api', app.callback(), config.apiPort);
     }
