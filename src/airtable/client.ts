@@ -42,6 +42,8 @@ export interface AirtableClientOptions {
   lockoutMs?: number;
   /** The base's limit; benchmarks with a time-scaled fake pass a scaled one. */
   rule?: QuotaRule;
+  /** Told of every 429 Airtable answers (the sync's metrics count them). */
+  onRateLimited?: () => void;
 }
 
 interface ErrorBody {
@@ -80,7 +82,10 @@ export class AirtableClient {
         return await this.once<T>(method, path, body);
       } catch (error) {
         const locked = error instanceof AirtableError && error.kind === 'rate_limited';
-        if (locked) this.options.limiter?.refusedByUpstream(this.options.baseId);
+        if (locked) {
+          this.options.limiter?.refusedByUpstream(this.options.baseId);
+          this.options.onRateLimited?.();
+        }
         const retryable = locked || error instanceof UpstreamUnreachable || (error instanceof AirtableError && error.kind === 'transient');
         if (!retryable || attempt >= attempts || this.options.signal?.aborted) throw error;
         // A 429 locks the base out for 30 s; hammering it would only extend the lockout.

@@ -4,6 +4,7 @@ import type { AirtableSettings } from '../control/settings.ts';
 import { toError } from '../errors.ts';
 import type { Logger } from '../log.ts';
 import type { QuotaLimiter } from '../quota/limiter.ts';
+import { type PassRequests, untilNextPass } from '../sync/passes.ts';
 import { StatusReporter } from '../sync/status-reporter.ts';
 import { pause } from '../time.ts';
 import { deleteRows, upsertRows } from '../writer/upsert.ts';
@@ -34,6 +35,10 @@ export interface AirtableRunnerOptions {
   changeCapture?: boolean;
   /** Time scale of the upstream (benchmarks against a sped-up fake); 1 in production. */
   timeScale?: number;
+  /** Wait requests for this sync, which start the next pass early (PassSignals). */
+  passRequests?: PassRequests;
+  /** Told of every 429 Airtable answers the sync. */
+  onRateLimited?: () => void;
 }
 
 const RECENT_TTL_MS = 10 * 60_000;
@@ -60,6 +65,26 @@ export class AirtableRunner {
   private running: Promise<void> | undefined;
   /** True while a cycle builds every table from scratch (first load): no payload can apply yet. */
   private loading = false;
+  /** Cycles begun by this runner, numbered from 1. */
+  private cyclesBegun = 0;
+  /**
+   * Non-zero: change capture has missed something only a full cycle catches (a schema change,
+   * a table not built yet, a new webhook's blind spot, a debounced write that failed), so no
+   * capture poll counts as a pass until cycle number `needsCycle` (or a later one) completes.
+   */
+  private needsCycle = 0;
+  /** Debounced writes that failed (left to the sweep). */
+  private debounceFailures = 0;
+  /** Ends the pause between cycles early, while there is one. */
+  private endGap: (() => void) | undefined;
+  /** Ends the pause between capture polls early, while there is one. */
+  private endCapturePause: (() => void) | undefined;
+  /** The wait-request mark taken when the latest capture poll started. */
+  private captureMark = 0;
+  /** A capture poll someone waited on could not count as a pass: poll again once that may have changed. */
+  private pollWanted = false;
+  /** The capture loop pauses while polls cannot run (first load, no webhook yet): a cycle's end ends that pause. */
+  private captureParked = false;
 
   constructor(private readonly options: AirtableRunnerOptions) {
     this.status = new StatusReporter({ control: options.control, target: options.target, syncId: options.syncId, logger: options.logger });
@@ -89,6 +114,7 @@ export class AirtableRunner {
       // The seed's shares of the base's 5 req/s: 3 by default, all 5 with Turbo.
       quota: { kind: 'sync', syncLimit: settings.turbo ? 5 : 3, urgent },
       signal: this.signal,
+      onRateLimited: this.options.onRateLimited,
       ...(this.options.timeScale && this.options.timeScale !== 1
         ? { rule: { ...AIRTABLE_RULE, windowMs: AIRTABLE_RULE.windowMs / this.options.timeScale }, lockoutMs: 30_000 / this.options.timeScale }
         : {}),
@@ -98,11 +124,14 @@ export class AirtableRunner {
   private async cycleLoop(): Promise<void> {
     let failures = 0;
     while (!this.signal.aborted) {
+      const mark = this.options.passRequests?.requestMark(this.options.syncId) ?? 0;
+      const began = Date.now();
       try {
         this.settings = await this.options.loadSettings();
         await this.cycle(this.client(this.settings));
         failures = 0;
-        await pause(this.options.cycleGapMs ?? 0, this.signal);
+        const gap = this.options.cycleGapMs ?? 0;
+        if (gap > 0) await this.betweenCycles(gap, mark, began);
       } catch (thrown) {
         if (this.signal.aborted) break;
         const error = toError(thrown);
@@ -114,13 +143,51 @@ export class AirtableRunner {
     }
   }
 
+  /**
+   * The pause between cycles. A waiter is normally served by the next capture poll; without
+   * change capture a wait request ends the pause, and so does a capture poll that someone
+   * waits on but that only a cycle can complete (endGap).
+   */
+  private async betweenCycles(gapMs: number, mark: number, began: number): Promise<void> {
+    const requests = this.webhook ? undefined : this.options.passRequests;
+    await this.interruptible(
+      (end) => (this.endGap = end),
+      (signal) => untilNextPass({ requests, syncId: this.options.syncId, mark, intervalMs: gapMs, lastStart: began, signal }),
+    );
+  }
+
+  /** Runs a pause that ends when the runner stops or when the `end` handed to `expose` is called. */
+  private async interruptible(expose: (end: (() => void) | undefined) => void, wait: (signal: AbortSignal) => Promise<void>): Promise<void> {
+    const pauseEnds = new AbortController();
+    const end = () => pauseEnds.abort();
+    this.signal.addEventListener('abort', end, { once: true });
+    expose(end);
+    try {
+      await wait(pauseEnds.signal);
+    } finally {
+      expose(undefined);
+      this.signal.removeEventListener('abort', end);
+    }
+  }
+
+  /**
+   * A cycle is a pass: everything it writes was read after it started, so when it completes
+   * the database holds everything upstream had at its start, unless debounced records are
+   * still held back (or one of their writes failed meanwhile).
+   */
   private async cycle(client: AirtableClient): Promise<void> {
     const settings = this.settings!;
+    const pass = await this.status.passStarted();
+    const number = ++this.cyclesBegun;
+    const debounceFailures = this.debounceFailures;
     const started = new Date();
     await this.status.cycleStarted(started);
     if (this.options.changeCapture !== false) {
       // Before listing: every change from here on is either in the listing or in a payload.
+      const previous = this.webhook?.id;
       this.webhook = await ensureWebhook(client, this.options.target, this.options.logger);
+      // A webhook new to this runner: what happened before it is only in this cycle's listing.
+      if (this.webhook && this.webhook.id !== previous) this.needsCycle = Math.max(this.needsCycle, number);
     }
     const desired = mapBase(await client.schema(), settings);
     const built = await loadBuilt(this.options.target);
@@ -166,7 +233,10 @@ export class AirtableRunner {
     }
     this.pruneRecent();
     this.loading = false;
-    await this.status.cycleCompleted(started, new Date());
+    if (this.needsCycle !== 0 && number >= this.needsCycle) this.needsCycle = 0;
+    const complete = this.pending.size === 0 && this.debounceFailures === debounceFailures;
+    await this.status.cycleCompleted(started, new Date(), complete ? pass : undefined);
+    if (this.captureParked || this.pollWanted || this.requestPending) this.pollSoon();
   }
 
   private sweepContext(client: AirtableClient, onPage: (listed: number) => Promise<void>): SweepContext {
@@ -200,12 +270,39 @@ export class AirtableRunner {
     for (const id of ids) this.recent.set(`${tableId}/${id}`, fetchedAt);
   }
 
+  private get captureReady(): boolean {
+    return this.webhook !== undefined && this.settings !== undefined && !this.loading;
+  }
+
+  /** True when a wait request arrived since the latest capture poll started. */
+  private get requestPending(): boolean {
+    return (this.options.passRequests?.requestMark(this.options.syncId) ?? 0) !== this.captureMark;
+  }
+
+  /** Starts the next capture poll now (if polls can run; else as soon as they can). */
+  private pollSoon(): void {
+    this.endCapturePause?.();
+  }
+
   private async captureLoop(): Promise<void> {
+    const { passRequests, syncId } = this.options;
+    this.captureMark = passRequests?.requestMark(syncId) ?? 0;
+    let lastStart = Date.now();
     while (!this.signal.aborted) {
-      await pause(this.options.pollIntervalMs ?? 1000, this.signal);
-      if (!this.webhook || !this.settings || this.loading || this.signal.aborted) continue;
+      // While polls cannot run, wait requests are left pending; the cycle's end ends this pause.
+      this.captureParked = !this.captureReady;
+      const requests = this.captureParked ? undefined : passRequests;
+      await this.interruptible(
+        (end) => (this.endCapturePause = end),
+        (signal) => untilNextPass({ requests, syncId, mark: this.captureMark, intervalMs: this.options.pollIntervalMs ?? 1000, lastStart, signal }),
+      );
+      this.captureParked = false;
+      if (!this.captureReady || this.signal.aborted) continue;
+      // Marked before the poll starts, so a request that arrives during it wakes the next one.
+      this.captureMark = passRequests?.requestMark(syncId) ?? 0;
+      lastStart = Date.now();
       try {
-        await this.pollOnce(this.client(this.settings, true));
+        await this.pollOnce(this.client(this.settings!, true));
       } catch (thrown) {
         if (this.signal.aborted) break;
         // The next poll tries again from the same cursor; the sweep covers anything meanwhile.
@@ -214,7 +311,14 @@ export class AirtableRunner {
     }
   }
 
+  /**
+   * One read of the webhook's payloads, applied. It is a pass when everything it read is
+   * written: nothing held back by debounce or by a table being rebuilt, and nothing that only
+   * a full cycle can catch (see needsCycle).
+   */
   private async pollOnce(client: AirtableClient): Promise<void> {
+    const pass = await this.status.passStarted();
+    const debounceFailures = this.debounceFailures;
     // Refreshed here, not only per cycle: a cycle of a large base can outlast a short-lived webhook.
     if (needsRefresh(this.webhook!)) this.webhook = await refreshWebhook(client, this.options.target, this.webhook!);
     const webhook = this.webhook!;
@@ -225,6 +329,15 @@ export class AirtableRunner {
       this.webhook = { ...webhook, cursor };
       await saveWebhookState(this.options.target, this.webhook);
     }
+    const settled =
+      this.needsCycle === 0 &&
+      this.pending.size === 0 &&
+      this.debounceFailures === debounceFailures &&
+      [...this.rebuilding.values()].every((held) => held.size === 0);
+    if (settled) await this.status.passCompleted(pass);
+    // Someone waits: poll again once the cycle or the debounced writes that hold it up are done.
+    this.pollWanted = pass.wanted && !settled;
+    if (this.pollWanted && this.needsCycle !== 0) this.endGap?.();
   }
 
   private async applyPayloads(client: AirtableClient, payloads: WebhookPayload[]): Promise<void> {
@@ -233,7 +346,10 @@ export class AirtableRunner {
     const entry = <V>(map: Map<string, V>, key: string, make: () => V) => map.get(key) ?? map.set(key, make()).get(key)!;
     for (const payload of payloads) {
       const at = Date.parse(payload.timestamp) || Date.now();
+      if (schemaChanged(payload)) this.needsCycle = this.cyclesBegun + 1;
       for (const [tableId, change] of Object.entries(payload.changedTablesById ?? {})) {
+        // A table that is neither built nor being built: its records arrive with the next cycle.
+        if (!this.live.has(tableId) && !this.rebuilding.has(tableId)) this.needsCycle = this.cyclesBegun + 1;
         const ids = [...Object.keys(change.createdRecordsById ?? {}), ...Object.keys(change.changedRecordsById ?? {})];
         for (const id of ids) {
           entry(changed, tableId, () => new Map()).set(id, at);
@@ -281,10 +397,25 @@ export class AirtableRunner {
         try {
           await this.refetch(this.client(this.settings, true), tableId, ids);
         } catch (thrown) {
-          // Left to the sweep, which no longer skips them.
+          // Left to the sweep, which no longer skips them: until a new cycle, no capture poll is a pass.
+          this.debounceFailures++;
+          this.needsCycle = this.cyclesBegun + 1;
           this.options.logger.warn({ error: toError(thrown).message }, 'writing debounced records failed');
         }
       }
+      if (due.size > 0 && this.pending.size === 0 && this.pollWanted) this.pollSoon();
     }
   }
+}
+
+/** Fields or tables created, changed or removed: only a cycle's schema read and rebuild bring them in. */
+function schemaChanged(payload: WebhookPayload): boolean {
+  if (Object.keys(payload.createdTablesById ?? {}).length > 0 || (payload.destroyedTableIds ?? []).length > 0) return true;
+  return Object.values(payload.changedTablesById ?? {}).some(
+    (change) =>
+      Object.keys(change.createdFieldsById ?? {}).length > 0 ||
+      Object.keys(change.changedFieldsById ?? {}).length > 0 ||
+      (change.destroyedFieldIds ?? []).length > 0 ||
+      change.changedMetadata !== undefined,
+  );
 }

@@ -60,6 +60,8 @@ export interface StripeClientOptions {
   /** Attempts for 429s and transient failures, with growing back-off. */
   attempts?: number;
   rule?: QuotaRule;
+  /** Told of every 429 Stripe answers (the sync's metrics count them). */
+  onRateLimited?: () => void;
 }
 
 type Params = Record<string, string | number | boolean | string[] | undefined>;
@@ -87,7 +89,10 @@ export class StripeClient {
       } catch (error) {
         const retryable =
           error instanceof UpstreamUnreachable || (error instanceof StripeError && (error.kind === 'transient' || error.kind === 'rate_limited'));
-        if (error instanceof StripeError && error.kind === 'rate_limited') this.options.limiter?.refusedByUpstream(this.options.quotaKey);
+        if (error instanceof StripeError && error.kind === 'rate_limited') {
+          this.options.limiter?.refusedByUpstream(this.options.quotaKey);
+          this.options.onRateLimited?.();
+        }
         if (!retryable || attempt >= attempts || this.options.signal?.aborted) throw error;
         // Stripe has no lockout: a 429 only means this second is spent.
         await pause(Math.min(8000, 250 * 2 ** (attempt - 1)) * (0.75 + Math.random() / 2), this.options.signal);

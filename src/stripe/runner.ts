@@ -4,6 +4,7 @@ import type { StripeSettings } from '../control/settings.ts';
 import { toError } from '../errors.ts';
 import type { Logger } from '../log.ts';
 import type { QuotaLimiter } from '../quota/limiter.ts';
+import { type PassRequests, untilNextPass } from '../sync/passes.ts';
 import { StatusReporter } from '../sync/status-reporter.ts';
 import { pause } from '../time.ts';
 import { BACKFILL_KEY, type BackfillState, beginBackfill, runBackfill } from './backfill.ts';
@@ -26,6 +27,10 @@ export interface StripeRunnerOptions {
   logger: Logger;
   /** How often the events feed is read (the seed: twice a second). */
   pollIntervalMs?: number;
+  /** Wait requests for this sync, which start the next read of the feed early (PassSignals). */
+  passRequests?: PassRequests;
+  /** Told of every 429 Stripe answers the sync. */
+  onRateLimited?: () => void;
 }
 
 /**
@@ -75,6 +80,7 @@ export class StripeRunner {
       quotaKey: stripeQuotaKey(this.options.accountId, key),
       quota: { kind: 'sync', syncLimit: syncShare(key, settings.turbo) },
       signal,
+      onRateLimited: this.options.onRateLimited,
     });
   }
 
@@ -113,10 +119,17 @@ export class StripeRunner {
     }
   }
 
-  /** The first backfill, a resumed one, or (again) a new one after the feed ran out. */
+  /**
+   * The first backfill, a resumed one, or (again) a new one after the feed ran out. A backfill
+   * begun here is a pass (every list is read after it began); a resumed one read some pages
+   * before this process started, so the feed's first read after it confirms instead.
+   */
   private async backfill(client: StripeClient, again: boolean): Promise<void> {
+    const pass = await this.status.passStarted();
+    const before = Date.now();
     const state = await beginBackfill(client, this.options.target, again);
     if (state.completedAt) return;
+    const fresh = state.startedAt >= before;
     const started = new Date(state.startedAt);
     await this.status.cycleStarted(started);
     const result = await runBackfill(
@@ -125,26 +138,37 @@ export class StripeRunner {
     );
     await saveState(this.options.target, EVENTS_KEY, state.eventsCursor);
     await markAllUpcoming(this.options.target);
-    await this.status.cycleCompleted(started, new Date());
+    await this.status.cycleCompleted(started, new Date(), fresh ? pass : undefined);
     if (result.skipped.length > 0) await this.status.warn(result.skipped.map((s) => `${s.table} not synced: ${s.list} answered ${s.reason}`));
   }
 
-  /** The events feed, read every pollIntervalMs; each read is one "cycle" of `_sync_meta`. */
+  /**
+   * The events feed, read every pollIntervalMs; each read is one "cycle" of `_sync_meta`, and
+   * a pass: it reads every event after the cursor and applies them before it ends. (Upcoming
+   * invoice previews are refreshed apart from it, and are not part of any pass.)
+   */
   private async follow(signal: AbortSignal): Promise<void> {
     const backfill = await loadState<BackfillState>(this.options.target, BACKFILL_KEY);
     let cursor = (await loadState<EventsCursor>(this.options.target, EVENTS_KEY)) ?? backfill!.eventsCursor;
     let lastMeta = 0;
+    const { syncId, passRequests } = this.options;
     while (!signal.aborted) {
+      // Marked before the read starts, so a request that arrives during it wakes the next one.
+      const mark = passRequests?.requestMark(syncId) ?? 0;
+      const lastStart = Date.now();
+      const pass = await this.status.passStarted();
       const started = new Date();
       const client = this.client(await this.options.loadSettings(), signal);
       const polled = await pollEvents(client, this.options.target, cursor);
       cursor = polled.cursor;
       if (polled.events > 0 || Date.now() - lastMeta >= META_EVERY_MS) {
         await this.status.cycleStarted(started);
-        await this.status.cycleCompleted(started, new Date());
+        await this.status.cycleCompleted(started, new Date(), pass);
         lastMeta = Date.now();
+      } else {
+        await this.status.passCompleted(pass);
       }
-      await pause(this.options.pollIntervalMs ?? 500, signal);
+      await untilNextPass({ requests: passRequests, syncId, mark, intervalMs: this.options.pollIntervalMs ?? 500, lastStart, signal });
     }
   }
 

@@ -9,6 +9,7 @@ import type { SyncRecord, SyncStore } from '../control/syncs.ts';
 import type { Logger } from '../log.ts';
 import type { QuotaLimiter } from '../quota/limiter.ts';
 import { upstreamBase } from '../upstream/http.ts';
+import type { PassRequests } from './passes.ts';
 import type { Runner } from './worker.ts';
 
 export interface RunnerFactoryOptions {
@@ -21,6 +22,20 @@ export interface RunnerFactoryOptions {
   /** Tunables for tests: webhook poll interval, pause between cycles. */
   airtable?: { pollIntervalMs?: number; cycleGapMs?: number; timeScale?: number };
   stripe?: { pollIntervalMs?: number };
+  /** Wait requests (PassSignals): a sync someone waits on starts its next pass early. */
+  passRequests?: PassRequests;
+}
+
+/**
+ * Counts a 429 that upstream answered one of the sync's own requests (`upstream_429s`, read
+ * by /metrics). Rare by design (the quota keeps the sync under the limit), so one write each.
+ */
+function rateLimitCounter(control: pg.Pool, syncId: string, logger: Logger): () => void {
+  return () => {
+    control
+      .query('UPDATE syncs SET upstream_429s = upstream_429s + 1 WHERE id = $1', [syncId])
+      .catch((err: unknown) => logger.warn({ err }, 'could not count an upstream 429'));
+  };
 }
 
 function targetPool(url: string, logger: Logger): pg.Pool {
@@ -40,6 +55,7 @@ export function runnerFactory(options: RunnerFactoryOptions): (syncId: string) =
     if (!sync || sync.state !== 'active') throw new Error(`sync ${syncId} is not active`);
     const logger = options.logger.child({ sync: sync.id });
     const target = targetPool(await options.syncService.adminUrl(sync), logger);
+    const shared = { passRequests: options.passRequests, onRateLimited: rateLimitCounter(options.control, sync.id, logger) };
     const runner = sync.kind === 'stripe'
       ? new StripeRunner({
           syncId: sync.id,
@@ -51,6 +67,7 @@ export function runnerFactory(options: RunnerFactoryOptions): (syncId: string) =
           limiter: options.limiter,
           loadSettings: async () => ((await options.store.get(sync.id))?.settings ?? sync.settings) as StripeSettings,
           logger,
+          ...shared,
           ...options.stripe,
         })
       : new AirtableRunner({
@@ -63,6 +80,7 @@ export function runnerFactory(options: RunnerFactoryOptions): (syncId: string) =
       limiter: options.limiter,
       loadSettings: async () => ((await options.store.get(sync.id))?.settings ?? sync.settings) as AirtableSettings,
       logger,
+      ...shared,
       ...options.airtable,
     });
     return {

@@ -1,5 +1,6 @@
 import type pg from 'pg';
 import type { Logger } from '../log.ts';
+import { confirmPass, passStarted, PASSES_CHANNEL, type PassStart } from './passes.ts';
 
 export type ErrorKind = 'transient' | 'fatal';
 
@@ -23,20 +24,39 @@ export class StatusReporter {
     await this.options.target.query('UPDATE public._sync_meta SET started_at = $1', [at]);
   }
 
-  /** A finished cycle also clears the error: the indicator returns to normal. */
-  async cycleCompleted(started: Date, finished: Date): Promise<void> {
+  /**
+   * Before a pass reads anything upstream: its start on the control database's clock, and
+   * whether someone waits for it (src/sync/passes.ts).
+   */
+  passStarted(): Promise<PassStart> {
+    return passStarted(this.options.control, this.options.syncId);
+  }
+
+  /** A pass that left the database holding everything upstream had at its start; written only when someone waits. */
+  async passCompleted(pass: PassStart): Promise<void> {
+    if (pass.wanted) await confirmPass(this.options.control, this.options.syncId, pass);
+  }
+
+  /**
+   * A finished cycle also clears the error: the indicator returns to normal. `confirms`: the
+   * cycle was also a complete pass (recorded whether or not anyone waits, as this writes anyway).
+   */
+  async cycleCompleted(started: Date, finished: Date, confirms?: PassStart): Promise<void> {
     const seconds = (finished.getTime() - started.getTime()) / 1000;
     await this.options.target.query(
       'UPDATE public._sync_meta SET completed_at = $1, duration_last = make_interval(secs => $2)',
       [finished, seconds],
     );
     await this.options.control.query(
-      `UPDATE syncs SET completed_at = $2, duration_last = make_interval(secs => $3),
-              duration_usual = CASE WHEN duration_usual IS NULL THEN make_interval(secs => $3)
-                                    ELSE duration_usual * 0.8 + make_interval(secs => $3) * 0.2 END,
-              last_error = NULL, last_error_at = NULL, last_error_kind = NULL, progress = NULL
-        WHERE id = $1`,
-      [this.options.syncId, finished, seconds],
+      `WITH c AS (
+         UPDATE syncs SET completed_at = $2, duration_last = make_interval(secs => $3),
+                duration_usual = CASE WHEN duration_usual IS NULL THEN make_interval(secs => $3)
+                                      ELSE duration_usual * 0.8 + make_interval(secs => $3) * 0.2 END,
+                last_error = NULL, last_error_at = NULL, last_error_kind = NULL, progress = NULL,
+                confirmed_through = GREATEST(confirmed_through, $4::timestamptz)
+          WHERE id = $1 RETURNING id)
+       SELECT pg_notify('${PASSES_CHANNEL}', id) FROM c WHERE $4::timestamptz IS NOT NULL`,
+      [this.options.syncId, finished, seconds, confirms?.at ?? null],
     );
     await this.recordCycle(started, finished);
   }
