@@ -9,11 +9,16 @@ import { errorMiddleware } from './errors.ts';
 import { accountRoutes } from './routes/accounts.ts';
 import { consoleDataRoutes, type ConsoleDataOptions } from './routes/console-data.ts';
 import { consoleSessionRoutes } from './routes/console-session.ts';
+import { metricsRoutes, type MetricsApiOptions } from './routes/metrics.ts';
 import { syncRoutes } from './routes/syncs.ts';
+import { waitRoutes, type WaitApiOptions } from './routes/wait.ts';
 import { webhookRoutes, type WebhookApiOptions } from './routes/webhooks.ts';
 
-/** ApiOptions plus what the webhook routes need (the secret box, the private-address switch) and the console. */
-export type ApiAppOptions = ApiOptions & WebhookApiOptions & ConsoleDataOptions;
+/**
+ * ApiOptions plus what the webhook routes need (the secret box, the private-address switch),
+ * the wait endpoint (the event bus, pass signals) and /metrics (the process's metrics).
+ */
+export type ApiAppOptions = ApiOptions & WebhookApiOptions & WaitApiOptions & MetricsApiOptions & ConsoleDataOptions;
 
 export function createApiApp(api: ApiAppOptions): Koa {
   const app = new Koa();
@@ -34,6 +39,8 @@ export function createApiApp(api: ApiAppOptions): Koa {
   accountRoutes(router, api);
   syncRoutes(router, api);
   webhookRoutes(router, api);
+  waitRoutes(router, api);
+  metricsRoutes(router, api);
   consoleDataRoutes(router, api);
   consoleSessionRoutes(router, api, sessions);
   consoleStaticRoutes(router);

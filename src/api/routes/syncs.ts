@@ -51,7 +51,7 @@ const createSync = z.discriminatedUnion('kind', [
 const patchSync = z.object({ settings: z.record(z.unknown()) }).strict();
 
 /** An account sees only its own syncs; anyone else's answer exactly like a missing one. */
-async function findSync(api: ApiOptions, principal: Principal, id: string): Promise<SyncRecord> {
+export async function findSync(api: ApiOptions, principal: Principal, id: string): Promise<SyncRecord> {
   const sync = await api.syncs.get(id);
   if (!sync || sync.state !== 'active') throw notFound(`sync ${id}`);
   if (principal.kind === 'account' && sync.accountId !== principal.account.id) throw notFound(`sync ${id}`);

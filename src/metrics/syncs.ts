@@ -1,0 +1,60 @@
+import type pg from 'pg';
+import { statusOf } from '../control/status.ts';
+import type { Family, Sample } from './exposition.ts';
+
+interface SyncMetricRow {
+  id: string;
+  kind: string;
+  started_at: Date | null;
+  completed_at: Date | null;
+  duration_last_s: number | null;
+  events_logged: string | null;
+  slot_lag_bytes: string | null;
+  upstream_429s: string;
+}
+
+/**
+ * Per-sync values, read from the control database at scrape time, so every process's syncs
+ * (and decoders) show up whichever process answers the scrape. Labels: `sync_id`, `kind`;
+ * nothing else about a sync (no names, keys or URLs) is exposed.
+ */
+export async function syncFamilies(pool: pg.Pool, now = new Date()): Promise<Family[]> {
+  const { rows } = await pool.query<SyncMetricRow>(
+    `SELECT s.id, s.kind, s.started_at, s.completed_at, extract(epoch FROM s.duration_last)::float8 AS duration_last_s,
+            d.seq AS events_logged, d.slot_lag_bytes, s.upstream_429s
+       FROM syncs s LEFT JOIN decoder_progress d ON d.sync_id = s.id
+      WHERE s.state = 'active'
+      ORDER BY s.id`,
+  );
+  const lag: Sample[] = [];
+  const duration: Sample[] = [];
+  const logged: Sample[] = [];
+  const slotLag: Sample[] = [];
+  const refused: Sample[] = [];
+  for (const row of rows) {
+    const labels = { sync_id: row.id, kind: row.kind };
+    // The same rule as the sync's view (status.lag_seconds): the age of the oldest data it may show.
+    const status = statusOf({
+      startedAt: row.started_at,
+      completedAt: row.completed_at,
+      durationLastSeconds: row.duration_last_s,
+      lastError: null,
+      lastErrorAt: null,
+      lastErrorKind: null,
+      durationUsualSeconds: null,
+      progress: null,
+    }, now);
+    if (status.lag_seconds !== null) lag.push({ name: 'tributary_sync_lag_seconds', labels, value: status.lag_seconds });
+    if (row.duration_last_s !== null) duration.push({ name: 'tributary_sync_cycle_duration_seconds', labels, value: row.duration_last_s });
+    logged.push({ name: 'tributary_sync_events_logged_total', labels, value: Number(row.events_logged ?? 0) });
+    if (row.slot_lag_bytes !== null) slotLag.push({ name: 'tributary_sync_slot_lag_bytes', labels, value: Number(row.slot_lag_bytes) });
+    refused.push({ name: 'tributary_sync_upstream_429_total', labels, value: Number(row.upstream_429s) });
+  }
+  return [
+    { name: 'tributary_sync_lag_seconds', type: 'gauge', help: 'Seconds since the last completed sync cycle began (the age of the oldest data the database may show).', samples: lag },
+    { name: 'tributary_sync_cycle_duration_seconds', type: 'gauge', help: 'Duration of the last completed sync cycle, in seconds.', samples: duration },
+    { name: 'tributary_sync_events_logged_total', type: 'counter', help: 'Events the decoder has made durable in the event log.', samples: logged },
+    { name: 'tributary_sync_slot_lag_bytes', type: 'gauge', help: "Bytes of WAL the server holds ahead of the sync's replication slot.", samples: slotLag },
+    { name: 'tributary_sync_upstream_429_total', type: 'counter', help: "Upstream 429 answers to the sync's own requests.", samples: refused },
+  ];
+}
