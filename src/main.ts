@@ -33,6 +33,8 @@ import type { RetrySchedule } from './events/webhooks/schedule.ts';
 import { listen, type RunningServer } from './http/listen.ts';
 import type { Logger } from './log.ts';
 import { reservedProxyHandler } from './proxy/server.ts';
+import { ServiceMetrics } from './metrics/index.ts';
+import { PassSignals } from './sync/pass-signals.ts';
 
 export interface Service {
   apiPort: number | undefined;
@@ -134,7 +136,12 @@ export async function startService(config: Config, logger: Logger, tunables: Tun
       publicHost: config.publicHostSet || (!config.databaseUrl && !config.targetDatabaseUrl) ? config.publicHost : undefined,
       logger: logger.child({ part: 'control' }),
     });
-    const runnerOptions = { control: pool, store: syncs, syncService, limiter, upstreams: config.upstreams, logger, ...tunables };
+    // The wait endpoint's signals: wait requests wake sync runners, completed passes wake waiters.
+    const passes = config.roles.includes('api') || config.roles.includes('sync')
+      ? new PassSignals({ url: controlUrl, logger: logger.child({ part: 'passes' }) })
+      : undefined;
+    const metrics = new ServiceMetrics({ pool });
+    const runnerOptions = { control: pool, store: syncs, syncService, limiter, upstreams: config.upstreams, logger, passRequests: passes, ...tunables };
     cleanup = upstreamCleanup(runnerOptions);
     const ports: Partial<Record<'api' | 'proxy' | 'events', number>> = {};
     // Read when an answer is made: with port 0 the real port is known only once listening.
@@ -164,6 +171,18 @@ export async function startService(config: Config, logger: Logger, tunables: Tun
         .catch((err: unknown) => logger.warn({ err }, 'could not bring Kafka users and ACLs in step with the accounts'));
     }
 
+    // The API's wait endpoint needs the bus too (the decoder reports wait markers through it).
+    const needsBus = config.roles.includes('api') || config.roles.includes('decoder') || config.roles.includes('events');
+    const bus = needsBus ? new EventBus({ url: controlUrl, logger: logger.child({ part: 'events' }) }) : undefined;
+    if (bus) {
+      await bus.start();
+      closers.push(() => bus.stop());
+    }
+    if (passes) {
+      await passes.start();
+      closers.push(() => passes.stop());
+    }
+
     if (config.roles.includes('api')) {
       const recovered = await syncService.reconcile();
       if (recovered > 0) logger.warn({ count: recovered }, 'finished interrupted sync creates and deletes');
@@ -179,8 +198,13 @@ export async function startService(config: Config, logger: Logger, tunables: Tun
         webhookAllowPrivate: config.webhookAllowPrivate,
         eventAccess,
         proxyUrl: () => `http://${config.publicHost}:${ports.proxy ?? config.proxyPort}`,
+        bus,
+        passes,
+        metrics,
       });
       await serve('api', app.callback(), config.apiPort);
+      // Closers run in reverse: waits end (503) before the API drains its connections. stop() may run twice.
+      if (passes) closers.push(() => passes.stop());
     }
     if (config.roles.includes('sync')) {
       const worker = new SyncWorker({
@@ -192,12 +216,6 @@ export async function startService(config: Config, logger: Logger, tunables: Tun
       });
       worker.start();
       closers.push(() => worker.stop());
-    }
-    const needsBus = config.roles.includes('decoder') || config.roles.includes('events');
-    const bus = needsBus ? new EventBus({ url: controlUrl, logger: logger.child({ part: 'events' }) }) : undefined;
-    if (bus) {
-      await bus.start();
-      closers.push(() => bus.stop());
     }
     if (config.roles.includes('decoder') && bus) {
       const { leaseMs, ...decoderTunables } = tunables.decoder ?? {};
