@@ -13,7 +13,10 @@ export type ErrorCode =
   | 'payload_too_large'
   | 'unsupported_media_type'
   | 'unprocessable'
+  | 'too_many_requests'
+  | 'bad_gateway'
   | 'unavailable'
+  | 'gateway_timeout'
   | 'internal';
 
 const statusOf: Record<ErrorCode, number> = {
@@ -27,7 +30,10 @@ const statusOf: Record<ErrorCode, number> = {
   payload_too_large: 413,
   unsupported_media_type: 415,
   unprocessable: 422,
+  too_many_requests: 429,
+  bad_gateway: 502,
   unavailable: 503,
+  gateway_timeout: 504,
   internal: 500,
 };
 

@@ -32,7 +32,7 @@ import { kafkaAccessHooks } from './events/kafka/hooks.ts';
 import type { RetrySchedule } from './events/webhooks/schedule.ts';
 import { listen, type RunningServer } from './http/listen.ts';
 import type { Logger } from './log.ts';
-import { reservedProxyHandler } from './proxy/server.ts';
+import { createProxyHandler } from './proxy/server.ts';
 import { ServiceMetrics } from './metrics/index.ts';
 import { PassSignals } from './sync/pass-signals.ts';
 
@@ -264,7 +264,20 @@ export async function startService(config: Config, logger: Logger, tunables: Tun
       closers.push(async () => clearInterval(retention));
       await dropExpiredEventPartitions(pool, config.eventRetentionMs);
     }
-    if (config.roles.includes('proxy')) await serve('proxy', reservedProxyHandler(), config.proxyPort);
+    if (config.roles.includes('proxy')) {
+      const proxy = createProxyHandler({
+        pool,
+        syncs,
+        syncService,
+        limiter,
+        upstreams: config.upstreams,
+        logger: logger.child({ part: 'proxy' }),
+        timeScale: tunables.airtable?.timeScale,
+      });
+      await serve('proxy', proxy, config.proxyPort);
+      // Closers run in reverse: requests in flight finish their write-through before the pools close.
+      closers.push(() => proxy.close());
+    }
     if (config.roles.includes('events') && bus) {
       const rest = createEventsRestHandler({ pool, accounts, reader: new EventLogReader(pool), bus, logger: logger.child({ part: 'events-rest' }) });
       await serve('events', rest, config.eventsPort);

@@ -1,8 +1,207 @@
 import type http from 'node:http';
+import type { Duplex, Readable } from 'node:stream';
+import { pipeline } from 'node:stream';
+import type pg from 'pg';
+import type { SyncService } from '../control/sync-service.ts';
+import type { SyncStore } from '../control/syncs.ts';
+import { TributaryError, toError } from '../errors.ts';
+import type { Logger } from '../log.ts';
+import type { QuotaLimiter } from '../quota/limiter.ts';
+import { upstreamBase } from '../upstream/http.ts';
+import { decoded, DEFAULT_MAX_BODY_BYTES, declaredLength, jsonOf, readAll, sizeLimit, tooLarge } from './body.ts';
+import { ProxyError, refuse, sendProxyError } from './errors.ts';
+import { Forwarder } from './forward.ts';
+import { ALLOWED_METHODS, checkRequestHeaders, clientResponseHeaders, upstreamRequestHeaders } from './headers.ts';
+import { type Plan, planAirtable, planStripe, type PlanContext } from './plan.ts';
+import { ClientQueue } from './quota.ts';
+import { routeOf, upstreamTarget, UPSTREAM_HOSTS, type UpstreamHost, type UpstreamTarget } from './routing.ts';
+import { StripeAccounts } from './stripe-accounts.ts';
+import { SyncTargets } from './targets.ts';
+
+export interface ProxyOptions {
+  /** Control database: which syncs exist, and the shared quota's log. */
+  pool: pg.Pool;
+  syncs: SyncStore;
+  syncService: SyncService;
+  /** The quota shared with the syncs. Absent = no limiting at all (benchmarks against an unlimited fake only). */
+  limiter?: QuotaLimiter;
+  /** TRIBUTARY_UPSTREAMS: upstream host → base URL; absent hosts are the real https ones. */
+  upstreams: Map<string, string>;
+  logger: Logger;
+  /** Largest request body (default 10 MiB; 413 past it). */
+  maxBodyBytes?: number;
+  /** Until the upstream connection is up (default 10 s; 504 past it). */
+  connectTimeoutMs?: number;
+  /** Until the upstream's answer begins, and between its chunks (default 80 s, Stripe's own client timeout; 504 past it). */
+  responseTimeoutMs?: number;
+  /** The bounded wait for quota: at most maxWaitMs (default 10 s) and maxWaiting requests per key (default: what the quota serves in that time). */
+  queue?: { maxWaitMs?: number; maxWaiting?: number };
+  /** Time scale of the upstream (tests with a sped-up fake, as the sync's `timeScale`); 1 in production. */
+  timeScale?: number;
+}
+
+export type ProxyHandler = http.RequestListener & {
+  /** CONNECT requests (the server's 'connect' event): refused with 405; listen() wires it. */
+  onConnect(req: http.IncomingMessage, socket: Duplex, head: Buffer): void;
+  /** Waits for requests in flight (their write-through), then closes upstream connections and sync-database pools. */
+  close(): Promise<void>;
+};
+
+/** Write answers are read whole before the client gets them; this bounds the memory one may take. */
+const MAX_ANSWER_BYTES = 64 * 1024 * 1024;
+
+const CONNECT_REFUSAL = (() => {
+  const body = JSON.stringify({
+    error: { source: 'proxy', code: 'method_not_allowed', message: 'CONNECT is refused: this is not a forward proxy; send /{upstream_host}/{path}' },
+  });
+  return `HTTP/1.1 405 Method Not Allowed\r\nContent-Type: application/json; charset=utf-8\r\nContent-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`;
+})();
 
 /**
- * The proxy port is bound now so that deployments and health checks can rely on it;
- * the write-through proxy itself answers here once it ships.
+ * The write-through proxy (CONTRACT §5): `{proxy_url}/{upstream_host}/<path>`, or a bare
+ * `/v0/…` (Airtable) or `/v1/…` (Stripe) path, forwarded to the upstream unchanged but for
+ * hop-by-hop headers and Host; client requests wait for the quota they share with the
+ * syncs (first in line, bounded); a 2xx answer to a write is written to the matching
+ * syncs' databases before the client gets it, byte for byte as the upstream sent it.
+ */
+export function createProxyHandler(options: ProxyOptions): ProxyHandler {
+  const logger = options.logger;
+  const maxBody = options.maxBodyBytes ?? DEFAULT_MAX_BODY_BYTES;
+  const forwarder = new Forwarder({ connectTimeoutMs: options.connectTimeoutMs ?? 10_000, responseTimeoutMs: options.responseTimeoutMs ?? 80_000 });
+  const targets = new SyncTargets({ pool: options.pool, syncs: options.syncs, syncService: options.syncService, logger });
+  const maxWaitMs = options.queue?.maxWaitMs ?? 10_000;
+  const queue = options.limiter && new ClientQueue({ limiter: options.limiter, maxWaitMs, maxWaiting: options.queue?.maxWaiting });
+  const where = Object.fromEntries(UPSTREAM_HOSTS.map((h) => [h, upstreamTarget(options.upstreams, h)])) as Record<UpstreamHost, UpstreamTarget>;
+  const context: PlanContext = {
+    targets,
+    limiter: options.limiter,
+    timeScale: options.timeScale ?? 1,
+    maxWaitMs,
+    logger,
+    baseUrls: {
+      'api.airtable.com': upstreamBase(options.upstreams, 'api.airtable.com'),
+      'api.stripe.com': upstreamBase(options.upstreams, 'api.stripe.com'),
+    },
+    accounts: new StripeAccounts({ baseUrl: upstreamBase(options.upstreams, 'api.stripe.com'), limiter: options.limiter, logger, maxWaitMs }),
+  };
+  const inFlight = new Set<Promise<void>>();
+
+  async function handle(req: http.IncomingMessage, res: http.ServerResponse): Promise<void> {
+    const started = performance.now();
+    const method = req.method ?? 'GET';
+    if (method === 'GET' && req.url === '/healthz') {
+      res.writeHead(200, { 'content-type': 'application/json' });
+      res.end('{"ok":true}');
+      return;
+    }
+    if (!ALLOWED_METHODS.includes(method)) {
+      throw refuse('method_not_allowed', `${method.slice(0, 20)} is not forwarded; methods: ${ALLOWED_METHODS.join(', ')}`, { allow: ALLOWED_METHODS.join(', ') });
+    }
+    checkRequestHeaders(req);
+    const route = routeOf(req.url);
+    const declared = declaredLength(req.headers);
+    if (declared !== undefined && declared > maxBody) throw tooLarge(maxBody);
+    const hasBody = declared !== undefined ? declared > 0 : req.headers['transfer-encoding'] !== undefined;
+
+    // The client going away while it waits gives up its place in the queue.
+    const gone = new AbortController();
+    res.once('close', () => !res.writableFinished && gone.abort(new Error('the client went away')));
+
+    const buffered = async () => (hasBody ? readAll(req, maxBody, () => tooLarge(maxBody)) : undefined);
+    const plan: Plan =
+      route.host === 'api.airtable.com' ? await planAirtable(context, req, route, buffered) : await planStripe(context, req, route);
+    const body: Buffer | Readable | undefined = plan.body !== undefined ? plan.body : hasBody ? req.pipe(sizeLimit(maxBody)) : undefined;
+    if (body && !Buffer.isBuffer(body)) req.once('error', (error) => body.destroy(error));
+
+    const grant = queue && plan.quota ? await queue.take(plan.quota.key, plan.quota.rule, gone.signal) : undefined;
+    grant?.sent();
+    const upstream = await forwarder.send({
+      target: where[route.host],
+      name: route.host,
+      method,
+      path: plan.path,
+      headers: upstreamRequestHeaders(req, where[route.host].host, plan.body?.length),
+      body,
+    });
+    const receivedAt = Date.now();
+    const status = upstream.statusCode ?? 502;
+    if (status === 429 && plan.quota && options.limiter) {
+      options.limiter.refusedByUpstream(plan.quota.key);
+      logger.warn({ host: route.host, quota: plan.quota.key }, 'the upstream answered 429 despite the shared quota; widening its margin');
+    }
+    res.sendDate = false;
+
+    if (plan.writeThrough && status >= 200 && status < 300 && method !== 'HEAD') {
+      forwarder.watchIdle(upstream, () => upstream.destroy(new ProxyError('gateway_timeout', `${route.host} stopped sending its answer`)));
+      let raw: Buffer;
+      try {
+        raw = await readAll(upstream, MAX_ANSWER_BYTES, () => new ProxyError('bad_gateway', `${route.host} sent an answer too large to write through`));
+      } catch (error) {
+        if (error instanceof ProxyError) throw error;
+        throw new ProxyError('bad_gateway', `${route.host} sent an incomplete answer`, {}, { cause: error });
+      }
+      let outcome: object | undefined;
+      try {
+        const answer = jsonOf(decoded(raw, upstream.headers['content-encoding'] as string | undefined));
+        const { 'stripe-version': apiVersion, date } = upstream.headers as Record<string, string | undefined>;
+        outcome = await plan.writeThrough(answer, { receivedAt, apiVersion, date });
+      } catch (error) {
+        // The upstream change happened: the client gets its answer; the sync brings the database in step.
+        logger.error({ host: route.host, path: route.path, error: toError(error).message }, 'write-through failed; the upstream answer goes back unchanged');
+      }
+      if (!res.destroyed) {
+        res.writeHead(status, upstream.statusMessage, clientResponseHeaders(upstream.rawHeaders));
+        res.end(raw);
+      }
+      logger.debug({ method, host: route.host, path: route.path, status, ms: Math.round(performance.now() - started), ...outcome }, 'proxied write');
+      return;
+    }
+
+    res.writeHead(status, upstream.statusMessage, clientResponseHeaders(upstream.rawHeaders));
+    forwarder.watchIdle(upstream, () => upstream.destroy(new Error('the upstream stopped sending its answer')));
+    await new Promise<void>((resolve) => {
+      pipeline(upstream, res, (error) => {
+        // Mid-body the only way to tell the client is to cut the connection.
+        if (error) res.destroy();
+        resolve();
+      });
+    });
+    logger.debug({ method, host: route.host, path: route.path, status, ms: Math.round(performance.now() - started) }, 'proxied');
+  }
+
+  const handler = (req: http.IncomingMessage, res: http.ServerResponse) => {
+    const work = handle(req, res).catch((thrown: unknown) => {
+      const error = toError(thrown);
+      if (error instanceof TributaryError && error.expose) {
+        if (error.status >= 500) logger.warn({ method: req.method, code: error.code, error: error.message }, 'proxy error');
+        sendProxyError(res, error);
+      } else {
+        logger.error({ method: req.method, error: error.message }, 'proxy request failed');
+        sendProxyError(res, new ProxyError('internal', 'internal error; see the service log'));
+      }
+      // Whatever is left of a refused body is not read: the connection closes after the answer.
+      if (!req.complete) req.resume();
+    });
+    const tracked = work.finally(() => inFlight.delete(tracked));
+    inFlight.add(tracked);
+  };
+
+  return Object.assign(handler, {
+    onConnect: (_req: http.IncomingMessage, socket: Duplex) => {
+      socket.on('error', () => undefined);
+      socket.end(CONNECT_REFUSAL);
+    },
+    close: async () => {
+      await Promise.allSettled([...inFlight]);
+      forwarder.close();
+      await targets.close();
+    },
+  });
+}
+
+/**
+ * The proxy port's placeholder of earlier versions (a 501 for everything but /healthz);
+ * main.ts serves createProxyHandler instead once wired.
  */
 export function reservedProxyHandler(): http.RequestListener {
   return (req, res) => {

@@ -79,7 +79,7 @@ export async function pollEvents(client: StripeClient, db: pg.Pool, cursor: Even
 }
 
 /** Where an object of a table can be fetched by id: its top-level list path plus the id. */
-function retrievePath(objectName: string, id: string): string | undefined {
+export function retrievePath(objectName: string, id: string): string | undefined {
   const list = tableForObject(objectName)?.lists.find((l) => !l.path.includes('{'));
   return list ? `${list.path}/${encodeURIComponent(id)}` : undefined;
 }

@@ -1,0 +1,132 @@
+import { createHash } from 'node:crypto';
+import pg from 'pg';
+import type { Secret } from '../control/secrets.ts';
+import type { SyncService } from '../control/sync-service.ts';
+import type { SyncRecord, SyncStore } from '../control/syncs.ts';
+import type { Logger } from '../log.ts';
+
+/** A sync the proxy writes to: its database and its stored key (for fetches the answer cannot replace). */
+export interface SyncTarget {
+  id: string;
+  pool: pg.Pool;
+  key(): Promise<Secret>;
+}
+
+export interface SyncTargetsOptions {
+  /** Control database. */
+  pool: pg.Pool;
+  syncs: SyncStore;
+  syncService: SyncService;
+  logger: Logger;
+  /** Connections per sync database (default 4). */
+  maxConnections?: number;
+  /** A sync database's pool not used for this long is closed (default 5 min). */
+  idleMs?: number;
+}
+
+interface Entry {
+  target: SyncTarget;
+  lastUsed: number;
+  /** sha256 of the stored key, for Stripe syncs whose account id is unknown. */
+  keyDigest?: Promise<string>;
+}
+
+export const digestOf = (key: string) => createHash('sha256').update(key).digest('hex');
+
+/**
+ * Finds the active syncs a proxied write belongs to, and keeps a small pool per sync
+ * database. Lookups always ask the control database (one indexed query per write), so a
+ * sync created a moment ago is written to at once and a deleted one is not.
+ */
+export class SyncTargets {
+  private readonly entries = new Map<string, Entry>();
+  private readonly sweeper: NodeJS.Timeout;
+
+  constructor(private readonly options: SyncTargetsOptions) {
+    this.sweeper = setInterval(() => void this.closeIdle(), 60_000);
+    this.sweeper.unref();
+  }
+
+  /** Active Airtable syncs of a base: every one is written (several accounts may sync one base). */
+  async airtable(baseId: string): Promise<SyncTarget[]> {
+    const { rows } = await this.options.pool.query<{ id: string }>(
+      "SELECT id FROM syncs WHERE state = 'active' AND kind = 'airtable' AND base_id = $1 ORDER BY id",
+      [baseId],
+    );
+    return this.targets(rows.map((r) => r.id));
+  }
+
+  /**
+   * Active Stripe syncs of an account: those whose account id is known and matches, and
+   * those whose account is unknown (a restricted key that cannot read /v1/account) but
+   * whose stored key is the very key of the request.
+   */
+  async stripe(accountId: string | undefined, keyDigest: string | undefined): Promise<SyncTarget[]> {
+    const { rows } = await this.options.pool.query<{ id: string; upstream_account_id: string | null }>(
+      "SELECT id, upstream_account_id FROM syncs WHERE state = 'active' AND kind = 'stripe' AND (upstream_account_id = $1 OR upstream_account_id IS NULL) ORDER BY id",
+      [accountId ?? null],
+    );
+    const ids: string[] = [];
+    for (const row of rows) {
+      if (accountId !== undefined && row.upstream_account_id === accountId) ids.push(row.id);
+      else if (row.upstream_account_id === null && keyDigest !== undefined && (await this.keyDigest(row.id)) === keyDigest) ids.push(row.id);
+    }
+    return this.targets(ids);
+  }
+
+  private async keyDigest(id: string): Promise<string | undefined> {
+    await this.targets([id]);
+    const entry = this.entries.get(id);
+    if (!entry) return undefined;
+    entry.keyDigest ??= entry.target.key().then((key) => digestOf(key.reveal()));
+    return entry.keyDigest;
+  }
+
+  private async targets(ids: string[]): Promise<SyncTarget[]> {
+    const out: SyncTarget[] = [];
+    for (const id of ids) {
+      let entry = this.entries.get(id);
+      if (!entry) {
+        const sync = await this.options.syncs.get(id);
+        if (!sync || sync.state !== 'active') continue;
+        entry = this.entries.get(id) ?? (await this.open(sync));
+      }
+      entry.lastUsed = Date.now();
+      out.push(entry.target);
+    }
+    return out;
+  }
+
+  private async open(sync: SyncRecord): Promise<Entry> {
+    const url = await this.options.syncService.adminUrl(sync);
+    const existing = this.entries.get(sync.id);
+    if (existing) return existing;
+    const pool = new pg.Pool({ connectionString: url, max: this.options.maxConnections ?? 4, idleTimeoutMillis: 30_000 });
+    pool.on('error', (err) => this.options.logger.warn({ err, sync: sync.id }, 'idle sync-database connection failed'));
+    let key: Promise<Secret> | undefined;
+    const entry: Entry = {
+      target: { id: sync.id, pool, key: () => (key ??= this.options.syncs.apiKey(sync.id)) },
+      lastUsed: Date.now(),
+    };
+    this.entries.set(sync.id, entry);
+    return entry;
+  }
+
+  /** Forgets a sync whose database failed as if gone (dropped while we held a pool). */
+  async forget(id: string): Promise<void> {
+    const entry = this.entries.get(id);
+    if (!entry) return;
+    this.entries.delete(id);
+    await entry.target.pool.end().catch(() => undefined);
+  }
+
+  private async closeIdle(): Promise<void> {
+    const cutoff = Date.now() - (this.options.idleMs ?? 5 * 60_000);
+    for (const [id, entry] of this.entries) if (entry.lastUsed < cutoff) await this.forget(id);
+  }
+
+  async close(): Promise<void> {
+    clearInterval(this.sweeper);
+    for (const id of [...this.entries.keys()]) await this.forget(id);
+  }
+}

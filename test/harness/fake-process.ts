@@ -1,0 +1,48 @@
+import { spawn } from 'node:child_process';
+import path from 'node:path';
+import { createInterface } from 'node:readline';
+import { repoRoot } from './process.ts';
+
+export interface FakeProcess {
+  url: string;
+  /** The base's or the account's id. */
+  id: string;
+  /** Its request and 429 counts, as the fake saw them. */
+  stats(): Promise<{ requests: number; rateLimited: number }>;
+  close(): Promise<void>;
+}
+
+/**
+ * A fake Airtable (a generated base) or Stripe (an empty account) in a process of its own.
+ * Rate-limit tests use it: in the test's own process, a busy event loop delays when the fake
+ * reads requests by more than the limiter's margin, and the fake then counts requests closer
+ * together than they were sent.
+ */
+export async function startFakeProcess(
+  options: { kind: 'airtable'; token: string; records: number; seed?: number } | { kind: 'stripe'; key: string },
+): Promise<FakeProcess> {
+  const args = options.kind === 'airtable' ? ['airtable', options.token, String(options.records), String(options.seed ?? 5)] : ['stripe', options.key];
+  const child = spawn(process.execPath, ['--import', 'tsx', path.join(repoRoot, 'test', 'harness', 'fake-child.ts'), ...args], {
+    cwd: repoRoot,
+    stdio: ['pipe', 'pipe', 'inherit'],
+  });
+  process.once('exit', () => child.kill('SIGKILL'));
+  const lines = createInterface({ input: child.stdout! });
+  const waiting: Array<(line: string) => void> = [];
+  lines.on('line', (line) => waiting.shift()?.(line));
+  const next = () => new Promise<string>((resolve) => waiting.push(resolve));
+  const ready = JSON.parse(await next()) as { url: string; id: string };
+  return {
+    ...ready,
+    async stats() {
+      const answer = next();
+      child.stdin!.write('stats\n');
+      return JSON.parse(await answer);
+    },
+    close: () =>
+      new Promise<void>((resolve) => {
+        child.once('exit', () => resolve());
+        child.stdin!.end();
+      }),
+  };
+}

@@ -1,0 +1,175 @@
+/**
+ * The proxy and the sync share the upstream quota (Airtable: 5 requests/s per base; Stripe:
+ * 25/s per test-mode account): with the sync at its full rate and clients bursting far above
+ * the quota, the fakes see no 429; clients go first; past the queue's bound clients get the
+ * proxy's own 429. The fakes run in their own processes (see harness/fake-process.ts).
+ */
+import Airtable from 'airtable';
+import Stripe from 'stripe';
+import { test } from 'uvu';
+import * as assert from 'uvu/assert';
+import { waitForCycle } from './harness/airtable.ts';
+import { type FakeProcess, startFakeProcess } from './harness/fake-process.ts';
+import { waitFor } from './harness/process.ts';
+import { query } from './harness/postgres.ts';
+import { rawRequest, startProxy, type TestProxy } from './harness/proxy.ts';
+import { AIRTABLE_TEST_TOKEN, createAccount, request, startTestService, type TestService } from './harness/service.ts';
+
+const STRIPE_KEY = 'sk_test_QUOTAQUOTAQUOTA0000000000';
+
+let svc: TestService;
+let airtableFake: FakeProcess;
+let stripeFake: FakeProcess;
+let proxy: TestProxy;
+let upstreams: Map<string, string>;
+
+const auth = { authorization: `Bearer ${AIRTABLE_TEST_TOKEN}`, 'content-type': 'application/json' };
+
+/** airtable.js rejects with plain objects (no stack), which uvu cannot print: made Errors here. */
+const ok = <T>(promise: Promise<T>): Promise<T> =>
+  promise.catch((thrown: unknown) => {
+    throw thrown instanceof Error ? thrown : new Error(`airtable.js: ${String(thrown)}`);
+  });
+
+/** uvu swallows a failing before hook silently: say what failed, with the service's last log lines. */
+const loud = (hook: () => Promise<void>) => async () => {
+  try {
+    await hook();
+  } catch (error) {
+    process.stderr.write(`set-up failed: ${(error as Error)?.stack ?? String(error)}\n${svc?.logs.lines.slice(-30).join('\n') ?? ''}\n`);
+    throw error;
+  }
+};
+
+test.before(loud(async () => {
+  [airtableFake, stripeFake] = await Promise.all([
+    startFakeProcess({ kind: 'airtable', token: AIRTABLE_TEST_TOKEN, records: 1500 }),
+    startFakeProcess({ kind: 'stripe', key: STRIPE_KEY }),
+  ]);
+  upstreams = new Map([
+    ['api.airtable.com', airtableFake.url],
+    ['api.stripe.com', stripeFake.url],
+  ]);
+  svc = await startTestService({
+    config: { roles: ['api', 'sync'], upstreams },
+    tunables: { airtable: { pollIntervalMs: 250, cycleGapMs: 0 }, stripe: { pollIntervalMs: 250 }, workerTickMs: 250 },
+  });
+  const account = await createAccount(svc);
+  const before = new Date();
+  const airtableSync = await request(svc.api, 'POST', '/api/syncs', {
+    token: account.token,
+    body: { kind: 'airtable', base_id: airtableFake.id, api_key: AIRTABLE_TEST_TOKEN, settings: { turbo: true } },
+  });
+  assert.is(airtableSync.status, 201, airtableSync.text);
+  const stripeSync = await request(svc.api, 'POST', '/api/syncs', { token: account.token, body: { kind: 'stripe', api_key: STRIPE_KEY, settings: { turbo: true } } });
+  assert.is(stripeSync.status, 201, stripeSync.text);
+  await waitForCycle(svc, account.token, airtableSync.body.id, before, 120_000);
+  await waitFor(
+    'the Stripe backfill',
+    async () => ((await request(svc.api, 'GET', `/api/syncs/${stripeSync.body.id}`, { token: account.token })).body.status.completed_at ? true : undefined),
+    120_000,
+  );
+  // A long enough wait that a slow machine still serves a whole burst (the bound has its own test).
+  proxy = await startProxy(svc, { upstreams, queue: { maxWaitMs: 30_000 } });
+}));
+
+test.after(async () => {
+  await proxy?.stop();
+  await svc?.stop();
+  await airtableFake?.close();
+  await stripeFake?.close();
+});
+
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+test('Airtable: a sync at full rate plus a client burst far above the quota: no 429 upstream, clients first', async () => {
+  // The sync sweeps continuously with all 5 requests/s (Turbo). On a machine loaded far past
+  // its cores, the sync alone can draw a 429 (its 40 ms margin against scheduling delays of
+  // the fake's process) and then sits out Airtable's 30 s lockout: wait for it to run again,
+  // and count only the 429s from the burst on.
+  let syncRate = 0;
+  await waitFor(
+    'the sync at its full rate',
+    async () => {
+      const before = (await airtableFake.stats()).requests;
+      await sleep(2000);
+      syncRate = ((await airtableFake.stats()).requests - before) / 2;
+      return syncRate >= 3.5 ? true : undefined;
+    },
+    60_000,
+  );
+  const refusedBefore = (await airtableFake.stats()).rateLimited;
+  if (refusedBefore > 0) process.stderr.write(`note: the sync alone drew ${refusedBefore} 429(s) before the burst (machine load)\n`);
+
+  const started = new Date();
+  const burst = 30;
+  const client = new Airtable({ apiKey: AIRTABLE_TEST_TOKEN, endpointUrl: `${proxy.url}/api.airtable.com`, noRetryIfRateLimited: true }).base(airtableFake.id);
+  const answers = await Promise.all([
+    ...Array.from({ length: burst - 5 }, (_, i) =>
+      rawRequest(proxy.url, 'GET', `/api.airtable.com/v0/${airtableFake.id}/Big?pageSize=1&maxRecords=1&filterByFormula=${encodeURIComponent(`{Number}=${i + 1}`)}`, { headers: auth }),
+    ),
+    ...Array.from({ length: 5 }, (_, i) => ok(client('Big').create({ Name: `Burst ${i}` })).then(() => ({ status: 200 }))),
+  ]);
+  const ended = new Date();
+  const seconds = (ended.getTime() - started.getTime()) / 1000;
+  assert.equal(answers.map((a) => a.status), Array(burst).fill(200));
+  assert.is((await airtableFake.stats()).rateLimited, refusedBefore, 'the fake answered no 429');
+
+  // Who got the base's slots during the burst, from the shared limiter's own log.
+  const shares = await query<{ kind: string; n: string }>(
+    svc.controlUrl,
+    'SELECT kind, count(*) AS n FROM quota_requests WHERE key = $1 AND at BETWEEN $2 AND $3 GROUP BY kind',
+    [airtableFake.id, started, ended],
+  );
+  const count = (kind: string) => Number(shares.find((s) => s.kind === kind)?.n ?? 0);
+  const clientSlots = count('client');
+  const syncSlots = count('sync') + count('urgent');
+  assert.ok(clientSlots >= burst, `clients had ${clientSlots} slots`);
+  // Clients first: the sync keeps only the one slot a second its sweep is promised.
+  assert.ok(syncSlots <= Math.ceil(seconds) + 1, `the sync took ${syncSlots} slots in ${seconds.toFixed(1)} s, clients ${clientSlots}`);
+  assert.ok((clientSlots + syncSlots) / seconds <= 5.01, 'never above the base quota');
+
+  const after = (await airtableFake.stats()).requests;
+  await sleep(1500);
+  assert.ok((await airtableFake.stats()).requests > after, 'the sync goes on after the burst');
+  assert.is((await airtableFake.stats()).rateLimited, refusedBefore);
+});
+
+test('Airtable: past the queue bound, the proxy answers 429 itself, with Retry-After; upstream still sees none', async () => {
+  const refusedBefore = (await airtableFake.stats()).rateLimited;
+  const bounded = await startProxy(svc, { upstreams, queue: { maxWaiting: 4, maxWaitMs: 2000 } });
+  try {
+    const answers = await Promise.all(
+      Array.from({ length: 20 }, () => rawRequest(bounded.url, 'GET', `/api.airtable.com/v0/${airtableFake.id}/Big?pageSize=1&maxRecords=1`, { headers: auth })),
+    );
+    const served = answers.filter((a) => a.status === 200);
+    const refused = answers.filter((a) => a.status === 429);
+    assert.is(served.length + refused.length, 20, answers.map((a) => a.status).join(','));
+    assert.ok(served.length >= 4 && refused.length >= 10, `${served.length} served, ${refused.length} refused`);
+    for (const r of refused) {
+      assert.is(r.json.error.source, 'proxy');
+      assert.is(r.json.error.code, 'too_many_requests');
+      assert.match(r.json.error.message, /shared with the sync/);
+      assert.ok(Number(r.headers['retry-after']) >= 1);
+    }
+    assert.is((await airtableFake.stats()).rateLimited, refusedBefore);
+  } finally {
+    await bounded.stop();
+  }
+});
+
+test('Stripe: a burst above the account limit (25/s in test mode) alongside the sync: no 429 upstream', async () => {
+  const stripe = new Stripe(STRIPE_KEY, { host: '127.0.0.1', port: proxy.port, protocol: 'http', maxNetworkRetries: 0 });
+  const refusedBefore = (await stripeFake.stats()).rateLimited;
+  const started = Date.now();
+  const answers = await Promise.allSettled([
+    ...Array.from({ length: 70 }, () => stripe.customers.list({ limit: 1 })),
+    ...Array.from({ length: 10 }, (_, i) => stripe.customers.create({ email: `burst${i}@example.com` })),
+  ]);
+  const seconds = (Date.now() - started) / 1000;
+  assert.equal(answers.filter((a) => a.status === 'rejected').map((a) => String((a as PromiseRejectedResult).reason)), []);
+  assert.ok(seconds >= 2.5, `80 requests (and the write-through fetches) at 25/s take over 3 s, took ${seconds.toFixed(1)} s`);
+  assert.is((await stripeFake.stats()).rateLimited, refusedBefore, 'no 429 from the fake');
+});
+
+test.run();
