@@ -1,6 +1,4 @@
-import http from 'node:http';
-import https from 'node:https';
-import { toError } from '../../errors.ts';
+import { Exchange, Http1Pool, type Http1Result, type LookupFunction, type Origin } from './http1.ts';
 import { ipLiteral, nonPublicKind, pinnedLookup, systemLookup, type LookupAll } from './address.ts';
 
 /** What one POST came to. `status` is set when the receiver answered at all. */
@@ -28,22 +26,54 @@ export interface Sender {
 
 const USER_AGENT = 'Tributary-Webhooks/1';
 
+/** What a destination URL comes to on the wire, worked out once per URL object. */
+interface Target {
+  origin: Origin;
+  /** The request line, the Host header and, for URLs with credentials, Authorization. */
+  prefix: string;
+}
+
+const DEFAULT_PORTS: Record<string, number> = { 'http:': 80, 'https:': 443 };
+
+function targetOf(url: URL): Target {
+  const hostname = url.hostname.replace(/^\[|\]$/g, '');
+  const port = url.port ? Number(url.port) : DEFAULT_PORTS[url.protocol]!;
+  const path = `${url.pathname || '/'}${url.search}`;
+  let prefix = `POST ${path} HTTP/1.1\r\nhost: ${url.host}\r\n`;
+  if (url.username || url.password) {
+    // As node:http does for a URL with credentials: Basic authentication.
+    const credentials = `${decodeURIComponent(url.username)}:${decodeURIComponent(url.password)}`;
+    prefix += `authorization: Basic ${Buffer.from(credentials).toString('base64')}\r\n`;
+  }
+  return { origin: { protocol: url.protocol, hostname, port, key: `${url.protocol}//${url.host}` }, prefix };
+}
+
+const UNSAFE_HEADER_VALUE = /[\r\n\0]/;
+
 /**
- * POSTs over keep-alive connections. Redirects are not followed (a 3xx is a failure),
- * response bodies are read only up to a bound, and unless private destinations are
- * allowed every new connection goes only to an address checked to be public.
+ * POSTs over keep-alive connections (http1.ts). Redirects are not followed (a 3xx is a
+ * failure), response bodies are read only up to a bound, and unless private destinations
+ * are allowed every new connection goes only to an address checked to be public.
  */
 export function createSender(options: SenderOptions): Sender {
-  const agentOptions = {
-    keepAlive: true,
-    maxSockets: options.maxSockets,
-    maxFreeSockets: options.maxSockets,
-    timeout: 60_000,
-    scheduling: 'lifo' as const,
-  };
-  const lookup = options.allowPrivate ? undefined : pinnedLookup(options.lookup ?? systemLookup);
-  const agents = { 'http:': new http.Agent(agentOptions), 'https:': new https.Agent(agentOptions) };
+  const lookup = options.allowPrivate ? undefined : (pinnedLookup(options.lookup ?? systemLookup) as unknown as LookupFunction);
+  const pool = new Http1Pool({ maxSockets: options.maxSockets, ...(lookup ? { lookup } : {}) });
   const maxBytes = options.maxResponseBytes ?? 4096;
+  const targets = new WeakMap<URL, Target>();
+  // One abort listener per signal, not one per request.
+  const inFlight = new WeakMap<AbortSignal, Set<Exchange>>();
+  const tracked = (signal: AbortSignal): Set<Exchange> => {
+    let set = inFlight.get(signal);
+    if (!set) {
+      const exchanges = new Set<Exchange>();
+      set = exchanges;
+      inFlight.set(signal, exchanges);
+      signal.addEventListener('abort', () => {
+        for (const exchange of [...exchanges]) pool.cancel(exchange, 'stopped');
+      }, { once: true });
+    }
+    return set;
+  };
 
   function send(url: URL, headers: Record<string, string>, body: string, signal?: AbortSignal): Promise<SendResult> {
     if (url.protocol !== 'http:' && url.protocol !== 'https:') return Promise.resolve({ ok: false, error: 'unsupported URL scheme' });
@@ -53,69 +83,45 @@ export function createSender(options: SenderOptions): Sender {
       if (kind) return Promise.resolve({ ok: false, error: `${literal} is a ${kind} address; refused` });
     }
     if (signal?.aborted) return Promise.resolve({ ok: false, error: 'stopped' });
-    const payload = Buffer.from(body, 'utf8');
+    let target = targets.get(url);
+    if (!target) {
+      target = targetOf(url);
+      targets.set(url, target);
+    }
+    let head = target.prefix;
+    for (const name in headers) {
+      const value = headers[name]!;
+      if (UNSAFE_HEADER_VALUE.test(value)) return Promise.resolve({ ok: false, error: `header ${name} has a line break` });
+      head += `${name}: ${value}\r\n`;
+    }
+    head += `content-length: ${Buffer.byteLength(body, 'utf8')}\r\nuser-agent: ${USER_AGENT}\r\nconnection: keep-alive\r\n\r\n`;
+    const exchanges = signal ? tracked(signal) : undefined;
+    const origin = target.origin;
     return new Promise<SendResult>((resolve) => {
-      let settled = false;
-      const finish = (result: SendResult) => {
-        if (settled) return;
-        settled = true;
+      const exchange = new Exchange(origin, head + body, maxBytes, (result: Http1Result) => {
         clearTimeout(timer);
-        signal?.removeEventListener('abort', onAbort);
-        resolve(result);
-      };
-      const secure = url.protocol === 'https:';
-      const request = (secure ? https : http).request(url, {
-        method: 'POST',
-        agent: secure ? agents['https:'] : agents['http:'],
-        headers: { ...headers, 'content-length': String(payload.length), 'user-agent': USER_AGENT },
-        ...(lookup ? { lookup } : {}),
+        exchanges?.delete(exchange);
+        resolve(toSendResult(result));
       });
-      const timer = setTimeout(() => {
-        request.destroy();
-        finish({ ok: false, error: `timed out after ${options.timeoutMs} ms` });
-      }, options.timeoutMs);
-      const onAbort = () => {
-        request.destroy();
-        finish({ ok: false, error: 'stopped' });
-      };
-      signal?.addEventListener('abort', onAbort, { once: true });
-      request.on('error', (error) => {
-        const err = toError(error) as NodeJS.ErrnoException;
-        finish({ ok: false, error: err.code ? `${err.code}: ${err.message}` : err.message });
-      });
-      request.on('response', (response) => {
-        const status = response.statusCode ?? 0;
-        const chunks: Buffer[] = [];
-        let size = 0;
-        const done = () => {
-          const ok = status >= 200 && status < 300;
-          if (ok) return finish({ ok, status });
-          const text = Buffer.concat(chunks).toString('utf8').replace(/[^\x20-\x7e]+/g, ' ').trim().slice(0, 200);
-          const redirect = status >= 300 && status < 400 ? ' (redirects are not followed)' : '';
-          finish({ ok, status, error: `HTTP ${status}${redirect}${text ? `: ${text}` : ''}` });
-        };
-        response.on('data', (chunk: Buffer) => {
-          size += chunk.length;
-          if (size <= maxBytes) chunks.push(chunk);
-          else {
-            // Enough: the rest is not read, and this connection is not reused.
-            response.destroy();
-            done();
-          }
-        });
-        response.on('end', done);
-        response.on('error', () => done());
-        response.on('close', done);
-      });
-      request.end(payload);
+      const timer = setTimeout(() => pool.cancel(exchange, `timed out after ${options.timeoutMs} ms`), options.timeoutMs);
+      exchanges?.add(exchange);
+      pool.dispatch(exchange);
     });
   }
 
   return {
     send,
     close() {
-      agents['http:'].destroy();
-      agents['https:'].destroy();
+      pool.close();
     },
   };
+}
+
+function toSendResult(result: Http1Result): SendResult {
+  if (result.error !== undefined) return { ok: false, error: result.error };
+  const status = result.status;
+  if (status >= 200 && status < 300) return { ok: true, status };
+  const text = result.body.toString('utf8').replace(/[^\x20-\x7e]+/g, ' ').trim().slice(0, 200);
+  const redirect = status >= 300 && status < 400 ? ' (redirects are not followed)' : '';
+  return { ok: false, status, error: `HTTP ${status}${redirect}${text ? `: ${text}` : ''}` };
 }
