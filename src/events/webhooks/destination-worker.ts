@@ -9,12 +9,16 @@ import type { WebhookStore } from './destinations.ts';
 import { laneOf } from './lanes.ts';
 import { isExhausted, retryDelay, type RetrySchedule } from './schedule.ts';
 import type { Sender } from './send.ts';
-import { webhookHeaders } from './signature.ts';
+import { webhookSigner, type WebhookSigner } from './signature.ts';
 import { Notifier, sleep, Stopped } from './wait.ts';
 
 /** Knobs of the deliverer; the defaults suit production. */
 export interface DelivererTuning {
-  /** Serial lanes per destination: the most requests in flight to one destination. */
+  /**
+   * Serial lanes per destination: the most requests in flight to one destination. A lane's
+   * throughput is one event per round trip, so a destination gets at most lanes / round trip:
+   * 128 lanes carry 2,000 events/s while round trips stay under 64 ms.
+   */
   lanes: number;
   /** Events held in memory per destination (read ahead, or waiting to be parked). */
   maxPending: number;
@@ -29,7 +33,7 @@ export interface DelivererTuning {
 }
 
 export const DEFAULT_TUNING: DelivererTuning = {
-  lanes: 32,
+  lanes: 128,
   maxPending: 10_000,
   flushMs: 100,
   idleMs: 5_000,
@@ -121,6 +125,7 @@ export class DestinationWorker {
   private running: Promise<void> | undefined;
   private skippedAt = 0;
   private failed = false;
+  private readonly sign: WebhookSigner;
 
   constructor(private readonly options: DestinationWorkerOptions) {
     this.logger = options.logger.child({ destination: options.destination.id });
@@ -137,6 +142,10 @@ export class DestinationWorker {
       failingSince: undefined,
       wakeup: new Notifier(),
     }));
+    this.sign = webhookSigner(options.destination.secret);
+    // Stopping wakes every loop: one abort listener here, not one per wait.
+    const notifiers = [this.flushWakeup, this.flushed, this.roomFreed, this.caughtUpWakeup, ...this.lanes.map((lane) => lane.wakeup)];
+    this.signal.addEventListener('abort', () => notifiers.forEach((n) => n.close()), { once: true });
   }
 
   /** True once the worker has stopped by itself after an unexpected error. */
@@ -213,7 +222,7 @@ export class DestinationWorker {
       const mark = bus.mark(syncId);
       const room = tuning.maxPending - this.pending();
       if (room <= 0) {
-        await this.roomFreed.wait(tuning.idleMs, this.signal);
+        await this.roomFreed.wait(tuning.idleMs);
         continue;
       }
       // Everything up to `last` is visible to the read below (the decoder logs events and
@@ -302,7 +311,7 @@ export class DestinationWorker {
 
   private async flushLoop(): Promise<void> {
     while (!this.signal.aborted) {
-      await this.flushWakeup.wait(this.options.tuning.flushMs, this.signal);
+      await this.flushWakeup.wait(this.options.tuning.flushMs);
       if (this.signal.aborted) return;
       await this.flush();
     }
@@ -347,7 +356,7 @@ export class DestinationWorker {
       }
       const head = lane.memory[0];
       if (!head) {
-        await lane.wakeup.wait(tuning.idleMs, this.signal);
+        await lane.wakeup.wait(tuning.idleMs);
         continue;
       }
       const outcome = await this.attempt(head);
@@ -389,13 +398,13 @@ export class DestinationWorker {
     const { tuning, log } = this.options;
     if (!this.caughtUp) {
       // After a restart, events re-read from the log may belong before rows already queued.
-      await this.caughtUpWakeup.wait(tuning.idleMs, this.signal);
+      await this.caughtUpWakeup.wait(tuning.idleMs);
       return;
     }
     if (lane.lastParkNo > this.flushedNo) {
       // Rows of this lane are still on their way to the table: load nothing before them.
       this.flushWakeup.notify();
-      await this.flushed.wait(tuning.idleMs, this.signal);
+      await this.flushed.wait(tuning.idleMs);
       return;
     }
     const parkedBefore = lane.lastParkNo;
@@ -460,7 +469,7 @@ export class DestinationWorker {
   private async attempt(item: Item): Promise<AttemptOutcome & { ok: boolean }> {
     const { destination, sender } = this.options;
     const at = new Date();
-    const headers = webhookHeaders(destination.secret, item.eventKey, item.value, at.getTime());
+    const headers = this.sign(item.eventKey, item.value, at.getTime());
     const result = await sender.send(destination.url, headers, item.value, this.signal);
     return { ok: result.ok, statusCode: result.status, error: result.error, at };
   }

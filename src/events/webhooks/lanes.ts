@@ -1,4 +1,4 @@
-import { createHash } from 'node:crypto';
+import crypto from 'node:crypto';
 
 /**
  * Per-record order: every event of a record goes through the same lane, and a lane
@@ -7,8 +7,14 @@ import { createHash } from 'node:crypto';
  * that queued rows can be moved when the lane count changes.
  */
 export function laneOf(recordId: string, lanes: number): number {
-  return createHash('md5').update(recordId, 'utf8').digest().readUInt32BE(0) % lanes;
+  return md5(recordId).readUInt32BE(0) % lanes;
 }
+
+// The one-shot crypto.hash (Node 20.12 and later) costs less than a Hash object per event.
+const md5: (text: string) => Buffer =
+  typeof crypto.hash === 'function'
+    ? (text) => crypto.hash('md5', text, 'buffer')
+    : (text) => crypto.createHash('md5').update(text, 'utf8').digest();
 
 /** The same as laneOf, as an SQL expression over a text column and an int parameter. */
 export const LANE_SQL = (column: string, lanes: string) =>
