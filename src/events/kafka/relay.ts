@@ -20,15 +20,19 @@ export interface KafkaRelayOptions {
   kafka: KafkaPublisher;
   logger: Logger;
   signal?: AbortSignal;
-  /** Events read from the log per round (default 500). */
+  /** Events read from the log at once, and sent in one request at most (default 500). */
   batchSize?: number;
+  /** Events read ahead of the send in flight, at most (default 4 × batchSize). */
+  readAhead?: number;
+  /** The least time between two cursor writes (ms, default 100): rounds acknowledged meanwhile share one write. */
+  cursorEveryMs?: number;
   /** Upper bound on keys + values sent in one request (default 512 KiB), below the broker's 1 MiB default. */
   maxBatchBytes?: number;
   /** Without a wakeup, the log is read again after this long anyway (ms, default 5000). */
   idleWaitMs?: number;
   /** Back-off between attempts after a failure: from `initialMs`, doubling, up to `maxMs`, with jitter. */
   retry?: { initialMs?: number; maxMs?: number };
-  /** Called after each round that Kafka acknowledged, just before its cursor write (metrics: lag, throughput). */
+  /** Called after each round that Kafka acknowledged, before the cursor covers it (metrics: lag, throughput). */
   onRelayed?: (events: LoggedEvent[]) => void;
 }
 
@@ -45,9 +49,9 @@ export interface KafkaRelay {
  * the log's partition, key = record id, value = the event JSON, header `svc-event-id` = the
  * idempotency key.
  *
- * Ordering rules, enforced here: one round at a time (read → send → acknowledged), never two
- * sends of one sync in flight; the cursor moves only after the broker acknowledged every
- * message of the round; a failed send is retried, the same round, forever (with back-off).
+ * Ordering rules, enforced here: the log is read ahead in seq order while one round is sent
+ * (never two sends of one sync in flight); the cursor moves only after the broker acknowledged
+ * every message of the round; a failed send is retried, the same round, forever (with back-off).
  * So nothing is skipped and per-partition order holds; a resend after an ambiguous failure
  * may write an event twice (at-least-once), with the same `svc-event-id`.
  *
@@ -75,8 +79,18 @@ export function startKafkaRelay(options: KafkaRelayOptions): KafkaRelay {
   };
 }
 
-async function runRelay(options: KafkaRelayOptions, logger: Logger, signal: AbortSignal, state: { seq: string }): Promise<void> {
+async function runRelay(options: KafkaRelayOptions, logger: Logger, outer: AbortSignal, state: { seq: string }): Promise<void> {
   const { pool, syncId, reader, bus, kafka } = options;
+  // Stopping, or either loop failing, stops both loops.
+  const controller = new AbortController();
+  const signal = controller.signal;
+  const onAbort = () => controller.abort();
+  outer.addEventListener('abort', onAbort, { once: true });
+  if (outer.aborted) controller.abort();
+  const batchSize = options.batchSize ?? 500;
+  const maxBatchBytes = options.maxBatchBytes ?? 512 * 1024;
+  const readAhead = Math.max(batchSize, options.readAhead ?? 4 * batchSize);
+  const cursorEveryMs = options.cursorEveryMs ?? 100;
   const backoff = new Backoff(options.retry?.initialMs ?? 100, options.retry?.maxMs ?? 10_000);
   const partitionsOf = new Map<string, number>();
 
@@ -85,38 +99,81 @@ async function runRelay(options: KafkaRelayOptions, logger: Logger, signal: Abor
   state.seq = cursor;
   logger.info({ seq: cursor }, 'Kafka relay started');
 
-  // `sent`: the last seq Kafka acknowledged. The cursor write of a round overlaps the next
-  // round's read and send (at most one write in flight, in order), so a slow control database
-  // does not hold up publishing; the cursor lags `sent` by at most one round.
-  let sent = cursor;
-  const saveBackoff = new Backoff(options.retry?.initialMs ?? 100, options.retry?.maxMs ?? 10_000);
-  let saving: Promise<unknown> = Promise.resolve();
-  const save = async (seq: string) => {
-    const stored = await retrying(signal, saveBackoff, logger, 'saving the Kafka relay cursor', () => advanceRelayCursor(pool, syncId, seq));
-    if (stored !== undefined) state.seq = BigInt(stored) > BigInt(seq) ? stored : seq;
-  };
+  // Two loops. The reader reads the log ahead of the sender, in seq order, into `ahead`
+  // (bounded by readAhead), so the sender never waits for a read: whatever was logged while
+  // a send was in flight goes out in the next request the moment the broker acknowledges.
+  // The sender takes rounds from the front of `ahead`, one send in flight at a time.
+  const ahead: LoggedEvent[] = [];
+  const arrived = new Wakeup();
+  const taken = new Wakeup();
+  signal.addEventListener('abort', () => (arrived.wake(), taken.wake()), { once: true });
 
-  try {
+  const readBackoff = new Backoff(options.retry?.initialMs ?? 100, options.retry?.maxMs ?? 10_000);
+  const readLoop = async () => {
+    let readSeq = cursor;
     while (!signal.aborted) {
+      if (ahead.length >= readAhead) {
+        await taken.wait();
+        continue;
+      }
       // Taken before the read, so that events logged between the read and the wait wake us.
       const mark = bus.mark(syncId);
-      const read = await retrying(signal, backoff, logger, 'reading the event log', () =>
-        reader.bySeq(syncId, sent, { limit: options.batchSize ?? 500 }),
-      );
+      const limit = Math.min(batchSize, readAhead - ahead.length);
+      const read = await retrying(signal, readBackoff, logger, 'reading the event log', () => reader.bySeq(syncId, readSeq, { limit }));
       if (read === undefined) return;
       if (read.length === 0) {
         await bus.changedSince(syncId, mark, options.idleWaitMs ?? 5_000, signal);
         continue;
       }
-      if (BigInt(read[0]!.seq) !== BigInt(sent) + 1n) {
+      if (BigInt(read[0]!.seq) !== BigInt(readSeq) + 1n) {
         // Seqs are consecutive per sync: a gap means retention dropped events this relay never sent.
-        logger.error({ after: sent, next: read[0]!.seq }, 'events expired from the log before they reached Kafka');
+        logger.error({ after: readSeq, next: read[0]!.seq }, 'events expired from the log before they reached Kafka');
       }
-      const round = takeBytes(read, options.maxBatchBytes ?? 512 * 1024);
-      const last = round[round.length - 1]!.seq;
+      for (const event of read) ahead.push(event);
+      readSeq = read[read.length - 1]!.seq;
+      arrived.wake();
+    }
+  };
 
+  // `sent`: the last seq Kafka acknowledged. Cursor writes run beside the sends, one at a
+  // time and at most every cursorEveryMs, each for the latest acknowledged seq: a slow control
+  // database never holds up publishing, and a round does not cost a commit of its own. The
+  // cursor lags `sent` by about cursorEveryMs; a crash resends that much (at-least-once).
+  let sent = cursor;
+  const saveBackoff = new Backoff(options.retry?.initialMs ?? 100, options.retry?.maxMs ?? 10_000);
+  let saving: Promise<void> = Promise.resolve();
+  let saveWanted: string | undefined;
+  let saveRunning = false;
+  const save = async (seq: string) => {
+    const stored = await retrying(signal, saveBackoff, logger, 'saving the Kafka relay cursor', () => advanceRelayCursor(pool, syncId, seq));
+    if (stored !== undefined) state.seq = BigInt(stored) > BigInt(seq) ? stored : seq;
+  };
+  const saveLater = (seq: string) => {
+    saveWanted = seq;
+    if (saveRunning) return;
+    saveRunning = true;
+    saving = (async () => {
+      while (saveWanted !== undefined && !signal.aborted) {
+        const next = saveWanted;
+        saveWanted = undefined;
+        const started = Date.now();
+        await save(next);
+        await sleep(cursorEveryMs - (Date.now() - started), signal);
+      }
+      saveRunning = false;
+    })();
+  };
+
+  const sendLoop = async () => {
+    while (!signal.aborted) {
+      if (ahead.length === 0) {
+        await arrived.wait();
+        continue;
+      }
+      const round = takeRound(ahead, batchSize, maxBatchBytes);
+      const last = round[round.length - 1]!.seq;
       const acked = await retrying(signal, backoff, logger, 'publishing to Kafka', async () => {
-        for (const topic of new Set(round.map((e) => e.topic))) {
+        for (const topic of topicsOf(round)) {
           await kafka.ensureTopic(kafkaTopicName(topic), await logPartitions(reader, partitionsOf, topic));
         }
         await kafka.send(toBatches(round));
@@ -124,6 +181,8 @@ async function runRelay(options: KafkaRelayOptions, logger: Logger, signal: Abor
       });
       if (acked === undefined) return;
       // Ordering: the cursor covers a round only once the broker acknowledged all of it.
+      ahead.splice(0, round.length);
+      taken.wake();
       sent = last;
       logger.trace({ seq: sent, events: round.length }, 'relayed to Kafka');
       try {
@@ -131,10 +190,21 @@ async function runRelay(options: KafkaRelayOptions, logger: Logger, signal: Abor
       } catch (error) {
         logger.warn({ err: toError(error) }, 'onRelayed hook failed');
       }
-      await saving;
-      saving = save(last);
+      saveLater(last);
     }
+  };
+
+  let failure: unknown;
+  const stopOnFailure = (loop: Promise<void>) =>
+    loop.catch((error: unknown) => {
+      failure ??= error;
+      controller.abort();
+    });
+  try {
+    await Promise.all([stopOnFailure(readLoop()), stopOnFailure(sendLoop())]);
+    if (failure !== undefined) throw failure;
   } finally {
+    outer.removeEventListener('abort', onAbort);
     await saving;
     // Stopping: record what was acknowledged, so that the next relay does not send it again.
     if (state.seq !== sent) {
@@ -144,6 +214,32 @@ async function runRelay(options: KafkaRelayOptions, logger: Logger, signal: Abor
       );
     }
   }
+}
+
+/** A wakeup for the relay's two loops; wait() registers at once, so a wake after a check is not missed. */
+class Wakeup {
+  private waiters: Array<() => void> = [];
+  wake(): void {
+    if (this.waiters.length === 0) return;
+    const waiters = this.waiters;
+    this.waiters = [];
+    for (const resolve of waiters) resolve();
+  }
+  wait(): Promise<void> {
+    return new Promise((resolve) => this.waiters.push(resolve));
+  }
+}
+
+/** The distinct topics of a round, in order of first appearance. */
+function topicsOf(events: LoggedEvent[]): string[] {
+  const topics: string[] = [];
+  let previous: string | undefined;
+  for (const e of events) {
+    if (e.topic === previous) continue;
+    previous = e.topic;
+    if (!topics.includes(e.topic)) topics.push(e.topic);
+  }
+  return topics;
 }
 
 /** The log's partition count of a topic: the Kafka topic gets as many, so partitions map one to one. */
@@ -158,15 +254,16 @@ async function logPartitions(reader: EventLogReader, cache: Map<string, number>,
   return partitions;
 }
 
-/** The longest prefix of `events` within `maxBytes` (always at least one event). */
-function takeBytes(events: LoggedEvent[], maxBytes: number): LoggedEvent[] {
+/** The longest prefix of `events`, at most `maxEvents`, within `maxBytes` (always at least one event). */
+function takeRound(events: LoggedEvent[], maxEvents: number, maxBytes: number): LoggedEvent[] {
   let bytes = 0;
-  for (let i = 0; i < events.length; i++) {
+  const n = Math.min(events.length, maxEvents);
+  for (let i = 0; i < n; i++) {
     const e = events[i]!;
     bytes += Buffer.byteLength(e.value) + Buffer.byteLength(e.recordId) + Buffer.byteLength(e.eventKey) + 64;
     if (bytes > maxBytes && i > 0) return events.slice(0, i);
   }
-  return events;
+  return events.slice(0, n);
 }
 
 /** Groups a round by topic, keeping log order within each topic (and so within each partition). */
@@ -258,7 +355,7 @@ class Backoff {
 
 function sleep(ms: number, signal: AbortSignal): Promise<void> {
   return new Promise((resolve) => {
-    if (signal.aborted) return resolve();
+    if (signal.aborted || ms <= 0) return resolve();
     const timer = setTimeout(done, ms);
     function done() {
       clearTimeout(timer);
