@@ -4,8 +4,13 @@
  * broker. The floor it is compared with, measured in the same run: a bare kafkajs producer
  * to consumer round trip at the same rate, on the same broker.
  *
- *   node --import tsx bench/events-latency.ts [--rate 2000] [--seconds 20]
+ *   node --import tsx bench/events-latency.ts [--rate 2000] [--seconds 20] [--warmup 5] [--webhook 0]
+ *
+ * The load runs for `warmup` seconds before the measured `seconds`, without a pause: the
+ * figures are those of a steady state (JIT, connections, broker warm). The warm-up's own
+ * figures are printed too; `--warmup 0` measures from the first change.
  */
+import { readFileSync } from 'node:fs';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { Kafka, logLevel, Partitioners } from 'kafkajs';
@@ -17,6 +22,7 @@ import { api, arg, percentile, sleep, startPostgres, startServiceProcess } from 
 
 const RATE = arg('rate', 2000);
 const SECONDS = arg('seconds', 20);
+const WARMUP = arg('warmup', 5);
 const TICK_MS = 10;
 /** `--webhook 0` leaves the webhook out, to see the Kafka path alone. */
 const WITH_WEBHOOK = arg('webhook', 1) === 1;
@@ -26,12 +32,22 @@ const TOKEN = 'patBENCHBENCHBENC.0123456789abcdef0123456789abcdef0123456789abcde
 const stats = (label: string, values: number[]) =>
   `${label}: p50 ${percentile(values, 50).toFixed(1)} ms, p99 ${percentile(values, 99).toFixed(1)} ms, max ${Math.max(...values).toFixed(1)} ms (${values.length} changes)`;
 
+/** CPU seconds (user + system) a process has used so far, from /proc (0 where there is none). */
+function cpuSeconds(pid: number | undefined): number {
+  try {
+    const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]!.split(' ');
+    return (Number(fields[11]) + Number(fields[12])) / 100;
+  } catch {
+    return 0;
+  }
+}
+
 /** Sends `total` rows at the steady rate; `send(ids)` resolves when they are committed. */
-async function steady(total: number, send: (ids: string[]) => Promise<void>, prefix: string, committed: Map<string, number>) {
+async function steady(total: number, send: (ids: string[]) => Promise<void>, idOf: (n: number) => string, committed: Map<string, number>) {
   const started = performance.now();
   const inFlight: Promise<void>[] = [];
   for (let tick = 0, n = 0; n < total; tick++) {
-    const ids = Array.from({ length: Math.min(PER_TICK, total - n) }, (_, i) => `${prefix}${n + i}`);
+    const ids = Array.from({ length: Math.min(PER_TICK, total - n) }, (_, i) => idOf(n + i));
     n += ids.length;
     inFlight.push(send(ids).then(() => {
       const at = performance.now();
@@ -119,19 +135,33 @@ async function main(): Promise<void> {
     while (!kafkaAt.has('warm') || !webhookAt.has('warm')) await sleep(50);
 
     const total = RATE * SECONDS;
-    const committed = new Map<string, number>();
-    console.log(`steady load: ${RATE} changes/s for ${SECONDS} s (${PER_TICK} rows every ${TICK_MS} ms)`);
-    await steady(total, insert, 'r', committed);
+    const warm = RATE * WARMUP;
+    const all = new Map<string, number>();
+    console.log(`steady load: ${RATE} changes/s for ${WARMUP} s of warm-up, then ${SECONDS} s measured (${PER_TICK} rows every ${TICK_MS} ms)`);
+    const cpuBefore = cpuSeconds(svc.child.pid);
+    const benchCpuBefore = process.cpuUsage();
+    const wallBefore = performance.now();
+    await steady(warm + total, insert, (n) => (n < warm ? `w${n}` : `r${n - warm}`), all);
     const deadline = Date.now() + 120_000;
-    while ((kafkaAt.size < total + 1 || (WITH_WEBHOOK && webhookAt.size < total + 1)) && Date.now() < deadline) await sleep(100);
-    const latency = (arrivals: Map<string, number>) => [...committed].map(([id, at]) => (arrivals.get(id) ?? Infinity) - at);
+    while ((kafkaAt.size < warm + total + 1 || (WITH_WEBHOOK && webhookAt.size < warm + total + 1)) && Date.now() < deadline) await sleep(100);
+    const committed = new Map([...all].filter(([id]) => id.startsWith('r')));
+    const warmUp = new Map([...all].filter(([id]) => id.startsWith('w')));
+    const cpu = cpuSeconds(svc.child.pid) - cpuBefore;
+    const benchCpu = process.cpuUsage(benchCpuBefore);
+    const wall = (performance.now() - wallBefore) / 1000;
+    const latency = (arrivals: Map<string, number>, rows = committed) => [...rows].map(([id, at]) => (arrivals.get(id) ?? Infinity) - at);
     const toKafka = latency(kafkaAt);
     const toWebhook = latency(webhookAt);
+    if (warm > 0) {
+      console.log(stats('warm-up, not counted: commit → Kafka', latency(kafkaAt, warmUp)));
+      if (WITH_WEBHOOK) console.log(stats('warm-up, not counted: commit → webhook', latency(webhookAt, warmUp)));
+    }
 
     console.log(stats('commit → Kafka (through Tributary)', toKafka));
     if (WITH_WEBHOOK) console.log(stats('commit → webhook (through Tributary)', toWebhook));
-    const lost = [...committed.keys()].filter((id) => !kafkaAt.has(id) || (WITH_WEBHOOK && !webhookAt.has(id))).length;
+    const lost = [...all.keys()].filter((id) => !kafkaAt.has(id) || (WITH_WEBHOOK && !webhookAt.has(id))).length;
     console.log(`changes missing on either path after 120 s: ${lost}`);
+    console.log(`service CPU: ${cpu.toFixed(1)} s over ${wall.toFixed(1)} s (${((1e6 * cpu) / (warm + total)).toFixed(0)} µs per change); this process (load, receiver, consumer): ${((benchCpu.user + benchCpu.system) / 1e6).toFixed(1)} s`);
     const floor = await floorLatency(kafka, total);
     console.log(stats('floor: kafkajs produce → consume, same rate, same broker', floor));
     console.log(`p99 ratio Tributary/floor: Kafka ${(percentile(toKafka, 99) / percentile(floor, 99)).toFixed(1)}×; targets p99 <= 100 ms: Kafka ${percentile(toKafka, 99) <= 100 ? 'met' : 'missed'}, webhook ${WITH_WEBHOOK ? (percentile(toWebhook, 99) <= 100 ? 'met' : 'missed') : 'not measured'}`);
@@ -171,7 +201,7 @@ async function floorLatency(kafka: Kafka, total: number): Promise<number[]> {
       // One send per tick, like the relay's rounds; the latency counts from the call.
       return producer.send({ topic, acks: -1, messages: ids.map((id) => ({ key: id, value: id })) }).then(() => undefined);
     },
-    'g',
+    (n) => `g${n}`,
     new Map(),
   );
   const deadline = Date.now() + 60_000;
