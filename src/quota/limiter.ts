@@ -103,6 +103,8 @@ export class QuotaLimiter {
     const waiter = rank === undefined ? undefined : randomUUID();
     let at: string | undefined;
     let loggedAt = Date.now();
+    // Whether a refusal announced this waiter in quota_waiting (a grant at the first try never does).
+    let announced = false;
     try {
       for (;;) {
         const decision = await this.tryTake(key, rule, options, waiter && { token: waiter, rank: rank! });
@@ -111,6 +113,7 @@ export class QuotaLimiter {
           loggedAt = decision.loggedAt ?? loggedAt;
           break;
         }
+        announced = waiter !== undefined;
         if (options.maxWaitMs !== undefined && Date.now() - started + decision.retryInMs > options.maxWaitMs) {
           throw new TributaryError('unavailable', `upstream quota for ${key} is exhausted; retry later`);
         }
@@ -118,7 +121,7 @@ export class QuotaLimiter {
         options.signal?.throwIfAborted();
       }
     } finally {
-      if (waiter) await this.pool.query('DELETE FROM quota_waiting WHERE key = $1 AND token = $2', [key, waiter]);
+      if (announced) await this.pool.query('DELETE FROM quota_waiting WHERE key = $1 AND token = $2', [key, waiter]);
     }
     if (++this.acquiredSincePrune >= 200) {
       this.acquiredSincePrune = 0;
