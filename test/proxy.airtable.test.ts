@@ -245,7 +245,11 @@ test('refused: other hosts, traversal, absolute URLs, CONNECT, smuggling, oversi
   ];
   // Through a proxy whose upstream is a recording relay: nothing may reach it.
   const tap = await startTap(svc.airtable.url);
-  const guarded = await startProxy(svc, { upstreams: new Map([['api.airtable.com', tap.url]]) });
+  const reported: Array<[string, number]> = [];
+  const guarded = await startProxy(svc, {
+    upstreams: new Map([['api.airtable.com', tap.url]]),
+    metrics: { proxyRequest: (upstream, status) => reported.push([upstream, status]) },
+  });
   try {
     for (const [what, text, status, message] of cases) {
       const answer = await rawSocket(guarded.url, text);
@@ -256,6 +260,10 @@ test('refused: other hosts, traversal, absolute URLs, CONNECT, smuggling, oversi
       assert.match(answer.text, /"code":"invalid_request"/, what);
     }
     assert.is(tap.records.length, 0, 'none of them reached the upstream');
+    // Metrics: each refusal the handler answered, a refused host labelled "other".
+    await new Promise((r) => setTimeout(r, 50));
+    assert.ok(reported.length >= 10 && reported.every(([, status]) => status >= 400), JSON.stringify(reported));
+    assert.ok(reported.some(([upstream, status]) => upstream === 'other' && status === 403));
   } finally {
     await guarded.stop();
     await tap.close();

@@ -1,9 +1,7 @@
-import type pg from 'pg';
 import { AirtableClient } from '../airtable/client.ts';
 import type { TableMapping } from '../airtable/schema.ts';
 import { rowOf, shapeOf } from '../airtable/tables.ts';
 import type { AirtableRecord } from '../airtable/types.ts';
-import { inTransaction } from '../db/sql.ts';
 import { toError } from '../errors.ts';
 import type { Logger } from '../log.ts';
 import type { QuotaLimiter, QuotaRule } from '../quota/limiter.ts';
@@ -99,9 +97,18 @@ const MAPPING_SQL = `SELECT mapping FROM public_swap._tables
   WHERE upstream_id NOT LIKE 'stripe:%' AND (upstream_id = $1 OR mapping->>'upstreamName' = $1)
   ORDER BY upstream_id = $1 DESC LIMIT 1`;
 
+/** How long a table's mapping is used without asking again; a write that fails asks at once. */
+const MAPPING_TTL_MS = 5_000;
+const mappings = new WeakMap<SyncTarget, Map<string, { mapping: TableMapping | undefined; until: number }>>();
+
 /** The mapping the sync database's table was built with, or undefined when the table is not built (yet). */
-async function mappingOf(db: pg.Pool | pg.ClientBase, table: string, lock = false): Promise<TableMapping | undefined> {
-  const { rows } = await db.query<{ mapping: TableMapping }>(lock ? `${MAPPING_SQL} FOR SHARE` : MAPPING_SQL, [table]);
+async function mappingOf(target: SyncTarget, table: string, fresh = false): Promise<TableMapping | undefined> {
+  let known = mappings.get(target);
+  if (!known) mappings.set(target, (known = new Map()));
+  const hit = known.get(table);
+  if (!fresh && hit && hit.until > Date.now()) return hit.mapping;
+  const { rows } = await target.pool.query<{ mapping: TableMapping }>(MAPPING_SQL, [table]);
+  known.set(table, { mapping: rows[0]?.mapping, until: Date.now() + MAPPING_TTL_MS });
   return rows[0]?.mapping;
 }
 
@@ -126,8 +133,6 @@ async function fetchRecords(ctx: AirtableWriteContext, target: SyncTarget, write
  * before the client gets its answer: the records of the answer converted exactly as the
  * sync converts listed records (its stored mapping, so lookup_as and intelligent_cast as
  * built), fetched again by id when the answer cannot give every column, or deleted.
- * Each sync's write holds its table's mapping row (FOR SHARE) so a rebuild's swap waits
- * for it rather than the write landing in a table of another shape.
  */
 export async function writeThroughAirtable(ctx: AirtableWriteContext, write: AirtableWrite, answer: unknown): Promise<WriteResult> {
   const result: WriteResult = { syncs: 0, written: 0, deleted: 0, fetched: false };
@@ -136,40 +141,59 @@ export async function writeThroughAirtable(ctx: AirtableWriteContext, write: Air
   const targets = await ctx.targets.airtable(write.baseId);
   if (targets.length === 0) return result;
 
-  let fetched: Map<string, AirtableRecord> | undefined;
-  if (upserts.length > 0) {
-    const mappings = await Promise.all(targets.map((t) => mappingOf(t.pool, write.table)));
-    const index = mappings.findIndex((m) => m !== undefined && needsFetch(m, upserts, write.byFieldId));
-    if (index >= 0) {
-      try {
-        fetched = await fetchRecords(ctx, targets[index]!, write, mappings[index]!.tableId, upserts.map((r) => r.id));
-        result.fetched = true;
-      } catch (error) {
-        // The answer is still the best there is; the sync's change capture completes it.
-        ctx.logger.warn({ base: write.baseId, error: toError(error).message }, 'fetching written records for their computed fields failed; writing the answer as it came');
-      }
+  // First from the answer alone; a sync whose mapping says the answer is not enough writes
+  // nothing yet, and is written again once the records have been fetched (outside any transaction).
+  const first = await Promise.all(targets.map((target) => writeOne(target, write, upserts, deletes, undefined)));
+  const incomplete = first.flatMap((outcome, i) => (outcome === 'incomplete' ? [i] : []));
+  let second: Array<Written | 'incomplete'> = [];
+  if (incomplete.length > 0) {
+    const index = incomplete[0]!;
+    let fetched: Map<string, AirtableRecord> | undefined;
+    try {
+      const tableId = (await mappingOf(targets[index]!, write.table))?.tableId ?? write.table;
+      fetched = await fetchRecords(ctx, targets[index]!, write, tableId, upserts.map((r) => r.id));
+      result.fetched = true;
+    } catch (error) {
+      // The answer is still the best there is; the sync's change capture completes it.
+      ctx.logger.warn({ base: write.baseId, error: toError(error).message }, 'fetching written records for their computed fields failed; writing the answer as it came');
     }
+    second = await Promise.all(incomplete.map((i) => writeOne(targets[i]!, write, upserts, deletes, fetched ?? new Map())));
   }
-
-  const written = await Promise.all(
-    targets.map((target) =>
-      inTransaction(
-        target.pool,
-        async (tx) => {
-          const mapping = await mappingOf(tx, write.table, true);
-          if (!mapping) return { written: 0, deleted: 0 };
-          const shape = shapeOf(mapping, 'public');
-          const rows = upserts.map((r) => rowOf(mapping, fetched?.get(r.id) ?? asListed(mapping, r, write.byFieldId)));
-          return { written: await upsertRows(tx, shape, rows), deleted: await deleteRows(tx, shape, deletes) };
-        },
-        ["lock_timeout = '5s'", "statement_timeout = '15s'"],
-      ),
-    ),
-  );
   result.syncs = targets.length;
-  for (const w of written) {
+  for (const w of [...first, ...second]) {
+    if (w === 'incomplete') continue;
     result.written += w.written;
     result.deleted += w.deleted;
   }
   return result;
+}
+
+type Written = { written: number; deleted: number };
+
+/**
+ * One sync's write: one statement (the writer's upsert that skips unchanged rows, or its
+ * delete), no transaction. The mapping may be a few seconds old: if a rebuild swapped the
+ * table meanwhile and the statement no longer fits it, the mapping is read again and the
+ * write retried once; a write that fits the new table is right as it is (same columns).
+ * `fetched` undefined: the answer alone, or 'incomplete' when it cannot give every column.
+ */
+async function writeOne(
+  target: SyncTarget,
+  write: AirtableWrite,
+  upserts: AnswerRecord[],
+  deletes: string[],
+  fetched: Map<string, AirtableRecord> | undefined,
+): Promise<Written | 'incomplete'> {
+  for (let attempt = 0; ; attempt++) {
+    const mapping = await mappingOf(target, write.table, attempt > 0);
+    if (!mapping) return { written: 0, deleted: 0 };
+    if (fetched === undefined && upserts.length > 0 && needsFetch(mapping, upserts, write.byFieldId)) return 'incomplete';
+    const shape = shapeOf(mapping, 'public');
+    try {
+      const rows = upserts.map((r) => rowOf(mapping, fetched?.get(r.id) ?? asListed(mapping, r, write.byFieldId)));
+      return { written: await upsertRows(target.pool, shape, rows), deleted: await deleteRows(target.pool, shape, deletes) };
+    } catch (error) {
+      if (attempt > 0) throw error;
+    }
+  }
 }

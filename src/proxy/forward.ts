@@ -132,15 +132,20 @@ export class Forwarder {
     });
   }
 
-  /** Cuts a stalled answer: no byte for the response timeout. */
+  /** Cuts a stalled answer: no byte for the response timeout. One timer per answer, re-armed only when it fires early. */
   watchIdle(stream: Readable, onIdle: () => void): void {
-    let timer = setTimeout(onIdle, this.options.responseTimeoutMs);
-    stream.on('data', () => {
-      clearTimeout(timer);
-      timer = setTimeout(onIdle, this.options.responseTimeoutMs);
-    });
-    stream.once('close', () => clearTimeout(timer));
-    stream.once('end', () => clearTimeout(timer));
+    const limit = this.options.responseTimeoutMs;
+    let last = Date.now();
+    const check = () => {
+      const idle = Date.now() - last;
+      if (idle >= limit) onIdle();
+      else timer = setTimeout(check, limit - idle);
+    };
+    let timer = setTimeout(check, limit);
+    stream.on('data', () => (last = Date.now()));
+    const stop = () => clearTimeout(timer);
+    stream.once('close', stop);
+    stream.once('end', stop);
   }
 
   close(): void {

@@ -1,11 +1,11 @@
 import type http from 'node:http';
 import type { Duplex, Readable } from 'node:stream';
-import { pipeline } from 'node:stream';
 import type pg from 'pg';
 import type { SyncService } from '../control/sync-service.ts';
 import type { SyncStore } from '../control/syncs.ts';
 import { TributaryError, toError } from '../errors.ts';
 import type { Logger } from '../log.ts';
+import type { ProxyMetrics } from '../metrics/index.ts';
 import type { QuotaLimiter } from '../quota/limiter.ts';
 import { upstreamBase } from '../upstream/http.ts';
 import { decoded, DEFAULT_MAX_BODY_BYTES, declaredLength, jsonOf, readAll, sizeLimit, tooLarge } from './body.ts';
@@ -38,6 +38,8 @@ export interface ProxyOptions {
   queue?: { maxWaitMs?: number; maxWaiting?: number };
   /** Time scale of the upstream (tests with a sped-up fake, as the sync's `timeScale`); 1 in production. */
   timeScale?: number;
+  /** Told of every answered request: upstream host ('other' when refused before routing), status sent, seconds. */
+  metrics?: ProxyMetrics;
 }
 
 export type ProxyHandler = http.RequestListener & {
@@ -86,7 +88,7 @@ export function createProxyHandler(options: ProxyOptions): ProxyHandler {
   };
   const inFlight = new Set<Promise<void>>();
 
-  async function handle(req: http.IncomingMessage, res: http.ServerResponse): Promise<void> {
+  async function handle(req: http.IncomingMessage, res: http.ServerResponse, seen: { host: string }): Promise<void> {
     const started = performance.now();
     const method = req.method ?? 'GET';
     if (method === 'GET' && req.url === '/healthz') {
@@ -99,13 +101,10 @@ export function createProxyHandler(options: ProxyOptions): ProxyHandler {
     }
     checkRequestHeaders(req);
     const route = routeOf(req.url);
+    seen.host = route.host;
     const declared = declaredLength(req.headers);
     if (declared !== undefined && declared > maxBody) throw tooLarge(maxBody);
     const hasBody = declared !== undefined ? declared > 0 : req.headers['transfer-encoding'] !== undefined;
-
-    // The client going away while it waits gives up its place in the queue.
-    const gone = new AbortController();
-    res.once('close', () => !res.writableFinished && gone.abort(new Error('the client went away')));
 
     const buffered = async () => (hasBody ? readAll(req, maxBody, () => tooLarge(maxBody)) : undefined);
     const plan: Plan =
@@ -113,8 +112,14 @@ export function createProxyHandler(options: ProxyOptions): ProxyHandler {
     const body: Buffer | Readable | undefined = plan.body !== undefined ? plan.body : hasBody ? req.pipe(sizeLimit(maxBody)) : undefined;
     if (body && !Buffer.isBuffer(body)) req.once('error', (error) => body.destroy(error));
 
-    const grant = queue && plan.quota ? await queue.take(plan.quota.key, plan.quota.rule, gone.signal) : undefined;
-    grant?.sent();
+    if (queue && plan.quota) {
+      // The client going away while it waits gives up its place in the queue.
+      const gone = new AbortController();
+      const leave = () => !res.writableFinished && gone.abort(new Error('the client went away'));
+      res.once('close', leave);
+      const grant = await queue.take(plan.quota.key, plan.quota.rule, gone.signal).finally(() => res.off('close', leave));
+      grant.sent();
+    }
     const upstream = await forwarder.send({
       target: where[route.host],
       name: route.host,
@@ -160,17 +165,26 @@ export function createProxyHandler(options: ProxyOptions): ProxyHandler {
     res.writeHead(status, upstream.statusMessage, clientResponseHeaders(upstream.rawHeaders));
     forwarder.watchIdle(upstream, () => upstream.destroy(new Error('the upstream stopped sending its answer')));
     await new Promise<void>((resolve) => {
-      pipeline(upstream, res, (error) => {
-        // Mid-body the only way to tell the client is to cut the connection.
-        if (error) res.destroy();
+      // Mid-body the only way to tell the client is to cut the connection; a client gone stops the upstream.
+      upstream.once('error', () => res.destroy());
+      upstream.once('aborted', () => res.destroy());
+      res.once('close', () => {
+        if (!upstream.complete) upstream.destroy();
         resolve();
       });
+      upstream.pipe(res);
     });
     logger.debug({ method, host: route.host, path: route.path, status, ms: Math.round(performance.now() - started) }, 'proxied');
   }
 
   const handler = (req: http.IncomingMessage, res: http.ServerResponse) => {
-    const work = handle(req, res).catch((thrown: unknown) => {
+    const seen = { host: 'other' };
+    if (options.metrics) {
+      const metrics = options.metrics;
+      const arrived = performance.now();
+      res.once('close', () => metrics.proxyRequest(seen.host, res.statusCode, (performance.now() - arrived) / 1000));
+    }
+    const work = handle(req, res, seen).catch((thrown: unknown) => {
       const error = toError(thrown);
       if (error instanceof TributaryError && error.expose) {
         if (error.status >= 500) logger.warn({ method: req.method, code: error.code, error: error.message }, 'proxy error');

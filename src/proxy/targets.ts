@@ -22,6 +22,8 @@ export interface SyncTargetsOptions {
   maxConnections?: number;
   /** A sync database's pool not used for this long is closed (default 5 min). */
   idleMs?: number;
+  /** How long the list of a base's or an account's syncs is used without asking again (default 2 s). */
+  listTtlMs?: number;
 }
 
 interface Entry {
@@ -35,11 +37,13 @@ export const digestOf = (key: string) => createHash('sha256').update(key).digest
 
 /**
  * Finds the active syncs a proxied write belongs to, and keeps a small pool per sync
- * database. Lookups always ask the control database (one indexed query per write), so a
- * sync created a moment ago is written to at once and a deleted one is not.
+ * database. The list of a base's (an account's) syncs is asked of the control database at
+ * most every 2 s: a sync created since has no tables built yet anyway (its first cycle
+ * builds them), and a write to one being deleted lands in a database about to go.
  */
 export class SyncTargets {
   private readonly entries = new Map<string, Entry>();
+  private readonly lists = new Map<string, { ids: Promise<string[]>; until: number }>();
   private readonly sweeper: NodeJS.Timeout;
 
   constructor(private readonly options: SyncTargetsOptions) {
@@ -49,11 +53,25 @@ export class SyncTargets {
 
   /** Active Airtable syncs of a base: every one is written (several accounts may sync one base). */
   async airtable(baseId: string): Promise<SyncTarget[]> {
-    const { rows } = await this.options.pool.query<{ id: string }>(
-      "SELECT id FROM syncs WHERE state = 'active' AND kind = 'airtable' AND base_id = $1 ORDER BY id",
-      [baseId],
-    );
-    return this.targets(rows.map((r) => r.id));
+    const ids = await this.listed(`airtable:${baseId}`, async () => {
+      const { rows } = await this.options.pool.query<{ id: string }>(
+        "SELECT id FROM syncs WHERE state = 'active' AND kind = 'airtable' AND base_id = $1 ORDER BY id",
+        [baseId],
+      );
+      return rows.map((r) => r.id);
+    });
+    return this.targets(ids);
+  }
+
+  private listed(key: string, load: () => Promise<string[]>): Promise<string[]> {
+    const hit = this.lists.get(key);
+    if (hit && hit.until > Date.now()) return hit.ids;
+    if (this.lists.size > 10_000) this.lists.clear();
+    const ids = load();
+    this.lists.set(key, { ids, until: Date.now() + (this.options.listTtlMs ?? 2_000) });
+    // A failed lookup is not remembered.
+    ids.catch(() => this.lists.delete(key));
+    return ids;
   }
 
   /**
@@ -62,15 +80,18 @@ export class SyncTargets {
    * whose stored key is the very key of the request.
    */
   async stripe(accountId: string | undefined, keyDigest: string | undefined): Promise<SyncTarget[]> {
-    const { rows } = await this.options.pool.query<{ id: string; upstream_account_id: string | null }>(
-      "SELECT id, upstream_account_id FROM syncs WHERE state = 'active' AND kind = 'stripe' AND (upstream_account_id = $1 OR upstream_account_id IS NULL) ORDER BY id",
-      [accountId ?? null],
-    );
-    const ids: string[] = [];
-    for (const row of rows) {
-      if (accountId !== undefined && row.upstream_account_id === accountId) ids.push(row.id);
-      else if (row.upstream_account_id === null && keyDigest !== undefined && (await this.keyDigest(row.id)) === keyDigest) ids.push(row.id);
-    }
+    const ids = await this.listed(`stripe:${accountId ?? ''}:${keyDigest ?? ''}`, async () => {
+      const { rows } = await this.options.pool.query<{ id: string; upstream_account_id: string | null }>(
+        "SELECT id, upstream_account_id FROM syncs WHERE state = 'active' AND kind = 'stripe' AND (upstream_account_id = $1 OR upstream_account_id IS NULL) ORDER BY id",
+        [accountId ?? null],
+      );
+      const out: string[] = [];
+      for (const row of rows) {
+        if (accountId !== undefined && row.upstream_account_id === accountId) out.push(row.id);
+        else if (row.upstream_account_id === null && keyDigest !== undefined && (await this.keyDigest(row.id)) === keyDigest) out.push(row.id);
+      }
+      return out;
+    });
     return this.targets(ids);
   }
 
@@ -101,7 +122,15 @@ export class SyncTargets {
     const url = await this.options.syncService.adminUrl(sync);
     const existing = this.entries.get(sync.id);
     if (existing) return existing;
-    const pool = new pg.Pool({ connectionString: url, max: this.options.maxConnections ?? 4, idleTimeoutMillis: 30_000 });
+    // Asynchronous commit: the write is visible to every reader at once; only its durability
+    // waits for the next WAL flush (well under a second). A crash in between loses a change
+    // that upstream still holds, and the sync brings it back; the client need not wait for a disk.
+    const pool = new pg.Pool({
+      connectionString: url,
+      max: this.options.maxConnections ?? 4,
+      idleTimeoutMillis: 30_000,
+      options: '-c synchronous_commit=off',
+    });
     pool.on('error', (err) => this.options.logger.warn({ err, sync: sync.id }, 'idle sync-database connection failed'));
     let key: Promise<Secret> | undefined;
     const entry: Entry = {
