@@ -5,10 +5,11 @@
  *   node --import tsx bench/proxy.ts [--clients 50] [--seconds 10] [--writes 30]
  *
  * 1. Pass-through GET (a one-page listing), `--clients` concurrent keep-alive clients for
- *    `--seconds`: latency p50/p99 and throughput, direct vs through the proxy. The fake runs
- *    with its rate limit off and the proxy without the shared limiter (a 5 req/s quota would
- *    measure the quota, not the proxy); the fake, the proxy and this load generator are three
- *    processes.
+ *    `--seconds`, three rounds each way, interleaved: latency p50/p99 and throughput, direct vs
+ *    through the proxy (medians of the rounds). The fake runs with its rate limit off and the
+ *    proxy without the shared limiter (a 5 req/s quota would measure the quota, not the
+ *    proxy). The fake lives in this process with the clients, "the upstream side"; the proxy
+ *    in its own process, as deployed (Node uses one core per process).
  * 2. Write-through create (one record, POST /v0/{base}/{table}): latency direct vs through
  *    the proxy, which also writes the record to the sync's database before answering. The
  *    service (api and sync roles) runs an Airtable sync of the base; creates go one at a
@@ -19,6 +20,7 @@ import { randomBytes } from 'node:crypto';
 import http from 'node:http';
 import path from 'node:path';
 import { createInterface } from 'node:readline';
+import { startFakeAirtable } from '../src/fakes/airtable/index.ts';
 import { api, arg, percentile, root, sleep, startPostgres, startServiceProcess, waitForFirstCycle } from './lib.ts';
 
 const BENCH_TOKEN = `patBENCH0000000000.${'0123456789abcdef'.repeat(4)}`;
@@ -29,9 +31,9 @@ const writes = arg('writes', 30);
 const children: ChildProcess[] = [];
 process.once('exit', () => children.forEach((c) => c.kill('SIGKILL')));
 
-/** Starts bench/proxy-processes.ts in a mode and returns the JSON line it prints when ready. */
+/** Starts bench/proxy-process.ts in a mode (`proxy`) and returns the JSON line it prints when ready. */
 async function child<T>(mode: string, env: Record<string, string> = {}): Promise<{ info: T; child: ChildProcess }> {
-  const proc = spawn(process.execPath, ['--import', 'tsx', path.join(root, 'bench', 'proxy-processes.ts'), mode], {
+  const proc = spawn(process.execPath, ['--import', 'tsx', path.join(root, 'bench', 'proxy-process.ts'), mode], {
     env: { ...process.env, TRIBUTARY_LOG_LEVEL: 'warn', BENCH_TOKEN, ...env },
     stdio: ['ignore', 'pipe', 'inherit'],
   });
@@ -87,9 +89,20 @@ async function load(url: string, pathname: string): Promise<{ latencies: number[
 }
 
 const f = (ms: number) => `${ms.toFixed(2)} ms`;
+const median = (values: number[]) => percentile(values, 50);
 
-const fake = await child<{ url: string; baseId: string; tableId: string }>('fake');
-const listPath = `/v0/${fake.info.baseId}/Items?pageSize=10`;
+// The upstream side: a fake Airtable without rate limits, one small table with a formula.
+const airtable = await startFakeAirtable({ port: 0, rateLimit: false });
+airtable.addToken(BENCH_TOKEN, { bases: '*' });
+const benchBase = airtable.createBase({ name: 'Bench' });
+benchBase.createTable('Items', [
+  { name: 'Name', type: 'singleLineText' },
+  { name: 'Amount', type: 'number', options: { precision: 0 } },
+]);
+benchBase.addField('Items', { name: 'Double', type: 'formula', options: { formula: '{Amount} * 2' } });
+benchBase.createRecords('Items', Array.from({ length: 10 }, (_, i) => ({ Name: `Item ${i}`, Amount: i + 1 })));
+const fake = { url: airtable.url, baseId: benchBase.id, tableId: benchBase.table('Items').id };
+const listPath = `/v0/${fake.baseId}/Items?pageSize=10`;
 
 // 1. Pass-through GET.
 {
@@ -97,24 +110,40 @@ const listPath = `/v0/${fake.info.baseId}/Items?pageSize=10`;
     DATABASE_URL: 'postgres://unused@127.0.0.1:1/unused',
     TRIBUTARY_TARGET_DATABASE_URL: 'postgres://unused@127.0.0.1:1/unused',
     TRIBUTARY_SECRET_KEY: randomBytes(32).toString('base64'),
-    TRIBUTARY_UPSTREAMS: `api.airtable.com=${fake.info.url}`,
+    TRIBUTARY_UPSTREAMS: `api.airtable.com=${fake.url}`,
     PROXY_LIMITER: '0',
   });
-  // Warm both paths (connections, JIT), then measure direct, proxied, direct again.
-  await load(fake.info.url, listPath);
+  // Warm both paths (connections, JIT), then rounds of direct and proxied in turn.
+  await load(fake.url, listPath);
   await load(passThrough.info.url, `/api.airtable.com${listPath}`);
-  const direct = await load(fake.info.url, listPath);
-  const proxied = await load(passThrough.info.url, `/api.airtable.com${listPath}`);
-  const again = await load(fake.info.url, listPath);
-  const directRps = (direct.rps + again.rps) / 2;
-  const d50 = (percentile(direct.latencies, 50) + percentile(again.latencies, 50)) / 2;
-  const d99 = (percentile(direct.latencies, 99) + percentile(again.latencies, 99)) / 2;
-  const p50 = percentile(proxied.latencies, 50);
-  const p99 = percentile(proxied.latencies, 99);
-  console.log(`Pass-through GET, ${clients} concurrent clients, ${seconds} s each (fake: no rate limit; proxy: no shared limiter)`);
+  const rounds: Array<{ direct: Awaited<ReturnType<typeof load>>; proxied: Awaited<ReturnType<typeof load>> }> = [];
+  for (let round = 0; round < 3; round++) {
+    const direct = await load(fake.url, listPath);
+    const proxied = await load(passThrough.info.url, `/api.airtable.com${listPath}`);
+    rounds.push({ direct, proxied });
+  }
+  const d50 = median(rounds.map((r) => percentile(r.direct.latencies, 50)));
+  const d99 = median(rounds.map((r) => percentile(r.direct.latencies, 99)));
+  const p50 = median(rounds.map((r) => percentile(r.proxied.latencies, 50)));
+  const p99 = median(rounds.map((r) => percentile(r.proxied.latencies, 99)));
+  const directRps = median(rounds.map((r) => r.direct.rps));
+  const proxiedRps = median(rounds.map((r) => r.proxied.rps));
+  const errors = rounds.reduce((n, r) => n + r.direct.errors + r.proxied.errors, 0);
+  console.log(`Pass-through GET, ${clients} concurrent clients, 3 rounds of ${seconds} s each way (fake: no rate limit; proxy: no shared limiter)`);
   console.log(`  direct   p50 ${f(d50)}  p99 ${f(d99)}  ${directRps.toFixed(0)} req/s`);
-  console.log(`  proxied  p50 ${f(p50)}  p99 ${f(p99)}  ${proxied.rps.toFixed(0)} req/s  (errors ${proxied.errors + direct.errors + again.errors})`);
-  console.log(`  added latency p50 ${f(p50 - d50)} (target ≤ 1 ms), p99 ${f(p99 - d99)}; throughput ratio ${(proxied.rps / directRps).toFixed(2)}× (target ≥ 0.7×)`);
+  console.log(`  proxied  p50 ${f(p50)}  p99 ${f(p99)}  ${proxiedRps.toFixed(0)} req/s  (errors ${errors})`);
+  console.log(`  rounds' throughput ratios ${rounds.map((r) => (r.proxied.rps / r.direct.rps).toFixed(2)).join(', ')}`);
+  console.log(`  added latency p50 ${f(p50 - d50)} (target ≤ 1 ms), p99 ${f(p99 - d99)}; throughput ratio ${(proxiedRps / directRps).toFixed(2)}× (target ≥ 0.7×)`);
+
+  // The hop itself, with nothing queued: one client, one request at a time.
+  const single = { direct: [] as number[], proxied: [] as number[] };
+  for (let i = 0; i < 2000; i++) {
+    single.direct.push((await call(fake.url, 'GET', listPath)).ms);
+    single.proxied.push((await call(passThrough.info.url, 'GET', `/api.airtable.com${listPath}`)).ms);
+  }
+  const s50 = percentile(single.proxied, 50) - percentile(single.direct, 50);
+  const s99 = percentile(single.proxied, 99) - percentile(single.direct, 99);
+  console.log(`  one client at a time: direct p50 ${f(percentile(single.direct, 50))}, proxied p50 ${f(percentile(single.proxied, 50))}; added p50 ${f(s50)}, p99 ${f(s99)}`);
   passThrough.child.kill('SIGTERM');
 }
 
@@ -125,18 +154,18 @@ const svcControl = await postgres.freshDatabase('ctl');
 const svc = await startServiceProcess({
   controlUrl: svcControl,
   targetUrl: postgres.adminUrl,
-  upstreams: `api.airtable.com=${fake.info.url}`,
+  upstreams: `api.airtable.com=${fake.url}`,
   env: { TRIBUTARY_SECRET_KEY: secretKey },
 });
 try {
   const account = await api(svc.api, svc.adminToken, 'POST', '/api/accounts', { name: 'bench' });
-  const sync = await api(svc.api, account.api_token, 'POST', '/api/syncs', { kind: 'airtable', base_id: fake.info.baseId, api_key: BENCH_TOKEN });
+  const sync = await api(svc.api, account.api_token, 'POST', '/api/syncs', { kind: 'airtable', base_id: fake.baseId, api_key: BENCH_TOKEN });
   await waitForFirstCycle(svc, account.api_token, sync.id);
   const proxyEnv = (limiter: boolean) => ({
     DATABASE_URL: svcControl,
     TRIBUTARY_TARGET_DATABASE_URL: postgres.adminUrl,
     TRIBUTARY_SECRET_KEY: secretKey,
-    TRIBUTARY_UPSTREAMS: `api.airtable.com=${fake.info.url}`,
+    TRIBUTARY_UPSTREAMS: `api.airtable.com=${fake.url}`,
     PROXY_LIMITER: limiter ? '1' : '0',
   });
   console.log(`\nWrite-through create, one record at a time (${writes} each way, interleaved), the sync running`);
@@ -144,10 +173,10 @@ try {
     const proxy = await child<{ url: string }>('proxy', proxyEnv(limiter));
     const direct: number[] = [];
     const proxied: number[] = [];
-    const createPath = `/v0/${fake.info.baseId}/${fake.info.tableId}`;
+    const createPath = `/v0/${fake.baseId}/${fake.tableId}`;
     for (let i = 0; i < writes + 3; i++) {
       const body = JSON.stringify({ fields: { Name: `Bench ${limiter ? 'L' : 'N'} ${i}`, Amount: i } });
-      const a = await call(fake.info.url, 'POST', createPath, body);
+      const a = await call(fake.url, 'POST', createPath, body);
       const b = await call(proxy.info.url, 'POST', `/api.airtable.com${createPath}`, body);
       if (a.status !== 200 || b.status !== 200) throw new Error(`create failed: ${a.status} / ${b.status}`);
       // The first few warm connections and pools up.
@@ -167,6 +196,6 @@ try {
   }
 } finally {
   await svc.stop();
-  fake.child.kill('SIGTERM');
+  await airtable.close();
   await postgres.stop();
 }
