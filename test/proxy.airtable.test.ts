@@ -43,7 +43,7 @@ const loud = (hook: () => Promise<void>) => async () => {
 
 test.before(loud(async () => {
   svc = await startTestService({
-    config: { roles: ['api', 'sync'] },
+    config: { roles: ['api', 'sync', 'proxy'] },
     // Quota and 429s are proxy.quota.test.ts's subject, with the fake in its own process.
     airtable: { rateLimit: false },
     // Sweeps are rare here (a sweep page fetched before a proxied write could land after it; see the README).
@@ -311,6 +311,15 @@ test('504 when the upstream does not answer in time, 502 when it cannot be used'
     await quick.stop();
     await nowhere.stop();
   }
+});
+
+test("the service's own proxy port (main.ts) writes through the same way", async () => {
+  const served = new Airtable({ apiKey: AIRTABLE_TEST_TOKEN, endpointUrl: `http://127.0.0.1:${svc.service.proxyPort}/api.airtable.com`, noRetryIfRateLimited: true }).base(base.id);
+  const made = await ok(served('Projects 🚀').create({ Name: 'Served', Budget: 4, Clients: [globex] }));
+  const row = await project(made.id);
+  assert.equal([row!.name, row!.double, row!.client_names], ['Served', '8', ['Globex']]);
+  const health = await rawRequest(`http://127.0.0.1:${svc.service.proxyPort}`, 'GET', '/healthz');
+  assert.equal(health.json, { ok: true });
 });
 
 test('no credential in the logs', async () => {

@@ -212,21 +212,3 @@ export function createProxyHandler(options: ProxyOptions): ProxyHandler {
     },
   });
 }
-
-/**
- * The proxy port's placeholder of earlier versions (a 501 for everything but /healthz);
- * main.ts serves createProxyHandler instead once wired.
- */
-export function reservedProxyHandler(): http.RequestListener {
-  return (req, res) => {
-    const healthy = req.url === '/healthz';
-    res.writeHead(healthy ? 200 : 501, { 'content-type': 'application/json' });
-    res.end(
-      JSON.stringify(
-        healthy
-          ? { ok: true }
-          : { error: { source: 'proxy', code: 'not_implemented', message: 'the write-through proxy is not available in this version' } },
-      ),
-    );
-  };
-}
