@@ -273,10 +273,12 @@ export async function startService(config: Config, logger: Logger, tunables: Tun
         upstreams: config.upstreams,
         logger: logger.child({ part: 'proxy' }),
         timeScale: tunables.airtable?.timeScale,
+        metrics,
       });
-      await serve('proxy', proxy, config.proxyPort);
-      // Closers run in reverse: requests in flight finish their write-through before the pools close.
+      // Pushed before the listener's closer: closers run in reverse, so the listener drains first,
+      // then requests in flight finish their write-through and the pools close.
       closers.push(() => proxy.close());
+      await serve('proxy', proxy, config.proxyPort);
     }
     if (config.roles.includes('events') && bus) {
       const rest = createEventsRestHandler({ pool, accounts, reader: new EventLogReader(pool), bus, logger: logger.child({ part: 'events-rest' }) });
