@@ -1,6 +1,5 @@
 import { randomUUID } from 'node:crypto';
 import type pg from 'pg';
-import { inTransaction } from '../db/sql.ts';
 import { TributaryError } from '../errors.ts';
 import { pause } from '../time.ts';
 
@@ -150,58 +149,15 @@ export class QuotaLimiter {
     // so a sync at 3 req/s really gets 3 (the sweep-time bound depends on it).
     const windowMs = rule.windowMs + this.marginFor(key);
     const shareWindowMs = rule.windowMs;
-    // The log is a guard, not a record: no need to wait for the disk on every grant.
-    return inTransaction(
-      this.pool,
-      async (client) => {
-        await client.query('SELECT pg_advisory_xact_lock(hashtextextended($1, 7))', [key]);
-        const { rows: logged } = await client.query<{ age_ms: number; kind: 'client' | 'sync' | 'urgent' }>(
-          `SELECT extract(epoch FROM clock_timestamp() - at) * 1000 AS age_ms, kind
-             FROM quota_requests
-            WHERE key = $1 AND at > clock_timestamp() - make_interval(secs => $2 / 1000.0)
-            ORDER BY at`,
-          [key, windowMs],
-        );
-        const rows = logged.map((r) => ({ ...r, age_ms: Number(r.age_ms) }));
-        // When the i-th newest request leaves the window, one more slot opens.
-        const freesIn = (list: typeof rows, over: number, window: number) => Math.max(1, window - list[list.length - over]!.age_ms + 1);
-        let decision: Decision = { granted: true, retryInMs: 0 };
-        if (rows.length >= rule.limit) decision = { granted: false, retryInMs: freesIn(rows, rule.limit, windowMs) };
-        if (decision.granted && options.kind === 'sync') {
-          const syncRows = rows.filter((r) => r.kind !== 'client' && r.age_ms < shareWindowMs);
-          const syncLimit = options.syncLimit ?? rule.limit;
-          if (syncRows.length >= syncLimit) decision = { granted: false, retryInMs: freesIn(syncRows, syncLimit, shareWindowMs) };
-          else {
-            // Step aside for anyone queued ahead of this request's rank; but a sweep that has
-            // had no slot in this window takes one, so change capture cannot starve it.
-            const sweepServed = rows.some((r) => r.kind === 'sync' && r.age_ms < shareWindowMs);
-            const ahead = options.urgent ? 1 : sweepServed ? 2 : 1;
-            const waiting = await client.query(
-              'SELECT 1 FROM quota_waiting WHERE key = $1 AND until > clock_timestamp() AND rank < $2 AND token <> $3 LIMIT 1',
-              [key, ahead, waiter?.token ?? ''],
-            );
-            if (waiting.rowCount) decision = { granted: false, retryInMs: 25 };
-          }
-        }
-        if (decision.granted) {
-          const kind = options.kind === 'sync' && options.urgent ? 'urgent' : options.kind;
-          decision.loggedAt = Date.now();
-          const { rows: inserted } = await client.query<{ at: string }>(
-            'INSERT INTO quota_requests (key, at, kind) VALUES ($1, clock_timestamp(), $2) RETURNING at::text',
-            [key, kind],
-          );
-          decision.at = inserted[0]!.at;
-        } else if (waiter) {
-          // Announce the queued request so lower ranks hold back until it has gone.
-          await client.query(
-            `INSERT INTO quota_waiting (key, token, until, rank) VALUES ($1, $2, clock_timestamp() + interval '2 seconds', $3)
-             ON CONFLICT (key, token) DO UPDATE SET until = excluded.until`,
-            [key, waiter.token, waiter.rank],
-          );
-        }
-        return decision;
-      },
-      ['synchronous_commit = off'],
+    // One statement (sql/11_quota_take.sql): the decision used to cost five round trips.
+    const kind = options.kind === 'sync' && options.urgent ? 'urgent' : options.kind;
+    const loggedAt = Date.now();
+    const { rows } = await this.pool.query<{ granted: boolean; retry_in_ms: number; at: string | null }>(
+      'SELECT granted, retry_in_ms, at FROM quota_take($1, $2, $3, $4, $5, $6, $7, $8)',
+      [key, rule.limit, windowMs, shareWindowMs, kind, options.syncLimit ?? rule.limit, waiter?.token ?? null, waiter?.rank ?? 0],
     );
+    const row = rows[0]!;
+    if (!row.granted) return { granted: false, retryInMs: Number(row.retry_in_ms) };
+    return { granted: true, retryInMs: 0, at: row.at!, loggedAt };
   }
 }
