@@ -6,7 +6,9 @@
  *
  * 1. Pass-through GET (a one-page listing), `--clients` concurrent keep-alive clients for
  *    `--seconds`, three rounds each way, interleaved: latency p50/p99 and throughput, direct vs
- *    through the proxy (medians of the rounds). The fake runs with its rate limit off and the
+ *    through the proxy (medians of the rounds). Flat out (closed loop) the latency is the
+ *    queue's length, clients / throughput; so the added latency is also measured with the
+ *    same clients paced at half the direct throughput (open loop), and one request at a time. The fake runs with its rate limit off and the
  *    proxy without the shared limiter (a 5 req/s quota would measure the quota, not the
  *    proxy). The fake lives in this process with the clients, "the upstream side"; the proxy
  *    in its own process, as deployed (Node uses one core per process).
@@ -88,6 +90,32 @@ async function load(url: string, pathname: string): Promise<{ latencies: number[
   return { latencies, rps: latencies.length / ((performance.now() - started) / 1000), errors };
 }
 
+/**
+ * `clients` connections sending `rps` requests a second between them, each on its own fixed
+ * schedule (open loop), for `seconds`: the latency of every request. Below saturation, so
+ * the figure is the hop's cost and not the length of a queue.
+ */
+async function paced(url: string, pathname: string, rps: number): Promise<{ latencies: number[]; errors: number }> {
+  const latencies: number[] = [];
+  let errors = 0;
+  const interval = (1000 * clients) / rps;
+  const until = performance.now() + seconds * 1000;
+  await Promise.all(
+    Array.from({ length: clients }, async () => {
+      let next = performance.now() + Math.random() * interval;
+      while (next < until) {
+        const early = next - performance.now();
+        if (early > 0) await sleep(early);
+        const { status, ms } = await call(url, 'GET', pathname);
+        if (status === 200) latencies.push(ms);
+        else errors++;
+        next += interval;
+      }
+    }),
+  );
+  return { latencies, errors };
+}
+
 const f = (ms: number) => `${ms.toFixed(2)} ms`;
 const median = (values: number[]) => percentile(values, 50);
 
@@ -134,6 +162,20 @@ const listPath = `/v0/${fake.baseId}/Items?pageSize=10`;
   console.log(`  proxied  p50 ${f(p50)}  p99 ${f(p99)}  ${proxiedRps.toFixed(0)} req/s  (errors ${errors})`);
   console.log(`  rounds' throughput ratios ${rounds.map((r) => (r.proxied.rps / r.direct.rps).toFixed(2)).join(', ')}`);
   console.log(`  added latency p50 ${f(p50 - d50)} (target ≤ 1 ms), p99 ${f(p99 - d99)}; throughput ratio ${(proxiedRps / directRps).toFixed(2)}× (target ≥ 0.7×)`);
+
+  // The same 50 clients at a steady half of the direct throughput: latency without queueing.
+  const rate = Math.round(directRps / 2);
+  const pacedRounds: Array<{ direct: number[]; proxied: number[]; errors: number }> = [];
+  for (let round = 0; round < 3; round++) {
+    const direct = await paced(fake.url, listPath, rate);
+    const proxied = await paced(passThrough.info.url, `/api.airtable.com${listPath}`, rate);
+    pacedRounds.push({ direct: direct.latencies, proxied: proxied.latencies, errors: direct.errors + proxied.errors });
+  }
+  const q = (which: 'direct' | 'proxied', p: number) => median(pacedRounds.map((r) => percentile(r[which], p)));
+  console.log(`  ${clients} clients paced at ${rate} req/s together (half the direct throughput), 3 rounds each way:`);
+  console.log(
+    `    direct p50 ${f(q('direct', 50))} p99 ${f(q('direct', 99))} | proxied p50 ${f(q('proxied', 50))} p99 ${f(q('proxied', 99))} | added p50 ${f(q('proxied', 50) - q('direct', 50))} (target ≤ 1 ms), p99 ${f(q('proxied', 99) - q('direct', 99))} (errors ${pacedRounds.reduce((n, r) => n + r.errors, 0)})`,
+  );
 
   // The hop itself, with nothing queued: one client, one request at a time.
   const single = { direct: [] as number[], proxied: [] as number[] };
