@@ -19,6 +19,7 @@ import { createApiApp } from './api/server.ts';
 import type { EventEndpoints } from './api/views.ts';
 import type { Config } from './config.ts';
 import { startEmbeddedPostgres, type EmbeddedPostgres } from './db/embedded.ts';
+import { IdlePools } from './db/idle-pools.ts';
 import { migrateControlDatabase } from './db/migrate.ts';
 import { ident, withClient, withDatabase } from './db/sql.ts';
 import { createEventsRestHandler } from './events/rest/server.ts';
@@ -186,8 +187,11 @@ export async function startService(config: Config, logger: Logger, tunables: Tun
     if (config.roles.includes('api')) {
       const recovered = await syncService.reconcile();
       if (recovered > 0) logger.warn({ count: recovered }, 'finished interrupted sync creates and deletes');
+      const markerPools = new IdlePools();
+      closers.push(() => markerPools.close());
       const app = createApiApp({
         pool,
+        markerPools,
         accounts,
         syncs,
         syncService,

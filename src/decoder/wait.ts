@@ -1,4 +1,6 @@
 import { randomUUID } from 'node:crypto';
+import type pg from 'pg';
+import type { IdlePools } from '../db/idle-pools.ts';
 import { withClient } from '../db/sql.ts';
 import type { EventBus } from '../events/bus.ts';
 
@@ -12,17 +14,37 @@ export const WAIT_PREFIX = 'tributary.wait';
  * reports it (NOTIFY on the control database) once those are in the event log. Answers the
  * marker's WAL position, or undefined on timeout (no decoder running, or one far behind).
  */
-export async function waitForDecoder(options: { databaseUrl: string; bus: EventBus; timeoutMs: number }): Promise<{ lsn: string } | undefined> {
+export async function waitForDecoder(options: {
+  databaseUrl: string;
+  bus: EventBus;
+  timeoutMs: number;
+  /** Where the marker's connection comes from; without it, a new connection. */
+  pools?: IdlePools;
+}): Promise<{ lsn: string } | undefined> {
   const token = randomUUID();
   const { reached, cancel } = options.bus.tokenReached(token, options.timeoutMs);
   try {
-    const lsn = await withClient(options.databaseUrl, async (client) => {
+    const emit = async (client: pg.ClientBase) => {
       const { rows } = await client.query<{ lsn: string }>('SELECT pg_logical_emit_message(false, $1, $2)::text AS lsn', [WAIT_PREFIX, token]);
       return rows[0]!.lsn;
-    });
+    };
+    const pool = options.pools?.get(options.databaseUrl);
+    const lsn = pool ? await emitPooled(pool, emit) : await withClient(options.databaseUrl, emit);
     return (await reached) ? { lsn } : undefined;
   } catch (error) {
     cancel();
+    throw error;
+  }
+}
+
+async function emitPooled<T>(pool: pg.Pool, emit: (client: pg.ClientBase) => Promise<T>): Promise<T> {
+  const client = await pool.connect();
+  try {
+    const result = await emit(client);
+    client.release();
+    return result;
+  } catch (error) {
+    client.release(error as Error); // not back into the pool: the connection may be broken
     throw error;
   }
 }

@@ -1,5 +1,6 @@
 import type Router from '@koa/router';
 import type { Context } from 'koa';
+import type { IdlePools } from '../../db/idle-pools.ts';
 import { waitForDecoder } from '../../decoder/wait.ts';
 import { TributaryError } from '../../errors.ts';
 import type { EventBus } from '../../events/bus.ts';
@@ -13,6 +14,8 @@ export interface WaitApiOptions {
   bus?: EventBus;
   /** The process's started pass signals: completed passes wake waiters at once (else they poll every 100 ms), and shutdown ends waits. */
   passes?: PassSignals;
+  /** Connections to the sync databases for the WAL markers, kept between waits. */
+  markerPools?: IdlePools;
 }
 
 const DEFAULT_TIMEOUT_MS = 60_000;
@@ -68,7 +71,7 @@ export function waitRoutes(router: Router, api: ApiOptions & WaitApiOptions): vo
       return;
     }
     // The pass's writes committed before it was confirmed; the marker goes into the WAL after them.
-    const reached = await waitForDecoder({ databaseUrl: await api.syncService.adminUrl(sync), bus, timeoutMs: left });
+    const reached = await waitForDecoder({ databaseUrl: await api.syncService.adminUrl(sync), bus, timeoutMs: left, pools: api.markerPools });
     ctx.body = reached ? { ok: true, lsn: reached.lsn } : timedOut;
   });
 }

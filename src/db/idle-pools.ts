@@ -1,0 +1,60 @@
+import pg from 'pg';
+
+export interface IdlePoolsOptions {
+  /** Connections per database (default 2). */
+  max?: number;
+  /** A connection unused this long is closed (default 30 s). */
+  idleConnectionMs?: number;
+  /** A database's pool unused this long is dropped (default 10 min): syncs get deleted. */
+  idlePoolMs?: number;
+}
+
+/**
+ * Small pools for short statements against many databases (one per sync), kept while they
+ * are in use: a new connection costs a backend start and a SCRAM exchange, several
+ * milliseconds that a statement taking a fraction of one should not pay each time.
+ */
+export class IdlePools {
+  private readonly pools = new Map<string, { pool: pg.Pool; lastUsed: number }>();
+  private readonly sweeper: NodeJS.Timeout;
+
+  constructor(private readonly options: IdlePoolsOptions = {}) {
+    const idlePoolMs = options.idlePoolMs ?? 10 * 60_000;
+    this.sweeper = setInterval(() => this.dropIdle(idlePoolMs), Math.min(idlePoolMs, 60_000));
+    this.sweeper.unref();
+  }
+
+  get(url: string): pg.Pool {
+    const entry = this.pools.get(url);
+    if (entry) {
+      entry.lastUsed = Date.now();
+      return entry.pool;
+    }
+    const pool = new pg.Pool({
+      connectionString: url,
+      max: this.options.max ?? 2,
+      idleTimeoutMillis: this.options.idleConnectionMs ?? 30_000,
+      connectionTimeoutMillis: 10_000,
+    });
+    // A dropped connection (database restarted or deleted) is replaced on the next use.
+    pool.on('error', () => undefined);
+    this.pools.set(url, { pool, lastUsed: Date.now() });
+    return pool;
+  }
+
+  async close(): Promise<void> {
+    clearInterval(this.sweeper);
+    const pools = [...this.pools.values()].map((e) => e.pool);
+    this.pools.clear();
+    await Promise.all(pools.map((pool) => pool.end().catch(() => undefined)));
+  }
+
+  private dropIdle(idleMs: number): void {
+    const cutoff = Date.now() - idleMs;
+    for (const [url, entry] of this.pools) {
+      if (entry.lastUsed >= cutoff) continue;
+      this.pools.delete(url);
+      void entry.pool.end().catch(() => undefined);
+    }
+  }
+}
