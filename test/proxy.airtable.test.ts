@@ -172,6 +172,15 @@ test('the answers the client gets are the upstream bytes', async () => {
     assert.is(failed.status, 422);
     assert.ok(failed.body.equals(refused.body), 'an upstream error comes back unchanged too');
 
+    // A browser signed in to the console sends its session cookie to the proxy too (cookies
+    // ignore ports): the session never leaves, other cookies do, unchanged.
+    const session = (cookie: string) => rawRequest(tapped.url, 'GET', path, { headers: { ...auth, cookie } });
+    await session('theme=dark; tributary_session=s3cr3t; __Host-tributary_session=s3cr3t2; lang=en');
+    assert.is(tap.records.at(-1)!.requestHeaders.cookie, 'theme=dark; lang=en');
+    await session('tributary_session=s3cr3t');
+    assert.is(tap.records.at(-1)!.requestHeaders.cookie, undefined, 'a Cookie header with only the session is dropped');
+    assert.is(tap.records.at(-1)!.status, 200);
+
     // A listing (one page: a next-page offset is new on every call), direct and proxied: the same bytes.
     const list = `/v0/${base.id}/${encodeURIComponent('Projects 🚀')}?sort%5B0%5D%5Bfield%5D=Name`;
     // The direct request takes its slot of the base's quota like any other, or the fake would lock the base out.

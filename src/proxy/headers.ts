@@ -1,4 +1,5 @@
 import type http from 'node:http';
+import { sessionCookieName } from '../api/auth.ts';
 import { refuse } from './errors.ts';
 
 /** Hop-by-hop headers (RFC 9110 §7.6.1): they describe one connection and are never forwarded. */
@@ -57,9 +58,22 @@ export function checkRequestHeaders(req: http.IncomingMessage): void {
   if (hosts > 1) throw refuse('invalid_request', 'more than one Host header');
 }
 
+/** The console's session cookies: a browser sends them to the proxy too (cookies ignore ports). */
+const SESSION_COOKIES = new Set([sessionCookieName(true), sessionCookieName(false)]);
+
+/** A Cookie header without Tributary's own session; undefined when nothing else is left. */
+function withoutSessionCookie(value: string): string | undefined {
+  const kept = value
+    .split(';')
+    .map((pair) => pair.trim())
+    .filter((pair) => pair && !SESSION_COOKIES.has(pair.split('=')[0]!.trim()));
+  return kept.length > 0 ? kept.join('; ') : undefined;
+}
+
 /**
  * The client's headers as the upstream gets them, names and order kept (rawHeaders form):
- * hop-by-hop ones dropped, Host set to the upstream's, the proxy's own header removed.
+ * hop-by-hop ones dropped, Host set to the upstream's, the proxy's own header and the
+ * console's session cookie removed (a session must never reach a third party).
  * `contentLength` replaces the client's when the body was rewritten (translation).
  */
 export function upstreamRequestHeaders(req: http.IncomingMessage, host: string, contentLength?: number): string[] {
@@ -72,6 +86,11 @@ export function upstreamRequestHeaders(req: http.IncomingMessage, host: string, 
     // Expect: 100-continue was answered by this server already.
     if (lower === 'host' || lower === TRANSLATE_HEADER || lower === 'expect' || isHopByHop(lower, listed)) continue;
     if (lower === 'content-length' && contentLength !== undefined) continue;
+    if (lower === 'cookie') {
+      const cookie = withoutSessionCookie(raw[i + 1]!);
+      if (cookie !== undefined) out.push(name, cookie);
+      continue;
+    }
     out.push(name, raw[i + 1]!);
   }
   if (contentLength !== undefined) out.push('Content-Length', String(contentLength));

@@ -127,6 +127,8 @@ export function rawSocket(url: string, text: string | Buffer, timeoutMs = 5000):
 export interface TapRecord {
   method: string;
   path: string;
+  /** What the upstream received. */
+  requestHeaders: http.IncomingHttpHeaders;
   status: number;
   rawHeaders: string[];
   body: Buffer;
@@ -148,7 +150,7 @@ export async function startTap(upstream: string): Promise<{ url: string; records
         answer.on('data', (c: Buffer) => chunks.push(c));
         answer.on('end', () => {
           const body = Buffer.concat(chunks);
-          records.push({ method: req.method!, path: req.url!, status: answer.statusCode!, rawHeaders: answer.rawHeaders, body });
+          records.push({ method: req.method!, path: req.url!, requestHeaders: req.headers, status: answer.statusCode!, rawHeaders: answer.rawHeaders, body });
           const pairs: string[] = [];
           for (let i = 0; i < answer.rawHeaders.length; i += 2) {
             if (/^(connection|keep-alive|transfer-encoding)$/i.test(answer.rawHeaders[i]!)) continue;
