@@ -47,6 +47,9 @@ interface OpenTransaction {
 /** Log batches written at once (see flush). */
 const MAX_IN_FLIGHT = 2;
 
+/** The least time between two reports of the durable position to the slot (see acknowledge). */
+const ACK_EVERY_MS = 50;
+
 /** Replication session settings: column text in one format, the one swap.ts also uses. */
 const SESSION = '-c TimeZone=UTC -c DateStyle=ISO,MDY -c IntervalStyle=postgres -c extra_float_digits=1';
 
@@ -65,6 +68,8 @@ export class Decoder {
   private stopped = false;
   private running: Promise<void> | undefined;
   private wake: (() => void) | undefined;
+  /** Ends the current session's wait on the replication service (see stream()). */
+  private stopStream: (() => void) | undefined;
 
   private txn: OpenTransaction | undefined;
   private batch: NewEvent[] = [];
@@ -77,6 +82,8 @@ export class Decoder {
   private flushTimer: NodeJS.Timeout | undefined;
   private loggedCommit = 0n;
   private ackedLsn = '0/0';
+  private ackSentAt = 0;
+  private ackTimer: NodeJS.Timeout | undefined;
   /** XLogData messages received and handled, to know when a keepalive's position is safe to confirm. */
   private received = 0;
   private handled = 0;
@@ -98,6 +105,7 @@ export class Decoder {
   async stop(): Promise<void> {
     this.stopped = true;
     this.wake?.();
+    this.stopStream?.();
     await this.service?.stop().catch(() => undefined);
     await this.running;
   }
@@ -126,6 +134,8 @@ export class Decoder {
   /** One replication session, from the slot's confirmed position to an error or stop(). */
   private async stream(): Promise<void> {
     const progress = await this.appender.load();
+    // A write that failed may have committed after all: readers must not trust what they were handed before.
+    this.options.bus?.forgetLogged(this.options.syncId);
     this.loggedCommit = lsnToBigInt(progress.lsn);
     this.txn = undefined;
     this.batch = [];
@@ -160,10 +170,20 @@ export class Decoder {
       this.idleCandidate = { lsn, upTo: this.received };
       if (!this.confirmIdle() && shouldRespond) void this.acknowledge(this.ackedLsn);
     });
+    // A stop while the service is still connecting must not wait on it: pg's connect() never
+    // settles once end() was called during it, and a stop just before its client exists
+    // cannot close it. So the session also ends on stop(), and a stream that starts after a
+    // stop is closed as soon as it does.
+    const stopping = new Promise<void>((resolve) => (this.stopStream = resolve));
+    service.on('start', () => {
+      if (this.stopped) void service.stop().catch(() => undefined);
+    });
     try {
       if (this.stopped) return;
       // The plugin object has the shape the service calls; the class type asks for more than it uses.
-      await Promise.race([service.subscribe(plugin as never, this.options.slot), failed]);
+      const subscribed = service.subscribe(plugin as never, this.options.slot);
+      subscribed.catch(() => undefined); // settled late, after a stop: nothing waits for it
+      await Promise.race([subscribed, failed, stopping]);
       if (!this.stopped) throw new Error('replication stream ended');
     } finally {
       clearInterval(lagTimer);
@@ -171,6 +191,8 @@ export class Decoder {
       this.flushTimer = undefined;
       await service.stop().catch(() => undefined);
       await this.flushing.catch(() => undefined);
+      clearTimeout(this.ackTimer);
+      this.ackTimer = undefined;
     }
   }
 
@@ -295,13 +317,15 @@ export class Decoder {
     this.previousFlush = previous;
     this.inFlight++;
     this.flushing = (async () => {
+      let logged;
       try {
-        await this.appender.append(events, upTo.commitLsn, previous);
+        logged = await this.appender.append(events, upTo.commitLsn, previous);
       } finally {
         this.inFlight--;
       }
       this.loggedCommit = lsnToBigInt(upTo.commitLsn);
-      if (events.length > 0) this.options.bus?.publish(this.options.syncId);
+      // Readers in this process take the committed events from memory instead of reading them back.
+      if (logged.length > 0) this.options.bus?.publishLogged(this.options.syncId, logged);
       await this.acknowledge(upTo.endLsn);
       if (this.batchCommit) void this.flush();
       this.confirmIdle();
@@ -359,8 +383,25 @@ export class Decoder {
     }
   }
 
+  /**
+   * Tells the slot `lsn` (durable) at once if the last report is ACK_EVERY_MS old, else with
+   * the report that follows that long after it. Under load a batch commits every few
+   * milliseconds, and a report per batch costs the server more than a slot that moves a
+   * little later (a crash then sends a little more again, which the log's position skips).
+   */
   private async acknowledge(lsn: string): Promise<void> {
     if (lsnToBigInt(lsn) > lsnToBigInt(this.ackedLsn)) this.ackedLsn = lsn;
+    const wait = ACK_EVERY_MS - (Date.now() - this.ackSentAt);
+    if (wait > 0) {
+      this.ackTimer ??= setTimeout(() => {
+        this.ackTimer = undefined;
+        void this.acknowledge(this.ackedLsn);
+      }, wait);
+      return;
+    }
+    clearTimeout(this.ackTimer);
+    this.ackTimer = undefined;
+    this.ackSentAt = Date.now();
     await this.service?.acknowledge(this.ackedLsn);
   }
 }

@@ -1,6 +1,8 @@
 import pg from 'pg';
 import { toError } from '../errors.ts';
 import type { Logger } from '../log.ts';
+import type { LoggedEvent } from './log.ts';
+import { LoggedFeed } from './logged-feed.ts';
 
 /** The channel the decoder NOTIFYs, in the transaction that logs events, with payload `<sync_id>`. */
 export const EVENTS_CHANNEL = 'tributary_events';
@@ -12,7 +14,9 @@ type Listener = () => void;
 /**
  * Wakes readers of the event log (REST long polls, webhook deliverers, the Kafka relay)
  * when a sync's decoder has logged new events, in this process or any other: LISTEN on
- * one connection per process. A notification is only a hint; readers always read the log.
+ * one connection per process. A notification is only a hint; readers read the log, except
+ * that readers beside the sync's decoder (relay, webhook deliverer) are handed what it has
+ * just committed (subscribeLogged) and read the log only when that does not suffice.
  *
  * To wait without missing an event that lands between a read and the wait, a reader takes
  * `mark(syncId)` before reading and passes it to `changedSince`.
@@ -21,6 +25,7 @@ export class EventBus {
   private readonly counters = new Map<string, number>();
   private readonly listeners = new Map<string, Set<Listener>>();
   private readonly tokens = new Map<string, () => void>();
+  private readonly feeds = new Map<string, Set<LoggedFeed>>();
   private client: pg.Client | undefined;
   private stopped = false;
   private retry: NodeJS.Timeout | undefined;
@@ -66,6 +71,33 @@ export class EventBus {
   publish(syncId: string): void {
     this.counters.set(syncId, (this.counters.get(syncId) ?? 0) + 1);
     for (const wake of this.listeners.get(syncId) ?? []) wake();
+  }
+
+  /**
+   * This process's decoder committed `events` (in seq order) for a sync: readers here get
+   * them through their feeds, then everyone is woken as by publish().
+   */
+  publishLogged(syncId: string, events: LoggedEvent[]): void {
+    for (const feed of this.feeds.get(syncId) ?? []) feed.push(events);
+    this.publish(syncId);
+  }
+
+  /** The sync's decoder (re)starts here: feeds forget what they held, and readers look at the log. */
+  forgetLogged(syncId: string): void {
+    for (const feed of this.feeds.get(syncId) ?? []) feed.reset();
+    this.publish(syncId);
+  }
+
+  /** A feed of what this process's decoder logs for a sync from now on (logged-feed.ts); close it when done. */
+  subscribeLogged(syncId: string, maxEvents = 10_000): LoggedFeed {
+    const set = this.feeds.get(syncId) ?? new Set<LoggedFeed>();
+    this.feeds.set(syncId, set);
+    const feed = new LoggedFeed(maxEvents, (closed) => {
+      set.delete(closed);
+      if (set.size === 0 && this.feeds.get(syncId) === set) this.feeds.delete(syncId);
+    });
+    set.add(feed);
+    return feed;
   }
 
   mark(syncId: string): number {

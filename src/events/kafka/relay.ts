@@ -109,8 +109,13 @@ async function runRelay(options: KafkaRelayOptions, logger: Logger, outer: Abort
   signal.addEventListener('abort', () => (arrived.wake(), taken.wake()), { once: true });
 
   const readBackoff = new Backoff(options.retry?.initialMs ?? 100, options.retry?.maxMs ?? 10_000);
+  // What the decoder in this process commits arrives here without a read of the log.
+  const feed = bus.subscribeLogged(syncId, readAhead);
+  signal.addEventListener('abort', () => feed.close(), { once: true });
   const readLoop = async () => {
     let readSeq = cursor;
+    // After a wait that timed out, the log is read whatever the feed says (a safety net).
+    let readLog = true;
     while (!signal.aborted) {
       if (ahead.length >= readAhead) {
         await taken.wait();
@@ -119,10 +124,15 @@ async function runRelay(options: KafkaRelayOptions, logger: Logger, outer: Abort
       // Taken before the read, so that events logged between the read and the wait wake us.
       const mark = bus.mark(syncId);
       const limit = Math.min(batchSize, readAhead - ahead.length);
-      const read = await retrying(signal, readBackoff, logger, 'reading the event log', () => reader.bySeq(syncId, readSeq, { limit }));
+      const fed = readLog ? undefined : feed.take(BigInt(readSeq), limit);
+      const read =
+        fed === 'caught-up'
+          ? []
+          : (fed ?? (await retrying(signal, readBackoff, logger, 'reading the event log', () => reader.bySeq(syncId, readSeq, { limit }))));
       if (read === undefined) return;
+      readLog = false;
       if (read.length === 0) {
-        await bus.changedSince(syncId, mark, options.idleWaitMs ?? 5_000, signal);
+        readLog = !(await bus.changedSince(syncId, mark, options.idleWaitMs ?? 5_000, signal));
         continue;
       }
       if (BigInt(read[0]!.seq) !== BigInt(readSeq) + 1n) {

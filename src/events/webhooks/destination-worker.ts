@@ -126,6 +126,7 @@ export class DestinationWorker {
   private skippedAt = 0;
   private failed = false;
   private readonly sign: WebhookSigner;
+  private readonly topics: Set<string>;
 
   constructor(private readonly options: DestinationWorkerOptions) {
     this.logger = options.logger.child({ destination: options.destination.id });
@@ -143,6 +144,7 @@ export class DestinationWorker {
       wakeup: new Notifier(),
     }));
     this.sign = webhookSigner(options.destination.secret);
+    this.topics = new Set(options.destination.topics);
     // Stopping wakes every loop: one abort listener here, not one per wait.
     const notifiers = [this.flushWakeup, this.flushed, this.roomFreed, this.caughtUpWakeup, ...this.lanes.map((lane) => lane.wakeup)];
     this.signal.addEventListener('abort', () => notifiers.forEach((n) => n.close()), { once: true });
@@ -217,36 +219,61 @@ export class DestinationWorker {
   }
 
   private async readLoop(): Promise<void> {
-    const { bus, reader, syncId, tuning, destination } = this.options;
-    while (!this.signal.aborted) {
-      const mark = bus.mark(syncId);
-      const room = tuning.maxPending - this.pending();
-      if (room <= 0) {
-        await this.roomFreed.wait(tuning.idleMs);
-        continue;
+    const { bus, syncId, tuning } = this.options;
+    // What the decoder in this process commits arrives here without a read of the log.
+    const feed = bus.subscribeLogged(syncId, tuning.maxPending);
+    // After a wait that timed out, the log is read whatever the feed says (a safety net).
+    let readLog = true;
+    try {
+      while (!this.signal.aborted) {
+        const mark = bus.mark(syncId);
+        const room = tuning.maxPending - this.pending();
+        if (room <= 0) {
+          await this.roomFreed.wait(tuning.idleMs);
+          continue;
+        }
+        const limit = Math.min(room, tuning.readBatch);
+        const fed = readLog ? undefined : feed.take(this.readSeq, limit);
+        const full = fed === undefined ? await this.readLog(limit) : fed !== 'caught-up' && this.readFed(fed, limit);
+        readLog = false;
+        if (!this.caughtUp && this.readSeq >= this.catchUpSeq) {
+          this.caughtUp = true;
+          this.caughtUpWakeup.notify();
+        }
+        if (full) continue;
+        const started = Date.now();
+        const changed = await bus.changedSince(syncId, mark, tuning.idleMs, this.signal);
+        readLog = !changed;
+        // A stopped bus answers at once; do not spin on it.
+        if (!changed) await sleep(tuning.idleMs - (Date.now() - started), this.signal);
       }
-      // Everything up to `last` is visible to the read below (the decoder logs events and
-      // its progress in one transaction), so the read position may skip past events of
-      // topics this destination does not take. Looked up about once a second, not per read.
-      const skip = Date.now() - this.skippedAt >= SKIP_AHEAD_MS;
-      const last = skip ? BigInt(await this.db(() => reader.lastSeq(syncId))) : 0n;
-      if (skip) this.skippedAt = Date.now();
-      const limit = Math.min(room, tuning.readBatch);
-      const events = await this.db(() => reader.bySeq(syncId, this.readSeq.toString(), { topics: destination.topics, limit }));
-      for (const event of events) this.dispatch(event);
-      const lastRead = events.length > 0 ? BigInt(events[events.length - 1]!.seq) : this.readSeq;
-      const full = events.length === limit;
-      this.readSeq = full ? lastRead : [this.readSeq, lastRead, last].reduce((a, b) => (a > b ? a : b));
-      if (!this.caughtUp && this.readSeq >= this.catchUpSeq) {
-        this.caughtUp = true;
-        this.caughtUpWakeup.notify();
-      }
-      if (full) continue;
-      const started = Date.now();
-      const changed = await bus.changedSince(syncId, mark, tuning.idleMs, this.signal);
-      // A stopped bus answers at once; do not spin on it.
-      if (!changed) await sleep(tuning.idleMs - (Date.now() - started), this.signal);
+    } finally {
+      feed.close();
     }
+  }
+
+  /** Events handed over by this process's decoder (every topic, in seq order); true if there may be more. */
+  private readFed(events: LoggedEvent[], limit: number): boolean {
+    for (const event of events) if (this.topics.has(event.topic)) this.dispatch(event);
+    this.readSeq = BigInt(events[events.length - 1]!.seq);
+    return events.length === limit;
+  }
+
+  /** The destination's next events from the log; true if the read was full (there may be more). */
+  private async readLog(limit: number): Promise<boolean> {
+    const { reader, syncId, destination } = this.options;
+    // Everything up to `last` is visible to the read below (the decoder logs events and
+    // its progress in one transaction), so the read position may skip past events of
+    // topics this destination does not take. Looked up about once a second, not per read.
+    const skip = Date.now() - this.skippedAt >= SKIP_AHEAD_MS;
+    const last = skip ? BigInt(await this.db(() => reader.lastSeq(syncId))) : 0n;
+    if (skip) this.skippedAt = Date.now();
+    const events = await this.db(() => reader.bySeq(syncId, this.readSeq.toString(), { topics: destination.topics, limit }));
+    for (const event of events) this.dispatch(event);
+    const lastRead = events.length > 0 ? BigInt(events[events.length - 1]!.seq) : this.readSeq;
+    const full = events.length === limit;
+    this.readSeq = full ? lastRead : [this.readSeq, lastRead, last].reduce((a, b) => (a > b ? a : b));
+    return full;
   }
 
   private dispatch(event: LoggedEvent): void {
