@@ -106,7 +106,7 @@ export async function waitForPass(options: {
 }
 
 /** A woken runner still leaves this much between the starts of two passes (quota for everything else). */
-export const WOKEN_MIN_GAP_MS = 200;
+export const WOKEN_MIN_GAP_MS = 100;
 
 /**
  * A runner's pause before its next pass: `intervalMs`, or shorter when a wait request arrived
