@@ -152,10 +152,11 @@ export class QuotaLimiter {
     // One statement (sql/11_quota_take.sql): the decision used to cost five round trips.
     const kind = options.kind === 'sync' && options.urgent ? 'urgent' : options.kind;
     const loggedAt = Date.now();
-    const { rows } = await this.pool.query<{ granted: boolean; retry_in_ms: number; at: string | null }>(
-      'SELECT granted, retry_in_ms, at FROM quota_take($1, $2, $3, $4, $5, $6, $7, $8)',
-      [key, rule.limit, windowMs, shareWindowMs, kind, options.syncLimit ?? rule.limit, waiter?.token ?? null, waiter?.rank ?? 0],
-    );
+    const { rows } = await this.pool.query<{ granted: boolean; retry_in_ms: number; at: string | null }>({
+      name: 'quota_take',
+      text: 'SELECT granted, retry_in_ms, at FROM quota_take($1, $2, $3, $4, $5, $6, $7, $8)',
+      values: [key, rule.limit, windowMs, shareWindowMs, kind, options.syncLimit ?? rule.limit, waiter?.token ?? null, waiter?.rank ?? 0],
+    });
     const row = rows[0]!;
     if (!row.granted) return { granted: false, retryInMs: Number(row.retry_in_ms) };
     return { granted: true, retryInMs: 0, at: row.at!, loggedAt };
