@@ -43,7 +43,6 @@ const svc = await startServiceProcess({
   targetUrl: postgres.adminUrl,
   upstreams: `api.airtable.com=${airtable.url},api.stripe.com=${stripe.url}`,
   roles: 'api,sync,decoder',
-  env: process.env.BENCH_LOG_LEVEL ? { TRIBUTARY_LOG_LEVEL: process.env.BENCH_LOG_LEVEL } : {},
 });
 
 interface Kind {
@@ -55,12 +54,23 @@ interface Kind {
   write(i: number): Promise<{ sql: string; params: unknown[] }>;
 }
 
+async function connectReader(url: string): Promise<pg.Client> {
+  const reader = new pg.Client({ connectionString: url });
+  await reader.connect();
+  reader.on('error', () => undefined); // the server stops before it at the end
+  return reader;
+}
+
+/** A write sent straight to a fake, as any client would. */
+async function upstream(what: string, url: string, init: RequestInit): Promise<void> {
+  const response = await fetch(url, init);
+  if (!response.ok) throw new Error(`${what}: ${response.status} ${await response.text()}`);
+}
+
 async function airtableKind(): Promise<Kind> {
   const sync = await createAirtableSync(svc, base.id, AIRTABLE_TOKEN);
   await waitForFirstCycle(svc, sync.token, sync.syncId);
-  const reader = new pg.Client({ connectionString: sync.reader });
-  await reader.connect();
-  reader.on('error', () => undefined); // the server stops before it at the end
+  const reader = await connectReader(sync.reader);
   return {
     name: 'Airtable',
     syncId: sync.syncId,
@@ -69,12 +79,11 @@ async function airtableKind(): Promise<Kind> {
     async write(i) {
       const record = items[i % items.length]!;
       const name = `wait-${i}-${Date.now()}`;
-      const response = await fetch(`${airtable.url}/v0/${base.id}/Items`, {
+      await upstream('Airtable update', `${airtable.url}/v0/${base.id}/Items`, {
         method: 'PATCH',
         headers: { authorization: `Bearer ${AIRTABLE_TOKEN}`, 'content-type': 'application/json' },
         body: JSON.stringify({ records: [{ id: record.id, fields: { Name: name } }] }),
       });
-      if (!response.ok) throw new Error(`Airtable update: ${response.status} ${await response.text()}`);
       return { sql: 'SELECT 1 FROM items WHERE id = $1 AND name = $2', params: [record.id, name] };
     },
   };
@@ -84,9 +93,7 @@ async function stripeKind(): Promise<Kind> {
   const tenant = await api(svc.api, svc.adminToken, 'POST', '/api/accounts', { name: 'bench stripe' });
   const sync = await api(svc.api, tenant.api_token, 'POST', '/api/syncs', { kind: 'stripe', api_key: STRIPE_KEY });
   await waitForFirstCycle(svc, tenant.api_token, sync.id);
-  const reader = new pg.Client({ connectionString: sync.database.url });
-  await reader.connect();
-  reader.on('error', () => undefined); // the server stops before it at the end
+  const reader = await connectReader(sync.database.url);
   return {
     name: 'Stripe',
     syncId: sync.id,
@@ -95,12 +102,11 @@ async function stripeKind(): Promise<Kind> {
     async write(i) {
       const id = customers[i % customers.length]!;
       const name = `wait-${i}-${Date.now()}`;
-      const response = await fetch(`${stripe.url}/v1/customers/${id}`, {
+      await upstream('Stripe update', `${stripe.url}/v1/customers/${id}`, {
         method: 'POST',
         headers: { authorization: `Bearer ${STRIPE_KEY}`, 'content-type': 'application/x-www-form-urlencoded' },
         body: new URLSearchParams({ name }).toString(),
       });
-      if (!response.ok) throw new Error(`Stripe update: ${response.status} ${await response.text()}`);
       return { sql: 'SELECT 1 FROM customer WHERE id = $1 AND name = $2', params: [id, name] };
     },
   };

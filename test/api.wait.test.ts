@@ -11,7 +11,7 @@ import type { FakeBase } from '../src/fakes/airtable/index.ts';
 import { startFakeStripe, type FakeStripe } from '../src/fakes/stripe/index.ts';
 import { STRIPE_API_VERSION } from '../src/stripe/catalog.ts';
 import { query } from './harness/postgres.ts';
-import { AIRTABLE_TEST_TOKEN, createAccount, request, startTestService, type TestAccount, type TestService } from './harness/service.ts';
+import { AIRTABLE_TEST_TOKEN, createAccount, request, loudSetUp, startTestService, type TestAccount, type TestService } from './harness/service.ts';
 
 const STRIPE_KEY = 'sk_test_waitEndpointKey00000001';
 /** Longer than any wait below is allowed to take: only a woken pass answers in time. */
@@ -38,43 +38,38 @@ async function eventsOf(syncId: string): Promise<Array<{ event: string; id: stri
   return rows.map((r) => JSON.parse(r.value));
 }
 
-test.before(async () => {
-  try {
-    fake = await startFakeStripe();
-    fake.addKey(STRIPE_KEY, { account: fake.createAccount().id });
-    svc = await startTestService({
-      config: { roles: ['api', 'sync', 'decoder', 'events'] },
-      tunables: {
-        airtable: { pollIntervalMs: SLOW_POLL_MS, cycleGapMs: 10 * SLOW_POLL_MS },
-        stripe: { pollIntervalMs: SLOW_POLL_MS },
-        workerTickMs: 250,
-        decoder: { lagReportMs: 300 },
-      },
-      stripeUrl: fake.url,
-    });
-    account = await createAccount(svc, 'waiter');
-    other = await createAccount(svc, 'someone else');
-    base = svc.airtable.createBase({ name: 'Wait' });
-    base.createTable('Tasks', [
-      { name: 'Name', type: 'singleLineText' },
-      { name: 'Points', type: 'number', options: { precision: 0 } },
-    ]);
-    base.createRecords('Tasks', [
-      { Name: 'one', Points: 1 },
-      { Name: 'two', Points: 2 },
-    ]);
-    const created = await request(svc.api, 'POST', '/api/syncs', {
-      token: account.token,
-      body: { kind: 'airtable', base_id: base.id, api_key: AIRTABLE_TEST_TOKEN },
-    });
-    assert.is(created.status, 201, created.text);
-    airtableSync = created.body.id;
-    airtableReader = created.body.database.url;
-  } catch (error) {
-    process.stderr.write(`set-up failed: ${String(error)}\n${svc?.logs.lines.slice(-30).join('\n') ?? ''}\n`);
-    throw error;
-  }
-});
+test.before(loudSetUp(async () => {
+  fake = await startFakeStripe();
+  fake.addKey(STRIPE_KEY, { account: fake.createAccount().id });
+  svc = await startTestService({
+    config: { roles: ['api', 'sync', 'decoder', 'events'] },
+    tunables: {
+      airtable: { pollIntervalMs: SLOW_POLL_MS, cycleGapMs: 10 * SLOW_POLL_MS },
+      stripe: { pollIntervalMs: SLOW_POLL_MS },
+      workerTickMs: 250,
+      decoder: { lagReportMs: 300 },
+    },
+    stripeUrl: fake.url,
+  });
+  account = await createAccount(svc, 'waiter');
+  other = await createAccount(svc, 'someone else');
+  base = svc.airtable.createBase({ name: 'Wait' });
+  base.createTable('Tasks', [
+    { name: 'Name', type: 'singleLineText' },
+    { name: 'Points', type: 'number', options: { precision: 0 } },
+  ]);
+  base.createRecords('Tasks', [
+    { Name: 'one', Points: 1 },
+    { Name: 'two', Points: 2 },
+  ]);
+  const created = await request(svc.api, 'POST', '/api/syncs', {
+    token: account.token,
+    body: { kind: 'airtable', base_id: base.id, api_key: AIRTABLE_TEST_TOKEN },
+  });
+  assert.is(created.status, 201, created.text);
+  airtableSync = created.body.id;
+  airtableReader = created.body.database.url;
+}, () => svc));
 
 test.after(async () => {
   await svc?.stop();

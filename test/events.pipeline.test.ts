@@ -15,7 +15,7 @@ import { STRIPE_API_VERSION } from '../src/stripe/catalog.ts';
 import { waitForCycle } from './harness/airtable.ts';
 import { query } from './harness/postgres.ts';
 import { waitFor } from './harness/process.ts';
-import { AIRTABLE_TEST_TOKEN, createAccount, request, startTestService, type TestAccount, type TestService } from './harness/service.ts';
+import { AIRTABLE_TEST_TOKEN, createAccount, request, loudSetUp, startTestService, type TestAccount, type TestService } from './harness/service.ts';
 
 type Event = { collection: string; data: Record<string, unknown>; event: string; id: string; table_db_name: string; changes?: Record<string, unknown> };
 
@@ -48,45 +48,40 @@ async function lastSeq(syncId: string): Promise<number> {
   return Number(rows[0]?.seq ?? 0);
 }
 
-test.before(async () => {
-  try {
-    fake = await startFakeStripe();
-    const upstream = fake.createAccount();
-    fake.addKey(STRIPE_KEY, { account: upstream.id });
-    svc = await startTestService({
-      config: { roles: ['api', 'sync', 'decoder', 'events'], webhookAllowPrivate: true },
-      tunables: {
-        airtable: { pollIntervalMs: 250, cycleGapMs: 250 },
-        workerTickMs: 250,
-        stripe: { pollIntervalMs: 300 },
-        decoder: { lagReportMs: 300 },
-      },
-      stripeUrl: fake.url,
-    });
-    account = await createAccount(svc);
-    base = svc.airtable.createBase({ name: 'Events' });
-    base.createTable('Tasks', [
-      { name: 'Name', type: 'singleLineText' },
-      { name: 'Points', type: 'number', options: { precision: 0 } },
-    ]);
-    base.createRecords('Tasks', [
-      { Name: 'one', Points: 1 },
-      { Name: 'two', Points: 2 },
-      { Name: 'three', Points: 3 },
-    ]);
-    const before = new Date();
-    const created = await request(svc.api, 'POST', '/api/syncs', {
-      token: account.token,
-      body: { kind: 'airtable', base_id: base.id, api_key: AIRTABLE_TEST_TOKEN },
-    });
-    assert.is(created.status, 201, created.text);
-    airtableSync = created.body.id;
-    await waitForCycle(svc, account.token, airtableSync, before);
-  } catch (error) {
-    process.stderr.write(`set-up failed: ${String(error)}\n${svc?.logs.lines.slice(-30).join('\n') ?? ''}\n`);
-    throw error;
-  }
-});
+test.before(loudSetUp(async () => {
+  fake = await startFakeStripe();
+  const upstream = fake.createAccount();
+  fake.addKey(STRIPE_KEY, { account: upstream.id });
+  svc = await startTestService({
+    config: { roles: ['api', 'sync', 'decoder', 'events'], webhookAllowPrivate: true },
+    tunables: {
+      airtable: { pollIntervalMs: 250, cycleGapMs: 250 },
+      workerTickMs: 250,
+      stripe: { pollIntervalMs: 300 },
+      decoder: { lagReportMs: 300 },
+    },
+    stripeUrl: fake.url,
+  });
+  account = await createAccount(svc);
+  base = svc.airtable.createBase({ name: 'Events' });
+  base.createTable('Tasks', [
+    { name: 'Name', type: 'singleLineText' },
+    { name: 'Points', type: 'number', options: { precision: 0 } },
+  ]);
+  base.createRecords('Tasks', [
+    { Name: 'one', Points: 1 },
+    { Name: 'two', Points: 2 },
+    { Name: 'three', Points: 3 },
+  ]);
+  const before = new Date();
+  const created = await request(svc.api, 'POST', '/api/syncs', {
+    token: account.token,
+    body: { kind: 'airtable', base_id: base.id, api_key: AIRTABLE_TEST_TOKEN },
+  });
+  assert.is(created.status, 201, created.text);
+  airtableSync = created.body.id;
+  await waitForCycle(svc, account.token, airtableSync, before);
+}, () => svc));
 
 test.after(async () => {
   await svc?.stop();

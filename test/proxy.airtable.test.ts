@@ -9,10 +9,10 @@ import { test } from 'uvu';
 import * as assert from 'uvu/assert';
 import { AIRTABLE_RULE } from '../src/airtable/client.ts';
 import type { FakeBase } from '../src/fakes/airtable/index.ts';
-import { waitForCycle } from './harness/airtable.ts';
+import { airtableJs as ok, waitForCycle } from './harness/airtable.ts';
 import { query } from './harness/postgres.ts';
 import { endToEnd, rawRequest, rawSocket, startProxy, startTap, type TestProxy } from './harness/proxy.ts';
-import { AIRTABLE_TEST_TOKEN, createAccount, request, startTestService, type TestAccount, type TestService } from './harness/service.ts';
+import { AIRTABLE_TEST_TOKEN, createAccount, request, loudSetUp, startTestService, type TestAccount, type TestService } from './harness/service.ts';
 
 let svc: TestService;
 let account: TestAccount;
@@ -25,23 +25,7 @@ let globex = '';
 
 const auth = { authorization: `Bearer ${AIRTABLE_TEST_TOKEN}`, 'content-type': 'application/json' };
 
-/** airtable.js rejects with plain objects (no stack), which uvu cannot print: made Errors here. */
-const ok = <T>(promise: Promise<T>): Promise<T> =>
-  promise.catch((thrown: unknown) => {
-    throw thrown instanceof Error ? thrown : new Error(`airtable.js: ${String(thrown)}`);
-  });
-
-/** uvu swallows a failing before hook silently: say what failed, with the service's last log lines. */
-const loud = (hook: () => Promise<void>) => async () => {
-  try {
-    await hook();
-  } catch (error) {
-    process.stderr.write(`set-up failed: ${(error as Error)?.stack ?? String(error)}\n${svc?.logs.lines.slice(-30).join('\n') ?? ''}\n`);
-    throw error;
-  }
-};
-
-test.before(loud(async () => {
+test.before(loudSetUp(async () => {
   svc = await startTestService({
     config: { roles: ['api', 'sync', 'proxy'] },
     // Quota and 429s are proxy.quota.test.ts's subject, with the fake in its own process.
@@ -79,7 +63,7 @@ test.before(loud(async () => {
   await waitForCycle(svc, account.token, created.body.id, before);
   proxy = await startProxy(svc);
   airtable = new Airtable({ apiKey: AIRTABLE_TEST_TOKEN, endpointUrl: `${proxy.url}/api.airtable.com`, noRetryIfRateLimited: true }).base(base.id);
-}));
+}, () => svc));
 
 test.after(async () => {
   await proxy?.stop();

@@ -8,12 +8,12 @@ import Airtable from 'airtable';
 import Stripe from 'stripe';
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
-import { waitForCycle } from './harness/airtable.ts';
+import { airtableJs as ok, waitForCycle } from './harness/airtable.ts';
 import { type FakeProcess, startFakeProcess } from './harness/fake-process.ts';
 import { waitFor } from './harness/process.ts';
 import { query } from './harness/postgres.ts';
 import { rawRequest, startProxy, type TestProxy } from './harness/proxy.ts';
-import { AIRTABLE_TEST_TOKEN, createAccount, request, startTestService, type TestService } from './harness/service.ts';
+import { AIRTABLE_TEST_TOKEN, createAccount, request, loudSetUp, startTestService, type TestService } from './harness/service.ts';
 
 const STRIPE_KEY = 'sk_test_QUOTAQUOTAQUOTA0000000000';
 
@@ -25,23 +25,7 @@ let upstreams: Map<string, string>;
 
 const auth = { authorization: `Bearer ${AIRTABLE_TEST_TOKEN}`, 'content-type': 'application/json' };
 
-/** airtable.js rejects with plain objects (no stack), which uvu cannot print: made Errors here. */
-const ok = <T>(promise: Promise<T>): Promise<T> =>
-  promise.catch((thrown: unknown) => {
-    throw thrown instanceof Error ? thrown : new Error(`airtable.js: ${String(thrown)}`);
-  });
-
-/** uvu swallows a failing before hook silently: say what failed, with the service's last log lines. */
-const loud = (hook: () => Promise<void>) => async () => {
-  try {
-    await hook();
-  } catch (error) {
-    process.stderr.write(`set-up failed: ${(error as Error)?.stack ?? String(error)}\n${svc?.logs.lines.slice(-30).join('\n') ?? ''}\n`);
-    throw error;
-  }
-};
-
-test.before(loud(async () => {
+test.before(loudSetUp(async () => {
   [airtableFake, stripeFake] = await Promise.all([
     startFakeProcess({ kind: 'airtable', token: AIRTABLE_TEST_TOKEN, records: 1500 }),
     startFakeProcess({ kind: 'stripe', key: STRIPE_KEY }),
@@ -71,7 +55,7 @@ test.before(loud(async () => {
   );
   // A long enough wait that a slow machine still serves a whole burst (the bound has its own test).
   proxy = await startProxy(svc, { upstreams, queue: { maxWaitMs: 30_000 } });
-}));
+}, () => svc));
 
 test.after(async () => {
   await proxy?.stop();

@@ -35,3 +35,9 @@ export async function waitForRows<R extends Record<string, unknown>>(
   );
   return { rows, ms: Date.now() - started };
 }
+
+/** airtable.js rejects with plain objects (no stack), which uvu cannot print: made Errors here. */
+export const airtableJs = <T>(promise: Promise<T>): Promise<T> =>
+  promise.catch((thrown: unknown) => {
+    throw thrown instanceof Error ? thrown : new Error(`airtable.js: ${String(thrown)}`);
+  });

@@ -170,3 +170,16 @@ export const airtableSyncBody = (baseId = 'appAAAAAAAAAAAAAA') => ({
 });
 
 export const stripeSyncBody = () => ({ kind: 'stripe', api_key: 'sk_test_51HxTestKey0000000000000' });
+
+/**
+ * A before hook that says what failed, with the service's last log lines: uvu swallows a
+ * failing before hook silently. `service` is read when the hook fails (it may not exist yet).
+ */
+export const loudSetUp = (hook: () => Promise<void>, service: () => TestService | undefined) => async () => {
+  try {
+    await hook();
+  } catch (error) {
+    process.stderr.write(`set-up failed: ${(error as Error)?.stack ?? String(error)}\n${service()?.logs.lines.slice(-30).join('\n') ?? ''}\n`);
+    throw error;
+  }
+};
