@@ -2,7 +2,7 @@ import { readFileSync } from 'node:fs';
 import { parseArgs, type ParseArgsConfig } from 'node:util';
 import { loadConfig, parseRoles } from '../config.ts';
 import { createLogger } from '../log.ts';
-import { startService, tunablesFromEnv } from '../main.ts';
+import { type Service, startService, tunablesFromEnv } from '../main.ts';
 import { call, resolveToken, type ClientOptions } from './client.ts';
 
 type Options = NonNullable<ParseArgsConfig['options']>;
@@ -57,13 +57,17 @@ const commands: Record<string, Command> = {
     async run(values) {
       const logger = createLogger();
       const config = loadConfig(process.env, values.roles ? { roles: parseRoles(values.roles as string) } : {});
-      const service = await startService(config, logger, tunablesFromEnv(process.env));
-      logger.info({ roles: config.roles }, 'tributary is running');
-      let stopping = false;
+      // Handled from the start: the API answers before the other roles are up, and a signal in
+      // between must still stop everything cleanly (the embedded PostgreSQL included), once started.
+      let signalled: string | undefined;
+      let started: Service | undefined;
       const shutdown = (signal: string) => {
-        if (stopping) return;
-        stopping = true;
+        if (signalled) return;
+        signalled = signal;
         logger.info({ signal }, 'shutting down');
+        if (started) stopAndExit(started);
+      };
+      const stopAndExit = (service: Service) =>
         service.stop().then(
           () => process.exit(0),
           (err: unknown) => {
@@ -71,9 +75,11 @@ const commands: Record<string, Command> = {
             process.exit(1);
           },
         );
-      };
       process.on('SIGTERM', () => shutdown('SIGTERM'));
       process.on('SIGINT', () => shutdown('SIGINT'));
+      started = await startService(config, logger, tunablesFromEnv(process.env));
+      if (signalled) return void stopAndExit(started);
+      logger.info({ roles: config.roles }, 'tributary is running');
     },
   },
   'fake airtable': {
