@@ -21,7 +21,7 @@ import { Decoder } from '../src/decoder/stream.ts';
 import { newDatabaseName } from '../src/ids.ts';
 import { createLogger } from '../src/log.ts';
 import { createTableStatements } from '../src/writer/shape.ts';
-import { startPostgres } from './lib.ts';
+import { postgresCpuSeconds, postgresCpuSpent, startPostgres } from './lib.ts';
 
 const run = promisify(execFile);
 const ROWS = Number(process.argv[2] ?? 100_000);
@@ -100,6 +100,8 @@ async function main(): Promise<void> {
       rules: { collectionOf: (t) => (t.startsWith('_') ? undefined : t), keyOf: () => 'id' },
       logger,
     });
+    const cpuBefore = postgresCpuSeconds();
+    const nodeBefore = process.cpuUsage();
     const started = process.hrtime.bigint();
     decoder.start();
     for (;;) {
@@ -111,6 +113,8 @@ async function main(): Promise<void> {
       await new Promise((r) => setTimeout(r, 20));
     }
     const oursSeconds = Number(process.hrtime.bigint() - started) / 1e9;
+    const nodeCpu = process.cpuUsage(nodeBefore);
+    const cpu = postgresCpuSpent(cpuBefore, postgresCpuSeconds());
     await decoder.stop();
     const { rows: count } = await control.query<{ n: string }>('SELECT count(*) AS n FROM events');
     if (Number(count[0]!.n) !== events) throw new Error(`expected ${events} events in the log, found ${count[0]!.n}`);
@@ -119,6 +123,8 @@ async function main(): Promise<void> {
     const peer = events / peerSeconds;
     console.log(`pg_recvlogical (decode only, to /dev/null): ${peerSeconds.toFixed(2)} s = ${Math.round(peer)} changes/s`);
     console.log(`decoder (WAL -> durable event log):        ${oursSeconds.toFixed(2)} s = ${Math.round(ours)} events/s`);
+    console.log(`CPU while ours ran (${(oursSeconds * 2).toFixed(2)} core-s on 2 cores): node ${((nodeCpu.user + nodeCpu.system) / 1e6).toFixed(2)} s`);
+    for (const p of cpu) console.log(`  ${p.seconds.toFixed(2)} s  ${p.title.replace(name, '<sync db>')}`);
     console.log(`ratio ours/pg_recvlogical: ${(ours / peer).toFixed(2)}; target >= 40000 events/s: ${ours >= 40_000 ? 'met' : 'missed'}`);
     await target.end();
     await control.end();

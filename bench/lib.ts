@@ -1,6 +1,6 @@
 /** Shared set-up for benchmarks: a real PostgreSQL, the service as a child process, timing helpers. */
 import { spawn, type ChildProcess } from 'node:child_process';
-import { readFileSync } from 'node:fs';
+import { readdirSync, readFileSync } from 'node:fs';
 import { mkdtemp, rm } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
@@ -143,3 +143,37 @@ export function arg(name: string, fallback: number): number {
 }
 
 export const mb = (bytes: number) => `${(bytes / 1024 / 1024).toFixed(0)} MB`;
+
+/**
+ * CPU seconds used so far by each PostgreSQL process on this machine, by its process title
+ * ("postgres: walsender …", "postgres: user db …", "postgres: checkpointer"), from /proc.
+ * Diff two readings to see where a run's CPU went.
+ */
+export function postgresCpuSeconds(): Map<number, { title: string; seconds: number }> {
+  const ticks = 100; // USER_HZ on Linux
+  const found = new Map<number, { title: string; seconds: number }>();
+  for (const entry of readdirSync('/proc')) {
+    if (!/^\d+$/.test(entry)) continue;
+    try {
+      const title = readFileSync(`/proc/${entry}/cmdline`, 'utf8').replaceAll('\0', ' ').trim();
+      if (!title.startsWith('postgres:')) continue;
+      const stat = readFileSync(`/proc/${entry}/stat`, 'utf8');
+      const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+      found.set(Number(entry), { title, seconds: (Number(fields[11]) + Number(fields[12])) / ticks });
+    } catch {
+      // gone meanwhile
+    }
+  }
+  return found;
+}
+
+/** CPU seconds per process title between two readings of postgresCpuSeconds (busiest first). */
+export function postgresCpuSpent(
+  before: Map<number, { title: string; seconds: number }>,
+  after: Map<number, { title: string; seconds: number }>,
+): Array<{ title: string; seconds: number }> {
+  return [...after]
+    .map(([pid, { title, seconds }]) => ({ title, seconds: seconds - (before.get(pid)?.seconds ?? 0) }))
+    .filter((p) => p.seconds > 0.05)
+    .sort((a, b) => b.seconds - a.seconds);
+}
