@@ -1,7 +1,6 @@
 import type pg from 'pg';
-import { LogicalReplicationService } from 'pg-logical-replication';
 import { PUBLICATION } from '../control/provisioner.ts';
-import { withClient } from '../db/sql.ts';
+import { ident, withClient } from '../db/sql.ts';
 import { toError } from '../errors.ts';
 import { EventAppender, type NewEvent } from '../events/append.ts';
 import { type EventBus, WAITS_CHANNEL } from '../events/bus.ts';
@@ -9,6 +8,7 @@ import { WAIT_PREFIX } from './wait.ts';
 import type { Logger } from '../log.ts';
 import { type CollectionRules, rowEvent, type TableInfo, tableInfo } from './events.ts';
 import { lsnToBigInt, type PgoutputMessage, PgoutputParser, type RawValue } from './pgoutput.ts';
+import { ReplicationStream } from './replication.ts';
 
 export interface DecoderOptions {
   syncId: string;
@@ -64,11 +64,11 @@ export class Decoder {
   private readonly appender: EventAppender;
   private readonly parser = new PgoutputParser();
   private readonly tables = new Map<number, TableInfo>();
-  private service: LogicalReplicationService | undefined;
+  private replication: ReplicationStream | undefined;
   private stopped = false;
   private running: Promise<void> | undefined;
   private wake: (() => void) | undefined;
-  /** Ends the current session's wait on the replication service (see stream()). */
+  /** Ends the current session's wait on the replication stream (see stream()). */
   private stopStream: (() => void) | undefined;
 
   private txn: OpenTransaction | undefined;
@@ -84,8 +84,7 @@ export class Decoder {
   private ackedLsn = '0/0';
   private ackSentAt = 0;
   private ackTimer: NodeJS.Timeout | undefined;
-  /** XLogData messages received and handled, to know when a keepalive's position is safe to confirm. */
-  private received = 0;
+  /** XLogData messages handled, to know when a keepalive's position is safe to confirm. */
   private handled = 0;
   private idleCandidate: { lsn: string; upTo: number } | undefined;
 
@@ -106,7 +105,7 @@ export class Decoder {
     this.stopped = true;
     this.wake?.();
     this.stopStream?.();
-    await this.service?.stop().catch(() => undefined);
+    await this.replication?.stop();
     await this.running;
   }
 
@@ -140,56 +139,40 @@ export class Decoder {
     this.txn = undefined;
     this.batch = [];
     this.batchCommit = undefined;
-    this.received = 0;
     this.handled = 0;
     this.idleCandidate = undefined;
     this.flushing = Promise.resolve();
     this.previousFlush = Promise.resolve();
     this.inFlight = 0;
 
-    const service = new LogicalReplicationService(
-      { connectionString: this.options.databaseUrl, options: SESSION },
-      { acknowledge: { auto: false, timeoutSeconds: 0 }, flowControl: { enabled: true } },
-    );
-    this.service = service;
-    const plugin = {
-      name: 'pgoutput',
-      options: {},
-      parse: (buf: Buffer) => {
-        this.received++;
-        return this.parser.parse(buf);
+    const replication = new ReplicationStream({
+      connectionString: this.options.databaseUrl,
+      options: SESSION,
+      // 0/0: the server starts at the slot's confirmed position.
+      command: `START_REPLICATION SLOT ${ident(this.options.slot)} LOGICAL 0/0 (proto_version '1', publication_names '${PUBLICATION}', messages 'true')`,
+      handlers: {
+        data: (payload) => this.handle(this.parser.parse(payload)),
+        keepalive: (lsn, replyRequested) => {
+          this.idleCandidate = { lsn, upTo: replication.arrived };
+          if (!this.confirmIdle() && replyRequested) void this.acknowledge(this.ackedLsn);
+        },
       },
-      // An empty start position makes the server start at the slot's confirmed position.
-      start: (client: pg.Client, slot: string) =>
-        client.query(`START_REPLICATION SLOT "${slot.replace(/"/g, '""')}" LOGICAL 0/0 (proto_version '1', publication_names '${PUBLICATION}', messages 'true')`),
-    };
-    const failed = new Promise<never>((_, reject) => service.on('error', reject));
+    });
+    this.replication = replication;
     const lagTimer = setInterval(() => void this.reportLag(), this.options.lagReportMs ?? 5000);
-    service.on('data', (_lsn: string, message: PgoutputMessage) => this.handle(message));
-    service.on('heartbeat', (lsn: string, _time: number, shouldRespond: boolean) => {
-      this.idleCandidate = { lsn, upTo: this.received };
-      if (!this.confirmIdle() && shouldRespond) void this.acknowledge(this.ackedLsn);
-    });
-    // A stop while the service is still connecting must not wait on it: pg's connect() never
-    // settles once end() was called during it, and a stop just before its client exists
-    // cannot close it. So the session also ends on stop(), and a stream that starts after a
-    // stop is closed as soon as it does.
+    // A stop while the session is still connecting must not wait on it: pg's connect() never
+    // settles once end() was called during it. So the session also ends on stop().
     const stopping = new Promise<void>((resolve) => (this.stopStream = resolve));
-    service.on('start', () => {
-      if (this.stopped) void service.stop().catch(() => undefined);
-    });
     try {
       if (this.stopped) return;
-      // The plugin object has the shape the service calls; the class type asks for more than it uses.
-      const subscribed = service.subscribe(plugin as never, this.options.slot);
-      subscribed.catch(() => undefined); // settled late, after a stop: nothing waits for it
-      await Promise.race([subscribed, failed, stopping]);
-      if (!this.stopped) throw new Error('replication stream ended');
+      const running = replication.run();
+      running.catch(() => undefined); // settled late, after a stop: nothing waits for it
+      await Promise.race([running, stopping]);
     } finally {
       clearInterval(lagTimer);
       clearTimeout(this.flushTimer);
       this.flushTimer = undefined;
-      await service.stop().catch(() => undefined);
+      await replication.stop();
       await this.flushing.catch(() => undefined);
       clearTimeout(this.ackTimer);
       this.ackTimer = undefined;
@@ -331,7 +314,7 @@ export class Decoder {
       this.confirmIdle();
     })();
     // A failed write ends the session: it resumes from the slot, which was not told of it.
-    this.flushing.catch((error: unknown) => this.service?.emit('error', toError(error)));
+    this.flushing.catch((error: unknown) => this.replication?.fail(toError(error)));
     return this.flushing;
   }
 
@@ -402,6 +385,6 @@ export class Decoder {
     clearTimeout(this.ackTimer);
     this.ackTimer = undefined;
     this.ackSentAt = Date.now();
-    await this.service?.acknowledge(this.ackedLsn);
+    this.replication?.acknowledge(this.ackedLsn);
   }
 }

@@ -1,0 +1,154 @@
+import { EventEmitter } from 'node:events';
+import type { Duplex } from 'node:stream';
+import pg from 'pg';
+import { formatLsn, lsnToBigInt } from './pgoutput.ts';
+
+/** What a replication session calls, in the order the server sent it. */
+export interface ReplicationHandlers {
+  /**
+   * One XLogData payload (a pgoutput message). A returned promise holds the stream back:
+   * nothing later is handed over, and the socket is paused, until it settles.
+   */
+  data(payload: Buffer): Promise<void> | undefined;
+  /** A primary keepalive, handed over as it arrives (ahead of data still held back). */
+  keepalive(walEnd: string, replyRequested: boolean): void;
+}
+
+export interface ReplicationOptions {
+  /** A URL whose role has the REPLICATION right. */
+  connectionString: string;
+  /** Session settings (`-c name=value …`). */
+  options?: string;
+  /** The START_REPLICATION command. */
+  command: string;
+  handlers: ReplicationHandlers;
+}
+
+/** The parts of pg's connection a replication session uses; pg's typings leave them out. */
+interface CopyConnection extends EventEmitter {
+  stream: Duplex;
+  sendCopyFromChunk(chunk: Buffer): void;
+}
+
+/** Microseconds from the Unix epoch to PostgreSQL's (2000-01-01). */
+const PG_EPOCH_US = 946_684_800_000_000n;
+
+/**
+ * One logical replication session over pg's protocol client: START_REPLICATION, then every
+ * CopyData message straight to the handlers, and standby status updates back. The decoder's
+ * hot path, so per message it does the least: no LSN text, no promise unless a handler made one.
+ */
+export class ReplicationStream {
+  private client: pg.Client | undefined;
+  private connection: CopyConnection | undefined;
+  /** XLogData held back while a handler's promise is pending, in arrival order. */
+  private readonly held: Buffer[] = [];
+  private holding = false;
+  private stopped = false;
+  private failure: Error | undefined;
+  /** XLogData messages received so far (held back or handed over). */
+  arrived = 0;
+
+  constructor(private readonly options: ReplicationOptions) {}
+
+  /**
+   * Connects and streams until stop() (resolves) or a failure: the server's, the
+   * connection's, or one given to fail() (rejects with it).
+   */
+  async run(): Promise<void> {
+    const client = new pg.Client({ connectionString: this.options.connectionString, options: this.options.options, replication: 'database' } as pg.ClientConfig);
+    this.client = client;
+    client.on('error', (error: Error) => this.fail(error));
+    await client.connect();
+    if (this.stopped) {
+      await client.end().catch(() => undefined);
+      return;
+    }
+    const connection = (client as unknown as { connection: CopyConnection }).connection;
+    this.connection = connection;
+    connection.on('copyData', (message: { chunk: Buffer }) => this.arrive(message.chunk));
+    try {
+      await client.query(this.options.command);
+    } catch (error) {
+      if (!this.stopped || this.failure) throw this.failure ?? error;
+      return;
+    }
+    if (this.failure) throw this.failure;
+    if (!this.stopped) throw new Error('replication stream ended');
+  }
+
+  /** Ends the session; run() resolves. */
+  async stop(): Promise<void> {
+    this.stopped = true;
+    this.held.length = 0;
+    await this.client?.end().catch(() => undefined);
+  }
+
+  /** Ends the session with `error`; run() rejects with it. */
+  fail(error: Error): void {
+    if (this.failure || this.stopped) return;
+    this.failure = error;
+    this.stopped = true;
+    this.held.length = 0;
+    void this.client?.end().catch(() => undefined);
+  }
+
+  /**
+   * Tells the server everything up to and including `lsn` is durable here (written,
+   * flushed and applied: the slot's confirmed position moves past it).
+   */
+  acknowledge(lsn: string): void {
+    const connection = this.connection;
+    if (!connection || this.stopped) return;
+    const next = lsnToBigInt(lsn) + 1n;
+    const update = Buffer.alloc(34);
+    update[0] = 0x72; // 'r'
+    update.writeBigUInt64BE(next, 1); // written
+    update.writeBigUInt64BE(next, 9); // flushed
+    update.writeBigUInt64BE(next, 17); // applied
+    update.writeBigInt64BE(BigInt(Date.now()) * 1000n - PG_EPOCH_US, 25);
+    update[33] = 0; // no reply wanted
+    connection.sendCopyFromChunk(update);
+  }
+
+  private arrive(chunk: Buffer): void {
+    if (this.stopped) return;
+    if (chunk[0] === 0x77 /* w: XLogData */) {
+      this.arrived++;
+      if (this.holding) this.held.push(chunk);
+      else this.hand(chunk);
+    } else if (chunk[0] === 0x6b /* k: primary keepalive */) {
+      const walEnd = formatLsn(chunk.readUInt32BE(1), chunk.readUInt32BE(5));
+      this.options.handlers.keepalive(walEnd, chunk[17] === 1);
+    }
+  }
+
+  /** Hands one XLogData over (its header is 25 bytes); a pending handler holds the rest back. */
+  private hand(chunk: Buffer): void {
+    let pending: Promise<void> | undefined;
+    try {
+      pending = this.options.handlers.data(chunk.subarray(25));
+    } catch (error) {
+      this.fail(error instanceof Error ? error : new Error(String(error)));
+      return;
+    }
+    if (!pending) return;
+    this.holding = true;
+    this.connection?.stream.pause();
+    pending.then(
+      () => this.release(),
+      (error: unknown) => this.fail(error instanceof Error ? error : new Error(String(error))),
+    );
+  }
+
+  /** Hands over what was held back, until a handler is pending again or nothing is left. */
+  private release(): void {
+    this.holding = false;
+    while (!this.holding && !this.stopped) {
+      const next = this.held.shift();
+      if (!next) break;
+      this.hand(next);
+    }
+    if (!this.holding && !this.stopped) this.connection?.stream.resume();
+  }
+}

@@ -1,0 +1,195 @@
+/**
+ * The replication session under the decoder, on a real server: every message in WAL order
+ * even while a handler holds the stream back, acknowledgements that move the slot, a
+ * failure that ends the session with its error, and a stop that ends it quietly.
+ */
+import pg from 'pg';
+import { test } from 'uvu';
+import * as assert from 'uvu/assert';
+import { PUBLICATION } from '../src/control/provisioner.ts';
+import { ident, withDatabase } from '../src/db/sql.ts';
+import { PgoutputParser, lsnToBigInt } from '../src/decoder/pgoutput.ts';
+import { ReplicationStream } from '../src/decoder/replication.ts';
+import { freshDatabase, serverAdminUrl } from './harness/postgres.ts';
+
+let url: string;
+let pool: pg.Pool;
+let slotCount = 0;
+
+test.before(async () => {
+  url = await freshDatabase('repl');
+  pool = new pg.Pool({ connectionString: url, max: 2 });
+  await pool.query('CREATE TABLE t (id int PRIMARY KEY, v text)');
+  await pool.query(`CREATE PUBLICATION ${PUBLICATION} FOR TABLE t`);
+});
+
+test.after(async () => {
+  await pool?.end();
+});
+
+async function newSlot(): Promise<string> {
+  const slot = `repl_test_${++slotCount}`;
+  await pool.query("SELECT pg_create_logical_replication_slot($1, 'pgoutput')", [slot]);
+  return slot;
+}
+
+const command = (slot: string) =>
+  `START_REPLICATION SLOT ${ident(slot)} LOGICAL 0/0 (proto_version '1', publication_names '${PUBLICATION}')`;
+
+/** The error `promise` rejects with; fails if it resolves. */
+async function rejection(promise: Promise<unknown>): Promise<Error> {
+  try {
+    await promise;
+  } catch (error) {
+    return error as Error;
+  }
+  throw new Error('expected a rejection, but it resolved');
+}
+
+async function until(check: () => boolean | Promise<boolean>, what: string, ms = 10_000): Promise<void> {
+  const deadline = Date.now() + ms;
+  while (!(await check())) {
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 20));
+  }
+}
+
+test('hands over every message in order while a slow handler holds the stream back', async () => {
+  const slot = await newSlot();
+  await pool.query("INSERT INTO t SELECT g, repeat('x', 500) FROM generate_series(1, 2000) g");
+  const parser = new PgoutputParser();
+  const ids: number[] = [];
+  let pending = 0;
+  let concurrent = 0;
+  const stream = new ReplicationStream({
+    connectionString: url,
+    command: command(slot),
+    handlers: {
+      data: (payload) => {
+        const message = parser.parse(payload);
+        assert.is(pending, 0, 'a message was handed over while a handler was pending');
+        if (message.tag === 'insert') ids.push(Number(message.next[0]));
+        // Every 100th row holds the stream back for a while.
+        if (ids.length % 100 !== 0 || message.tag !== 'insert') return undefined;
+        pending++;
+        concurrent = Math.max(concurrent, pending);
+        return new Promise((resolve) =>
+          setTimeout(() => {
+            pending--;
+            resolve();
+          }, 5),
+        );
+      },
+      keepalive: () => undefined,
+    },
+  });
+  const running = stream.run();
+  await until(() => ids.length === 2000, '2000 inserts');
+  assert.equal(ids, Array.from({ length: 2000 }, (_, i) => i + 1));
+  assert.is(concurrent, 1);
+  assert.ok(stream.arrived >= 2002, `arrived ${stream.arrived}`); // begin, 2000 inserts, commit (plus relation)
+  await stream.stop();
+  await running; // a stop ends the session quietly
+});
+
+test('an acknowledgement moves the slot; a keepalive carries the server position', async () => {
+  const slot = await newSlot();
+  await pool.query("INSERT INTO t VALUES (100001, 'a') ON CONFLICT (id) DO UPDATE SET v = excluded.v");
+  const parser = new PgoutputParser();
+  let endLsn: string | undefined;
+  let keepaliveLsn: string | undefined;
+  const stream = new ReplicationStream({
+    connectionString: url,
+    command: command(slot),
+    handlers: {
+      data: (payload) => {
+        const message = parser.parse(payload);
+        if (message.tag === 'commit') endLsn = message.endLsn;
+        return undefined;
+      },
+      keepalive: (lsn) => (keepaliveLsn = lsn),
+    },
+  });
+  const running = stream.run();
+  await until(() => endLsn !== undefined, 'the commit');
+  stream.acknowledge(endLsn!);
+  const confirmed = async () => {
+    const { rows } = await pool.query<{ lsn: string }>('SELECT confirmed_flush_lsn::text AS lsn FROM pg_replication_slots WHERE slot_name = $1', [slot]);
+    return rows[0]!.lsn;
+  };
+  await until(async () => lsnToBigInt(await confirmed()) > lsnToBigInt(endLsn!), 'the slot to move past the commit');
+  assert.is(lsnToBigInt(await confirmed()), lsnToBigInt(endLsn!) + 1n, 'confirmed = acknowledged position + 1 (up to and including it)');
+  await until(() => keepaliveLsn !== undefined, 'a keepalive', 20_000);
+  assert.ok(lsnToBigInt(keepaliveLsn!) >= lsnToBigInt(endLsn!), `keepalive ${keepaliveLsn} before ${endLsn}`);
+  await stream.stop();
+  await running;
+});
+
+test('fail() and a throwing handler end the session with their error; the slot is free again', async () => {
+  const slot = await newSlot();
+  const failing = new ReplicationStream({
+    connectionString: url,
+    command: command(slot),
+    handlers: { data: () => undefined, keepalive: () => undefined },
+  });
+  const run1 = failing.run();
+  // Connected and streaming once the slot shows an active reader.
+  const active = async () => {
+    const { rows } = await pool.query<{ active: boolean }>('SELECT active FROM pg_replication_slots WHERE slot_name = $1', [slot]);
+    return rows[0]!.active;
+  };
+  await until(active, 'the slot to be read');
+  failing.fail(new Error('log write failed'));
+  assert.match((await rejection(run1)).message, /log write failed/);
+  await until(async () => !(await active()), 'the slot to be released');
+
+  const throwing = new ReplicationStream({
+    connectionString: url,
+    command: command(slot),
+    handlers: {
+      data: () => {
+        throw new Error('bad message');
+      },
+      keepalive: () => undefined,
+    },
+  });
+  const run2 = throwing.run();
+  await pool.query("INSERT INTO t VALUES (100002, 'b')");
+  assert.match((await rejection(run2)).message, /bad message/);
+});
+
+test('a rejected handler promise ends the session with its error', async () => {
+  const slot = await newSlot();
+  const stream = new ReplicationStream({
+    connectionString: url,
+    command: command(slot),
+    handlers: { data: () => Promise.reject(new Error('flush failed')), keepalive: () => undefined },
+  });
+  const running = stream.run();
+  await pool.query("INSERT INTO t VALUES (100003, 'c')");
+  assert.match((await rejection(running)).message, /flush failed/);
+});
+
+test('a server that ends the session (slot dropped by an admin) is a failure, not a quiet end', async () => {
+  const slot = await newSlot();
+  const stream = new ReplicationStream({
+    connectionString: url,
+    command: command(slot),
+    handlers: { data: () => undefined, keepalive: () => undefined },
+  });
+  const ended = rejection(stream.run()); // settles while the test still waits below
+  await until(async () => {
+    const { rows } = await pool.query<{ pid: number | null }>('SELECT active_pid AS pid FROM pg_replication_slots WHERE slot_name = $1', [slot]);
+    return rows[0]?.pid != null;
+  }, 'the slot to be read');
+  const admin = new pg.Client({ connectionString: withDatabase(serverAdminUrl(), 'postgres') });
+  await admin.connect();
+  try {
+    await admin.query('SELECT pg_terminate_backend(active_pid) FROM pg_replication_slots WHERE slot_name = $1', [slot]);
+  } finally {
+    await admin.end();
+  }
+  assert.match((await ended).message, /terminating connection/);
+});
+
+test.run();
