@@ -103,5 +103,9 @@ export function rowEvent(
   const value =
     `${info.head}"${meta.createdAtText}","data":${data},"event":"${kind}","id":${JSON.stringify(recordId)},` +
     `"table_db_name":${JSON.stringify(info.table)}${kind === 'updated' ? `,"changes":{${changes}}` : ''}}`;
-  return { collection: info.collection, recordId, eventKey: meta.eventKey, createdAt: meta.createdAt, value };
+  // The search also flattens `value`: built by concatenation it is a tree of dozens of pieces,
+  // which every young-generation GC would copy one by one while the event waits in a batch;
+  // flat, it is one string (this halved the decoder's GC time).
+  const plain = value.indexOf('\\') < 0;
+  return { collection: info.collection, recordId, eventKey: meta.eventKey, createdAt: meta.createdAt, value, plain };
 }

@@ -16,6 +16,8 @@ export interface NewEvent {
   createdAt: Date;
   /** The event JSON, as delivered: compact, with no raw tab, newline or carriage return (as JSON.stringify makes it). */
   value: string;
+  /** `value` has no backslash, so COPY and SQL literals take it as it is; unset: checked when logged. */
+  plain?: boolean;
 }
 
 export interface AppenderOptions {
@@ -28,10 +30,12 @@ export interface AppenderOptions {
 
 const literal = (text: string) => pg.escapeLiteral(text);
 
+const isPlain = (e: NewEvent) => e.plain ?? e.value.indexOf('\\') < 0;
+
 /** pg.escapeLiteral's result, by native string search rather than a loop per character (event values). */
-function valueLiteral(text: string): string {
-  const quoted = text.indexOf("'") < 0 ? text : text.replaceAll("'", "''");
-  return text.indexOf('\\') < 0 ? `'${quoted}'` : ` E'${quoted.replaceAll('\\', '\\\\')}'`;
+function valueLiteral(e: NewEvent): string {
+  const quoted = e.value.indexOf("'") < 0 ? e.value : e.value.replaceAll("'", "''");
+  return isPlain(e) ? `'${quoted}'` : ` E'${quoted.replaceAll('\\', '\\\\')}'`;
 }
 
 const EVENT_COLUMNS = 'sync_id, seq, topic, partition, "offset", record_id, event_key, created_at, value';
@@ -48,21 +52,42 @@ const ONE_TRIP_MAX_CHARS = 256 * 1024;
  * COPY text escaping for JSON: JSON text never holds a raw tab, newline or carriage return,
  * so only backslashes need doubling (and most events have none).
  */
-function escapeJson(json: string): string {
-  return json.indexOf('\\') < 0 ? json : json.replaceAll('\\', '\\\\');
+function escapeJson(e: NewEvent): string {
+  return isPlain(e) ? e.value : e.value.replaceAll('\\', '\\\\');
 }
 
-/** COPY lines in chunks of about 1 MB. */
-function* chunks(lines: string[]): Generator<string> {
-  let chunk = '';
-  for (const line of lines) {
-    chunk += line;
-    if (chunk.length > 1 << 20) {
-      yield chunk;
-      chunk = '';
+/** Chunks of the COPY data, about 1 MB each. */
+const COPY_CHUNK = 1 << 20;
+
+/**
+ * COPY rows written straight into buffers as they are made: no string per row and no
+ * joined megabyte string to encode again (the decoder's hot path).
+ */
+class CopyRows {
+  readonly chunks: Buffer[] = [];
+  private chunk = Buffer.allocUnsafe(COPY_CHUNK);
+  private used = 0;
+
+  /** One row: `head` (the columns before the last, each followed by a tab), then `last` and a newline. */
+  row(head: string, last: string): void {
+    // UTF-8 takes at most 3 bytes per UTF-16 unit.
+    const most = (head.length + last.length) * 3 + 1;
+    if (this.used + most > this.chunk.length) {
+      this.done();
+      this.chunk = Buffer.allocUnsafe(Math.max(COPY_CHUNK, most));
     }
+    this.used += this.chunk.write(head, this.used);
+    this.used += this.chunk.write(last, this.used);
+    this.chunk[this.used++] = 0x0a;
   }
-  if (chunk) yield chunk;
+
+  /** The chunks, the last one included. */
+  done(): Buffer[] {
+    if (this.used > 0) this.chunks.push(this.chunk.subarray(0, this.used));
+    this.chunk = Buffer.alloc(0);
+    this.used = 0;
+    return this.chunks;
+  }
 }
 
 /** Which partition a record's events go to: stable, so per-record order holds within it. */
@@ -120,7 +145,7 @@ export class EventAppender {
       () => undefined,
       () => undefined,
     );
-    const { lines, oneTrip, logged, next, seq } = await turn;
+    const { tuples, copy, logged, next, seq } = await turn;
     const { pool, syncId } = this.options;
     // After the events, in the same transaction: literals, escaped.
     const closing = next.map(
@@ -135,17 +160,17 @@ export class EventAppender {
        ON CONFLICT (sync_id) DO UPDATE SET lsn = excluded.lsn, seq = excluded.seq, updated_at = now()`,
     );
     try {
-      if (oneTrip) {
+      if (!copy) {
         // Ordering: sent only once the batch before this one committed.
         await after;
         // One round trip: the statements of one simple query run as one implicit transaction.
-        const insert = `INSERT INTO events (${EVENT_COLUMNS}) VALUES ${lines.join(',\n')}`;
+        const insert = `INSERT INTO events (${EVENT_COLUMNS}) VALUES ${tuples.join(',\n')}`;
         await pool.query((logged.length > 0 ? [insert, ...closing] : closing).join(';\n'));
       } else {
         await inTransaction(pool, async (client) => {
           // COPY, in text format: several times the rate of a multi-row INSERT at these sizes.
-          const copy = client.query(copyFrom(`COPY events (${EVENT_COLUMNS}) FROM STDIN`));
-          await pipeline(Readable.from(chunks(lines)), copy);
+          const stream = client.query(copyFrom(`COPY events (${EVENT_COLUMNS}) FROM STDIN`));
+          await pipeline(Readable.from(copy), stream);
           // Ordering: commit after the batch before this one committed.
           await after;
           // The rest in one round trip (the commit follows in inTransaction).
@@ -161,7 +186,7 @@ export class EventAppender {
     return logged;
   }
 
-  /** Seqs and offsets for a batch, and its rows (COPY lines or VALUES tuples). */
+  /** Seqs and offsets for a batch, and its rows (VALUES tuples, or COPY data). */
   private async prepare(events: NewEvent[]) {
     const { pool, syncId } = this.options;
     for (const e of events) {
@@ -172,12 +197,12 @@ export class EventAppender {
       }
     }
     const touched = new Map<string, bigint[]>();
-    const lines: string[] = [];
+    const tuples: string[] = [];
     const logged: LoggedEvent[] = [];
     // Rows as the write will take them: VALUES tuples for one round trip, or COPY lines.
     let chars = 0;
     for (const e of events) chars += e.value.length;
-    const oneTrip = events.length <= ONE_TRIP_MAX && chars <= ONE_TRIP_MAX_CHARS;
+    const rows = events.length <= ONE_TRIP_MAX && chars <= ONE_TRIP_MAX_CHARS ? undefined : new CopyRows();
     const sid = escapeText(syncId);
     const sidLiteral = literal(syncId);
     const created = new Map<Date, string>();
@@ -196,16 +221,18 @@ export class EventAppender {
       }
       const seq = this.seq.toString();
       const offsetText = offset.toString();
-      lines.push(
-        oneTrip
-          ? `(${sidLiteral}, ${seq}, ${literal(topic)}, ${partition}, ${offsetText}, ${literal(e.recordId)}, ${literal(e.eventKey)}, '${at}', ${valueLiteral(e.value)})`
-          : `${sid}\t${seq}\t${escapeText(topic)}\t${partition}\t${offsetText}\t${escapeText(e.recordId)}\t${escapeText(e.eventKey)}\t${at}\t${escapeJson(e.value)}\n`,
-      );
+      if (rows) {
+        rows.row(`${sid}\t${seq}\t${escapeText(topic)}\t${partition}\t${offsetText}\t${escapeText(e.recordId)}\t${escapeText(e.eventKey)}\t${at}\t`, escapeJson(e));
+      } else {
+        tuples.push(
+          `(${sidLiteral}, ${seq}, ${literal(topic)}, ${partition}, ${offsetText}, ${literal(e.recordId)}, ${literal(e.eventKey)}, '${at}', ${valueLiteral(e)})`,
+        );
+      }
       logged.push({ syncId, seq, topic, partition, offset: offsetText, recordId: e.recordId, eventKey: e.eventKey, createdAt: e.createdAt, value: e.value });
     }
     const seq = this.seq.toString();
     const next = [...touched].map(([topic, offsets]) => [topic, offsets.map(String)] as const);
-    return { lines, oneTrip, logged, next, seq };
+    return { tuples, copy: rows?.done(), logged, next, seq };
   }
 
   /** A topic's partitions and next offsets from the log, creating the topic on first use. */
