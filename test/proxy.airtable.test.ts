@@ -9,10 +9,10 @@ import { test } from 'uvu';
 import * as assert from 'uvu/assert';
 import { AIRTABLE_RULE } from '../src/airtable/client.ts';
 import type { FakeBase } from '../src/fakes/airtable/index.ts';
-import { airtableJs as ok, waitForCycle } from './harness/airtable.ts';
+import { airtableJs as ok } from './harness/airtable.ts';
 import { query } from './harness/postgres.ts';
-import { endToEnd, rawRequest, rawSocket, startProxy, startTap, type TestProxy } from './harness/proxy.ts';
-import { AIRTABLE_TEST_TOKEN, createAccount, request, loudSetUp, startTestService, type TestAccount, type TestService } from './harness/service.ts';
+import { airtableSyncBehindProxy, endToEnd, rawRequest, rawSocket, startProxy, startTap, type TestProxy } from './harness/proxy.ts';
+import { AIRTABLE_TEST_TOKEN, createAccount, loudSetUp, startTestService, type TestAccount, type TestService } from './harness/service.ts';
 
 let svc: TestService;
 let account: TestAccount;
@@ -30,7 +30,7 @@ test.before(loudSetUp(async () => {
     config: { roles: ['api', 'sync', 'proxy'] },
     // Quota and 429s are proxy.quota.test.ts's subject, with the fake in its own process.
     airtable: { rateLimit: false },
-    // Sweeps are rare here (a sweep page fetched before a proxied write could land after it; see the README).
+    // Sweeps are rare here; a sweep page crossing a proxied write is proxy.sweep-race.test.ts's subject.
     tunables: { airtable: { pollIntervalMs: 250, cycleGapMs: 120_000 }, workerTickMs: 250 },
   });
   account = await createAccount(svc);
@@ -56,13 +56,7 @@ test.before(loudSetUp(async () => {
   [acme, globex] = base.createRecords('Clients', [{ Name: 'Acme', Revenue: 1000 }, { Name: 'Globex', Revenue: 250 }]).map((r) => r.id) as [string, string];
   base.createRecords('Projects 🚀', [{ Name: 'Seed', Budget: 1 }]);
 
-  const before = new Date();
-  const created = await request(svc.api, 'POST', '/api/syncs', { token: account.token, body: { kind: 'airtable', base_id: base.id, api_key: AIRTABLE_TEST_TOKEN } });
-  assert.is(created.status, 201, created.text);
-  reader = created.body.database.url;
-  await waitForCycle(svc, account.token, created.body.id, before);
-  proxy = await startProxy(svc);
-  airtable = new Airtable({ apiKey: AIRTABLE_TEST_TOKEN, endpointUrl: `${proxy.url}/api.airtable.com`, noRetryIfRateLimited: true }).base(base.id);
+  ({ reader, proxy, airtable } = await airtableSyncBehindProxy(svc, account.token, base.id));
 }, () => svc));
 
 test.after(async () => {

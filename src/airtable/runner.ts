@@ -7,6 +7,7 @@ import type { QuotaLimiter } from '../quota/limiter.ts';
 import { type PassRequests, untilNextPass } from '../sync/passes.ts';
 import { StatusReporter } from '../sync/status-reporter.ts';
 import { pause } from '../time.ts';
+import { pruneMarks } from '../writer/marks.ts';
 import { deleteRows, upsertRows } from '../writer/upsert.ts';
 import { AIRTABLE_RULE, AirtableClient, AirtableError } from './client.ts';
 import { planMigration } from './plan.ts';
@@ -231,7 +232,7 @@ export class AirtableRunner {
         }
       }
     }
-    this.pruneRecent();
+    await this.pruneRecent();
     this.loading = false;
     if (this.needsCycle !== 0 && number >= this.needsCycle) this.needsCycle = 0;
     const complete = this.pending.size === 0 && this.debounceFailures === debounceFailures;
@@ -252,9 +253,11 @@ export class AirtableRunner {
     };
   }
 
-  private pruneRecent(): void {
+  private async pruneRecent(): Promise<void> {
     const cutoff = Date.now() - RECENT_TTL_MS;
     for (const [key, at] of this.recent) if (at < cutoff) this.recent.delete(key);
+    // The proxy's marks (writer/marks.ts), made by whichever process proxied the writes.
+    await pruneMarks(this.options.target).catch((error: unknown) => this.options.logger.debug({ err: toError(error) }, 'could not prune write marks'));
   }
 
   /** Fetches the records' current versions and writes them; those no longer there are deleted. */

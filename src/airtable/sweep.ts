@@ -5,6 +5,7 @@ import { qualified } from '../writer/shape.ts';
 import { BatchWriter } from '../writer/batch.ts';
 import { openCopy } from '../writer/copy.ts';
 import type { TableShape } from '../writer/shape.ts';
+import { ensureMarks, MARK_CLOCK_MARGIN_MS } from '../writer/marks.ts';
 import { upsertRows, type Row } from '../writer/upsert.ts';
 import { AirtableError, type AirtableClient } from './client.ts';
 import type { TableMapping } from './schema.ts';
@@ -124,16 +125,34 @@ async function sweepLive(
   result: SweepResult,
   trackSeen: boolean,
 ) {
+  await ensureMarks(client);
   // Each batch: its rows, then its ids into sweep_seen, on this one connection in turn.
-  const writer = new BatchWriter<{ id: string; row: Row | null }>(async (batch) => {
-    const written = await upsertRows(client, shape, batch.flatMap((item) => (item.row ? [item.row] : [])));
-    if (trackSeen) await client.query('INSERT INTO sweep_seen SELECT unnest($1::text[]) ON CONFLICT DO NOTHING', [batch.map((i) => i.id)]);
-    return written;
+  const writer = new BatchWriter<{ id: string; row: Row | null; fetchedAt: number }>(async (batch) => {
+    // Records written through the proxy since their page was fetched keep the proxy's copy
+    // (writer/marks.ts). The lock makes the check and the write one step for the proxy: it
+    // waits for writes in progress and holds new ones back until the batch commits.
+    const since = Math.min(...batch.map((item) => item.fetchedAt)) - MARK_CLOCK_MARGIN_MS;
+    await client.query('BEGIN');
+    try {
+      await client.query(`LOCK TABLE ${qualified(shape)} IN SHARE ROW EXCLUSIVE MODE`);
+      const rows = batch.flatMap((item) => (item.row ? [item.row] : []));
+      const written = await upsertRows(client, shape, rows, { unlessMarked: { table: mapping.tableId, since } });
+      if (trackSeen) await client.query('INSERT INTO sweep_seen SELECT unnest($1::text[]) ON CONFLICT DO NOTHING', [batch.map((i) => i.id)]);
+      await client.query('COMMIT');
+      return written;
+    } catch (error) {
+      await client.query('ROLLBACK').catch(() => undefined);
+      throw error;
+    }
   }, BATCH_ROWS);
   await listAll(ctx, mapping, async (page, fetchedAt) => {
     // The table may already hold a fresher copy of a record (change capture): keep it.
     await writer.add(
-      page.records.map((record) => ({ id: record.id, row: ctx.skip(mapping.tableId, record.id, fetchedAt) ? null : rowOf(mapping, record) })),
+      page.records.map((record) => ({
+        id: record.id,
+        row: ctx.skip(mapping.tableId, record.id, fetchedAt) ? null : rowOf(mapping, record),
+        fetchedAt,
+      })),
     );
     result.listed += page.records.length;
     await ctx.onPage?.(result.listed);

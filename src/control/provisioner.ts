@@ -3,6 +3,7 @@ import type pg from 'pg';
 import { TributaryError } from '../errors.ts';
 import type { Logger } from '../log.ts';
 import { ident, withClient, withDatabase } from '../db/sql.ts';
+import { CREATE_MARKS_TABLE } from '../writer/marks.ts';
 
 /** Every sync database carries one publication of this name, covering schema `public`. */
 export const PUBLICATION = 'tributary';
@@ -79,6 +80,7 @@ export async function provisionDatabase(db: SyncDatabase, password: string, logg
        )`,
     );
     await admin.query('CREATE TABLE public_swap._state (key text PRIMARY KEY, value jsonb NOT NULL)');
+    await admin.query(CREATE_MARKS_TABLE);
     await admin.query(`CREATE PUBLICATION ${ident(PUBLICATION)} FOR TABLES IN SCHEMA public`);
     await admin.query('COMMIT');
     // Created after the publication so that the decoder sees every table from the first change on.

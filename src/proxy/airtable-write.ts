@@ -5,6 +5,7 @@ import type { AirtableRecord } from '../airtable/types.ts';
 import { toError } from '../errors.ts';
 import type { Logger } from '../log.ts';
 import type { QuotaLimiter, QuotaRule } from '../quota/limiter.ts';
+import { ensureMarks } from '../writer/marks.ts';
 import { deleteRows, upsertRows } from '../writer/upsert.ts';
 import type { SyncTarget, SyncTargets } from './targets.ts';
 
@@ -112,6 +113,19 @@ async function mappingOf(target: SyncTarget, table: string, fresh = false): Prom
   return rows[0]?.mapping;
 }
 
+/** Sync databases whose marks table is known to exist (databases made before it get it on first use). */
+const marksReady = new WeakMap<SyncTarget, Promise<void>>();
+
+function marksOf(target: SyncTarget): Promise<void> {
+  let ready = marksReady.get(target);
+  if (!ready) {
+    ready = ensureMarks(target.pool);
+    ready.catch(() => marksReady.delete(target));
+    marksReady.set(target, ready);
+  }
+  return ready;
+}
+
 /** Current versions of the records, fields keyed by id, through the shared quota as a client request. */
 async function fetchRecords(ctx: AirtableWriteContext, target: SyncTarget, write: AirtableWrite, tableId: string, ids: string[]) {
   const client = new AirtableClient({
@@ -172,7 +186,8 @@ type Written = { written: number; deleted: number };
 
 /**
  * One sync's write: one statement (the writer's upsert that skips unchanged rows, or its
- * delete), no transaction. The mapping may be a few seconds old: if a rebuild swapped the
+ * delete), no transaction. It marks the records too, so that a sweep page fetched before
+ * this write cannot put their older copy back (writer/marks.ts). The mapping may be a few seconds old: if a rebuild swapped the
  * table meanwhile and the statement no longer fits it, the mapping is read again and the
  * write retried once; a write that fits the new table is right as it is (same columns).
  * `fetched` undefined: the answer alone, or 'incomplete' when it cannot give every column.
@@ -189,9 +204,11 @@ async function writeOne(
     if (!mapping) return { written: 0, deleted: 0 };
     if (fetched === undefined && upserts.length > 0 && needsFetch(mapping, upserts, write.byFieldId)) return 'incomplete';
     const shape = shapeOf(mapping, 'public');
+    await marksOf(target);
     try {
       const rows = upserts.map((r) => rowOf(mapping, fetched?.get(r.id) ?? asListed(mapping, r, write.byFieldId)));
-      return { written: await upsertRows(target.pool, shape, rows), deleted: await deleteRows(target.pool, shape, deletes) };
+      const mark = { table: mapping.tableId, at: Date.now() };
+      return { written: await upsertRows(target.pool, shape, rows, { mark }), deleted: await deleteRows(target.pool, shape, deletes, { mark }) };
     } catch (error) {
       if (attempt > 0) throw error;
     }

@@ -1,4 +1,5 @@
 import http from 'node:http';
+import Airtable from 'airtable';
 import net from 'node:net';
 import pg from 'pg';
 import { secretKeyFile } from '../../src/control/bootstrap-files.ts';
@@ -10,7 +11,8 @@ import { createLogger } from '../../src/log.ts';
 import { createProxyHandler, type ProxyHandler, type ProxyOptions } from '../../src/proxy/server.ts';
 import { QuotaLimiter } from '../../src/quota/limiter.ts';
 import { serverAdminUrl } from './postgres.ts';
-import type { TestService } from './service.ts';
+import { waitForCycle } from './airtable.ts';
+import { AIRTABLE_TEST_TOKEN, request, type TestService } from './service.ts';
 
 export interface TestProxy {
   url: string;
@@ -186,4 +188,18 @@ export function endToEnd(rawHeaders: string[]): Array<[string, string]> {
     out.push([name, rawHeaders[i + 1]!]);
   }
   return out;
+}
+
+/**
+ * An Airtable sync of `baseId` for `token`'s account, after its first cycle, and a proxy in
+ * front of it with airtable.js pointed at it (no retries of its own on 429).
+ */
+export async function airtableSyncBehindProxy(svc: TestService, token: string, baseId: string) {
+  const before = new Date();
+  const created = await request(svc.api, 'POST', '/api/syncs', { token, body: { kind: 'airtable', base_id: baseId, api_key: AIRTABLE_TEST_TOKEN } });
+  if (created.status !== 201) throw new Error(`creating the sync: ${created.status} ${created.text}`);
+  await waitForCycle(svc, token, created.body.id, before);
+  const proxy = await startProxy(svc);
+  const airtable = new Airtable({ apiKey: AIRTABLE_TEST_TOKEN, endpointUrl: `${proxy.url}/api.airtable.com`, noRetryIfRateLimited: true }).base(baseId);
+  return { syncId: created.body.id as string, reader: created.body.database.url as string, proxy, airtable };
 }

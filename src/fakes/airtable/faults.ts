@@ -4,7 +4,11 @@ import { type FaultInjector as SharedFaultInjector, type FaultRuleBase, FaultLis
 export interface FaultRule extends FaultRuleBase {
   /** All given conditions must hold; `path` is tested against the URL path without the query. */
   match?: { method?: string; path?: RegExp; baseId?: string };
-  kind: 'status' | 'delay' | 'hang' | 'truncate' | 'resetOffsets';
+  /**
+   * 'delay' waits before making the answer; 'lateAnswer' makes it at once and sends it
+   * `delayMs` later (a slow way back: the answer shows the base as it was when it arrived).
+   */
+  kind: 'status' | 'delay' | 'lateAnswer' | 'hang' | 'truncate' | 'resetOffsets';
 }
 
 export type FaultInjector = SharedFaultInjector<FaultRule>;

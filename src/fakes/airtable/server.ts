@@ -57,6 +57,14 @@ async function handle(core: Core, req: IncomingMessage, res: ServerResponse): Pr
       case 'delay':
         await sleep(fault.delayMs ?? 1000);
         break;
+      case 'lateAnswer': {
+        const end = res.end.bind(res) as (...args: unknown[]) => void;
+        res.end = ((...args: unknown[]) => {
+          setTimeout(() => end(...args), fault.delayMs ?? 1000);
+          return res;
+        }) as typeof res.end;
+        break;
+      }
       case 'truncate':
         truncate = true;
         break;

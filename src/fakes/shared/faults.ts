@@ -17,6 +17,8 @@ export interface FaultRuleBase {
 export interface FaultInjector<R extends FaultRuleBase> {
   add(rule: R): void;
   clear(): void;
+  /** Rules not used up yet. */
+  readonly active: number;
 }
 
 export interface RequestFactsBase {
@@ -51,6 +53,11 @@ export class FaultList<R extends FaultRuleBase, F extends RequestFactsBase = Req
 
   clear(): void {
     this.rules = [];
+  }
+
+  /** Rules not used up yet (a test waits for 0 to know its fault has been met). */
+  get active(): number {
+    return this.rules.length;
   }
 
   /** The first rule that matches the request, consumed once. */

@@ -1,0 +1,58 @@
+import type pg from 'pg';
+
+/**
+ * Marks of records written by someone other than the sweep (the proxy, on a client's
+ * write), kept in `public_swap` out of readers' sight: a sweep page fetched before such a
+ * write and landing after it holds an older copy, and must not put it back.
+ *
+ * Ordering: a sweep writes each batch holding `SHARE ROW EXCLUSIVE` on the table, which
+ * waits for writes in progress and holds new ones back; so the batch's statement sees every
+ * mark of every write that got there first, and every write that comes later is newer.
+ */
+export const MARKS_TABLE = 'public_swap._recent_writes';
+
+/** A marked write: the upstream table (marks are kept per upstream table) and when (ms, the writer's clock). */
+export interface Mark {
+  table: string;
+  at: number;
+}
+
+/** Clocks of different processes differ a little: marks this much older than a page still count. */
+export const MARK_CLOCK_MARGIN_MS = 2_000;
+
+/** How long marks are kept: far longer than a page takes to arrive. */
+export const MARK_TTL_MS = 10 * 60_000;
+
+export const CREATE_MARKS_TABLE = `CREATE TABLE IF NOT EXISTS ${MARKS_TABLE} (
+  tbl text NOT NULL,
+  id  text NOT NULL,
+  at  bigint NOT NULL,
+  PRIMARY KEY (tbl, id)
+)`;
+
+/** Creates the marks table if this database predates it (new databases get it when provisioned). */
+export async function ensureMarks(client: pg.Pool | pg.ClientBase): Promise<void> {
+  try {
+    await client.query(CREATE_MARKS_TABLE);
+  } catch (error) {
+    // Two sessions creating it at once: the other one won.
+    const code = (error as { code?: string }).code;
+    if (code !== '23505' && code !== '42P07') throw error;
+  }
+}
+
+/** The statement (for a CTE) that marks every key the subquery `keys` gives; the table and time are parameters. */
+export function markStatement(keys: string, tableParam: string, atParam: string): string {
+  return `INSERT INTO ${MARKS_TABLE} (tbl, id, at) SELECT ${tableParam}::text, m.k, ${atParam}::bigint FROM (${keys}) AS m(k)
+      ON CONFLICT (tbl, id) DO UPDATE SET at = greatest(_recent_writes.at, excluded.at)`;
+}
+
+/** The condition (for a WHERE) that the row keyed `keyExpr` has no mark at or after the time parameter. */
+export function unmarkedSince(keyExpr: string, tableParam: string, sinceParam: string): string {
+  return `NOT EXISTS (SELECT 1 FROM ${MARKS_TABLE} mk WHERE mk.tbl = ${tableParam}::text AND mk.id = ${keyExpr} AND mk.at >= ${sinceParam}::bigint)`;
+}
+
+/** Deletes marks older than MARK_TTL_MS. */
+export async function pruneMarks(client: pg.Pool | pg.ClientBase, now = Date.now()): Promise<void> {
+  await client.query(`DELETE FROM ${MARKS_TABLE} WHERE at < $1`, [now - MARK_TTL_MS]);
+}

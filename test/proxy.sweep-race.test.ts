@@ -1,0 +1,95 @@
+/**
+ * A sweep page and a proxied write crossing: the page is asked for before the write and
+ * arrives after it (a slow answer from the fake). The proxied write must stand: the page's
+ * older copy of the record never shows in the database, and a record the proxy deleted is
+ * not brought back by it.
+ */
+import Airtable from 'airtable';
+import { test } from 'uvu';
+import * as assert from 'uvu/assert';
+import type { FakeBase } from '../src/fakes/airtable/index.ts';
+import { airtableJs as ok, waitForCycle } from './harness/airtable.ts';
+import { waitFor } from './harness/process.ts';
+import { query } from './harness/postgres.ts';
+import { airtableSyncBehindProxy, type TestProxy } from './harness/proxy.ts';
+import { createAccount, loudSetUp, startTestService, type TestAccount, type TestService } from './harness/service.ts';
+
+let svc: TestService;
+let account: TestAccount;
+let base: FakeBase;
+let proxy: TestProxy;
+let reader: string;
+let syncId: string;
+let airtable: Airtable.Base;
+
+/** How late the sweep's page arrives. */
+const LATE_MS = 1500;
+
+test.before(loudSetUp(async () => {
+  svc = await startTestService({
+    config: { roles: ['api', 'sync', 'proxy'] },
+    airtable: { rateLimit: false },
+    // Sweeps back to back; change capture out of the way, so that only the sweep's page and
+    // the proxy's write meet (change capture would refetch the record and hide the race).
+    tunables: { airtable: { pollIntervalMs: 120_000, cycleGapMs: 200 }, workerTickMs: 100 },
+  });
+  account = await createAccount(svc);
+  base = svc.airtable.createBase({ name: 'Race base' });
+  base.createTable('Tasks', [
+    { name: 'Name', type: 'singleLineText' },
+    { name: 'Count', type: 'number', options: { precision: 0 } },
+  ]);
+  base.createRecords('Tasks', [{ Name: 'Seed', Count: 0 }]);
+  ({ syncId, reader, proxy, airtable } = await airtableSyncBehindProxy(svc, account.token, base.id));
+}, () => svc));
+
+test.after(async () => {
+  await proxy?.stop();
+  await svc?.stop();
+});
+
+/** Makes the next sweep page late, and returns once the fake has made it (as the base is now). */
+async function latePageInFlight(): Promise<void> {
+  svc.airtable.faults.add({ match: { method: 'POST', path: /\/listRecords$/ }, kind: 'lateAnswer', delayMs: LATE_MS });
+  await waitFor('the sweep to ask for a page', async () => (svc.airtable.faults.active === 0 ? true : undefined), 20_000);
+}
+
+/** Every value `read` gives over `ms`, polled every 20 ms. */
+async function watch<T>(ms: number, read: () => Promise<T>): Promise<T[]> {
+  const seen: T[] = [];
+  for (const end = Date.now() + ms; Date.now() < end; ) {
+    seen.push(await read());
+    await new Promise((r) => setTimeout(r, 20));
+  }
+  return seen;
+}
+
+test('a proxied update is not undone by a sweep page asked for before it', async () => {
+  const [made] = await ok(airtable('Tasks').create([{ fields: { Name: 'Racer', Count: 1 } }]));
+  const id = made!.id;
+  // Let a whole sweep see the record as it is (Count 1), so the late page is the only stale copy.
+  await waitForCycle(svc, account.token, syncId, new Date());
+
+  await latePageInFlight(); // holds Count 1
+  await ok(airtable('Tasks').update(id, { Count: 2 }));
+  const count = async () => (await query<{ count: string }>(reader, 'SELECT count FROM tasks WHERE id = $1', [id]))[0]?.count;
+  assert.is(await count(), '2', 'written through before the answer');
+  const seen = await watch(LATE_MS + 1500, count);
+  assert.ok(!seen.includes('1'), `the sweep's older copy showed ${seen.filter((c) => c === '1').length} times in ${seen.length} reads`);
+  assert.is(seen.at(-1), '2');
+});
+
+test('a record deleted through the proxy is not brought back by a sweep page asked for before the delete', async () => {
+  const [made] = await ok(airtable('Tasks').create([{ fields: { Name: 'Doomed', Count: 5 } }]));
+  const id = made!.id;
+  await waitForCycle(svc, account.token, syncId, new Date());
+
+  await latePageInFlight(); // still lists the record
+  await ok(airtable('Tasks').destroy(id));
+  const present = async () => (await query(reader, 'SELECT 1 FROM tasks WHERE id = $1', [id])).length > 0;
+  assert.is(await present(), false, 'deleted before the answer');
+  const seen = await watch(LATE_MS + 1500, present);
+  assert.ok(!seen.includes(true), `the deleted record came back in ${seen.filter(Boolean).length} of ${seen.length} reads`);
+});
+
+test.run();
