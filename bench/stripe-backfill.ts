@@ -100,15 +100,25 @@ console.log(`  Tributary against the bound (${share} req/s x 100 = ${bound} obje
 const client = new pg.Pool({ connectionString: reader!, max: 8 });
 const ids = account.all('customers').slice(0, changes).map((c) => c.id as string);
 const lags: number[] = [];
+let retried429 = 0;
 const watchers: Promise<void>[] = [];
 for (let i = 0; i < ids.length; i++) {
   const id = ids[i]!;
   const name = `lag-${i}-${Date.now()}`;
-  const response = await fetch(`${fake.url}/v1/customers/${id}`, {
-    method: 'POST',
-    headers: { authorization: `Bearer ${KEY}`, 'content-type': 'application/x-www-form-urlencoded' },
-    body: new URLSearchParams({ name }).toString(),
-  });
+  // Sent directly, like a client not using the proxy: with Turbo the sync may hold the whole
+  // quota (the upcoming-invoice fetches after the backfill), so a 429 is retried as clients do.
+  let response: Response;
+  for (;;) {
+    response = await fetch(`${fake.url}/v1/customers/${id}`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${KEY}`, 'content-type': 'application/x-www-form-urlencoded' },
+      body: new URLSearchParams({ name }).toString(),
+    });
+    if (response.status !== 429) break;
+    retried429++;
+    await response.text();
+    await sleep(500);
+  }
   if (!response.ok) throw new Error(`update ${id}: ${response.status} ${await response.text()}`);
   const answered = Date.now();
   watchers.push(
@@ -126,7 +136,7 @@ for (let i = 0; i < ids.length; i++) {
 }
 await Promise.all(watchers);
 await client.end();
-console.log(`Event-to-row lag, ${changes} customer updates at ${rate}/s through the API`);
+console.log(`Event-to-row lag, ${changes} customer updates at ${rate}/s through the API (${retried429} x 429 retried before their answer)`);
 console.log(`  p50 ${(percentile(lags, 50) / 1000).toFixed(2)} s, p99 ${(percentile(lags, 99) / 1000).toFixed(2)} s, max ${(Math.max(...lags) / 1000).toFixed(2)} s (target p99 <= 1 s; the feed is read every 0.5 s)`);
 
 await svc.stop();
