@@ -7,6 +7,10 @@ export interface IdlePoolsOptions {
   idleConnectionMs?: number;
   /** A database's pool unused this long is dropped (default 10 min): syncs get deleted. */
   idlePoolMs?: number;
+  /** Session settings for every connection (`-c name=value …`). */
+  sessionOptions?: string;
+  /** An idle connection that failed (database restarted or deleted); it is replaced on the next use. */
+  onError?: (error: Error, url: string) => void;
 }
 
 /**
@@ -35,11 +39,20 @@ export class IdlePools {
       max: this.options.max ?? 2,
       idleTimeoutMillis: this.options.idleConnectionMs ?? 30_000,
       connectionTimeoutMillis: 10_000,
+      ...(this.options.sessionOptions ? { options: this.options.sessionOptions } : {}),
     });
     // A dropped connection (database restarted or deleted) is replaced on the next use.
-    pool.on('error', () => undefined);
+    pool.on('error', (error) => this.options.onError?.(error, url));
     this.pools.set(url, { pool, lastUsed: Date.now() });
     return pool;
+  }
+
+  /** Closes a database's pool now (the database is gone); a later get() opens a new one. */
+  async drop(url: string): Promise<void> {
+    const entry = this.pools.get(url);
+    if (!entry) return;
+    this.pools.delete(url);
+    await entry.pool.end().catch(() => undefined);
   }
 
   async close(): Promise<void> {

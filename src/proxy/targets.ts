@@ -1,5 +1,6 @@
 import { createHash } from 'node:crypto';
-import pg from 'pg';
+import type pg from 'pg';
+import { IdlePools } from '../db/idle-pools.ts';
 import type { Secret } from '../control/secrets.ts';
 import type { SyncService } from '../control/sync-service.ts';
 import type { SyncRecord, SyncStore } from '../control/syncs.ts';
@@ -28,6 +29,7 @@ export interface SyncTargetsOptions {
 
 interface Entry {
   target: SyncTarget;
+  url: string;
   lastUsed: number;
   /** sha256 of the stored key, for Stripe syncs whose account id is unknown. */
   keyDigest?: Promise<string>;
@@ -45,9 +47,20 @@ export class SyncTargets {
   private readonly entries = new Map<string, Entry>();
   private readonly lists = new Map<string, { ids: Promise<string[]>; until: number }>();
   private readonly sweeper: NodeJS.Timeout;
+  private readonly pools: IdlePools;
 
   constructor(private readonly options: SyncTargetsOptions) {
-    this.sweeper = setInterval(() => void this.closeIdle(), 60_000);
+    const idleMs = options.idleMs ?? 5 * 60_000;
+    // Asynchronous commit: the write is visible to every reader at once; only its durability
+    // waits for the next WAL flush (well under a second). A crash in between loses a change
+    // that upstream still holds, and the sync brings it back; the client need not wait for a disk.
+    this.pools = new IdlePools({
+      max: options.maxConnections ?? 4,
+      idlePoolMs: idleMs,
+      sessionOptions: '-c synchronous_commit=off',
+      onError: (err) => options.logger.warn({ err }, 'idle sync-database connection failed'),
+    });
+    this.sweeper = setInterval(() => this.forgetIdle(idleMs), Math.min(idleMs, 60_000));
     this.sweeper.unref();
   }
 
@@ -122,40 +135,33 @@ export class SyncTargets {
     const url = await this.options.syncService.adminUrl(sync);
     const existing = this.entries.get(sync.id);
     if (existing) return existing;
-    // Asynchronous commit: the write is visible to every reader at once; only its durability
-    // waits for the next WAL flush (well under a second). A crash in between loses a change
-    // that upstream still holds, and the sync brings it back; the client need not wait for a disk.
-    const pool = new pg.Pool({
-      connectionString: url,
-      max: this.options.maxConnections ?? 4,
-      idleTimeoutMillis: 30_000,
-      options: '-c synchronous_commit=off',
-    });
-    pool.on('error', (err) => this.options.logger.warn({ err, sync: sync.id }, 'idle sync-database connection failed'));
+    const pools = this.pools;
     let key: Promise<Secret> | undefined;
     const entry: Entry = {
-      target: { id: sync.id, pool, key: () => (key ??= this.options.syncs.apiKey(sync.id)) },
+      target: {
+        id: sync.id,
+        // Asked of the pools at each use, which keeps the pool alive while it is used.
+        get pool() {
+          return pools.get(url);
+        },
+        key: () => (key ??= this.options.syncs.apiKey(sync.id)),
+      },
+      url,
       lastUsed: Date.now(),
     };
     this.entries.set(sync.id, entry);
     return entry;
   }
 
-  /** Forgets a sync whose database failed as if gone (dropped while we held a pool). */
-  async forget(id: string): Promise<void> {
-    const entry = this.entries.get(id);
-    if (!entry) return;
-    this.entries.delete(id);
-    await entry.target.pool.end().catch(() => undefined);
-  }
-
-  private async closeIdle(): Promise<void> {
-    const cutoff = Date.now() - (this.options.idleMs ?? 5 * 60_000);
-    for (const [id, entry] of this.entries) if (entry.lastUsed < cutoff) await this.forget(id);
+  /** Syncs not written for idleMs are looked up again when next written (their pools close on the same clock). */
+  private forgetIdle(idleMs: number): void {
+    const cutoff = Date.now() - idleMs;
+    for (const [id, entry] of this.entries) if (entry.lastUsed < cutoff) this.entries.delete(id);
   }
 
   async close(): Promise<void> {
     clearInterval(this.sweeper);
-    for (const id of [...this.entries.keys()]) await this.forget(id);
+    this.entries.clear();
+    await this.pools.close();
   }
 }
