@@ -8,7 +8,8 @@ import { translateAirtable } from './airtable-translate.ts';
 import { writeThroughAirtable, type WriteResult } from './airtable-write.ts';
 import { refuse } from './errors.ts';
 import { headerOf, TRANSLATE_HEADER } from './headers.ts';
-import { AIRTABLE_TOKEN_RULE, airtableRule, airtableTokenKey } from './quota.ts';
+import { AIRTABLE_TOKEN_RULE, airtableTokenKey, tokenQuotaOf } from '../airtable/client.ts';
+import { airtableRule } from './quota.ts';
 import { type ProxyRoute, type UpstreamHost, upstreamPathOf } from './routing.ts';
 import type { StripeAccounts } from './stripe-accounts.ts';
 import { stripeKeyOf } from './stripe-accounts.ts';
@@ -39,7 +40,7 @@ export interface Plan {
   /** The body, when it had to be read first (a write, a translation); otherwise the client's is streamed. */
   body?: Buffer;
   /** The shared-quota key and rule the request counts against; none without credentials to count. */
-  quota?: { key: string; rule: QuotaRule };
+  quota?: { key: string; rule: QuotaRule; also?: { key: string; rule: QuotaRule } };
   /** For a write: what to write on a 2xx answer, before the client gets it. */
   writeThrough?: (answer: unknown, meta: AnswerMeta) => Promise<WriteResult>;
 }
@@ -58,8 +59,8 @@ function fieldsById(body: Buffer | undefined, query: string): boolean {
 }
 
 /**
- * Airtable: the base in the path is the quota key (as the sync's); a request that names no
- * base counts against its token. Writes are read whole (small: 10 records at most), as are
+ * Airtable: the base in the path is the quota key (as the sync's), and the token's own
+ * quota too; a request that names no base counts against its token. Writes are read whole (small: 10 records at most), as are
  * requests to translate.
  */
 export async function planAirtable(ctx: PlanContext, req: http.IncomingMessage, route: ProxyRoute, readBody: () => Promise<Buffer | undefined>): Promise<Plan> {
@@ -67,7 +68,12 @@ export async function planAirtable(ctx: PlanContext, req: http.IncomingMessage, 
   const parsed = parseAirtablePath(method, route.path);
   const token = bearerOf(headerOf(req, 'authorization'));
   const rule = airtableRule(ctx.timeScale);
-  const quota = parsed.baseId ? { key: parsed.baseId, rule } : token ? { key: airtableTokenKey(token), rule: AIRTABLE_TOKEN_RULE } : undefined;
+  // A request naming a base counts against the base and its token (as the sync's do); one naming none, against its token.
+  const quota = parsed.baseId
+    ? { key: parsed.baseId, rule, ...(token ? { also: tokenQuotaOf(token, rule) } : {}) }
+    : token
+      ? { key: airtableTokenKey(token), rule: AIRTABLE_TOKEN_RULE }
+      : undefined;
   const translate = headerOf(req, TRANSLATE_HEADER)?.trim() === '1';
   if (!translate && parsed.kind !== 'write') return { path: upstreamPathOf(route), quota };
 

@@ -1,14 +1,7 @@
-import { createHash } from 'node:crypto';
 import { AIRTABLE_RULE } from '../airtable/client.ts';
 import { TributaryError } from '../errors.ts';
 import type { QuotaGrant, QuotaLimiter, QuotaRule } from '../quota/limiter.ts';
 import { ProxyError } from './errors.ts';
-
-/** Airtable's per-token limit, for requests that name no base (whoami, the list of bases). */
-export const AIRTABLE_TOKEN_RULE: QuotaRule = { limit: 50, windowMs: 1000 };
-
-/** Limiter key of Airtable requests that name no base: a digest of the token, never the token. */
-export const airtableTokenKey = (token: string) => `airtable-token:${createHash('sha256').update(token).digest('hex').slice(0, 16)}`;
 
 /** The base's rule, on the same time scale as the sync's (tests speed both up together). */
 export const airtableRule = (timeScale = 1): QuotaRule =>
@@ -67,7 +60,8 @@ export class ClientQueue {
     );
   }
 
-  async take(key: string, rule: QuotaRule, signal?: AbortSignal): Promise<QuotaGrant> {
+  /** `also`: a second quota the request counts against (an Airtable token's), see QuotaLimiter. */
+  async take(key: string, rule: QuotaRule, signal?: AbortSignal, also?: { key: string; rule: QuotaRule }): Promise<QuotaGrant> {
     const ahead = this.waiting.get(key) ?? 0;
     if (ahead >= this.bound(rule)) throw this.refusal(key, rule, ahead, `${ahead} requests are already waiting`);
     this.waiting.set(key, ahead + 1);
@@ -82,7 +76,7 @@ export class ClientQueue {
       signal?.throwIfAborted();
       const left = this.maxWaitMs - (Date.now() - started);
       if (left <= 0) throw this.refusal(key, rule, ahead, `no slot within ${this.maxWaitMs / 1000} s`);
-      return await this.options.limiter.acquire(key, rule, { kind: 'client', maxWaitMs: left, signal });
+      return await this.options.limiter.acquire(key, rule, { kind: 'client', maxWaitMs: left, signal, also });
     } catch (error) {
       if (error instanceof TributaryError && error.code === 'unavailable') {
         throw this.refusal(key, rule, this.waiting.get(key) ?? 0, `no slot within ${this.maxWaitMs / 1000} s`);

@@ -117,7 +117,7 @@ export function createProxyHandler(options: ProxyOptions): ProxyHandler {
       const gone = new AbortController();
       const leave = () => !res.writableFinished && gone.abort(new Error('the client went away'));
       res.once('close', leave);
-      const grant = await queue.take(plan.quota.key, plan.quota.rule, gone.signal).finally(() => res.off('close', leave));
+      const grant = await queue.take(plan.quota.key, plan.quota.rule, gone.signal, plan.quota.also).finally(() => res.off('close', leave));
       grant.sent();
     }
     const upstream = await forwarder.send({
@@ -132,6 +132,7 @@ export function createProxyHandler(options: ProxyOptions): ProxyHandler {
     const status = upstream.statusCode ?? 502;
     if (status === 429 && plan.quota && options.limiter) {
       options.limiter.refusedByUpstream(plan.quota.key);
+      if (plan.quota.also) options.limiter.refusedByUpstream(plan.quota.also.key);
       logger.warn({ host: route.host, quota: plan.quota.key }, 'the upstream answered 429 despite the shared quota; widening its margin');
     }
     res.sendDate = false;

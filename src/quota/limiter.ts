@@ -22,6 +22,11 @@ export interface AcquireOptions {
   signal?: AbortSignal;
   /** Give up after this long (clients: a bounded queue). Default: wait as long as it takes. */
   maxWaitMs?: number;
+  /**
+   * A second quota the request also counts against (Airtable's per-token limit across
+   * bases): granted only when both have room, and logged under both.
+   */
+  also?: { key: string; rule: QuotaRule };
 }
 
 export const DEFAULT_MARGIN_MS = 40;
@@ -133,7 +138,11 @@ export class QuotaLimiter {
         if (late < RESTAMP_AFTER_MS) return;
         // Fire and forget: the next decision that this entry bounds is a window away.
         this.pool
-          .query('UPDATE quota_requests SET at = at + make_interval(secs => $3 / 1000.0) WHERE key = $1 AND at = $2', [key, at, late])
+          .query('UPDATE quota_requests SET at = at + make_interval(secs => $3 / 1000.0) WHERE key = ANY($1) AND at = $2', [
+            options.also ? [key, options.also.key] : [key],
+            at,
+            late,
+          ])
           .catch(() => undefined);
       },
     };
@@ -152,11 +161,18 @@ export class QuotaLimiter {
     // One statement (sql/11_quota_take.sql): the decision used to cost five round trips.
     const kind = options.kind === 'sync' && options.urgent ? 'urgent' : options.kind;
     const loggedAt = Date.now();
-    const { rows } = await this.pool.query<{ granted: boolean; retry_in_ms: number; at: string | null }>({
-      name: 'quota_take',
-      text: 'SELECT granted, retry_in_ms, at FROM quota_take($1, $2, $3, $4, $5, $6, $7, $8)',
-      values: [key, rule.limit, windowMs, shareWindowMs, kind, options.syncLimit ?? rule.limit, waiter?.token ?? null, waiter?.rank ?? 0],
-    });
+    const values: unknown[] = [key, rule.limit, windowMs, shareWindowMs, kind, options.syncLimit ?? rule.limit, waiter?.token ?? null, waiter?.rank ?? 0];
+    const { also } = options;
+    const { rows } = await this.pool.query<{ granted: boolean; retry_in_ms: number; at: string | null }>(
+      also
+        ? {
+            // sql/12: both quotas in the same statement.
+            name: 'quota_take_also',
+            text: 'SELECT granted, retry_in_ms, at FROM quota_take_also($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)',
+            values: [...values, also.key, also.rule.limit, also.rule.windowMs + this.marginFor(also.key)],
+          }
+        : { name: 'quota_take', text: 'SELECT granted, retry_in_ms, at FROM quota_take($1, $2, $3, $4, $5, $6, $7, $8)', values },
+    );
     const row = rows[0]!;
     if (!row.granted) return { granted: false, retryInMs: Number(row.retry_in_ms) };
     return { granted: true, retryInMs: 0, at: row.at!, loggedAt };
