@@ -3,6 +3,7 @@
  * even while a handler holds the stream back, acknowledgements that move the slot, a
  * failure that ends the session with its error, and a stop that ends it quietly.
  */
+import net from 'node:net';
 import pg from 'pg';
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
@@ -190,6 +191,45 @@ test('a server that ends the session (slot dropped by an admin) is a failure, no
     await admin.end();
   }
   assert.match((await ended).message, /terminating connection/);
+});
+
+test('a stop or a failure while the session is still connecting ends it at once', async () => {
+  const slot = await newSlot();
+  const make = () => new ReplicationStream({ connectionString: url, command: command(slot), handlers: { data: () => undefined, keepalive: () => undefined } });
+  // A server that accepts connections and never answers: connect() would wait forever.
+  const silent = net.createServer(() => undefined);
+  await new Promise<void>((r) => silent.listen(0, '127.0.0.1', r));
+  const port = (silent.address() as net.AddressInfo).port;
+  const silentUrl = `postgres://x:y@127.0.0.1:${port}/db`;
+  try {
+    for (const end of ['stop', 'fail'] as const) {
+      for (const target of [url, silentUrl]) {
+        const stream = target === url ? make() : new ReplicationStream({ connectionString: target, command: command(slot), handlers: { data: () => undefined, keepalive: () => undefined } });
+        const running = stream.run();
+        const outcome = running.then(
+          () => 'resolved',
+          (error: Error) => error.message,
+        );
+        const started = Date.now();
+        if (end === 'stop') await stream.stop();
+        else stream.fail(new Error('ended while connecting'));
+        const result = await Promise.race([outcome, new Promise((r) => setTimeout(() => r('still running'), 3000))]);
+        assert.is(result, end === 'stop' ? 'resolved' : 'ended while connecting', `${end} on ${target === url ? 'the server' : 'a silent server'}`);
+        assert.ok(Date.now() - started < 2000, `${end} took ${Date.now() - started} ms`);
+      }
+    }
+  } finally {
+    silent.close();
+  }
+  // The slot is free for the next reader.
+  const next = make();
+  const running = next.run();
+  await until(async () => {
+    const { rows } = await pool.query<{ active: boolean }>('SELECT active FROM pg_replication_slots WHERE slot_name = $1', [slot]);
+    return rows[0]!.active;
+  }, 'the slot to be read again');
+  await next.stop();
+  await running;
 });
 
 test.run();

@@ -46,29 +46,49 @@ export class ReplicationStream {
   private holding = false;
   private stopped = false;
   private failure: Error | undefined;
+  /** Settles when the session is ended from here: resolves on stop(), rejects on fail(). */
+  private readonly ended: Promise<void>;
+  private end!: (error?: Error) => void;
   /** XLogData messages received so far (held back or handed over). */
   arrived = 0;
 
-  constructor(private readonly options: ReplicationOptions) {}
+  constructor(private readonly options: ReplicationOptions) {
+    this.ended = new Promise<void>((resolve, reject) => {
+      this.end = (error) => (error ? reject(error) : resolve());
+    });
+    this.ended.catch(() => undefined); // run() reports it; a session never run has no one to tell
+  }
 
   /**
    * Connects and streams until stop() (resolves) or a failure: the server's, the
    * connection's, or one given to fail() (rejects with it).
    */
   async run(): Promise<void> {
-    const client = new pg.Client({ connectionString: this.options.connectionString, options: this.options.options, replication: 'database' } as pg.ClientConfig);
+    const client = new pg.Client({
+      connectionString: this.options.connectionString,
+      options: this.options.options,
+      replication: 'database',
+      connectionTimeoutMillis: 10_000,
+      keepAlive: true,
+    } as pg.ClientConfig);
     this.client = client;
     client.on('error', (error: Error) => this.fail(error));
-    await client.connect();
+    // Each step also ends with stop() or fail(): pg's connect() never settles once end() was
+    // called during it, and a query's promise may outlive a socket destroyed under it.
+    const connecting = client.connect();
+    connecting.catch(() => undefined);
+    await Promise.race([connecting, this.ended]);
     if (this.stopped) {
-      await client.end().catch(() => undefined);
+      if (this.failure) throw this.failure;
       return;
     }
     const connection = (client as unknown as { connection: CopyConnection }).connection;
     this.connection = connection;
     connection.on('copyData', (message: { chunk: Buffer }) => this.arrive(message.chunk));
+    const streaming = client.query(this.options.command);
+    streaming.catch(() => undefined);
     try {
-      await client.query(this.options.command);
+      await Promise.race([streaming, this.ended]);
     } catch (error) {
       if (!this.stopped || this.failure) throw this.failure ?? error;
       return;
@@ -79,9 +99,12 @@ export class ReplicationStream {
 
   /** Ends the session; run() resolves. */
   async stop(): Promise<void> {
-    this.stopped = true;
+    if (!this.stopped) {
+      this.stopped = true;
+      this.end();
+    }
     this.held.length = 0;
-    await this.client?.end().catch(() => undefined);
+    await this.close();
   }
 
   /** Ends the session with `error`; run() rejects with it. */
@@ -89,8 +112,17 @@ export class ReplicationStream {
     if (this.failure || this.stopped) return;
     this.failure = error;
     this.stopped = true;
+    this.end(error);
     this.held.length = 0;
-    void this.client?.end().catch(() => undefined);
+    void this.close();
+  }
+
+  /** Closes the connection, also one still being made (its socket is destroyed: end() would wait for it). */
+  private async close(): Promise<void> {
+    const client = this.client;
+    if (!client) return;
+    if (this.connection) await client.end().catch(() => undefined);
+    else (client as unknown as { connection: CopyConnection }).connection.stream.destroy();
   }
 
   /**

@@ -180,6 +180,9 @@ export class EventAppender {
     } catch (error) {
       // What was handed out in memory no longer matches the log: the owner must load() again.
       this.topics.clear();
+      // Settle only after the append before this one has, so that the owner, waiting for its
+      // last append, knows none is still writing when it reloads the log's position.
+      await after?.catch(() => undefined);
       throw error;
     }
     this.lsn = lsn;
