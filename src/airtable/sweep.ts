@@ -5,7 +5,7 @@ import { qualified } from '../writer/shape.ts';
 import { BatchWriter } from '../writer/batch.ts';
 import { openCopy } from '../writer/copy.ts';
 import type { TableShape } from '../writer/shape.ts';
-import { ensureMarks, MARK_CLOCK_MARGIN_MS } from '../writer/marks.ts';
+import { ensureMarks, MARK_CLOCK_MARGIN_MS, MARKS_LOCK_TIMEOUT_MS, MARKS_TABLE } from '../writer/marks.ts';
 import { upsertRows, type Row } from '../writer/upsert.ts';
 import { AirtableError, type AirtableClient } from './client.ts';
 import type { TableMapping } from './schema.ts';
@@ -129,12 +129,15 @@ async function sweepLive(
   // Each batch: its rows, then its ids into sweep_seen, on this one connection in turn.
   const writer = new BatchWriter<{ id: string; row: Row | null; fetchedAt: number }>(async (batch) => {
     // Records written through the proxy since their page was fetched keep the proxy's copy
-    // (writer/marks.ts). The lock makes the check and the write one step for the proxy: it
-    // waits for writes in progress and holds new ones back until the batch commits.
+    // (writer/marks.ts). The lock on the marks makes the check and the write one step for the
+    // proxy, whose writes always write marks: it waits for writes in progress and holds new
+    // ones back until the batch commits. (On the marks, not the table: autovacuum's lock on a
+    // large table would conflict with it.)
     const since = Math.min(...batch.map((item) => item.fetchedAt)) - MARK_CLOCK_MARGIN_MS;
     await client.query('BEGIN');
     try {
-      await client.query(`LOCK TABLE ${qualified(shape)} IN SHARE ROW EXCLUSIVE MODE`);
+      await client.query(`SET LOCAL lock_timeout = '${MARKS_LOCK_TIMEOUT_MS}ms'`);
+      await client.query(`LOCK TABLE ${MARKS_TABLE} IN SHARE ROW EXCLUSIVE MODE`);
       const rows = batch.flatMap((item) => (item.row ? [item.row] : []));
       const written = await upsertRows(client, shape, rows, { unlessMarked: { table: mapping.tableId, since } });
       if (trackSeen) await client.query('INSERT INTO sweep_seen SELECT unnest($1::text[]) ON CONFLICT DO NOTHING', [batch.map((i) => i.id)]);

@@ -5,9 +5,11 @@ import type pg from 'pg';
  * write), kept in `public_swap` out of readers' sight: a sweep page fetched before such a
  * write and landing after it holds an older copy, and must not put it back.
  *
- * Ordering: a sweep writes each batch holding `SHARE ROW EXCLUSIVE` on the table, which
- * waits for writes in progress and holds new ones back; so the batch's statement sees every
- * mark of every write that got there first, and every write that comes later is newer.
+ * Ordering: a sweep writes each batch holding `SHARE ROW EXCLUSIVE` on the marks table. Every
+ * marked write also writes that table, so it takes its lock before its snapshot (at parse or
+ * bind): the sweep's lock waits for writes in progress and holds new ones back. So the batch's
+ * statement sees every mark of every write that got there first, and every write that comes
+ * later is newer.
  */
 export const MARKS_TABLE = 'public_swap._recent_writes';
 
@@ -19,6 +21,9 @@ export interface Mark {
 
 /** Clocks of different processes differ a little: marks this much older than a page still count. */
 export const MARK_CLOCK_MARGIN_MS = 2_000;
+
+/** A sweep batch waits at most this long for the marks' lock (then the cycle fails and is retried). */
+export const MARKS_LOCK_TIMEOUT_MS = 10_000;
 
 /** How long marks are kept: far longer than a page takes to arrive. */
 export const MARK_TTL_MS = 10 * 60_000;
@@ -41,9 +46,14 @@ export async function ensureMarks(client: pg.Pool | pg.ClientBase): Promise<void
   }
 }
 
-/** The statement (for a CTE) that marks every key the subquery `keys` gives; the table and time are parameters. */
+/**
+ * The statement (for a CTE) that marks every key the subquery `keys` gives; the table and time
+ * are parameters. Keys once each (ON CONFLICT cannot touch a row twice) and in order (two
+ * writers lock the marks they share in the same order).
+ */
 export function markStatement(keys: string, tableParam: string, atParam: string): string {
-  return `INSERT INTO ${MARKS_TABLE} (tbl, id, at) SELECT ${tableParam}::text, m.k, ${atParam}::bigint FROM (${keys}) AS m(k)
+  return `INSERT INTO ${MARKS_TABLE} (tbl, id, at)
+      SELECT ${tableParam}::text, m.k, ${atParam}::bigint FROM (SELECT DISTINCT k FROM (${keys}) AS s(k)) AS m ORDER BY m.k
       ON CONFLICT (tbl, id) DO UPDATE SET at = greatest(_recent_writes.at, excluded.at)`;
 }
 
@@ -52,7 +62,10 @@ export function unmarkedSince(keyExpr: string, tableParam: string, sinceParam: s
   return `NOT EXISTS (SELECT 1 FROM ${MARKS_TABLE} mk WHERE mk.tbl = ${tableParam}::text AND mk.id = ${keyExpr} AND mk.at >= ${sinceParam}::bigint)`;
 }
 
-/** Deletes marks older than MARK_TTL_MS. */
+/** Deletes marks older than MARK_TTL_MS; marks a write holds right now are left for next time. */
 export async function pruneMarks(client: pg.Pool | pg.ClientBase, now = Date.now()): Promise<void> {
-  await client.query(`DELETE FROM ${MARKS_TABLE} WHERE at < $1`, [now - MARK_TTL_MS]);
+  await client.query(
+    `DELETE FROM ${MARKS_TABLE} WHERE ctid IN (SELECT ctid FROM ${MARKS_TABLE} WHERE at < $1 FOR UPDATE SKIP LOCKED)`,
+    [now - MARK_TTL_MS],
+  );
 }
