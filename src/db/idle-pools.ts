@@ -21,6 +21,7 @@ export interface IdlePoolsOptions {
 export class IdlePools {
   private readonly pools = new Map<string, { pool: pg.Pool; lastUsed: number }>();
   private readonly sweeper: NodeJS.Timeout;
+  private closed = false;
 
   constructor(private readonly options: IdlePoolsOptions = {}) {
     const idlePoolMs = options.idlePoolMs ?? 10 * 60_000;
@@ -29,6 +30,8 @@ export class IdlePools {
   }
 
   get(url: string): pg.Pool {
+    // A pool made after close() would never be ended.
+    if (this.closed) throw new Error('the connection pools are closed');
     const entry = this.pools.get(url);
     if (entry) {
       entry.lastUsed = Date.now();
@@ -56,6 +59,7 @@ export class IdlePools {
   }
 
   async close(): Promise<void> {
+    this.closed = true;
     clearInterval(this.sweeper);
     const pools = [...this.pools.values()].map((e) => e.pool);
     this.pools.clear();
