@@ -59,6 +59,19 @@ function fieldsById(body: Buffer | undefined, query: string): boolean {
 }
 
 /**
+ * The quota an Airtable request counts against, known from its path and token alone (so the
+ * proxy can ask for it while the body is still arriving): the base and its token (as the
+ * sync's requests do), or the token alone for a request that names no base.
+ */
+export function airtableQuota(ctx: Pick<PlanContext, 'timeScale'>, req: http.IncomingMessage, route: ProxyRoute): Plan['quota'] {
+  const parsed = parseAirtablePath(req.method ?? 'GET', route.path);
+  const token = bearerOf(headerOf(req, 'authorization'));
+  const rule = airtableRule(ctx.timeScale);
+  if (parsed.baseId) return { key: parsed.baseId, rule, ...(token ? { also: tokenQuotaOf(token, rule) } : {}) };
+  return token ? { key: airtableTokenKey(token), rule: AIRTABLE_TOKEN_RULE } : undefined;
+}
+
+/**
  * Airtable: the base in the path is the quota key (as the sync's), and the token's own
  * quota too; a request that names no base counts against its token. Writes are read whole (small: 10 records at most), as are
  * requests to translate.
@@ -66,14 +79,8 @@ function fieldsById(body: Buffer | undefined, query: string): boolean {
 export async function planAirtable(ctx: PlanContext, req: http.IncomingMessage, route: ProxyRoute, readBody: () => Promise<Buffer | undefined>): Promise<Plan> {
   const method = req.method ?? 'GET';
   const parsed = parseAirtablePath(method, route.path);
-  const token = bearerOf(headerOf(req, 'authorization'));
   const rule = airtableRule(ctx.timeScale);
-  // A request naming a base counts against the base and its token (as the sync's do); one naming none, against its token.
-  const quota = parsed.baseId
-    ? { key: parsed.baseId, rule, ...(token ? { also: tokenQuotaOf(token, rule) } : {}) }
-    : token
-      ? { key: airtableTokenKey(token), rule: AIRTABLE_TOKEN_RULE }
-      : undefined;
+  const quota = airtableQuota(ctx, req, route);
   const translate = headerOf(req, TRANSLATE_HEADER)?.trim() === '1';
   if (!translate && parsed.kind !== 'write') return { path: upstreamPathOf(route), quota };
 

@@ -6,13 +6,13 @@ import type { SyncStore } from '../control/syncs.ts';
 import { TributaryError, toError } from '../errors.ts';
 import type { Logger } from '../log.ts';
 import type { ProxyMetrics } from '../metrics/index.ts';
-import type { QuotaLimiter } from '../quota/limiter.ts';
+import type { QuotaGrant, QuotaLimiter } from '../quota/limiter.ts';
 import { upstreamBase } from '../upstream/http.ts';
 import { decoded, DEFAULT_MAX_BODY_BYTES, declaredLength, jsonOf, readAll, sizeLimit, tooLarge } from './body.ts';
 import { ProxyError, refuse, sendProxyError } from './errors.ts';
 import { Forwarder } from './forward.ts';
 import { ALLOWED_METHODS, checkRequestHeaders, clientResponseHeaders, upstreamRequestHeaders } from './headers.ts';
-import { type Plan, planAirtable, planStripe, type PlanContext } from './plan.ts';
+import { airtableQuota, type Plan, planAirtable, planStripe, type PlanContext } from './plan.ts';
 import { ClientQueue } from './quota.ts';
 import { routeOf, upstreamTarget, UPSTREAM_HOSTS, type UpstreamHost, type UpstreamTarget } from './routing.ts';
 import { StripeAccounts } from './stripe-accounts.ts';
@@ -107,19 +107,30 @@ export function createProxyHandler(options: ProxyOptions): ProxyHandler {
     const hasBody = declared !== undefined ? declared > 0 : req.headers['transfer-encoding'] !== undefined;
 
     const buffered = async () => (hasBody ? readAll(req, maxBody, () => tooLarge(maxBody)) : undefined);
-    const plan: Plan =
-      route.host === 'api.airtable.com' ? await planAirtable(context, req, route, buffered) : await planStripe(context, req, route);
+    // The client going away while it waits gives up its place in the queue.
+    const gone = new AbortController();
+    const leave = () => !res.writableFinished && gone.abort(new Error('the client went away'));
+    res.once('close', leave);
+    let plan: Plan;
+    let grant: QuotaGrant | undefined;
+    try {
+      // An Airtable request's quota is known from its path: asked for while its body arrives.
+      const early = queue && route.host === 'api.airtable.com' ? airtableQuota(context, req, route) : undefined;
+      const taking = early && queue!.take(early.key, early.rule, gone.signal, early.also);
+      taking?.catch(() => undefined); // a plan that fails first ends it (below)
+      try {
+        plan = route.host === 'api.airtable.com' ? await planAirtable(context, req, route, buffered) : await planStripe(context, req, route);
+      } catch (error) {
+        gone.abort(error);
+        throw error;
+      }
+      if (queue && plan.quota) grant = await (taking ?? queue.take(plan.quota.key, plan.quota.rule, gone.signal, plan.quota.also));
+    } finally {
+      res.off('close', leave);
+    }
+    grant?.sent();
     const body: Buffer | Readable | undefined = plan.body !== undefined ? plan.body : hasBody ? req.pipe(sizeLimit(maxBody)) : undefined;
     if (body && !Buffer.isBuffer(body)) req.once('error', (error) => body.destroy(error));
-
-    if (queue && plan.quota) {
-      // The client going away while it waits gives up its place in the queue.
-      const gone = new AbortController();
-      const leave = () => !res.writableFinished && gone.abort(new Error('the client went away'));
-      res.once('close', leave);
-      const grant = await queue.take(plan.quota.key, plan.quota.rule, gone.signal, plan.quota.also).finally(() => res.off('close', leave));
-      grant.sent();
-    }
     const upstream = await forwarder.send({
       target: where[route.host],
       name: route.host,
