@@ -18,10 +18,15 @@ const asNumber: Convert = (text) => {
 };
 const asJson: Convert = (text) => JSON.parse(text) as unknown;
 const UTC_TIMESTAMP = /^(\d{4}-\d\d-\d\d) (\d\d:\d\d:\d\d)(?:\.(\d+))?\+00$/;
-const asTimestamptz: Convert = (text) => {
-  // The common case by hand (this runs for every timestamp of every event); the rest through Date.
+/** The common case by hand (this runs for every timestamp of every event): a UTC timestamp as ISO text. */
+function utcIso(text: string): string | undefined {
   const utc = UTC_TIMESTAMP.exec(text);
-  if (utc) return `${utc[1]}T${utc[2]}.${(utc[3] ?? '').padEnd(3, '0').slice(0, 3)}Z`;
+  return utc ? `${utc[1]}T${utc[2]}.${(utc[3] ?? '').padEnd(3, '0').slice(0, 3)}Z` : undefined;
+}
+const asTimestamptz: Convert = (text) => {
+  // The rest through Date.
+  const iso = utcIso(text);
+  if (iso !== undefined) return iso;
   if (text === 'infinity' || text === '-infinity') return text;
   // `2024-05-01 12:00:00.5+00` → `2024-05-01T12:00:00.500Z`
   const date = new Date(`${text.replace(' ', 'T')}${/[+-]\d\d$/.test(text) ? ':00' : ''}`);
@@ -122,6 +127,11 @@ const JSON_BY_OID = new Map<number, ToJson>([
   // PostgreSQL prints jsonb as compact JSON; json keeps its input's whitespace, raw newlines included.
   [114, (text) => JSON.stringify(JSON.parse(text))],
   [3802, (text) => text],
+  // ISO text needs no escaping: quoted as it is.
+  [1184, (text) => {
+    const iso = utcIso(text);
+    return iso === undefined ? JSON.stringify(asTimestamptz(text)) : `"${iso}"`;
+  }],
 ]);
 
 /** The JSON-text converter of a column type (the same values as converterFor, as JSON). */
