@@ -19,7 +19,7 @@ import { sharedKafka } from './harness/kafka/index.ts';
 import { freshDatabase, query, serverAdminUrl } from './harness/postgres.ts';
 import { freePort } from './harness/ports.ts';
 import { type Spawned, spawnTributary, waitFor } from './harness/process.ts';
-import { AIRTABLE_TEST_TOKEN, request } from './harness/service.ts';
+import { AIRTABLE_TEST_TOKEN, loudSetUp, request } from './harness/service.ts';
 
 const RECORDS = 20_000;
 const VERSIONS = 5; // an insert and four updates per record: 100k changes
@@ -44,7 +44,7 @@ interface Seen {
   key: string;
 }
 
-test.before(async () => {
+test.before(loudSetUp(async () => {
   airtable = await startFakeAirtable({ port: 0 });
   airtable.addToken(AIRTABLE_TEST_TOKEN, { bases: '*' });
   airtable.createBase({ id: 'appCRASHCRASHCRAS', name: 'Crash' });
@@ -69,11 +69,11 @@ test.before(async () => {
   };
   api = `http://127.0.0.1:${apiPort}`;
   restUrl = `http://127.0.0.1:${eventsPort}`;
-});
+}, () => undefined));
 
 test.after(async () => {
   await airtable?.close();
-  await rm(dataDir, { recursive: true, force: true });
+  if (dataDir) await rm(dataDir, { recursive: true, force: true });
 });
 
 async function start(): Promise<Spawned> {

@@ -21,6 +21,18 @@ export interface BrokerLayout {
   admin: { username: string; password: string };
 }
 
+/**
+ * Kafka cluster ids are 16 random bytes in unpadded base64url (22 chars). One that starts with
+ * "-" is read as an option by the storage tool's command line, which then fails: Kafka's own
+ * generator never makes one, and neither does this (1 start in 64 used to fail that way).
+ */
+function newClusterId(): string {
+  for (;;) {
+    const id = randomBytes(16).toString('base64url');
+    if (!id.startsWith('-')) return id;
+  }
+}
+
 export async function createLayout(): Promise<BrokerLayout> {
   const dir = await fs.mkdtemp(path.join(os.tmpdir(), 'tributary-kafka-'));
   const [plaintextPort, saslPort, controllerPort] = await freePorts(3);
@@ -34,8 +46,7 @@ export async function createLayout(): Promise<BrokerLayout> {
     plaintextPort,
     saslPort,
     controllerPort,
-    // Kafka cluster ids are 16 random bytes in unpadded base64url (22 chars).
-    clusterId: randomBytes(16).toString('base64url'),
+    clusterId: newClusterId(),
     // Hex keeps the password free of characters the --add-scram parser treats specially.
     admin: { username: ADMIN_USERNAME, password: randomBytes(12).toString('hex') },
   };
