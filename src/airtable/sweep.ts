@@ -125,7 +125,7 @@ async function sweepLive(
   result: SweepResult,
   trackSeen: boolean,
 ) {
-  await ensureMarks(client);
+  await ensureMarks(ctx.db);
   // Each batch: its rows, then its ids into sweep_seen, on this one connection in turn.
   const writer = new BatchWriter<{ id: string; row: Row | null; fetchedAt: number }>(async (batch) => {
     // Records written through the proxy since their page was fetched keep the proxy's copy

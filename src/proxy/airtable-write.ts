@@ -113,19 +113,6 @@ async function mappingOf(target: SyncTarget, table: string, fresh = false): Prom
   return rows[0]?.mapping;
 }
 
-/** Sync databases whose marks table is known to exist (databases made before it get it on first use). */
-const marksReady = new WeakMap<SyncTarget, Promise<void>>();
-
-function marksOf(target: SyncTarget): Promise<void> {
-  let ready = marksReady.get(target);
-  if (!ready) {
-    ready = ensureMarks(target.pool);
-    ready.catch(() => marksReady.delete(target));
-    marksReady.set(target, ready);
-  }
-  return ready;
-}
-
 /** Current versions of the records, fields keyed by id, through the shared quota as a client request. */
 async function fetchRecords(ctx: AirtableWriteContext, target: SyncTarget, write: AirtableWrite, tableId: string, ids: string[]) {
   const client = new AirtableClient({
@@ -204,7 +191,7 @@ async function writeOne(
     if (!mapping) return { written: 0, deleted: 0 };
     if (fetched === undefined && upserts.length > 0 && needsFetch(mapping, upserts, write.byFieldId)) return 'incomplete';
     const shape = shapeOf(mapping, 'public');
-    await marksOf(target);
+    await ensureMarks(target.pool);
     try {
       const rows = upserts.map((r) => rowOf(mapping, fetched?.get(r.id) ?? asListed(mapping, r, write.byFieldId)));
       const mark = { table: mapping.tableId, at: Date.now() };

@@ -35,10 +35,26 @@ export const CREATE_MARKS_TABLE = `CREATE TABLE IF NOT EXISTS ${MARKS_TABLE} (
   PRIMARY KEY (tbl, id)
 )`;
 
-/** Creates the marks table if this database predates it (new databases get it when provisioned). */
-export async function ensureMarks(client: pg.Pool | pg.ClientBase): Promise<void> {
+/** Databases (by pool) whose marks table is known to exist. */
+const ready = new WeakMap<pg.Pool, Promise<void>>();
+
+/**
+ * Creates the marks table if this database predates it (new databases get it when
+ * provisioned); asked of the database once per pool.
+ */
+export function ensureMarks(pool: pg.Pool): Promise<void> {
+  let known = ready.get(pool);
+  if (!known) {
+    known = createMarks(pool);
+    known.catch(() => ready.delete(pool)); // asked again next time
+    ready.set(pool, known);
+  }
+  return known;
+}
+
+async function createMarks(pool: pg.Pool): Promise<void> {
   try {
-    await client.query(CREATE_MARKS_TABLE);
+    await pool.query(CREATE_MARKS_TABLE);
   } catch (error) {
     // Two sessions creating it at once: the other one won.
     const code = (error as { code?: string }).code;
