@@ -72,15 +72,19 @@ export function airtableQuota(ctx: Pick<PlanContext, 'timeScale'>, req: http.Inc
 }
 
 /**
- * Airtable: the base in the path is the quota key (as the sync's), and the token's own
- * quota too; a request that names no base counts against its token. Writes are read whole (small: 10 records at most), as are
- * requests to translate.
+ * Airtable: the quota is airtableQuota's (the caller may have worked it out already). Writes
+ * are read whole (small: 10 records at most), as are requests to translate.
  */
-export async function planAirtable(ctx: PlanContext, req: http.IncomingMessage, route: ProxyRoute, readBody: () => Promise<Buffer | undefined>): Promise<Plan> {
+export async function planAirtable(
+  ctx: PlanContext,
+  req: http.IncomingMessage,
+  route: ProxyRoute,
+  readBody: () => Promise<Buffer | undefined>,
+  quota = airtableQuota(ctx, req, route),
+): Promise<Plan> {
   const method = req.method ?? 'GET';
   const parsed = parseAirtablePath(method, route.path);
   const rule = airtableRule(ctx.timeScale);
-  const quota = airtableQuota(ctx, req, route);
   const translate = headerOf(req, TRANSLATE_HEADER)?.trim() === '1';
   if (!translate && parsed.kind !== 'write') return { path: upstreamPathOf(route), quota };
 

@@ -115,11 +115,11 @@ export function createProxyHandler(options: ProxyOptions): ProxyHandler {
     let grant: QuotaGrant | undefined;
     try {
       // An Airtable request's quota is known from its path: asked for while its body arrives.
-      const early = queue && route.host === 'api.airtable.com' ? airtableQuota(context, req, route) : undefined;
-      const taking = early && queue!.take(early.key, early.rule, gone.signal, early.also);
+      const airtable = route.host === 'api.airtable.com' ? { quota: airtableQuota(context, req, route) } : undefined;
+      const taking = queue && airtable?.quota && queue.take(airtable.quota.key, airtable.quota.rule, gone.signal, airtable.quota.also);
       taking?.catch(() => undefined); // a plan that fails first ends it (below)
       try {
-        plan = route.host === 'api.airtable.com' ? await planAirtable(context, req, route, buffered) : await planStripe(context, req, route);
+        plan = airtable ? await planAirtable(context, req, route, buffered, airtable.quota) : await planStripe(context, req, route);
       } catch (error) {
         gone.abort(error);
         throw error;
