@@ -10,7 +10,7 @@ import * as assert from 'uvu/assert';
 import { PUBLICATION } from '../src/control/provisioner.ts';
 import { ident, withDatabase } from '../src/db/sql.ts';
 import { PgoutputParser, lsnToBigInt } from '../src/decoder/pgoutput.ts';
-import { ReplicationStream } from '../src/decoder/replication.ts';
+import { type ReplicationHandlers, ReplicationStream } from '../src/decoder/replication.ts';
 import { freshDatabase, serverAdminUrl } from './harness/postgres.ts';
 
 let url: string;
@@ -37,6 +37,16 @@ async function newSlot(): Promise<string> {
 const command = (slot: string) =>
   `START_REPLICATION SLOT ${ident(slot)} LOGICAL 0/0 (proto_version '1', publication_names '${PUBLICATION}')`;
 
+/** A session on `slot`; handlers not given do nothing. */
+const streamOn = (slot: string, handlers: Partial<ReplicationHandlers> = {}, connectionString = url) =>
+  new ReplicationStream({ connectionString, command: command(slot), handlers: { data: () => undefined, keepalive: () => undefined, ...handlers } });
+
+/** Whether a session is reading the slot. */
+async function slotActive(slot: string): Promise<boolean> {
+  const { rows } = await pool.query<{ active: boolean }>('SELECT active FROM pg_replication_slots WHERE slot_name = $1', [slot]);
+  return rows[0]!.active;
+}
+
 /** The error `promise` rejects with; fails if it resolves. */
 async function rejection(promise: Promise<unknown>): Promise<Error> {
   try {
@@ -62,26 +72,21 @@ test('hands over every message in order while a slow handler holds the stream ba
   const ids: number[] = [];
   let pending = 0;
   let concurrent = 0;
-  const stream = new ReplicationStream({
-    connectionString: url,
-    command: command(slot),
-    handlers: {
-      data: (payload) => {
-        const message = parser.parse(payload);
-        assert.is(pending, 0, 'a message was handed over while a handler was pending');
-        if (message.tag === 'insert') ids.push(Number(message.next[0]));
-        // Every 100th row holds the stream back for a while.
-        if (ids.length % 100 !== 0 || message.tag !== 'insert') return undefined;
-        pending++;
-        concurrent = Math.max(concurrent, pending);
-        return new Promise((resolve) =>
-          setTimeout(() => {
-            pending--;
-            resolve();
-          }, 5),
-        );
-      },
-      keepalive: () => undefined,
+  const stream = streamOn(slot, {
+    data: (payload) => {
+      const message = parser.parse(payload);
+      assert.is(pending, 0, 'a message was handed over while a handler was pending');
+      if (message.tag === 'insert') ids.push(Number(message.next[0]));
+      // Every 100th row holds the stream back for a while.
+      if (ids.length % 100 !== 0 || message.tag !== 'insert') return undefined;
+      pending++;
+      concurrent = Math.max(concurrent, pending);
+      return new Promise((resolve) =>
+        setTimeout(() => {
+          pending--;
+          resolve();
+        }, 5),
+      );
     },
   });
   const running = stream.run();
@@ -99,17 +104,13 @@ test('an acknowledgement moves the slot; a keepalive carries the server position
   const parser = new PgoutputParser();
   let endLsn: string | undefined;
   let keepaliveLsn: string | undefined;
-  const stream = new ReplicationStream({
-    connectionString: url,
-    command: command(slot),
-    handlers: {
-      data: (payload) => {
-        const message = parser.parse(payload);
-        if (message.tag === 'commit') endLsn = message.endLsn;
-        return undefined;
-      },
-      keepalive: (lsn) => (keepaliveLsn = lsn),
+  const stream = streamOn(slot, {
+    data: (payload) => {
+      const message = parser.parse(payload);
+      if (message.tag === 'commit') endLsn = message.endLsn;
+      return undefined;
     },
+    keepalive: (lsn) => (keepaliveLsn = lsn),
   });
   const running = stream.run();
   await until(() => endLsn !== undefined, 'the commit');
@@ -128,30 +129,18 @@ test('an acknowledgement moves the slot; a keepalive carries the server position
 
 test('fail() and a throwing handler end the session with their error; the slot is free again', async () => {
   const slot = await newSlot();
-  const failing = new ReplicationStream({
-    connectionString: url,
-    command: command(slot),
-    handlers: { data: () => undefined, keepalive: () => undefined },
-  });
+  const failing = streamOn(slot);
   const run1 = failing.run();
   // Connected and streaming once the slot shows an active reader.
-  const active = async () => {
-    const { rows } = await pool.query<{ active: boolean }>('SELECT active FROM pg_replication_slots WHERE slot_name = $1', [slot]);
-    return rows[0]!.active;
-  };
+  const active = () => slotActive(slot);
   await until(active, 'the slot to be read');
   failing.fail(new Error('log write failed'));
   assert.match((await rejection(run1)).message, /log write failed/);
   await until(async () => !(await active()), 'the slot to be released');
 
-  const throwing = new ReplicationStream({
-    connectionString: url,
-    command: command(slot),
-    handlers: {
-      data: () => {
-        throw new Error('bad message');
-      },
-      keepalive: () => undefined,
+  const throwing = streamOn(slot, {
+    data: () => {
+      throw new Error('bad message');
     },
   });
   const run2 = throwing.run();
@@ -161,11 +150,7 @@ test('fail() and a throwing handler end the session with their error; the slot i
 
 test('a rejected handler promise ends the session with its error', async () => {
   const slot = await newSlot();
-  const stream = new ReplicationStream({
-    connectionString: url,
-    command: command(slot),
-    handlers: { data: () => Promise.reject(new Error('flush failed')), keepalive: () => undefined },
-  });
+  const stream = streamOn(slot, { data: () => Promise.reject(new Error('flush failed')) });
   const running = stream.run();
   await pool.query("INSERT INTO t VALUES (100003, 'c')");
   assert.match((await rejection(running)).message, /flush failed/);
@@ -173,11 +158,7 @@ test('a rejected handler promise ends the session with its error', async () => {
 
 test('a server that ends the session (slot dropped by an admin) is a failure, not a quiet end', async () => {
   const slot = await newSlot();
-  const stream = new ReplicationStream({
-    connectionString: url,
-    command: command(slot),
-    handlers: { data: () => undefined, keepalive: () => undefined },
-  });
+  const stream = streamOn(slot);
   const ended = rejection(stream.run()); // settles while the test still waits below
   await until(async () => {
     const { rows } = await pool.query<{ pid: number | null }>('SELECT active_pid AS pid FROM pg_replication_slots WHERE slot_name = $1', [slot]);
@@ -195,7 +176,6 @@ test('a server that ends the session (slot dropped by an admin) is a failure, no
 
 test('a stop or a failure while the session is still connecting ends it at once', async () => {
   const slot = await newSlot();
-  const make = () => new ReplicationStream({ connectionString: url, command: command(slot), handlers: { data: () => undefined, keepalive: () => undefined } });
   // A server that accepts connections and never answers: connect() would wait forever.
   const silent = net.createServer(() => undefined);
   await new Promise<void>((r) => silent.listen(0, '127.0.0.1', r));
@@ -204,7 +184,7 @@ test('a stop or a failure while the session is still connecting ends it at once'
   try {
     for (const end of ['stop', 'fail'] as const) {
       for (const target of [url, silentUrl]) {
-        const stream = target === url ? make() : new ReplicationStream({ connectionString: target, command: command(slot), handlers: { data: () => undefined, keepalive: () => undefined } });
+        const stream = streamOn(slot, {}, target);
         const running = stream.run();
         const outcome = running.then(
           () => 'resolved',
@@ -222,12 +202,9 @@ test('a stop or a failure while the session is still connecting ends it at once'
     silent.close();
   }
   // The slot is free for the next reader.
-  const next = make();
+  const next = streamOn(slot);
   const running = next.run();
-  await until(async () => {
-    const { rows } = await pool.query<{ active: boolean }>('SELECT active FROM pg_replication_slots WHERE slot_name = $1', [slot]);
-    return rows[0]!.active;
-  }, 'the slot to be read again');
+  await until(() => slotActive(slot), 'the slot to be read again');
   await next.stop();
   await running;
 });

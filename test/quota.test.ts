@@ -5,6 +5,7 @@ import { migrateControlDatabase } from '../src/db/migrate.ts';
 import { createLogger } from '../src/log.ts';
 import { QuotaLimiter } from '../src/quota/limiter.ts';
 import { freshDatabase } from './harness/postgres.ts';
+import { peak } from './harness/quota.ts';
 
 let pools: pg.Pool[] = [];
 let limiters: QuotaLimiter[] = [];
@@ -20,17 +21,6 @@ test.before(async () => {
 test.after(async () => {
   await Promise.all(pools.map((p) => p.end()));
 });
-
-/** The most requests that fell into any window of `ms` milliseconds. */
-function peak(times: number[], ms: number): number {
-  const sorted = [...times].sort((a, b) => a - b);
-  let best = 0;
-  for (let i = 0, j = 0; i < sorted.length; i++) {
-    while (sorted[i]! - sorted[j]! >= ms) j++;
-    best = Math.max(best, i - j + 1);
-  }
-  return best;
-}
 
 test('two processes together never exceed the window, and the sync keeps to its share', async () => {
   const syncTimes: number[] = [];

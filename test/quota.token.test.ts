@@ -14,6 +14,7 @@ import { startFakeAirtable, type FakeAirtable } from '../src/fakes/airtable/inde
 import { createLogger } from '../src/log.ts';
 import { QuotaLimiter } from '../src/quota/limiter.ts';
 import { freshDatabase } from './harness/postgres.ts';
+import { peak } from './harness/quota.ts';
 
 const TOKEN = 'patTOKENSHARED01.0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef';
 let pool: pg.Pool;
@@ -31,17 +32,6 @@ test.after(async () => {
   await fake?.close();
   await pool?.end();
 });
-
-/** The most requests that fell into any window of `ms` milliseconds. */
-function peak(times: number[], ms: number): number {
-  const sorted = [...times].sort((a, b) => a - b);
-  let best = 0;
-  for (let i = 0, j = 0; i < sorted.length; i++) {
-    while (sorted[i]! - sorted[j]! >= ms) j++;
-    best = Math.max(best, i - j + 1);
-  }
-  return best;
-}
 
 test('a request counts against its base and its token: neither window is ever exceeded', async () => {
   const limiter = new QuotaLimiter({ pool, marginMs: 20 });
