@@ -32,8 +32,10 @@ let acmeToken: string;
 let acmeEventsPassword: string;
 let syncId: string;
 let readerUrl: string;
-let firstRenderMs: number;
 const received: Array<{ status: number; body: string }> = [];
+/** A second destination that answers 503 until a test switches it to 204. */
+const down: Array<{ status: number; body: string }> = [];
+let downAnswers = 503;
 let receiver: http.Server;
 let receiverUrl: string;
 
@@ -74,6 +76,12 @@ test.before(async () => {
       let body = '';
       req.on('data', (chunk: Buffer) => (body += chunk.toString()));
       req.on('end', () => {
+        if (req.url === '/hooks/down') {
+          const status = downAnswers;
+          down.push({ status, body });
+          res.writeHead(status).end();
+          return;
+        }
         const status = received.length === 0 ? 500 : 204;
         received.push({ status, body });
         res.writeHead(status).end();
@@ -123,22 +131,18 @@ async function go(hash: string): Promise<void> {
 /** From navigation start to the console's first rendered view (a mark app.js sets), in ms. */
 const firstRender = () => page.evaluate(() => performance.getEntriesByName('console-first-render')[0]?.startTime ?? Infinity);
 
-test('the first render comes within a second of navigation', async () => {
-  // The first load of a just-launched browser also pays for the browser's own start-up; then
-  // three fresh loads of the page (a new document each, revalidated files): their median counts.
+test('the page renders its first view on every load, fresh or reloaded', async () => {
+  // Its speed is bench/console.ts's business; here: the mark app.js sets once a view is on
+  // the page comes on the first load of a just-launched browser and on every reload.
   await page.goto(`${svc.api}/`);
   await page.getByLabel('API token', { exact: true }).waitFor();
-  const cold = await firstRender();
-  const warm: number[] = [];
-  for (let i = 0; i < 3; i++) {
+  const marks = [await firstRender()];
+  for (let i = 0; i < 2; i++) {
     await page.reload();
     await page.getByLabel('API token', { exact: true }).waitFor();
-    warm.push(await firstRender());
+    marks.push(await firstRender());
   }
-  warm.sort((a, b) => a - b);
-  firstRenderMs = warm[1]!;
-  process.stdout.write(`console first render: ${cold.toFixed(0)} ms cold (new browser), ${warm.map((ms) => ms.toFixed(0)).join(' / ')} ms on reloads\n`);
-  assert.ok(firstRenderMs < 1000, `first render took ${firstRenderMs} ms (median of three loads)`);
+  for (const ms of marks) assert.ok(Number.isFinite(ms) && ms > 0, `first-render mark: ${marks.join(', ')}`);
 });
 
 test('the operator signs in with the keyboard and creates an account (token shown once)', async () => {
@@ -204,6 +208,13 @@ test('the connect form rejects bad input with messages, and shows the upstream c
 
   await page.getByLabel('Base ID').fill(base.id);
   await page.getByLabel('Personal access token').fill('patNOTAREALTOKEN1.abcdef');
+  // The optional own server: a URL that is not PostgreSQL's is refused at its field.
+  await page.getByText('Use your own PostgreSQL server (optional)').click();
+  await page.getByLabel('Database server URL').fill('mysql://db.example.com/app');
+  await page.getByRole('button', { name: 'Connect' }).click();
+  await page.getByText('The URL must start with postgres:// or postgresql://.').waitFor();
+  assert.is(await page.getByLabel('Database server URL').getAttribute('aria-invalid'), 'true');
+  await page.getByLabel('Database server URL').fill('');
   await page.getByRole('button', { name: 'Connect' }).click();
   await page.getByText(/Airtable key was rejected/).waitFor();
   await screenshot(page, SHOTS, '05-connect-refused');
@@ -348,6 +359,37 @@ test('Webhooks: add one (secret shown once), see a delivery and its log', async 
   assert.match((await entry.textContent()) ?? '', new RegExp(task.id));
   await screenshot(page, SHOTS, '13-webhooks');
   await assertLabelled('webhooks');
+});
+
+test('Webhooks: deliveries that ran out of attempts are replayed from the page', async () => {
+  const downUrl = receiverUrl.replace('/hooks/tributary', '/hooks/down');
+  await page.getByLabel('Destination URL').fill(downUrl);
+  await page.getByLabel(`svc.${syncId}.clients`).check();
+  await page.getByRole('button', { name: 'Add webhook' }).click();
+  await page.getByText('Its signing secret is shown only this once').waitFor();
+  const card = page.locator('article.webhook', { hasText: downUrl });
+  await card.waitFor();
+
+  const client = base.records('Clients')[0]!;
+  base.updateRecord('Clients', client.id, { Name: 'Acme Industries' });
+  // Four attempts (the test schedule), all refused: the page offers the replay.
+  const replay = card.getByRole('button', { name: 'Replay 1 exhausted' });
+  await replay.waitFor({ timeout: 30_000 });
+  assert.is(down.length, 4, 'every attempt reached the destination');
+  await card.getByRole('button', { name: 'Show delivery log' }).click();
+  const entry = card.locator('table.deliveries tbody tr').first();
+  await entry.waitFor();
+  assert.match((await entry.textContent()) ?? '', /exhausted/);
+  assert.match((await entry.textContent()) ?? '', /HTTP 503/);
+  await screenshot(page, SHOTS, '13b-webhook-exhausted');
+
+  downAnswers = 204;
+  await replay.click();
+  await page.getByText('1 delivery queued again').waitFor();
+  await card.locator('.delivered-count', { hasText: /^1 delivered/ }).waitFor({ timeout: 15_000 });
+  assert.is(down.at(-1)!.status, 204);
+  assert.match(down.at(-1)!.body, /Acme Industries/);
+  await card.getByRole('button', { name: 'Replay 1 exhausted' }).waitFor({ state: 'detached' });
 });
 
 test("no page shows another account's data", async () => {

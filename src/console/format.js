@@ -15,6 +15,9 @@ export function duration(seconds) {
 
 export const count = (n) => (n === null || n === undefined ? '—' : Number(n).toLocaleString('en-US'));
 
+/** "1 delivery", "3 deliveries". */
+export const counted = (n, one, many) => `${count(n)} ${Number(n) === 1 ? one : many}`;
+
 export const dateTime = (iso) => (iso ? new Date(iso).toLocaleString(undefined, { dateStyle: 'medium', timeStyle: 'medium' }) : '—');
 
 /** "12 s ago" in a <time> whose title and datetime give the exact moment. */

@@ -1,6 +1,6 @@
 import { api } from '../api.js';
 import { copyable, field, h, notice, setFieldError, showNotice, toast } from '../dom.js';
-import { ago, at, count } from '../format.js';
+import { ago, at, count, counted } from '../format.js';
 
 const POLL_MS = 3000;
 
@@ -105,7 +105,7 @@ export async function webhooksTab(ctx, panel, sync) {
     replay?.addEventListener('click', async () => {
       try {
         const answer = await api('POST', `/api/syncs/${sync.id}/webhooks/${webhook.id}/deliveries/replay`);
-        toast(`${answer.replayed} deliveries queued again`);
+        toast(`${counted(answer.replayed, 'delivery', 'deliveries')} queued again`);
         await refresh();
       } catch (error) {
         toast(`Replay failed: ${error.message}`);
@@ -169,7 +169,7 @@ export async function webhooksTab(ctx, panel, sync) {
         h('span', { class: 'delivered-count' }, `${count(d.delivered)} delivered`),
         ` · last ${d.last_delivered_at ? '' : 'never'}`,
         d.last_delivered_at ? ago(d.last_delivered_at) : '',
-        ` · ${count(d.failed_attempts)} failed attempts · ${count(d.pending + d.retrying)} waiting · ${count(d.exhausted)} exhausted`,
+        ` · ${counted(d.failed_attempts, 'failed attempt', 'failed attempts')} · ${count(d.pending + d.retrying)} waiting · ${count(d.exhausted)} exhausted`,
       ),
       h('div', { class: 'actions' }, toggle, replay, remove),
       log,
