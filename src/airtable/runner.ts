@@ -7,7 +7,7 @@ import type { QuotaLimiter } from '../quota/limiter.ts';
 import { type PassRequests, untilNextPass } from '../sync/passes.ts';
 import { StatusReporter } from '../sync/status-reporter.ts';
 import { pause } from '../time.ts';
-import { pruneMarks } from '../writer/marks.ts';
+import { MARK_CLOCK_MARGIN_MS, pruneMarks } from '../writer/marks.ts';
 import { deleteRows, upsertRows } from '../writer/upsert.ts';
 import { AIRTABLE_RULE, AirtableClient, AirtableError } from './client.ts';
 import { planMigration } from './plan.ts';
@@ -43,6 +43,8 @@ export interface AirtableRunnerOptions {
 }
 
 const RECENT_TTL_MS = 10 * 60_000;
+/** Rounds of fetching proxied records again before a rebuilt table goes in regardless. */
+const SWAP_ROUNDS = 5;
 
 /**
  * Keeps one base in step: continuous cycles (schema, then every table swept or rebuilt)
@@ -208,12 +210,13 @@ export class AirtableRunner {
       const progress = (phase: string, listed: number) =>
         this.status.progress({ phase, table: mapping.name, tables_done: index, tables_total: desired.length, records: records + listed });
       if (rebuild.has(mapping.tableId)) {
+        const rebuildFrom = Date.now();
         this.rebuilding.set(mapping.tableId, new Set());
         await prepareRebuild(this.options.target, mapping);
         const result = await sweepTable(this.sweepContext(client, (n) => progress('rebuild', n)), mapping, 'public_swap', {
           deleteMissing: false,
         });
-        await swapIn(this.options.target, mapping);
+        await this.swapInAfterProxiedWrites(client, mapping, rebuildFrom);
         this.live.set(mapping.tableId, mapping);
         const changed = this.rebuilding.get(mapping.tableId)!;
         this.rebuilding.delete(mapping.tableId);
@@ -264,13 +267,41 @@ export class AirtableRunner {
   private async refetch(client: AirtableClient, tableId: string, ids: string[]): Promise<void> {
     const mapping = this.live.get(tableId);
     if (!mapping || ids.length === 0) return;
+    await this.refetchInto(client, mapping, 'public', ids);
+  }
+
+  /** Fetches records by id into the table in `schema`; returns when the fetch began. */
+  private async refetchInto(client: AirtableClient, mapping: TableMapping, schema: 'public' | 'public_swap', ids: string[]): Promise<number> {
     const fetchedAt = Date.now();
-    const records = await client.recordsById(tableId, ids);
-    const shape = shapeOf(mapping, 'public');
+    const records = await client.recordsById(mapping.tableId, ids);
+    const shape = shapeOf(mapping, schema);
     const found = new Set(records.map((r) => r.id));
     await upsertRows(this.options.target, shape, records.map((r) => rowOf(mapping, r)));
     await deleteRows(this.options.target, shape, ids.filter((id) => !found.has(id)));
-    for (const id of ids) this.recent.set(`${tableId}/${id}`, fetchedAt);
+    for (const id of ids) this.recent.set(`${mapping.tableId}/${id}`, fetchedAt);
+    return fetchedAt;
+  }
+
+  /**
+   * Swaps a rebuilt table in once it holds every record proxied meanwhile as it is now: records
+   * marked since the rebuild began are fetched again into it first (swap.ts, SwapGuard). A fetch
+   * covers a mark only when it began a clock margin after it, so it waits that out. After a few
+   * rounds of writes still coming, the table goes in anyway and change capture catches up.
+   */
+  private async swapInAfterProxiedWrites(client: AirtableClient, mapping: TableMapping, rebuildFrom: number): Promise<void> {
+    const fetched = new Map<string, number>();
+    const guard = { since: rebuildFrom - MARK_CLOCK_MARGIN_MS, covered: (id: string, at: number) => (fetched.get(id) ?? -Infinity) > at + MARK_CLOCK_MARGIN_MS };
+    for (let round = 0; ; round++) {
+      const marks = await swapIn(this.options.target, mapping, round < SWAP_ROUNDS ? guard : undefined);
+      if (marks.length === 0) return;
+      const newest = Math.max(...marks.map((m) => m.at));
+      await pause(Math.max(0, newest + MARK_CLOCK_MARGIN_MS + 1 - Date.now()), this.signal);
+      if (this.signal.aborted) throw new Error('stopped');
+      const ids = [...new Set(marks.map((m) => m.id))];
+      const fetchedAt = await this.refetchInto(client, mapping, 'public_swap', ids);
+      for (const id of ids) fetched.set(id, fetchedAt);
+      this.options.logger.debug({ table: mapping.name, records: ids.length, round }, 'proxied writes fetched again before the swap');
+    }
   }
 
   private get captureReady(): boolean {

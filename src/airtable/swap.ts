@@ -1,5 +1,6 @@
 import type pg from 'pg';
 import { ident, inTransaction } from '../db/sql.ts';
+import { ensureMarks, marksSince } from '../writer/marks.ts';
 import { commentStatements, createTableStatements, qualified } from '../writer/shape.ts';
 import type { TableMapping } from './schema.ts';
 import { saveBuilt, shapeOf } from './tables.ts';
@@ -62,19 +63,56 @@ export async function prepareRebuild(db: pg.Pool, mapping: TableMapping): Promis
   }, LOCK_TIMEOUT);
 }
 
+/** Records the rebuilt copy may hold older than the old table does: the swap waits for them. */
+class WritesSinceRebuild extends Error {
+  constructor(readonly marks: Array<{ id: string; at: number }>) {
+    super('records written through the proxy since the rebuild began');
+  }
+}
+
+/**
+ * Proxied writes (writer/marks.ts) made during a rebuild went to the old table, and the
+ * rebuilt copy may predate them. With a guard, the swap first shuts writes out of the old
+ * table, then reads the marks made since `since`; if any is not `covered` (fetched again into
+ * the new table since), nothing is swapped and they are returned, to be fetched and swapped
+ * again. Readers keep reading the old table meanwhile.
+ */
+export interface SwapGuard {
+  since: number;
+  covered(id: string, at: number): boolean;
+}
+
 /**
  * Puts a rebuilt table in place of the old one in one transaction: readers see the old
  * table until the commit and the new one after, never a half-built one. The record of
  * the new mapping commits with it. A logical message marks the swap in the WAL for the
- * decoder.
+ * decoder. Returns the marks that held it back (see SwapGuard), or none once swapped.
  */
-export async function swapIn(db: pg.Pool, mapping: TableMapping): Promise<void> {
+export async function swapIn(db: pg.Pool, mapping: TableMapping, guard?: SwapGuard): Promise<Array<{ id: string; at: number }>> {
+  if (guard) await ensureMarks(db);
+  try {
+    await swapInTransaction(db, mapping, guard);
+    return [];
+  } catch (error) {
+    if (error instanceof WritesSinceRebuild) return error.marks;
+    throw error;
+  }
+}
+
+async function swapInTransaction(db: pg.Pool, mapping: TableMapping, guard: SwapGuard | undefined): Promise<void> {
   await inTransaction(db, async (client) => {
     const { rows } = await client.query<{ upstream_id: string; db_name: string }>(
       'SELECT upstream_id, db_name FROM public_swap._tables WHERE upstream_id = $1 OR db_name = $2 FOR UPDATE',
       [mapping.tableId, mapping.name],
     );
     const previous = rows.find((r) => r.upstream_id === mapping.tableId);
+    if (guard && previous) {
+      // Waits for writes in progress and holds new ones back (reads go on); every write that
+      // got in is then visible with its mark to the next statement.
+      await client.query(`LOCK TABLE public.${ident(previous.db_name)} IN EXCLUSIVE MODE`);
+      const uncovered = (await marksSince(client, mapping.tableId, guard.since)).filter((m) => !guard.covered(m.id, m.at));
+      if (uncovered.length > 0) throw new WritesSinceRebuild(uncovered);
+    }
     await emitDifferences(client, mapping.name, previous?.db_name);
     if (previous) await client.query(`DROP TABLE IF EXISTS public.${ident(previous.db_name)}`);
     // Another upstream table still holds the name (two tables traded names): move it

@@ -73,6 +73,12 @@ export function markStatement(keys: string, tableParam: string, atParam: string)
       ON CONFLICT (tbl, id) DO UPDATE SET at = greatest(_recent_writes.at, excluded.at)`;
 }
 
+/** The marks of one upstream table made at or after `since` (ms). */
+export async function marksSince(client: pg.Pool | pg.ClientBase, table: string, since: number): Promise<Array<{ id: string; at: number }>> {
+  const { rows } = await client.query<{ id: string; at: string }>(`SELECT id, at FROM ${MARKS_TABLE} WHERE tbl = $1 AND at >= $2`, [table, since]);
+  return rows.map((r) => ({ id: r.id, at: Number(r.at) }));
+}
+
 /** The condition (for a WHERE) that the row keyed `keyExpr` has no mark at or after the time parameter. */
 export function unmarkedSince(keyExpr: string, tableParam: string, sinceParam: string): string {
   return `NOT EXISTS (SELECT 1 FROM ${MARKS_TABLE} mk WHERE mk.tbl = ${tableParam}::text AND mk.id = ${keyExpr} AND mk.at >= ${sinceParam}::bigint)`;
