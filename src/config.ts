@@ -10,6 +10,12 @@ export interface Config {
   publicHost: string;
   /** True when TRIBUTARY_PUBLIC_HOST was set: then it also replaces the shared server's host in database URLs. */
   publicHostSet: boolean;
+  /**
+   * The origin browsers reach the API and console at, when it is not the server's own
+   * (TRIBUTARY_PUBLIC_URL, e.g. https behind a reverse proxy): the console's same-origin
+   * checks, its cookie's Secure flag and the URLs it hands out follow it.
+   */
+  publicOrigin: string | undefined;
   apiPort: number;
   proxyPort: number;
   eventsPort: number;
@@ -43,6 +49,21 @@ function port(env: Env, name: string, fallback: number): number {
     throw new Error(`${name} must be a port number (0-65535), got ${JSON.stringify(raw)}`);
   }
   return value;
+}
+
+function origin(env: Env, name: string): string | undefined {
+  const raw = env[name];
+  if (raw === undefined || raw === '') return undefined;
+  let url: URL | undefined;
+  try {
+    url = new URL(raw);
+  } catch {
+    url = undefined;
+  }
+  if (!url || (url.protocol !== 'http:' && url.protocol !== 'https:') || (url.pathname !== '/' && url.pathname !== '')) {
+    throw new Error(`${name} must be an http:// or https:// URL without a path, got ${JSON.stringify(raw)}`);
+  }
+  return url.origin;
 }
 
 function positive(env: Env, name: string, fallback: number): number {
@@ -89,6 +110,7 @@ export function loadConfig(env: Env = process.env, overrides: Partial<Config> = 
     host,
     publicHost: env.TRIBUTARY_PUBLIC_HOST || (wildcard ? '127.0.0.1' : host),
     publicHostSet: Boolean(env.TRIBUTARY_PUBLIC_HOST),
+    publicOrigin: origin(env, 'TRIBUTARY_PUBLIC_URL'),
     apiPort: port(env, 'TRIBUTARY_API_PORT', 8080),
     proxyPort: port(env, 'TRIBUTARY_PROXY_PORT', 8081),
     eventsPort: port(env, 'TRIBUTARY_EVENTS_PORT', 8082),

@@ -200,6 +200,7 @@ export async function startService(config: Config, logger: Logger, tunables: Tun
         logger,
         box,
         webhookAllowPrivate: config.webhookAllowPrivate,
+        publicOrigin: config.publicOrigin,
         eventAccess,
         proxyUrl: () => `http://${config.publicHost}:${ports.proxy ?? config.proxyPort}`,
         bus,

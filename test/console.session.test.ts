@@ -6,6 +6,7 @@
 import { gzipSync } from 'node:zlib';
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
+import { loadConfig } from '../src/config.ts';
 import { hashToken } from '../src/control/secrets.ts';
 import { waitForCycle } from './harness/airtable.ts';
 import { query } from './harness/postgres.ts';
@@ -166,6 +167,31 @@ test('an operator session ends when the admin token changes; expired sessions ar
   const user = await signIn(alice.token);
   await query(svc.controlUrl, "UPDATE console_sessions SET expires_at = now() - interval '1 second' WHERE account_id = $1", [alice.id]);
   assert.is((await request(svc.api, 'GET', '/api/syncs', { headers: same(user.cookie) })).status, 401);
+});
+
+test('behind an https reverse proxy (TRIBUTARY_PUBLIC_URL): same-origin means the public origin, the cookie is Secure and __Host-', async () => {
+  assert.throws(() => loadConfig({ TRIBUTARY_PUBLIC_URL: 'ftp://console.example.com' }), /TRIBUTARY_PUBLIC_URL must be an http:\/\/ or https:\/\/ URL/);
+  assert.throws(() => loadConfig({ TRIBUTARY_PUBLIC_URL: 'https://console.example.com/app' }), /without a path/);
+  const publicOrigin = loadConfig({ TRIBUTARY_PUBLIC_URL: 'https://console.example.com/' }).publicOrigin!;
+  assert.is(publicOrigin, 'https://console.example.com');
+  const proxied = await startTestService({ config: { roles: ['api'], publicOrigin } });
+  try {
+    const signIn = (origin: string) =>
+      request(proxied.api, 'POST', '/console/session', { body: { token: proxied.adminToken }, headers: { origin, 'sec-fetch-site': 'same-origin' } });
+    const direct = await signIn(proxied.api);
+    assert.is(direct.status, 403, 'the server’s own address is another origin now');
+    const answer = await signIn(publicOrigin);
+    assert.is(answer.status, 200, answer.text);
+    const setCookie = answer.headers.get('set-cookie') ?? '';
+    assert.match(setCookie, /^__Host-tributary_session=[^;]+/);
+    for (const flag of [/; secure/i, /; httponly/i, /; samesite=strict/i, /; path=\//i]) assert.match(setCookie, flag);
+    assert.not.match(setCookie, /domain=/i);
+    const cookie = /^([^;]+)/.exec(setCookie)![1]!;
+    const read = await request(proxied.api, 'GET', '/api/accounts', { headers: { cookie, origin: publicOrigin, 'sec-fetch-site': 'same-origin' } });
+    assert.is(read.status, 200, read.text);
+  } finally {
+    await proxied.stop();
+  }
 });
 
 test('the console is served from / with a strict content policy, small when gzipped', async () => {

@@ -36,8 +36,14 @@ export const sessionCookieName = (secure: boolean) => (secure ? '__Host-tributar
 export const CSRF_HEADER = 'x-csrf-token';
 const SAFE_METHODS = new Set(['GET', 'HEAD', 'OPTIONS']);
 
-/** This server's origin as the browser sees it (Koa 3's ctx.origin is the Origin header instead). */
-export const ownOrigin = (ctx: Context) => `${ctx.protocol}://${ctx.host}`;
+/**
+ * This server's origin as the browser sees it: TRIBUTARY_PUBLIC_URL's when set (behind a
+ * reverse proxy), else the request's own (Koa 3's ctx.origin is the Origin header instead).
+ */
+export const ownOrigin = (ctx: Context): string => (ctx.state.publicOrigin as string | undefined) ?? `${ctx.protocol}://${ctx.host}`;
+
+/** True when the browser reaches this server over https (the cookie is then Secure and __Host-). */
+export const servedSecurely = (ctx: Context) => ownOrigin(ctx).startsWith('https:');
 
 /**
  * Refuses requests another site made the browser send: the fetch metadata (Sec-Fetch-Site)

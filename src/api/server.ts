@@ -46,6 +46,13 @@ export function createApiApp(api: ApiAppOptions): Koa {
   consoleStaticRoutes(router);
 
   app.use(errorMiddleware(api.logger));
+  if (api.publicOrigin) {
+    const publicOrigin = api.publicOrigin;
+    app.use((ctx, next) => {
+      ctx.state.publicOrigin = publicOrigin;
+      return next();
+    });
+  }
   app.use(router.routes());
   app.use(async (ctx, next) => {
     await next();

@@ -4,7 +4,7 @@ import { z } from 'zod';
 import { SESSION_MAX_MS, type ConsoleSessions, type SessionPrincipal } from '../../control/console-sessions.ts';
 import { constantTimeEqual } from '../../control/secrets.ts';
 import { TributaryError } from '../../errors.ts';
-import { assertSameOrigin, CSRF_HEADER, sessionCookieName } from '../auth.ts';
+import { assertSameOrigin, CSRF_HEADER, servedSecurely, sessionCookieName } from '../auth.ts';
 import { readJson, validate } from '../body.ts';
 import type { ApiOptions } from '../context.ts';
 
@@ -19,10 +19,13 @@ function principalView(principal: SessionPrincipal) {
 const sessionId = (ctx: Context) => ctx.cookies.get(sessionCookieName(true)) ?? ctx.cookies.get(sessionCookieName(false));
 
 function setCookie(ctx: Context, value: string | null): void {
-  ctx.cookies.set(sessionCookieName(ctx.secure), value, {
+  const secure = servedSecurely(ctx);
+  // Koa refuses a Secure cookie on what it takes for plain http; behind a proxy it is https.
+  ctx.cookies.secure = secure;
+  ctx.cookies.set(sessionCookieName(secure), value, {
     httpOnly: true,
     sameSite: 'strict',
-    secure: ctx.secure,
+    secure,
     path: '/',
     overwrite: true,
     ...(value === null ? { maxAge: 0 } : { maxAge: SESSION_MAX_MS }),
