@@ -111,6 +111,22 @@ test('the same base twice in one account is a conflict', async () => {
   assert.is(second.body.error.code, 'conflict');
 });
 
+test('a sync still being created is neither listed nor found, so the list never names a sync that answers 404', async () => {
+  const created = await request(svc.api, 'POST', '/api/syncs', { token: bob.token, body: airtableSyncBody('appDDDDDDDDDDDDDD') });
+  assert.is(created.status, 201, created.text);
+  const listed = async () => (await request(svc.api, 'GET', '/api/syncs', { token: bob.token })).body.data.map((s: { id: string }) => s.id);
+  assert.ok((await listed()).includes(created.body.id));
+  // As a crash in the middle of creating it would leave it, until the reconciler finishes it.
+  await query(svc.controlUrl, "UPDATE syncs SET state = 'provisioning' WHERE id = $1", [created.body.id]);
+  try {
+    assert.not.ok((await listed()).includes(created.body.id));
+    assert.is((await request(svc.api, 'GET', `/api/syncs/${created.body.id}`, { token: bob.token })).status, 404);
+  } finally {
+    await query(svc.controlUrl, "UPDATE syncs SET state = 'active' WHERE id = $1", [created.body.id]);
+  }
+  assert.ok((await listed()).includes(created.body.id));
+});
+
 test('one account can neither see nor change another account’s syncs', async () => {
   const mine = await request(svc.api, 'POST', '/api/syncs', { token: alice.token, body: airtableSyncBody('appDDDDDDDDDDDDDD') });
   const id = mine.body.id;

@@ -334,6 +334,22 @@ test('Settings: bad input is refused with a message; Lookup as text takes effect
   assert.is(saved.body.settings.lookup_as, 'text');
 });
 
+test('a sign-in in another tab leaves this one working: its stale CSRF token is renewed', async () => {
+  // Another tab of the same browser signs in again: new session, new cookie, new CSRF token.
+  const status = await page.evaluate(
+    async (token) => (await fetch('/console/session', { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ token }) })).status,
+    acmeToken,
+  );
+  assert.is(status, 200);
+  await page.getByLabel('Debounce Updates (ms)').fill('150');
+  await page.getByRole('button', { name: 'Save settings' }).click();
+  await page.getByText(/^Saved/).waitFor();
+  assert.is((await request(svc.api, 'GET', `/api/syncs/${syncId}`, { token: acmeToken })).body.settings.debounce_ms, 150);
+  await page.getByLabel('Debounce Updates (ms)').fill('0');
+  await page.getByRole('button', { name: 'Save settings' }).click();
+  await waitFor('debounce back to 0', async () => ((await request(svc.api, 'GET', `/api/syncs/${syncId}`, { token: acmeToken })).body.settings.debounce_ms === 0 ? true : undefined), 10_000);
+});
+
 test('Webhooks: add one (secret shown once), see a delivery and its log', async () => {
   await page.getByRole('link', { name: 'Webhooks' }).click();
   await page.getByLabel('Destination URL').waitFor();

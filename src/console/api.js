@@ -11,8 +11,18 @@ export class ApiError extends Error {
 }
 
 let csrfToken = '';
+/** Whose session the CSRF token is for ('admin' or the account id). */
+let signedInAs = '';
 /** @type {() => void} */
 let onSessionEnded = () => {};
+
+const whoIs = (principal) => (principal.kind === 'admin' ? 'admin' : principal.account.id);
+
+function remember(answer) {
+  csrfToken = answer.csrf_token;
+  signedInAs = whoIs(answer.principal);
+  return answer.principal;
+}
 
 /** Called when an API answer says the session is gone (401): the app shows the sign-in. */
 export function whenSessionEnds(handler) {
@@ -27,6 +37,23 @@ export function whenSessionEnds(handler) {
  * @param {unknown} [body]
  */
 export async function api(method, path, body) {
+  try {
+    return await request(method, path, body);
+  } catch (error) {
+    // A sign-in in another tab makes a new session and CSRF token: the cookie is shared, this
+    // tab's token is stale. Asked again once; another account's session reloads the page.
+    if (!(error instanceof ApiError) || error.status !== 403 || method === 'GET' || path.startsWith('/console/session')) throw error;
+    const now = await request('GET', '/console/session').catch(() => null);
+    if (!now || whoIs(now.principal) !== signedInAs) {
+      location.reload();
+      throw error;
+    }
+    csrfToken = now.csrf_token;
+    return request(method, path, body);
+  }
+}
+
+async function request(method, path, body) {
   /** @type {Record<string, string>} */
   const headers = { Accept: 'application/json' };
   if (body !== undefined) headers['Content-Type'] = 'application/json';
@@ -62,9 +89,7 @@ export async function api(method, path, body) {
 /** Who is signed in: { kind: 'admin' } | { kind: 'account', account }, or null. */
 export async function currentSession() {
   try {
-    const answer = await api('GET', '/console/session');
-    csrfToken = answer.csrf_token;
-    return answer.principal;
+    return remember(await api('GET', '/console/session'));
   } catch (error) {
     if (error instanceof ApiError && error.status === 401) return null;
     throw error;
@@ -72,9 +97,7 @@ export async function currentSession() {
 }
 
 export async function signIn(token) {
-  const answer = await api('POST', '/console/session', { token });
-  csrfToken = answer.csrf_token;
-  return answer.principal;
+  return remember(await api('POST', '/console/session', { token }));
 }
 
 export async function signOut() {
@@ -82,5 +105,6 @@ export async function signOut() {
     await api('DELETE', '/console/session');
   } finally {
     csrfToken = '';
+    signedInAs = '';
   }
 }

@@ -160,11 +160,14 @@ export class SyncStore {
     return rows[0] && toRecord(rows[0]);
   }
 
-  /** All syncs, or one account's; rows being deleted are no longer shown. */
+  /**
+   * All syncs, or one account's: the active ones, which are the ones that can be opened (a
+   * sync still being created, or being deleted, answers 404 by id).
+   */
   async list(accountId?: string): Promise<SyncRecord[]> {
     const { rows } = await this.pool.query<SyncRow>(
       `SELECT ${columns} FROM syncs
-        WHERE state <> 'deleting' AND ($1::text IS NULL OR account_id = $1)
+        WHERE state = 'active' AND ($1::text IS NULL OR account_id = $1)
         ORDER BY created_at, id`,
       [accountId ?? null],
     );

@@ -5,8 +5,9 @@ import type { SyncRecord } from '../../control/syncs.ts';
 import { ident, withClient } from '../../db/sql.ts';
 import { TributaryError, notFound } from '../../errors.ts';
 import { stripeTables, UPCOMING } from '../../stripe/tables.ts';
-import { ownOrigin, type Principal } from '../auth.ts';
+import { ownOrigin } from '../auth.ts';
 import type { ApiOptions } from '../context.ts';
+import { findSync } from './syncs.ts';
 
 /** What the console's read-only routes need beyond ApiOptions; main.ts passes it to createApiApp. */
 export interface ConsoleDataOptions {
@@ -20,13 +21,6 @@ const MAX_HISTORY_HOURS = 24;
 /** The chart's resolution: samples are merged into at most this many points. */
 const HISTORY_POINTS = 240;
 
-/** An account sees only its own syncs; anyone else's answer exactly like a missing one. */
-async function findSync(api: ApiOptions, principal: Principal, id: string): Promise<SyncRecord> {
-  const sync = await api.syncs.get(id);
-  if (!sync || sync.state !== 'active') throw notFound(`sync ${id}`);
-  if (principal.kind === 'account' && sync.accountId !== principal.account.id) throw notFound(`sync ${id}`);
-  return sync;
-}
 
 interface TableInfo {
   name: string;

@@ -7,9 +7,9 @@ import { TributaryError, notFound } from '../../errors.ts';
 import { assertPublicDestination, type LookupAll } from '../../events/webhooks/address.ts';
 import { DELIVERY_STATUSES, DeliveryLog, type DeliveryRecord, type DeliveryStatus } from '../../events/webhooks/deliveries.ts';
 import { WebhookStore, wakeDeliverer, type WebhookDestination } from '../../events/webhooks/destinations.ts';
-import type { Principal } from '../auth.ts';
 import { readJson, validate } from '../body.ts';
 import type { ApiOptions } from '../context.ts';
+import { findSync } from './syncs.ts';
 
 /** What the webhook routes need beyond ApiOptions; main.ts passes them to createApiApp. */
 export interface WebhookApiOptions {
@@ -71,13 +71,6 @@ const replayBody = z
   .object({ ids: z.array(z.string().regex(/^[1-9][0-9]{0,18}$/, 'must be a delivery id')).min(1).max(MAX_REPLAY_IDS).optional() })
   .strict();
 
-/** An account sees only its own syncs; anyone else's answer exactly like a missing one. */
-async function findSync(api: ApiOptions, principal: Principal, id: string): Promise<SyncRecord> {
-  const sync = await api.syncs.get(id);
-  if (!sync || sync.state !== 'active') throw notFound(`sync ${id}`);
-  if (principal.kind === 'account' && sync.accountId !== principal.account.id) throw notFound(`sync ${id}`);
-  return sync;
-}
 
 export function webhookView(destination: WebhookDestination) {
   return {

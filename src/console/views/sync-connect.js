@@ -1,5 +1,5 @@
 import { api } from '../api.js';
-import { copyable, copyButton, h, notice } from '../dom.js';
+import { copyable, copyButton, h, notice, toast } from '../dom.js';
 
 /** The URL with its password replaced by dots, for showing on screen. */
 function masked(url) {
@@ -13,7 +13,12 @@ function revealToggle(what, onChange) {
   const button = h('button', { type: 'button', class: 'secondary', 'aria-pressed': 'false' }, `Show ${what}`);
   button.addEventListener('click', async () => {
     const shown = button.getAttribute('aria-pressed') !== 'true';
-    await onChange(shown);
+    try {
+      await onChange(shown);
+    } catch (error) {
+      toast(`Could not show the ${what}: ${error.message}`);
+      return;
+    }
     button.setAttribute('aria-pressed', String(shown));
     button.textContent = `${shown ? 'Hide' : 'Show'} ${what}`;
   });
