@@ -16,7 +16,7 @@ import type { FakeBase } from '../src/fakes/airtable/index.ts';
 import { launchBrowser, screenshot } from './harness/browser.ts';
 import { query } from './harness/postgres.ts';
 import { waitFor } from './harness/process.ts';
-import { AIRTABLE_TEST_TOKEN, createAccount, request, startTestService, STRIPE_TEST_KEYS, type TestAccount, type TestService } from './harness/service.ts';
+import { AIRTABLE_TEST_TOKEN, createAccount, request, startTestService, type TestAccount, type TestService } from './harness/service.ts';
 
 const run = promisify(execFile);
 const SHOTS = 'console';
@@ -443,14 +443,30 @@ test('readable on a phone: no sideways scrolling, tables become cards', async ()
   await page.setViewportSize({ width: 1280, height: 860 });
 });
 
-test('a Stripe sync connects through the form too; Delete asks for the sync id, then removes it', async () => {
+test('a Stripe sync connects through the form too, its backfill shows progress; Delete asks for the sync id, then removes it', async () => {
+  // An account of its own with some customers, so the backfill takes a few seconds at 25 req/s.
+  const account = svc.stripe!.createAccount();
+  const key = 'sk_test_consoleBackfill0000000';
+  svc.stripe!.addKey(key, { account: account.id });
+  account.generate({ seed: 3, customers: 30 });
   await go('#/connect');
   await page.getByLabel('Stripe account').check();
-  await page.getByLabel('API key').fill(STRIPE_TEST_KEYS[0]!);
+  await page.getByLabel('API key').fill(key);
   await page.getByRole('button', { name: 'Connect' }).click();
   await page.waitForURL(/#\/syncs\/syn_/);
   const id = /#\/syncs\/(syn_[a-z0-9]+)/.exec(page.url())![1]!;
   const extra = { body: { id } };
+  await page.getByRole('heading', { name: /Stripe/ }).waitFor();
+
+  await go('#/');
+  const row = page.locator(`tr[data-sync="${id}"]`);
+  const bar = row.locator('progress');
+  await bar.waitFor({ timeout: 20_000 });
+  assert.match((await row.locator('.progress-label').textContent()) ?? '', /^Backfill: [\d,]+ objects, \d+ of \d+ lists$/);
+  await screenshot(page, SHOTS, '17b-syncs-stripe-backfill');
+  await bar.waitFor({ state: 'detached', timeout: 60_000 });
+  await row.locator('[data-indicator="normal"]').waitFor({ timeout: 20_000 });
+  await row.getByRole('link').click();
   await page.getByRole('heading', { name: /Stripe/ }).waitFor();
   await page.getByRole('link', { name: 'Settings' }).click();
   await page.getByText(/all of the account’s Stripe rate limit/).waitFor();

@@ -13,6 +13,8 @@ export const HISTORY_EVERY_MS = 5_000;
  */
 export class StatusReporter {
   private lastProgressAt = 0;
+  /** The latest progress write: a cycle's end waits for it, so a late one cannot undo the clearing. */
+  private progressWrite: Promise<unknown> = Promise.resolve();
   private readonly history = { previousStart: undefined as Date | undefined, cycles: 0, lagSeconds: 0, durationSeconds: 0, writtenAt: 0 };
 
   constructor(
@@ -43,6 +45,7 @@ export class StatusReporter {
    */
   async cycleCompleted(started: Date, finished: Date, confirms?: PassStart): Promise<void> {
     const seconds = (finished.getTime() - started.getTime()) / 1000;
+    await this.progressWrite.catch(() => undefined);
     await this.options.target.query(
       'UPDATE public._sync_meta SET completed_at = $1, duration_last = make_interval(secs => $2)',
       [finished, seconds],
@@ -112,6 +115,10 @@ export class StatusReporter {
     const now = Date.now();
     if (!force && now - this.lastProgressAt < 1000) return;
     this.lastProgressAt = now;
-    await this.options.control.query('UPDATE syncs SET progress = $2 WHERE id = $1', [this.options.syncId, JSON.stringify(progress)]);
+    const previous = this.progressWrite.catch(() => undefined);
+    this.progressWrite = previous.then(() =>
+      this.options.control.query('UPDATE syncs SET progress = $2 WHERE id = $1', [this.options.syncId, JSON.stringify(progress)]),
+    );
+    await this.progressWrite;
   }
 }
