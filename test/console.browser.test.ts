@@ -253,7 +253,9 @@ test('connecting an Airtable sync: the list shows it until it reaches "normal"',
 test('a first sweep shows a progress bar in the list, live, until it completes', async () => {
   const big = svc.airtable.createBase({ name: 'Big Base' });
   big.generate({ seed: 7, tables: [{ name: 'Orders', records: 600 }, { name: 'Items', records: 600 }] });
-  const created = await request(svc.api, 'POST', '/api/syncs', { token: acmeToken, body: { kind: 'airtable', base_id: big.id, api_key: AIRTABLE_TEST_TOKEN } });
+  const bigToken = 'patBIGBASEBIGBASE.0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef';
+  svc.airtable.addToken(bigToken, { bases: '*' });
+  const created = await request(svc.api, 'POST', '/api/syncs', { token: acmeToken, body: { kind: 'airtable', base_id: big.id, api_key: bigToken } });
   assert.is(created.status, 201, created.text);
   const row = page.locator(`tr[data-sync="${created.body.id}"]`);
   await row.waitFor();
@@ -263,6 +265,15 @@ test('a first sweep shows a progress bar in the list, live, until it completes',
   await screenshot(page, SHOTS, '07b-syncs-first-sweep');
   await bar.waitFor({ state: 'detached', timeout: 60_000 });
   await row.locator('[data-indicator="normal"]').waitFor();
+
+  // A sync in trouble says why in the row, for eyes and keyboards, not only on hover.
+  svc.airtable.revokeToken(bigToken);
+  const red = row.locator('[data-indicator="red"]');
+  await red.waitFor({ timeout: 30_000 });
+  const reason = await red.getAttribute('title');
+  assert.ok(reason && reason.length > 0, 'a reason');
+  assert.ok(await red.locator('.reason', { hasText: reason! }).isVisible(), `the reason “${reason}” is shown in the row`);
+  await screenshot(page, SHOTS, '07c-syncs-red');
   await request(svc.api, 'DELETE', `/api/syncs/${created.body.id}`, { token: acmeToken });
 });
 
@@ -432,6 +443,10 @@ test('readable on a phone: no sideways scrolling, tables become cards', async ()
     ['#/', '15-phone-syncs'],
     [`#/syncs/${syncId}/overview`, '16-phone-overview'],
     [`#/syncs/${syncId}/connect`, '17-phone-connect'],
+    [`#/syncs/${syncId}/settings`, '17c-phone-settings'],
+    [`#/syncs/${syncId}/webhooks`, '17d-phone-webhooks'],
+    [`#/syncs/${syncId}/delete`, '17e-phone-delete'],
+    ['#/connect', '17f-phone-connect-form'],
   ] as const) {
     await go(hash);
     await page.locator('main h1').first().waitFor();

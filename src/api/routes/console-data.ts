@@ -57,8 +57,12 @@ async function readSyncDatabase(api: ApiOptions, sync: SyncRecord): Promise<Sync
     return await withClient(url, async (client: pg.Client) => {
       await client.query("SET statement_timeout = '10s'");
       const { rows: listed } = await client.query<{ name: string; comment: string | null; estimate: string }>(
-        `SELECT c.relname AS name, obj_description(c.oid, 'pg_class') AS comment, c.reltuples::bigint AS estimate
+        // A table not yet analysed (reltuples -1, e.g. just swapped in) is estimated from the
+        // statistics' live-row count instead, so a large one is not counted exactly.
+        `SELECT c.relname AS name, obj_description(c.oid, 'pg_class') AS comment,
+                (CASE WHEN c.reltuples >= 0 THEN c.reltuples ELSE coalesce(s.n_live_tup, 0) END)::bigint AS estimate
            FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+           LEFT JOIN pg_stat_user_tables s ON s.relid = c.oid
           WHERE n.nspname = 'public' AND c.relkind IN ('r', 'p') AND c.relname <> '_sync_meta'
           ORDER BY c.relname`,
       );

@@ -41,7 +41,8 @@ export async function syncsView(ctx) {
   const cellsOf = (sync) => [
     h('a', { href: `#/syncs/${sync.id}` }, syncName(sync)),
     kindName(sync.kind),
-    h('div', { class: 'status-cell' }, indicator(sync.status), progressBar(sync.status)),
+    // A sync that needs attention says why in the row itself, not only on hover.
+    h('div', { class: 'status-cell' }, indicator(sync.status, { reason: sync.status.indicator !== 'normal' }), progressBar(sync.status)),
     sync.status.lag_seconds === null ? h('span', { class: 'muted' }, '—') : duration(sync.status.lag_seconds),
     ago(sync.status.completed_at),
     ...(admin ? [sync.account_id] : []),
