@@ -7,7 +7,8 @@ import type { QuotaLimiter } from '../quota/limiter.ts';
 import { type PassRequests, untilNextPass } from '../sync/passes.ts';
 import { StatusReporter } from '../sync/status-reporter.ts';
 import { pause } from '../time.ts';
-import { MARK_CLOCK_MARGIN_MS, pruneMarks } from '../writer/marks.ts';
+import { writeFetched } from '../writer/fetched.ts';
+import { ensureMarks, MARK_CLOCK_MARGIN_MS, pruneMarks } from '../writer/marks.ts';
 import { deleteRows, upsertRows } from '../writer/upsert.ts';
 import { AIRTABLE_RULE, AirtableClient, AirtableError } from './client.ts';
 import { planMigration } from './plan.ts';
@@ -253,6 +254,7 @@ export class AirtableRunner {
         const key = `${tableId}/${id}`;
         return this.pending.has(key) || (this.recent.get(key) ?? 0) > fetchedAt;
       },
+      held: (tableId, ids) => this.fetchLater(tableId, ids),
     };
   }
 
@@ -270,16 +272,45 @@ export class AirtableRunner {
     await this.refetchInto(client, mapping, 'public', ids);
   }
 
-  /** Fetches records by id into the table in `schema`; returns when the fetch began. */
+  /**
+   * Fetches records by id into the table in `schema`; returns when the fetch began. Into a
+   * live table, records a proxied write may have overtaken are fetched again later (writer/fetched.ts);
+   * a rebuild's table is checked at its swap instead.
+   */
   private async refetchInto(client: AirtableClient, mapping: TableMapping, schema: 'public' | 'public_swap', ids: string[]): Promise<number> {
     const fetchedAt = Date.now();
     const records = await client.recordsById(mapping.tableId, ids);
     const shape = shapeOf(mapping, schema);
     const found = new Set(records.map((r) => r.id));
-    await upsertRows(this.options.target, shape, records.map((r) => rowOf(mapping, r)));
+    const rows = records.map((r) => rowOf(mapping, r));
+    let held: string[] = [];
+    if (schema === 'public_swap') {
+      await upsertRows(this.options.target, shape, rows);
+    } else {
+      await ensureMarks(this.options.target);
+      const db = await this.options.target.connect();
+      try {
+        ({ held } = await writeFetched(db, shape, mapping.tableId, rows, fetchedAt));
+      } finally {
+        db.release();
+      }
+    }
+    // Gone upstream when fetched: a proxied write cannot bring a deleted record back.
     await deleteRows(this.options.target, shape, ids.filter((id) => !found.has(id)));
-    for (const id of ids) this.recent.set(`${mapping.tableId}/${id}`, fetchedAt);
+    this.fetchLater(mapping.tableId, held);
+    const heldSet = new Set(held);
+    for (const id of ids) if (!heldSet.has(id)) this.recent.set(`${mapping.tableId}/${id}`, fetchedAt);
     return fetchedAt;
+  }
+
+  /** Records whose fetch a proxied write may have overtaken: fetched again once the clock margin has passed. */
+  private fetchLater(tableId: string, ids: string[]): void {
+    const due = Date.now() + MARK_CLOCK_MARGIN_MS + 100;
+    for (const id of ids) {
+      const key = `${tableId}/${id}`;
+      const item = this.pending.get(key);
+      this.pending.set(key, { tableId, id, due: Math.max(due, item?.due ?? 0) });
+    }
   }
 
   /**

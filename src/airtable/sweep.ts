@@ -5,8 +5,9 @@ import { qualified } from '../writer/shape.ts';
 import { BatchWriter } from '../writer/batch.ts';
 import { openCopy } from '../writer/copy.ts';
 import type { TableShape } from '../writer/shape.ts';
-import { ensureMarks, MARK_CLOCK_MARGIN_MS, MARKS_LOCK_TIMEOUT_MS, MARKS_TABLE } from '../writer/marks.ts';
-import { upsertRows, type Row } from '../writer/upsert.ts';
+import { writeFetched } from '../writer/fetched.ts';
+import { ensureMarks } from '../writer/marks.ts';
+import type { Row } from '../writer/upsert.ts';
 import { AirtableError, type AirtableClient } from './client.ts';
 import type { TableMapping } from './schema.ts';
 import { copyLineOf, rowOf, shapeOf, type TargetSchema } from './tables.ts';
@@ -22,6 +23,8 @@ export interface SweepContext {
   /** True when a fresher copy of the record was written since `fetchedAt` (change capture, debounce). */
   skip(tableId: string, recordId: string, fetchedAt: number): boolean;
   onPage?(listed: number): Promise<void>;
+  /** Records left out because a proxied write may be newer than their page: to be fetched again. */
+  held?(tableId: string, recordIds: string[]): void;
   /** See CREATED_MARGIN_MS; tests with records made seconds ago set it lower. */
   createdMarginMs?: number;
 }
@@ -128,25 +131,14 @@ async function sweepLive(
   await ensureMarks(ctx.db);
   // Each batch: its rows, then its ids into sweep_seen, on this one connection in turn.
   const writer = new BatchWriter<{ id: string; row: Row | null; fetchedAt: number }>(async (batch) => {
-    // Records written through the proxy since their page was fetched keep the proxy's copy
-    // (writer/marks.ts). The lock on the marks makes the check and the write one step for the
-    // proxy, whose writes always write marks: it waits for writes in progress and holds new
-    // ones back until the batch commits. (On the marks, not the table: autovacuum's lock on a
-    // large table would conflict with it.)
-    const since = Math.min(...batch.map((item) => item.fetchedAt)) - MARK_CLOCK_MARGIN_MS;
-    await client.query('BEGIN');
-    try {
-      await client.query(`SET LOCAL lock_timeout = '${MARKS_LOCK_TIMEOUT_MS}ms'`);
-      await client.query(`LOCK TABLE ${MARKS_TABLE} IN SHARE ROW EXCLUSIVE MODE`);
-      const rows = batch.flatMap((item) => (item.row ? [item.row] : []));
-      const written = await upsertRows(client, shape, rows, { unlessMarked: { table: mapping.tableId, since } });
-      if (trackSeen) await client.query('INSERT INTO sweep_seen SELECT unnest($1::text[]) ON CONFLICT DO NOTHING', [batch.map((i) => i.id)]);
-      await client.query('COMMIT');
-      return written;
-    } catch (error) {
-      await client.query('ROLLBACK').catch(() => undefined);
-      throw error;
-    }
+    // Records written through the proxy since their page was fetched keep the proxy's copy,
+    // and are fetched again (writer/fetched.ts).
+    const fetchedAt = Math.min(...batch.map((item) => item.fetchedAt));
+    const rows = batch.flatMap((item) => (item.row ? [item.row] : []));
+    const seen = trackSeen ? () => client.query('INSERT INTO sweep_seen SELECT unnest($1::text[]) ON CONFLICT DO NOTHING', [batch.map((i) => i.id)]) : undefined;
+    const { written, held } = await writeFetched(client, shape, mapping.tableId, rows, fetchedAt, seen);
+    if (held.length > 0) ctx.held?.(mapping.tableId, held);
+    return written;
   }, BATCH_ROWS);
   await listAll(ctx, mapping, async (page, fetchedAt) => {
     // The table may already hold a fresher copy of a record (change capture): keep it.

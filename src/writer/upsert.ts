@@ -6,12 +6,10 @@ import { columnList, qualified, recordDefinition, type TableShape } from './shap
 
 export type Row = Record<string, unknown>;
 
-/** Marks (marks.ts): leave one per row written, or leave out rows marked since a time. */
+/** Marks (marks.ts): leave one per row written. */
 export interface MarkOptions {
   /** A write the sweep must not undo (the proxy's): marks its rows, in the same statement. */
   mark?: Mark;
-  /** A sweep's write of pages fetched at `since`: rows marked at or after it are left as they are. */
-  unlessMarked?: { table: string; since: number };
 }
 
 /**
@@ -22,39 +20,85 @@ export interface MarkOptions {
  */
 export async function upsertRows(client: pg.Pool | pg.ClientBase, shape: TableShape, rows: Row[], marks: MarkOptions = {}): Promise<number> {
   if (rows.length === 0) return 0;
-  // One row per key; the last one wins (a later page or write is newer).
+  const { key, differing } = upsertParts(shape);
+  const marked = marks.mark ? `, marked AS (${markStatement(`SELECT ${key} FROM incoming`, '$2', '$3')})` : '';
+  const sql = `${differing(marked)} ${insertFrom(shape, 'differing')}`;
+  const result = await run(client, sql, [JSON.stringify(uniqueRows(shape, rows)), ...(marks.mark ? [marks.mark.table, marks.mark.at] : [])]);
+  return result.rowCount ?? 0;
+}
+
+/**
+ * upsertRows for rows fetched upstream at `since` (less the clock margin): rows marked at or
+ * after it (a proxied write, marks.ts) are left as the table has them. Returns how many were
+ * written, and the keys held back that way among rows that differ: their fetch may be older
+ * than the marked write or newer, so they are to be fetched again.
+ */
+export async function upsertUnlessMarked(
+  client: pg.ClientBase,
+  shape: TableShape,
+  rows: Row[],
+  marks: { table: string; since: number },
+): Promise<{ written: number; held: string[] }> {
+  if (rows.length === 0) return { written: 0, held: [] };
+  const { key, differing } = upsertParts(shape);
+  const sql = `${differing('')}, changed AS (
+      SELECT d.* FROM differing d WHERE ${unmarkedSince(`d.${key}`, '$2', '$3')}
+    ), written AS (
+      ${insertFrom(shape, 'changed')} RETURNING 1
+    )
+    SELECT (SELECT count(*) FROM written)::int AS written,
+           ARRAY(SELECT d.${key}::text FROM differing d WHERE NOT ${unmarkedSince(`d.${key}`, '$2', '$3')}) AS held`;
+  const result = await run<{ written: number; held: string[] }>(client, sql, [JSON.stringify(uniqueRows(shape, rows)), marks.table, marks.since]);
+  return result.rows[0]!;
+}
+
+/** One row per key; the last one wins (a later page or write is newer). */
+function uniqueRows(shape: TableShape, rows: Row[]): Row[] {
   const byKey = new Map<unknown, Row>();
   for (const row of rows) byKey.set(row[shape.key], row);
+  return [...byKey.values()];
+}
 
+/** The CTEs `incoming` ($1, JSON rows) and `differing` (those new or unlike the table's), with `extra` CTEs between. */
+function upsertParts(shape: TableShape) {
   const table = qualified(shape);
   const key = ident(shape.key);
-  const values = shape.columns.filter((c) => c.name !== shape.key);
+  const values = valueColumns(shape);
   const current = values.map((c) => `cur.${ident(c.name)}`).join(', ');
   const incoming = values.map((c) => `i.${ident(c.name)}`).join(', ');
+  const differing = (extra: string) => `
+    WITH incoming AS (
+      SELECT * FROM jsonb_to_recordset($1::jsonb) AS x(${recordDefinition(shape)})
+    )${extra}, differing AS (
+      SELECT i.* FROM incoming i LEFT JOIN ${table} cur ON cur.${key} = i.${key}
+       WHERE cur.${key} IS NULL OR ${differs(values, current, incoming)}
+    )`;
+  return { key, differing };
+}
+
+const valueColumns = (shape: TableShape) => shape.columns.filter((c) => c.name !== shape.key);
+
+/** ROW(...) keeps the comparison a row comparison even with a single value column. */
+const differs = (values: unknown[], a: string, b: string) => (values.length === 0 ? 'false' : `ROW(${a}) IS DISTINCT FROM ROW(${b})`);
+
+/** The INSERT … ON CONFLICT of the rows of CTE `from`; a row equal to the table's by then is left alone. */
+function insertFrom(shape: TableShape, from: string): string {
+  const values = valueColumns(shape);
   const target = values.map((c) => `t.${ident(c.name)}`).join(', ');
   const excluded = values.map((c) => `excluded.${ident(c.name)}`).join(', ');
   const assignments = values.map((c) => `${ident(c.name)} = excluded.${ident(c.name)}`).join(', ');
-  // ROW(...) keeps the comparison a row comparison even with a single value column.
-  const differs = (a: string, b: string) => (values.length === 0 ? 'false' : `ROW(${a}) IS DISTINCT FROM ROW(${b})`);
+  return `INSERT INTO ${qualified(shape)} AS t (${columnList(shape)})
+    SELECT ${columnList(shape)} FROM ${from}
+    ON CONFLICT (${ident(shape.key)}) DO ${values.length === 0 ? 'NOTHING' : `UPDATE SET ${assignments} WHERE ${differs(values, target, excluded)}`}`;
+}
 
-  const marked = marks.mark ? `, marked AS (${markStatement(`SELECT ${key} FROM incoming`, '$2', '$3')})` : '';
-  const unmarked = marks.unlessMarked ? ` AND ${unmarkedSince(`i.${key}`, '$2', '$3')}` : '';
-  const markValues = marks.mark ? [marks.mark.table, marks.mark.at] : marks.unlessMarked ? [marks.unlessMarked.table, marks.unlessMarked.since] : [];
-  const sql = `
-    WITH incoming AS (
-      SELECT * FROM jsonb_to_recordset($1::jsonb) AS x(${recordDefinition(shape)})
-    )${marked}, changed AS (
-      SELECT i.* FROM incoming i LEFT JOIN ${table} cur ON cur.${key} = i.${key}
-       WHERE (cur.${key} IS NULL OR ${differs(current, incoming)})${unmarked}
-    )
-    INSERT INTO ${table} AS t (${columnList(shape)})
-    SELECT ${columnList(shape)} FROM changed
-    ON CONFLICT (${key}) DO ${values.length === 0 ? 'NOTHING' : `UPDATE SET ${assignments} WHERE ${differs(target, excluded)}`}`;
-  // Named, so each connection parses and plans it once: for the proxy's one-record writes the
-  // planning was a good part of the statement's time. The name is the text's digest (pg refuses
-  // one name for two texts); a table rebuilt meanwhile is re-planned by the server.
-  const result = await client.query({ name: `upsert_${createHash('sha1').update(sql).digest('hex').slice(0, 20)}`, text: sql, values: [JSON.stringify([...byKey.values()]), ...markValues] });
-  return result.rowCount ?? 0;
+/**
+ * Named, so each connection parses and plans it once: for the proxy's one-record writes the
+ * planning was a good part of the statement's time. The name is the text's digest (pg refuses
+ * one name for two texts); a table rebuilt meanwhile is re-planned by the server.
+ */
+function run<R extends pg.QueryResultRow = pg.QueryResultRow>(client: pg.Pool | pg.ClientBase, sql: string, values: unknown[]) {
+  return client.query<R>({ name: `upsert_${createHash('sha1').update(sql).digest('hex').slice(0, 20)}`, text: sql, values });
 }
 
 /** Deletes rows by key; returns how many went. With `mark`, marks them too (a deletion the sweep must not undo). */
