@@ -1,7 +1,7 @@
 import { createHash } from 'node:crypto';
 import type pg from 'pg';
 import { ident } from '../db/sql.ts';
-import { type Mark, markStatement, unmarkedSince } from './marks.ts';
+import { type Mark, MARKS_TABLE, markStatement, unmarkedSince } from './marks.ts';
 import { columnList, qualified, recordDefinition, type TableShape } from './shape.ts';
 
 export type Row = Record<string, unknown>;
@@ -40,16 +40,20 @@ export async function upsertUnlessMarked(
   marks: { table: string; since: number },
 ): Promise<{ written: number; held: string[] }> {
   if (rows.length === 0) return { written: 0, held: [] };
+  const unique = uniqueRows(shape, rows);
   const { key, differing } = upsertParts(shape);
-  const sql = `${differing('')}, changed AS (
+  const upsert = `${differing('')}, changed AS (
       SELECT d.* FROM differing d WHERE ${unmarkedSince(`d.${key}`, '$2', '$3')}
-    ), written AS (
-      ${insertFrom(shape, 'changed')} RETURNING 1
-    )
-    SELECT (SELECT count(*) FROM written)::int AS written,
-           ARRAY(SELECT d.${key}::text FROM differing d WHERE NOT ${unmarkedSince(`d.${key}`, '$2', '$3')}) AS held`;
-  const result = await run<{ written: number; held: string[] }>(client, sql, [JSON.stringify(uniqueRows(shape, rows)), marks.table, marks.since]);
-  return result.rows[0]!;
+    ) ${insertFrom(shape, 'changed')}`;
+  const written = (await run(client, upsert, [JSON.stringify(unique), marks.table, marks.since])).rowCount ?? 0;
+  // Usually no row is marked: one look at the marks, and only marked rows are compared.
+  const keys = unique.map((row) => String(row[shape.key]));
+  const { rows: marked } = await client.query<{ id: string }>(`SELECT id FROM ${MARKS_TABLE} WHERE tbl = $1 AND at >= $2 AND id = ANY($3::text[])`, [marks.table, marks.since, keys]);
+  if (marked.length === 0) return { written, held: [] };
+  const markedKeys = new Set(marked.map((m) => m.id));
+  const compared = unique.filter((row) => markedKeys.has(String(row[shape.key])));
+  const { rows: held } = await run<{ k: string }>(client, `${differing('')} SELECT d.${key}::text AS k FROM differing d`, [JSON.stringify(compared)]);
+  return { written, held: held.map((h) => h.k) };
 }
 
 /** One row per key; the last one wins (a later page or write is newer). */
