@@ -10,8 +10,8 @@ import type { FakeBase } from '../src/fakes/airtable/index.ts';
 import { airtableJs as ok } from './harness/airtable.ts';
 import { query } from './harness/postgres.ts';
 import { waitFor } from './harness/process.ts';
-import { airtableSyncBehindProxy, type TestProxy } from './harness/proxy.ts';
-import { createAccount, loudSetUp, startTestService, type TestService } from './harness/service.ts';
+import { raceSetUp, type TestProxy } from './harness/proxy.ts';
+import { loudSetUp, type TestService } from './harness/service.ts';
 
 let svc: TestService;
 let base: FakeBase;
@@ -23,21 +23,9 @@ let airtable: Airtable.Base;
 const LATE_MS = 1500;
 
 test.before(loudSetUp(async () => {
-  svc = await startTestService({
-    config: { roles: ['api', 'sync', 'proxy'] },
-    airtable: { rateLimit: false },
-    // Change capture polls often; after the first cycle no sweep comes for minutes, so every
-    // listing the fake sees is a fetch by id.
-    tunables: { airtable: { pollIntervalMs: 200, cycleGapMs: 600_000 }, workerTickMs: 100 },
-  });
-  const account = await createAccount(svc);
-  base = svc.airtable.createBase({ name: 'Refetch race' });
-  base.createTable('Tasks', [
-    { name: 'Name', type: 'singleLineText' },
-    { name: 'Count', type: 'number', options: { precision: 0 } },
-  ]);
-  base.createRecords('Tasks', [{ Name: 'Racer', Count: 1 }]);
-  ({ reader, proxy, airtable } = await airtableSyncBehindProxy(svc, account.token, base.id));
+  // Change capture polls often; after the first cycle no sweep comes for minutes, so every
+  // listing the fake sees is a fetch by id.
+  ({ svc, base, reader, proxy, airtable } = await raceSetUp({ airtable: { pollIntervalMs: 200, cycleGapMs: 600_000 }, workerTickMs: 100 }, [{ Name: 'Racer', Count: 1 }]));
 }, () => svc));
 
 test.after(async () => {

@@ -13,8 +13,8 @@ import type { FakeBase } from '../src/fakes/airtable/index.ts';
 import { airtableJs as ok, waitForCycle } from './harness/airtable.ts';
 import { waitFor } from './harness/process.ts';
 import { query, serverAdminUrl } from './harness/postgres.ts';
-import { airtableSyncBehindProxy, type TestProxy } from './harness/proxy.ts';
-import { createAccount, loudSetUp, startTestService, type TestAccount, type TestService } from './harness/service.ts';
+import { raceSetUp, type TestProxy } from './harness/proxy.ts';
+import { loudSetUp, type TestAccount, type TestService } from './harness/service.ts';
 
 let svc: TestService;
 let account: TestAccount;
@@ -30,21 +30,9 @@ let airtable: Airtable.Base;
 const LATE_MS = 1500;
 
 test.before(loudSetUp(async () => {
-  svc = await startTestService({
-    config: { roles: ['api', 'sync', 'proxy'] },
-    airtable: { rateLimit: false },
-    // Sweeps back to back; change capture out of the way, so that only the sweep's page and
-    // the proxy's write meet (change capture would refetch the record and hide the race).
-    tunables: { airtable: { pollIntervalMs: 120_000, cycleGapMs: 200 }, workerTickMs: 100 },
-  });
-  account = await createAccount(svc);
-  base = svc.airtable.createBase({ name: 'Race base' });
-  base.createTable('Tasks', [
-    { name: 'Name', type: 'singleLineText' },
-    { name: 'Count', type: 'number', options: { precision: 0 } },
-  ]);
-  base.createRecords('Tasks', [{ Name: 'Seed', Count: 0 }]);
-  ({ syncId, reader, proxy, airtable } = await airtableSyncBehindProxy(svc, account.token, base.id));
+  // Sweeps back to back; change capture out of the way, so that only the sweep's page and
+  // the proxy's write meet (change capture would refetch the record and hide the race).
+  ({ svc, account, base, syncId, reader, proxy, airtable } = await raceSetUp({ airtable: { pollIntervalMs: 120_000, cycleGapMs: 200 }, workerTickMs: 100 }, [{ Name: 'Seed', Count: 0 }]));
   database = new URL(reader).pathname.slice(1);
 }, () => svc));
 

@@ -12,7 +12,8 @@ import { createProxyHandler, type ProxyHandler, type ProxyOptions } from '../../
 import { QuotaLimiter } from '../../src/quota/limiter.ts';
 import { serverAdminUrl } from './postgres.ts';
 import { waitForCycle } from './airtable.ts';
-import { AIRTABLE_TEST_TOKEN, request, type TestService } from './service.ts';
+import type { Tunables } from '../../src/main.ts';
+import { AIRTABLE_TEST_TOKEN, createAccount, request, startTestService, type TestService } from './service.ts';
 
 export interface TestProxy {
   url: string;
@@ -202,4 +203,21 @@ export async function airtableSyncBehindProxy(svc: TestService, token: string, b
   const proxy = await startProxy(svc);
   const airtable = new Airtable({ apiKey: AIRTABLE_TEST_TOKEN, endpointUrl: `${proxy.url}/api.airtable.com`, noRetryIfRateLimited: true }).base(baseId);
   return { syncId: created.body.id as string, reader: created.body.database.url as string, proxy, airtable };
+}
+
+/**
+ * The service with a proxy, for races between the sync's fetches and proxied writes: an
+ * account, a base with a table Tasks (Name, Count) holding `records`, its sync after the first
+ * cycle and airtable.js through the proxy. `tunables` set how sweeps and change capture run.
+ */
+export async function raceSetUp(tunables: Tunables, records: Array<{ Name: string; Count: number }>) {
+  const svc = await startTestService({ config: { roles: ['api', 'sync', 'proxy'] }, airtable: { rateLimit: false }, tunables });
+  const account = await createAccount(svc);
+  const base = svc.airtable.createBase({ name: 'Race base' });
+  base.createTable('Tasks', [
+    { name: 'Name', type: 'singleLineText' },
+    { name: 'Count', type: 'number', options: { precision: 0 } },
+  ]);
+  base.createRecords('Tasks', records);
+  return { svc, account, base, ...(await airtableSyncBehindProxy(svc, account.token, base.id)) };
 }
