@@ -459,11 +459,12 @@ test('readable on a phone: no sideways scrolling, tables become cards', async ()
 });
 
 test('a Stripe sync connects through the form too, its backfill shows progress; Delete asks for the sync id, then removes it', async () => {
-  // An account of its own with some customers, so the backfill takes a few seconds at 25 req/s.
+  // An account of its own with some customers, so the backfill takes several seconds at 25 req/s
+  // (longer than the list's 2 s refresh).
   const account = svc.stripe!.createAccount();
   const key = 'sk_test_consoleBackfill0000000';
   svc.stripe!.addKey(key, { account: account.id });
-  account.generate({ seed: 3, customers: 30 });
+  account.generate({ seed: 3, customers: 60 });
   await go('#/connect');
   await page.getByLabel('Stripe account').check();
   await page.getByLabel('API key').fill(key);
@@ -501,6 +502,12 @@ test('a Stripe sync connects through the form too, its backfill shows progress; 
 });
 
 test('sign out: back to the sign-in page, and the old cookie is worthless', async () => {
+  // Signed in again in another tab first: this tab's CSRF token is stale, and sign-out still works.
+  const status = await page.evaluate(
+    async (token) => (await fetch('/console/session', { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ token }) })).status,
+    acmeToken,
+  );
+  assert.is(status, 200);
   const cookie = (await context.cookies(svc.api)).find((c) => c.name === 'tributary_session')!;
   await page.getByRole('button', { name: 'Sign out' }).click();
   await page.getByLabel('API token', { exact: true }).waitFor();

@@ -46,6 +46,8 @@ export interface AirtableRunnerOptions {
 const RECENT_TTL_MS = 10 * 60_000;
 /** Rounds of fetching proxied records again before a rebuilt table goes in regardless. */
 const SWAP_ROUNDS = 5;
+/** Times running a record's fetch is held back for a proxied write before it is left to change capture. */
+const HOLDS_IN_A_ROW = 3;
 
 /**
  * Keeps one base in step: continuous cycles (schema, then every table swept or rebuilt)
@@ -64,6 +66,12 @@ export class AirtableRunner {
   private readonly recent = new Map<string, number>();
   /** Debounced records and when they become due. */
   private readonly pending = new Map<string, { tableId: string; id: string; due: number }>();
+  /** How many times running a record's fetch was held back (fetchLater). */
+  private readonly holds = new Map<string, number>();
+  /** The latest fetch by id (refetch): the next one waits for it. */
+  private refetching: Promise<unknown> = Promise.resolve();
+  /** Debounced or held fetches taken out of `pending` and not yet written. */
+  private fetchesInFlight = 0;
   /** Changes seen while a table is rebuilt in public_swap: fetched again once it is swapped in. */
   private readonly rebuilding = new Map<string, Set<string>>();
   private running: Promise<void> | undefined;
@@ -213,15 +221,24 @@ export class AirtableRunner {
       if (rebuild.has(mapping.tableId)) {
         const rebuildFrom = Date.now();
         this.rebuilding.set(mapping.tableId, new Set());
-        await prepareRebuild(this.options.target, mapping);
-        const result = await sweepTable(this.sweepContext(client, (n) => progress('rebuild', n)), mapping, 'public_swap', {
-          deleteMissing: false,
-        });
-        await this.swapInAfterProxiedWrites(client, mapping, rebuildFrom);
+        let result: Awaited<ReturnType<typeof sweepTable>>;
+        let leftover: string[];
+        try {
+          await prepareRebuild(this.options.target, mapping);
+          result = await sweepTable(this.sweepContext(client, (n) => progress('rebuild', n)), mapping, 'public_swap', {
+            deleteMissing: false,
+          });
+          leftover = await this.swapInAfterProxiedWrites(client, mapping, rebuildFrom);
+        } catch (error) {
+          // The old table stays live: changes meanwhile go to it, not to a set nobody reads.
+          this.rebuilding.delete(mapping.tableId);
+          throw error;
+        }
         this.live.set(mapping.tableId, mapping);
         const changed = this.rebuilding.get(mapping.tableId)!;
         this.rebuilding.delete(mapping.tableId);
         if (changed.size > 0) await this.refetch(client, mapping.tableId, [...changed]);
+        this.fetchLater(mapping.tableId, leftover);
         records += result.listed;
         this.options.logger.info({ table: mapping.name, records: result.listed }, 'table built and swapped in');
       } else {
@@ -239,7 +256,7 @@ export class AirtableRunner {
     await this.pruneRecent();
     this.loading = false;
     if (this.needsCycle !== 0 && number >= this.needsCycle) this.needsCycle = 0;
-    const complete = this.pending.size === 0 && this.debounceFailures === debounceFailures;
+    const complete = this.pending.size === 0 && this.fetchesInFlight === 0 && this.debounceFailures === debounceFailures;
     await this.status.cycleCompleted(started, new Date(), complete ? pass : undefined);
     if (this.captureParked || this.pollWanted || this.requestPending) this.pollSoon();
   }
@@ -266,10 +283,18 @@ export class AirtableRunner {
   }
 
   /** Fetches the records' current versions and writes them; those no longer there are deleted. */
-  private async refetch(client: AirtableClient, tableId: string, ids: string[]): Promise<void> {
-    const mapping = this.live.get(tableId);
-    if (!mapping || ids.length === 0) return;
-    await this.refetchInto(client, mapping, 'public', ids);
+  /**
+   * Change capture, debounced and held records: one fetch by id at a time, so that of two
+   * fetches of a record the later one is also written later.
+   */
+  private refetch(client: AirtableClient, tableId: string, ids: string[]): Promise<void> {
+    const run = this.refetching.catch(() => undefined).then(async () => {
+      const mapping = this.live.get(tableId);
+      if (!mapping || ids.length === 0) return;
+      await this.refetchInto(client, mapping, 'public', ids);
+    });
+    this.refetching = run;
+    return run;
   }
 
   /**
@@ -299,15 +324,29 @@ export class AirtableRunner {
     await deleteRows(this.options.target, shape, ids.filter((id) => !found.has(id)));
     this.fetchLater(mapping.tableId, held);
     const heldSet = new Set(held);
-    for (const id of ids) if (!heldSet.has(id)) this.recent.set(`${mapping.tableId}/${id}`, fetchedAt);
+    for (const id of ids) {
+      if (heldSet.has(id)) continue;
+      this.recent.set(`${mapping.tableId}/${id}`, fetchedAt);
+      this.holds.delete(`${mapping.tableId}/${id}`);
+    }
     return fetchedAt;
   }
 
-  /** Records whose fetch a proxied write may have overtaken: fetched again once the clock margin has passed. */
+  /**
+   * Records whose fetch a proxied write may have overtaken: fetched again once the clock margin
+   * has passed. A record held HOLDS_IN_A_ROW times running (written through the proxy again and
+   * again) is left as the proxy wrote it: change capture brings any later upstream change.
+   */
   private fetchLater(tableId: string, ids: string[]): void {
     const due = Date.now() + MARK_CLOCK_MARGIN_MS + 100;
     for (const id of ids) {
       const key = `${tableId}/${id}`;
+      const times = (this.holds.get(key) ?? 0) + 1;
+      if (times > HOLDS_IN_A_ROW) {
+        this.holds.delete(key);
+        continue;
+      }
+      this.holds.set(key, times);
       const item = this.pending.get(key);
       this.pending.set(key, { tableId, id, due: Math.max(due, item?.due ?? 0) });
     }
@@ -319,13 +358,17 @@ export class AirtableRunner {
    * covers a mark only when it began a clock margin after it, so it waits that out. After a few
    * rounds of writes still coming, the table goes in anyway and change capture catches up.
    */
-  private async swapInAfterProxiedWrites(client: AirtableClient, mapping: TableMapping, rebuildFrom: number): Promise<void> {
+  private async swapInAfterProxiedWrites(client: AirtableClient, mapping: TableMapping, rebuildFrom: number): Promise<string[]> {
     const fetched = new Map<string, number>();
-    const guard = { since: rebuildFrom - MARK_CLOCK_MARGIN_MS, covered: (id: string, at: number) => (fetched.get(id) ?? -Infinity) > at + MARK_CLOCK_MARGIN_MS };
+    const covered = (id: string, at: number) => (fetched.get(id) ?? -Infinity) > at + MARK_CLOCK_MARGIN_MS;
+    const since = rebuildFrom - MARK_CLOCK_MARGIN_MS;
     for (let round = 0; ; round++) {
-      const marks = await swapIn(this.options.target, mapping, round < SWAP_ROUNDS ? guard : undefined);
-      if (marks.length === 0) return;
-      const newest = Math.max(...marks.map((m) => m.at));
+      // The last round swaps whatever it finds, and returns the records still to fetch again.
+      const leftover: string[] = [];
+      const last = { since, covered: (id: string, at: number) => covered(id, at) || (leftover.push(id), true) };
+      const marks = await swapIn(this.options.target, mapping, round < SWAP_ROUNDS ? { since, covered } : last);
+      if (marks.length === 0) return leftover;
+      const newest = marks.reduce((latest, m) => Math.max(latest, m.at), 0);
       await pause(Math.max(0, newest + MARK_CLOCK_MARGIN_MS + 1 - Date.now()), this.signal);
       if (this.signal.aborted) throw new Error('stopped');
       const ids = [...new Set(marks.map((m) => m.id))];
@@ -397,6 +440,7 @@ export class AirtableRunner {
     const settled =
       this.needsCycle === 0 &&
       this.pending.size === 0 &&
+      this.fetchesInFlight === 0 &&
       this.debounceFailures === debounceFailures &&
       [...this.rebuilding.values()].every((held) => held.size === 0);
     if (settled) await this.status.passCompleted(pass);
@@ -458,6 +502,8 @@ export class AirtableRunner {
         this.pending.delete(key);
         (due.get(item.tableId) ?? due.set(item.tableId, []).get(item.tableId)!).push(item.id);
       }
+      // Out of `pending` but not written yet: no poll counts as a pass meanwhile.
+      this.fetchesInFlight += due.size;
       for (const [tableId, ids] of due) {
         try {
           await this.refetch(this.client(this.settings, true), tableId, ids);
@@ -466,6 +512,8 @@ export class AirtableRunner {
           this.debounceFailures++;
           this.needsCycle = this.cyclesBegun + 1;
           this.options.logger.warn({ error: toError(thrown).message }, 'writing debounced records failed');
+        } finally {
+          this.fetchesInFlight--;
         }
       }
       if (due.size > 0 && this.pending.size === 0 && this.pollWanted) this.pollSoon();

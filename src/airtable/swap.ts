@@ -72,10 +72,10 @@ class WritesSinceRebuild extends Error {
 
 /**
  * Proxied writes (writer/marks.ts) made during a rebuild went to the old table, and the
- * rebuilt copy may predate them. With a guard, the swap first shuts writes out of the old
- * table, then reads the marks made since `since`; if any is not `covered` (fetched again into
- * the new table since), nothing is swapped and they are returned, to be fetched and swapped
- * again. Readers keep reading the old table meanwhile.
+ * rebuilt copy may predate them. With a guard, the swap shuts writes out of the old table
+ * before it drops it, then reads the marks made since `since`; if any is not `covered`
+ * (fetched again into the new table since), nothing is swapped and they are returned, to be
+ * fetched and swapped again.
  */
 export interface SwapGuard {
   since: number;
@@ -106,15 +106,18 @@ async function swapInTransaction(db: pg.Pool, mapping: TableMapping, guard: Swap
       [mapping.tableId, mapping.name],
     );
     const previous = rows.find((r) => r.upstream_id === mapping.tableId);
-    if (guard && previous) {
-      // Waits for writes in progress and holds new ones back (reads go on); every write that
-      // got in is then visible with its mark to the next statement.
-      await client.query(`LOCK TABLE public.${ident(previous.db_name)} IN EXCLUSIVE MODE`);
+    await emitDifferences(client, mapping.name, previous?.db_name);
+    const old = previous ? `public.${ident(previous.db_name)}` : undefined;
+    if (guard && old && (await client.query('SELECT to_regclass($1) IS NOT NULL AS found', [old])).rows[0].found) {
+      // The lock the DROP takes anyway, taken first (never upgraded from a weaker one, which
+      // a proxied write's first statement, holding a read lock on the table, would deadlock
+      // with): it waits for writes in progress and holds new ones back, so every write that
+      // got in is visible with its mark to the next statement. Readers wait only from here.
+      await client.query(`LOCK TABLE ${old} IN ACCESS EXCLUSIVE MODE`);
       const uncovered = (await marksSince(client, mapping.tableId, guard.since)).filter((m) => !guard.covered(m.id, m.at));
       if (uncovered.length > 0) throw new WritesSinceRebuild(uncovered);
     }
-    await emitDifferences(client, mapping.name, previous?.db_name);
-    if (previous) await client.query(`DROP TABLE IF EXISTS public.${ident(previous.db_name)}`);
+    if (old) await client.query(`DROP TABLE IF EXISTS ${old}`);
     // Another upstream table still holds the name (two tables traded names): move it
     // aside; its own rebuild, due in this cycle, gives it its new name.
     for (const holder of rows.filter((r) => r.upstream_id !== mapping.tableId)) {

@@ -42,7 +42,7 @@ export async function api(method, path, body) {
   } catch (error) {
     // A sign-in in another tab makes a new session and CSRF token: the cookie is shared, this
     // tab's token is stale. Asked again once; another account's session reloads the page.
-    if (!(error instanceof ApiError) || error.status !== 403 || method === 'GET' || path.startsWith('/console/session')) throw error;
+    if (!(error instanceof ApiError) || error.status !== 403 || method === 'GET' || (method === 'POST' && path === '/console/session')) throw error;
     const now = await request('GET', '/console/session').catch(() => null);
     if (!now || whoIs(now.principal) !== signedInAs) {
       location.reload();
@@ -101,10 +101,7 @@ export async function signIn(token) {
 }
 
 export async function signOut() {
-  try {
-    await api('DELETE', '/console/session');
-  } finally {
-    csrfToken = '';
-    signedInAs = '';
-  }
+  await api('DELETE', '/console/session');
+  csrfToken = '';
+  signedInAs = '';
 }
