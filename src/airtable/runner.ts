@@ -282,10 +282,10 @@ export class AirtableRunner {
     await pruneMarks(this.options.target).catch((error: unknown) => this.options.logger.debug({ err: toError(error) }, 'could not prune write marks'));
   }
 
-  /** Fetches the records' current versions and writes them; those no longer there are deleted. */
   /**
-   * Change capture, debounced and held records: one fetch by id at a time, so that of two
-   * fetches of a record the later one is also written later.
+   * Fetches the records' current versions and writes them; those no longer there are deleted.
+   * For change capture, debounced and held records alike: one fetch by id at a time, so that of
+   * two fetches of a record the later one is also written later.
    */
   private refetch(client: AirtableClient, tableId: string, ids: string[]): Promise<void> {
     const run = this.refetching.catch(() => undefined).then(async () => {
