@@ -78,6 +78,11 @@ test('creating a sync checks the key: a bad key is a 422, a restricted key is to
 });
 
 test('a backfill lands every object of the account in its table', async () => {
+  const entitlements = () => {
+    const asked = fake.stats.byPath('/v1/entitlements/active_entitlements');
+    return asked.requests - asked.rateLimited;
+  };
+  const entitlementsBefore = entitlements();
   const created = await request(svc.api, 'POST', '/api/syncs', { token: account.token, body: { kind: 'stripe', api_key: KEY } });
   assert.is(created.status, 201, created.text);
   syncId = created.body.id;
@@ -109,6 +114,11 @@ test('a backfill lands every object of the account in its table', async () => {
   assert.is(charge.currency, original.currency);
   assert.is(charge.created.getTime(), (original.created as number) * 1000);
   assert.is(charge.customer, original.customer);
+  // Entitlements come only with a live subscription: asked for each such customer once, and
+  // only once the subscriptions are all in (asked earlier, customers not yet seen were missed).
+  const [live] = await query<{ n: number }>(reader, "SELECT count(DISTINCT customer)::int AS n FROM public.subscription WHERE status NOT IN ('canceled', 'incomplete_expired')");
+  assert.ok(live!.n > 0);
+  assert.is(entitlements() - entitlementsBefore, live!.n, 'active entitlements asked per customer with a live subscription');
   const meta = await query<any>(reader, 'SELECT started_at, completed_at FROM public._sync_meta');
   assert.ok(meta[0].completed_at >= meta[0].started_at);
   // Upcoming invoices of subscribed customers are fetched after the backfill.

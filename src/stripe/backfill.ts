@@ -28,11 +28,18 @@ const EMPTY_WHEN_NULL: Record<string, { field: string; list: string }> = {
   '/v1/customers': { field: 'cash_balance', list: '/v1/customers/{customer}/cash_balance_transactions#customer' },
 };
 
-/** Per-parent lists needed only for some parents: schedules of test-clock customers are the ones the top-level list leaves out. */
-const PARENT_FILTER: Record<string, string> = {
-  '/v1/subscription_schedules': 'p.test_clock IS NOT NULL',
+/**
+ * Per-parent lists needed only for some parents (`where`, over the parent `p`), and the tables
+ * that condition reads, which must be complete before it is asked: schedules of test-clock
+ * customers are the ones the top-level list leaves out.
+ */
+const PARENT_FILTER: Record<string, { where: string; reads: string[] }> = {
+  '/v1/subscription_schedules': { where: 'p.test_clock IS NOT NULL', reads: [] },
   // Entitlements come from subscriptions: a customer without a live one has none.
-  '/v1/entitlements/active_entitlements': `EXISTS (SELECT 1 FROM public.subscription s WHERE s.customer = p.id AND s.status NOT IN ('canceled', 'incomplete_expired'))`,
+  '/v1/entitlements/active_entitlements': {
+    where: `EXISTS (SELECT 1 FROM public.subscription s WHERE s.customer = p.id AND s.status NOT IN ('canceled', 'incomplete_expired'))`,
+    reads: ['subscription'],
+  },
 };
 
 export interface BackfillState {
@@ -127,6 +134,8 @@ export async function runBackfill(options: BackfillOptions, state: BackfillState
   const failures: unknown[] = [];
   const run = async (list: CatalogList) => {
     if (list.parent) await tableDone(list.parent.table);
+    // A filter over a table still loading would leave out parents it has not seen yet.
+    for (const table of PARENT_FILTER[list.path]?.reads ?? []) await tableDone(table);
     const key = listKey(list);
     const listState = saved.get(key) ?? {};
     let skipped = listState.skipped;
@@ -212,7 +221,7 @@ class ListReader {
       this.options.signal.throwIfAborted();
       const { rows } = await this.options.db.query<{ id: string }>(
         `SELECT p.id FROM public.${ident(parent.table)} p
-          WHERE p.id > $1 AND ${PARENT_FILTER[this.list.path] ?? 'true'} AND NOT EXISTS (SELECT 1 FROM public_swap._stripe_covered c WHERE c.list = $2 AND c.parent_id = p.id)
+          WHERE p.id > $1 AND ${PARENT_FILTER[this.list.path]?.where ?? 'true'} AND NOT EXISTS (SELECT 1 FROM public_swap._stripe_covered c WHERE c.list = $2 AND c.parent_id = p.id)
           ORDER BY p.id LIMIT 200`,
         [after, this.key],
       );
