@@ -195,6 +195,29 @@ test('coupons: create, update, delete', async () => {
   assert.ok((await stripe.coupons.del('WELCOME10')).deleted);
 });
 
+test('entitlement features: create, retrieve, update, list by lookup_key and archived; shaped as Stripe shows them', async () => {
+  const seats = await stripe.entitlements.features.create({ name: 'Seats', lookup_key: 'seats_fx', metadata: { tier: 'pro' } });
+  assert.match(seats.id, /^feat_/);
+  assert.equal(Object.keys(seats).sort(), [...objectFields('entitlements.feature')!.props].sort(), 'the spec’s fields, no more');
+  assert.is(seats.object, 'entitlements.feature');
+  assert.is(seats.active, true);
+  const duplicate = await rejection(stripe.entitlements.features.create({ name: 'Again', lookup_key: 'seats_fx' }));
+  assert.is(duplicate.statusCode, 400);
+  assert.is(duplicate.param, 'lookup_key');
+  const keyless = await rejection(stripe.entitlements.features.create({ name: 'No key' } as never));
+  assert.is(keyless.statusCode, 400);
+  const sso = await stripe.entitlements.features.create({ name: 'SSO', lookup_key: 'sso_fx' });
+  const archived = await stripe.entitlements.features.update(sso.id, { active: false, name: 'Single sign-on' });
+  assert.is(archived.active, false);
+  assert.is(archived.name, 'Single sign-on');
+  assert.is((await stripe.entitlements.features.retrieve(seats.id)).metadata.tier, 'pro');
+  const live = (await stripe.entitlements.features.list({ archived: false, limit: 100 })).data.map((f) => f.id);
+  assert.ok(live.includes(seats.id) && !live.includes(sso.id), 'archived=false leaves archived features out');
+  assert.equal((await stripe.entitlements.features.list({ lookup_key: 'sso_fx' })).data.map((f) => f.id), [sso.id]);
+  const unknown = await rejection(stripe.entitlements.features.retrieve('feat_nosuch'));
+  assert.is(unknown.statusCode, 404);
+});
+
 /** A customer with a default card, and a monthly price. */
 async function billable(amount = 2000): Promise<{ customer: Stripe.Customer; price: Stripe.Price; pm: string }> {
   const customer = await stripe.customers.create({ email: 'buyer@example.com', payment_method: 'pm_card_visa' });

@@ -56,7 +56,15 @@ test.before(async () => {
   account = await createAccount(svc);
   const url = new URL(fake.url);
   stripe = new Stripe(KEY, { host: url.hostname, port: Number(url.port), protocol: 'http', apiVersion: STRIPE_API_VERSION as never });
+  // The account uses Entitlements: its subscribed customers may have active entitlements.
+  await stripe.entitlements.features.create({ name: 'Seats', lookup_key: 'seats' });
 });
+
+/** Requests for customers' active entitlements so far (429s not counted), across accounts. */
+function entitlementRequests(): number {
+  const asked = fake.stats.byPath('/v1/entitlements/active_entitlements');
+  return asked.requests - asked.rateLimited;
+}
 
 test.after(async () => {
   await svc?.stop();
@@ -78,11 +86,7 @@ test('creating a sync checks the key: a bad key is a 422, a restricted key is to
 });
 
 test('a backfill lands every object of the account in its table', async () => {
-  const entitlements = () => {
-    const asked = fake.stats.byPath('/v1/entitlements/active_entitlements');
-    return asked.requests - asked.rateLimited;
-  };
-  const entitlementsBefore = entitlements();
+  const entitlementsBefore = entitlementRequests();
   const created = await request(svc.api, 'POST', '/api/syncs', { token: account.token, body: { kind: 'stripe', api_key: KEY } });
   assert.is(created.status, 201, created.text);
   syncId = created.body.id;
@@ -118,7 +122,8 @@ test('a backfill lands every object of the account in its table', async () => {
   // only once the subscriptions are all in (asked earlier, customers not yet seen were missed).
   const [live] = await query<{ n: number }>(reader, "SELECT count(DISTINCT customer)::int AS n FROM public.subscription WHERE status NOT IN ('canceled', 'incomplete_expired')");
   assert.ok(live!.n > 0);
-  assert.is(entitlements() - entitlementsBefore, live!.n, 'active entitlements asked per customer with a live subscription');
+  assert.is(await count('entitlements_feature'), 1, 'the feature landed');
+  assert.is(entitlementRequests() - entitlementsBefore, live!.n, 'active entitlements asked per customer with a live subscription');
   const meta = await query<any>(reader, 'SELECT started_at, completed_at FROM public._sync_meta');
   assert.ok(meta[0].completed_at >= meta[0].started_at);
   // Upcoming invoices of subscribed customers are fetched after the backfill.
@@ -198,10 +203,16 @@ test('429s and 5xx while backfilling are retried, and nothing is lost', async ()
   fake.faults.add({ match: { method: 'GET', path: '/v1/customers', account: other.id }, kind: 'status', status: 500, times: 3 });
   fake.faults.add({ match: { method: 'GET', path: '/v1/invoices', account: other.id }, kind: 'status', status: 429, times: 3 });
   fake.faults.add({ match: { method: 'GET', path: '/v1/charges', account: other.id }, kind: 'truncate', times: 2 });
+  const entitlementsBefore = entitlementRequests();
   const created = await request(svc.api, 'POST', '/api/syncs', { token: account.token, body: { kind: 'stripe', api_key: key } });
   assert.is(created.status, 201, created.text);
   await backfilled(created.body.id);
   const url = created.body.database.url;
+  // This account has no entitlement feature, so no customer can have an active entitlement:
+  // not one request per subscribed customer to find that out.
+  assert.ok(other.count('subscriptions') > 0);
+  assert.is(await count('entitlements_feature', url), 0);
+  assert.is(entitlementRequests() - entitlementsBefore, 0, 'no customer asked for entitlements');
   assert.is(await count('customer', url), other.count('customers'));
   assert.is(await count('invoice', url), other.count('invoices'));
   assert.is(await count('charge', url), other.count('charges'));

@@ -28,6 +28,9 @@ const EMPTY_WHEN_NULL: Record<string, { field: string; list: string }> = {
   '/v1/customers': { field: 'cash_balance', list: '/v1/customers/{customer}/cash_balance_transactions#customer' },
 };
 
+/** Where each list's progress is kept in public_swap._state (the key, then listKey). */
+const LIST_PREFIX = 'stripe.list:';
+
 /**
  * Per-parent lists needed only for some parents (`where`, over the parent `p`), and the tables
  * that condition reads, which must be complete before it is asked: schedules of test-clock
@@ -35,10 +38,14 @@ const EMPTY_WHEN_NULL: Record<string, { field: string; list: string }> = {
  */
 const PARENT_FILTER: Record<string, { where: string; reads: string[] }> = {
   '/v1/subscription_schedules': { where: 'p.test_clock IS NOT NULL', reads: [] },
-  // Entitlements come from subscriptions: a customer without a live one has none.
+  // A customer's active entitlements are features of the products of their live subscriptions:
+  // none without a live subscription, and none at all in an account that has no feature (as
+  // far as the key could tell: a key refused the features list proves nothing).
   '/v1/entitlements/active_entitlements': {
-    where: `EXISTS (SELECT 1 FROM public.subscription s WHERE s.customer = p.id AND s.status NOT IN ('canceled', 'incomplete_expired'))`,
-    reads: ['subscription'],
+    where: `(EXISTS (SELECT 1 FROM public.entitlements_feature)
+          OR EXISTS (SELECT 1 FROM public_swap._state WHERE key = '${LIST_PREFIX}/v1/entitlements/features' AND value ? 'skipped'))
+        AND EXISTS (SELECT 1 FROM public.subscription s WHERE s.customer = p.id AND s.status NOT IN ('canceled', 'incomplete_expired'))`,
+    reads: ['subscription', 'entitlements_feature'],
   },
 };
 
@@ -62,7 +69,6 @@ interface ListState {
 }
 
 export const BACKFILL_KEY = 'stripe.backfill';
-const LIST_PREFIX = 'stripe.list:';
 
 export interface BackfillOptions {
   client: StripeClient;

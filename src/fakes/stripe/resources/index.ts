@@ -8,6 +8,7 @@ import { balanceRoutes } from './balance.ts';
 import { chargeRoutes, renderBalanceTransaction } from './charges.ts';
 import { checkoutRoutes } from './checkout.ts';
 import { embeddedList } from './common.ts';
+import { entitlementRoutes, renderFeature } from './entitlements.ts';
 import { couponRoutes } from './coupons.ts';
 import { customerRoutes } from './customers.ts';
 import { disputeRoutes } from './disputes.ts';
@@ -46,6 +47,7 @@ export const ROUTES: Route[] = [
   ...eventRoutes,
   ...searchRoutes,
   ...balanceRoutes,
+  ...entitlementRoutes,
 ];
 
 /** The first page of the objects in `collection` that `filter` keeps, as an embedded list. */
@@ -85,4 +87,5 @@ export const INCLUDABLES: Includables = {
 /** Fields that change with time alone, computed when an object is read. */
 export const RENDERERS: Record<string, (ctx: Ctx, obj: StripeObject) => StripeObject> = {
   balance_transaction: renderBalanceTransaction,
+  'entitlements.feature': renderFeature,
 };
