@@ -73,9 +73,12 @@ export function markStatement(keys: string, tableParam: string, atParam: string)
       ON CONFLICT (tbl, id) DO UPDATE SET at = greatest(_recent_writes.at, excluded.at)`;
 }
 
-/** The marks of one upstream table made at or after `since` (ms). */
-export async function marksSince(client: pg.Pool | pg.ClientBase, table: string, since: number): Promise<Array<{ id: string; at: number }>> {
-  const { rows } = await client.query<{ id: string; at: string }>(`SELECT id, at FROM ${MARKS_TABLE} WHERE tbl = $1 AND at >= $2`, [table, since]);
+/** The marks of one upstream table made at or after `since` (ms); of the records `ids` only, when given. */
+export async function marksSince(client: pg.Pool | pg.ClientBase, table: string, since: number, ids?: string[]): Promise<Array<{ id: string; at: number }>> {
+  const { rows } = await client.query<{ id: string; at: string }>(
+    `SELECT id, at FROM ${MARKS_TABLE} WHERE tbl = $1 AND at >= $2 AND ($3::text[] IS NULL OR id = ANY($3::text[]))`,
+    [table, since, ids ?? null],
+  );
   return rows.map((r) => ({ id: r.id, at: Number(r.at) }));
 }
 

@@ -1,7 +1,7 @@
 import { createHash } from 'node:crypto';
 import type pg from 'pg';
 import { ident } from '../db/sql.ts';
-import { type Mark, MARKS_TABLE, markStatement, unmarkedSince } from './marks.ts';
+import { type Mark, markStatement, marksSince, unmarkedSince } from './marks.ts';
 import { columnList, qualified, recordDefinition, type TableShape } from './shape.ts';
 
 export type Row = Record<string, unknown>;
@@ -48,7 +48,7 @@ export async function upsertUnlessMarked(
   const written = (await run(client, upsert, [JSON.stringify(unique), marks.table, marks.since])).rowCount ?? 0;
   // Usually no row is marked: one look at the marks, and only marked rows are compared.
   const keys = unique.map((row) => String(row[shape.key]));
-  const { rows: marked } = await client.query<{ id: string }>(`SELECT id FROM ${MARKS_TABLE} WHERE tbl = $1 AND at >= $2 AND id = ANY($3::text[])`, [marks.table, marks.since, keys]);
+  const marked = await marksSince(client, marks.table, marks.since, keys);
   if (marked.length === 0) return { written, held: [] };
   const markedKeys = new Set(marked.map((m) => m.id));
   const compared = unique.filter((row) => markedKeys.has(String(row[shape.key])));
