@@ -29,21 +29,23 @@ function idOf(value: unknown): string | undefined {
 }
 
 export async function markUpcoming(tx: pg.ClientBase, events: StripeEvent[]): Promise<void> {
-  const due: Array<{ kind: Kind; id: string }> = [];
+  // Keyed, so that many events about one object (a burst in one read of the feed) mark it
+  // once: one INSERT … ON CONFLICT DO UPDATE may not touch a row twice.
+  const due = new Map<string, { kind: Kind; id: string }>();
   for (const event of events) {
     if (!TOUCHES.test(event.type)) continue;
     const object = event.data.object;
     const customer = object.object === 'customer' ? idOf(object.id) : idOf(object.customer);
     const subscription = object.object === 'subscription' ? idOf(object.id) : idOf(object.subscription);
-    if (customer) due.push({ kind: 'customer', id: customer });
-    if (subscription) due.push({ kind: 'subscription', id: subscription });
+    if (customer) due.set(`customer ${customer}`, { kind: 'customer', id: customer });
+    if (subscription) due.set(`subscription ${subscription}`, { kind: 'subscription', id: subscription });
   }
-  if (due.length === 0) return;
+  if (due.size === 0) return;
   await tx.query(
     `INSERT INTO public_swap._stripe_upcoming_due (kind, id)
      SELECT d.kind, d.id FROM jsonb_to_recordset($1::jsonb) AS d(kind text, id text)
      ON CONFLICT (kind, id) DO UPDATE SET marked_at = clock_timestamp()`,
-    [JSON.stringify(due)],
+    [JSON.stringify([...due.values()])],
   );
 }
 

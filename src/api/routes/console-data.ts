@@ -67,11 +67,13 @@ async function readSyncDatabase(api: ApiOptions, sync: SyncRecord): Promise<Sync
           ORDER BY c.relname`,
       );
       const exact = listed.filter((t) => Number(t.estimate) < EXACT_COUNT_LIMIT);
-      let counts: number[] = [];
+      let counts: string[] = [];
       if (exact.length > 0) {
-        // One round trip for every count; identifiers are quoted once, here.
-        const { rows } = await client.query<{ counts: number[] }>(
-          `SELECT json_build_array(${exact.map((t) => `(SELECT count(*) FROM public.${ident(t.name)})`).join(', ')}) AS counts`,
+        // One round trip for every count; identifiers are quoted once, here. An ARRAY[…]
+        // constructor, not a function call: functions take at most 100 arguments, and a
+        // Stripe sync has more tables than that.
+        const { rows } = await client.query<{ counts: string[] }>(
+          `SELECT ARRAY[${exact.map((t) => `(SELECT count(*) FROM public.${ident(t.name)})`).join(', ')}]::bigint[] AS counts`,
         );
         counts = rows[0]!.counts;
       }

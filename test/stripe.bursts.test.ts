@@ -1,0 +1,106 @@
+/**
+ * Regressions found by trying the Stripe sync as a user would: several events about one
+ * object in one read of the feed (two quick updates of a customer, an invoice created,
+ * finalized and paid at once) must not stop the sync, and the console must list the tables
+ * of a Stripe sync (over a hundred of them).
+ */
+import Stripe from 'stripe';
+import { test } from 'uvu';
+import * as assert from 'uvu/assert';
+import { type FakeStripe, type FakeStripeAccount, startFakeStripe } from '../src/fakes/stripe/index.ts';
+import { STRIPE_API_VERSION } from '../src/stripe/catalog.ts';
+import { stripeTables } from '../src/stripe/tables.ts';
+import { query } from './harness/postgres.ts';
+import { waitFor } from './harness/process.ts';
+import { createAccount, loudSetUp, request, startTestService, type TestAccount, type TestService } from './harness/service.ts';
+
+const KEY = 'sk_test_BURSTBURSTBURST0123456789';
+/** Long enough that a burst made right after a read always falls into one read of the feed. */
+const POLL_MS = 3000;
+let fake: FakeStripe;
+let upstream: FakeStripeAccount;
+let svc: TestService | undefined;
+let account: TestAccount;
+let syncId: string;
+let reader: string;
+let stripe: Stripe;
+
+async function syncView() {
+  return (await request(svc!.api, 'GET', `/api/syncs/${syncId}`, { token: account.token })).body;
+}
+
+async function waitOk(): Promise<void> {
+  const answer = await request(svc!.api, 'GET', `/api/wait/${syncId}?timeout=20000`, { token: account.token });
+  assert.is(answer.status, 200, answer.text);
+  assert.is(answer.body.ok, true, `wait answered ${answer.text}; last error: ${(await syncView()).status.last_error}`);
+}
+
+test.before(
+  loudSetUp(async () => {
+    fake = await startFakeStripe();
+    upstream = fake.createAccount();
+    upstream.generate({ seed: 7, customers: 5 });
+    fake.addKey(KEY, { account: upstream.id });
+    svc = await startTestService({ config: { roles: ['api', 'sync', 'decoder'] }, tunables: { workerTickMs: 250, stripe: { pollIntervalMs: POLL_MS } }, stripeUrl: fake.url });
+    account = await createAccount(svc);
+    const url = new URL(fake.url);
+    stripe = new Stripe(KEY, { host: url.hostname, port: Number(url.port), protocol: 'http', apiVersion: STRIPE_API_VERSION as never });
+    const created = await request(svc.api, 'POST', '/api/syncs', { token: account.token, body: { kind: 'stripe', api_key: KEY } });
+    assert.is(created.status, 201, created.text);
+    syncId = created.body.id;
+    reader = created.body.database.url;
+    await waitFor('the backfill', async () => ((await syncView()).status.completed_at ? true : undefined), 120_000);
+  }, () => svc),
+);
+
+test.after(async () => {
+  await svc?.stop();
+  await fake?.close();
+});
+
+test('two updates of one customer in one read of the feed: both land and the sync goes on', async () => {
+  const customer = await stripe.customers.create({ email: 'burst@example.com', name: 'Burst' });
+  await waitOk();
+  // Right after a read: both updates are in the next one.
+  await stripe.customers.update(customer.id, { name: 'Burst 1' });
+  await stripe.customers.update(customer.id, { name: 'Burst 2' });
+  await waitOk();
+  const [row] = await query<{ name: string }>(reader, 'SELECT name FROM public.customer WHERE id = $1', [customer.id]);
+  assert.is(row?.name, 'Burst 2');
+  // Later changes still arrive: the sync did not stop on the burst.
+  await stripe.customers.update(customer.id, { name: 'After the burst' });
+  await waitOk();
+  const [after] = await query<{ name: string }>(reader, 'SELECT name FROM public.customer WHERE id = $1', [customer.id]);
+  assert.is(after?.name, 'After the burst');
+  const view = await syncView();
+  assert.is(view.status.indicator, 'normal', view.status.last_error ?? '');
+  assert.is(view.status.last_error, null);
+});
+
+test('an invoice created, finalized and paid within one read lands paid', async () => {
+  const [sub] = await query<{ customer: string }>(reader, "SELECT customer FROM public.subscription WHERE status = 'active' ORDER BY id LIMIT 1");
+  assert.ok(sub, 'the generated account has an active subscription');
+  await waitOk();
+  await stripe.invoiceItems.create({ customer: sub.customer, amount: 1234, currency: 'usd' });
+  const draft = await stripe.invoices.create({ customer: sub.customer, pending_invoice_items_behavior: 'include' });
+  await stripe.invoices.finalizeInvoice(draft.id!);
+  await stripe.invoices.pay(draft.id!, { paid_out_of_band: true });
+  await waitOk();
+  const [row] = await query<{ status: string }>(reader, 'SELECT status FROM public.invoice WHERE id = $1', [draft.id]);
+  assert.is(row?.status, 'paid');
+  assert.is((await syncView()).status.last_error, null);
+});
+
+test('the console lists every table of a Stripe sync with its row count', async () => {
+  const answer = await request(svc!.api, 'GET', `/api/syncs/${syncId}/tables`, { token: account.token });
+  assert.is(answer.status, 200, answer.text);
+  const tables: Array<{ name: string; rows: number; topic: string | null }> = answer.body.data;
+  assert.ok(tables.length > 100, `${tables.length} tables`);
+  for (const name of stripeTables().keys()) assert.ok(tables.some((t) => t.name === name), `${name} is listed`);
+  const customers = tables.find((t) => t.name === 'customer')!;
+  const [count] = await query<{ n: number }>(reader, 'SELECT count(*)::int AS n FROM public.customer');
+  assert.is(customers.rows, count!.n);
+  assert.is(customers.topic, `svc.${syncId}.customer`);
+});
+
+test.run();
