@@ -8,7 +8,11 @@
 type Convert = (text: string) => unknown;
 
 const asText: Convert = (text) => text;
-const asBoolean: Convert = (text) => text === 't';
+/**
+ * pgoutput prints a boolean `t`/`f`, but a rebuild's differences (airtable/swap.ts) come as
+ * `column::text`, and the cast to text spells it `true`/`false`: both are read here.
+ */
+const asBoolean: Convert = (text) => text === 't' || text === 'true';
 /** bigint and numeric become numbers while that is exact enough; else they stay text. */
 const asNumber: Convert = (text) => {
   const value = Number(text);
@@ -115,7 +119,7 @@ const integerJson: ToJson = (text) => (text.length < 16 ? text : JSON.stringify(
 const floatJson: ToJson = (text) => (/^-?\d/.test(text) && !text.includes('Infinity') ? text : JSON.stringify(text));
 
 const JSON_BY_OID = new Map<number, ToJson>([
-  [16, (text) => (text === 't' ? 'true' : 'false')],
+  [16, (text) => (asBoolean(text) ? 'true' : 'false')],
   [20, integerJson],
   [21, integerJson],
   [23, integerJson],

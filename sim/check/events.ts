@@ -1,0 +1,138 @@
+import type { Violation } from '../types.ts';
+import { type Canonical, canonical, same, type TableRows } from './canonical.ts';
+
+/** An event as a consumer gets it: its idempotency key and the event JSON. */
+export interface DeliveredEvent {
+  key: string;
+  value: string;
+  /** Where it came from, for the violation's text (e.g. `rest svc.x.customer/0@12`). */
+  where: string;
+}
+
+interface EventJson {
+  collection: string;
+  created_at: string;
+  data: Record<string, unknown>;
+  event: 'inserted' | 'updated' | 'deleted';
+  id: string;
+  table_db_name: string;
+  changes?: Record<string, unknown>;
+}
+
+/** Folding one path's events: record → its row as the events tell it. */
+export interface Fold {
+  /** table → record id → column → value (raw JSON values; canonical once types are known). */
+  rows: Map<string, Map<string, Record<string, unknown>>>;
+  violations: Violation[];
+  events: number;
+  /** Deliveries of a key seen before (at-least-once): skipped, checked to be identical. */
+  duplicates: number;
+}
+
+const MAX_PER_KIND = 20;
+
+/**
+ * Folds the events of one delivery path (REST from offset 0, Kafka, webhooks), in the order
+ * the path delivers them per record, and checks each against what the fold held before it:
+ * an insert of a record that exists, an update or delete of one that does not, an update
+ * whose `changes` is empty, names a column that did not change, misses one that did, or
+ * holds a value other than the prior one. Types are not known here, so values are compared
+ * as JSON; the comparison with the database (compareFold) normalises them.
+ */
+export function foldEvents(path: string, deliveries: Iterable<DeliveredEvent>): Fold {
+  const rows = new Map<string, Map<string, Record<string, unknown>>>();
+  const seen = new Map<string, string>();
+  const violations: Violation[] = [];
+  const counts = new Map<string, number>();
+  let events = 0;
+  let duplicates = 0;
+  const fail = (kind: string, detail: string) => {
+    const n = (counts.get(kind) ?? 0) + 1;
+    counts.set(kind, n);
+    if (n <= MAX_PER_KIND) violations.push({ check: `events-fold (${path})`, detail });
+  };
+  for (const delivery of deliveries) {
+    const earlier = seen.get(delivery.key);
+    if (earlier !== undefined) {
+      duplicates++;
+      if (earlier !== delivery.value) fail('key', `${delivery.where}: key ${delivery.key} was delivered before with another event`);
+      continue;
+    }
+    seen.set(delivery.key, delivery.value);
+    events++;
+    const event = JSON.parse(delivery.value) as EventJson;
+    const table = rows.get(event.table_db_name) ?? new Map<string, Record<string, unknown>>();
+    rows.set(event.table_db_name, table);
+    const before = table.get(event.id);
+    const at = `${delivery.where} ${event.event} ${event.table_db_name}/${event.id}`;
+    if (event.event === 'inserted') {
+      if (before) fail('insert', `${at}: inserted, but the events already had this record`);
+      table.set(event.id, event.data);
+    } else if (event.event === 'deleted') {
+      if (!before) fail('delete', `${at}: deleted, but the events never had this record`);
+      table.delete(event.id);
+    } else {
+      if (!before) fail('update', `${at}: updated, but the events never had this record`);
+      const changes = event.changes ?? {};
+      if (Object.keys(changes).length === 0) fail('empty', `${at}: an update with no changed column`);
+      if (before) {
+        for (const [column, prior] of Object.entries(changes)) {
+          if (!(column in before)) continue; // a column new to the table: a schema change
+          if (JSON.stringify(before[column]) !== JSON.stringify(prior)) {
+            fail('prior', `${at}: changes.${column} is ${JSON.stringify(prior)}, but the record held ${JSON.stringify(before[column])}`);
+          }
+          if (JSON.stringify(event.data[column]) === JSON.stringify(prior)) fail('unchanged', `${at}: changes names ${column}, which did not change`);
+        }
+        for (const [column, value] of Object.entries(event.data)) {
+          if (column in changes || !(column in before)) continue;
+          if (JSON.stringify(before[column]) !== JSON.stringify(value)) {
+            fail('missed', `${at}: ${column} went from ${JSON.stringify(before[column])} to ${JSON.stringify(value)} but is not in changes`);
+          }
+        }
+      }
+      table.set(event.id, event.data);
+    }
+  }
+  for (const [kind, n] of counts) if (n > MAX_PER_KIND) violations.push({ check: `events-fold (${path})`, detail: `… and ${n - MAX_PER_KIND} more of kind ${kind}` });
+  return { rows, violations, events, duplicates };
+}
+
+/**
+ * The folded rows against the database's: the same records in every table, and every
+ * column of each the same value (canonical by the column's type). A table with no events
+ * and no rows is equal; tables the caller skips (bookkeeping) are not given.
+ */
+export function compareFold(path: string, fold: Fold, database: Map<string, TableRows>): Violation[] {
+  const violations: Violation[] = [];
+  const byColumn = new Map<string, { n: number; example: string }>();
+  const note = (what: string, example: string) => {
+    const entry = byColumn.get(what);
+    if (entry) entry.n++;
+    else byColumn.set(what, { n: 1, example });
+  };
+  const tables = new Set([...database.keys(), ...fold.rows.keys()]);
+  for (const table of tables) {
+    const db = database.get(table);
+    const folded = fold.rows.get(table) ?? new Map<string, Record<string, unknown>>();
+    const dbRows = db?.rows ?? new Map<string, Map<string, Canonical>>();
+    for (const [id] of dbRows) if (!folded.has(id)) note(`${table}: in the database, not in the events`, id);
+    for (const [id, data] of folded) {
+      const row = dbRows.get(id);
+      if (!row) {
+        note(`${table}: in the events, not in the database`, id);
+        continue;
+      }
+      for (const [column, oid] of db!.columns) {
+        const fromEvents = canonical(oid, data[column]);
+        const fromDb = row.get(column) ?? null;
+        if (!same(fromEvents, fromDb)) {
+          note(`${table}.${column}: events and database differ`, `${id}: events ${JSON.stringify(fromEvents)}, database ${JSON.stringify(fromDb)}`);
+        }
+      }
+    }
+  }
+  for (const [what, { n, example }] of byColumn) {
+    violations.push({ check: `events=db (${path})`, detail: `${what} for ${n} record${n === 1 ? '' : 's'}, e.g. ${example}` });
+  }
+  return violations;
+}
