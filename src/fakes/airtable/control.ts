@@ -9,6 +9,7 @@ import { recordJson } from './record-json.ts';
 import { type FieldJson, fieldJson, type TableJson, tableJson } from './schema.ts';
 import {
   addField,
+  changeFieldType,
   createTable,
   deleteField,
   deleteTable,
@@ -40,6 +41,11 @@ export interface FakeBase {
   renameField(table: string, field: string, newName: string): void;
   updateFieldOptions(table: string, field: string, options: Record<string, unknown>): FieldJson;
   deleteField(table: string, field: string): void;
+  /**
+   * Changes a field's type as the UI does (the API cannot): cells convert like a typecast write
+   * of their old value, what does not convert is cleared. Not for link fields, nor into links.
+   */
+  retypeField(table: string, field: string, type: string, options?: Record<string, unknown>): FieldJson;
   createRecords(table: string, fields: Array<Record<string, unknown>>): RecordJson[];
   /** Merges `fields` into the record (like PATCH). */
   updateRecord(table: string, recId: string, fields: Record<string, unknown>): RecordJson;
@@ -49,6 +55,8 @@ export interface FakeBase {
   recordCount(table: string): number;
   /** The table as the metadata API shows it. */
   table(nameOrId: string): TableJson;
+  /** Every table of the base, in order, as the metadata API lists them. */
+  tables(): TableJson[];
   /** Seeded tables with every field type, links, lookups, rollups, formulas and N rows each. */
   generate(input: GenerateInput): TableJson[];
   /** A collaborator that singleCollaborator / multipleCollaborators cells may name. */
@@ -141,6 +149,13 @@ export class FakeBaseControl implements FakeBase {
     this.write((s) => deleteField(s, t, f));
   }
 
+  retypeField(table: string, field: string, type: string, options?: Record<string, unknown>): FieldJson {
+    const t = this.tableOf(table);
+    const f = this.fieldOf(t, field);
+    this.write((s) => changeFieldType(s, t, f, type, options));
+    return fieldJson(this.core.world, t, f);
+  }
+
   createRecords(table: string, fields: Array<Record<string, unknown>>): RecordJson[] {
     const t = this.tableOf(table);
     const pending = newPending();
@@ -189,6 +204,10 @@ export class FakeBaseControl implements FakeBase {
 
   table(nameOrId: string): TableJson {
     return tableJson(this.core.world, this.tableOf(nameOrId));
+  }
+
+  tables(): TableJson[] {
+    return this.model.tables.map((t) => tableJson(this.core.world, t));
   }
 
   generate(input: GenerateInput): TableJson[] {

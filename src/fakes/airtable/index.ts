@@ -9,6 +9,8 @@
  * - cellFormat=string is a rough rendering; views never filter or sort.
  * - Lookups and webhook diffs reach one link hop (a lookup of a lookup is not re-diffed).
  * - Generated rows produce no record payloads for webhooks that existed before `generate`.
+ * - A field type change (`retypeField`, the UI's) reaches webhooks as one field change, with no
+ *   record changes for the converted cells.
  * - Error types Airtable does not document (upsert with several matches, metadata validation)
  *   are plausible guesses; the documented ones (INVALID_RECORDS, UNKNOWN_FIELD_NAME, …) are real.
  */

@@ -1,9 +1,11 @@
+import { CellReader } from './cells-read.ts';
+import { newPending, normalizeCell } from './cells-write.ts';
 import { unprocessable } from './errors.ts';
-import { CHOICE_COLORS, DEFAULT_OPTIONS, isApiCreatable, KNOWN_TYPES, REQUIRED_OPTIONS } from './field-types.ts';
+import { CHOICE_COLORS, DEFAULT_OPTIONS, isApiCreatable, KNOWN_TYPES, REQUIRED_OPTIONS, TEXT_TYPES } from './field-types.ts';
 import { FormulaSyntaxError } from './formula/ast.ts';
 import { compileFormula } from './formula/parse.ts';
 import { randomId } from './ids.ts';
-import { type Field, fieldById, findTable, type Table, tableById } from './model.ts';
+import { type Field, fieldById, findTable, type Rec, type Table, tableById } from './model.ts';
 import type { WriteSession } from './record-ops.ts';
 import { fieldOptionsJson } from './schema.ts';
 
@@ -269,4 +271,123 @@ export function deleteField(s: WriteSession, table: Table, field: Field): void {
     const inverse = linked && fieldById(linked, field.options.inverseLinkFieldId);
     if (linked && inverse) removeField(s, linked, inverse);
   }
+}
+
+/** Types the primary field cannot have (as the create-table check above). */
+const NOT_PRIMARY = new Set(['multipleRecordLinks', 'multipleAttachments', 'checkbox', 'multipleCollaborators', 'multipleSelects']);
+const SELECT_TYPES = new Set(['singleSelect', 'multipleSelects']);
+
+/** One REST cell as text, the way a converted cell reads (names, labels, file names; errors are empty). */
+function cellText(v: unknown): string | undefined {
+  if (v === undefined || v === null) return undefined;
+  if (typeof v === 'string') return v;
+  if (typeof v === 'number') return String(v);
+  if (typeof v === 'boolean') return v ? 'checked' : undefined;
+  if (Array.isArray(v)) {
+    const parts = v.map(cellText).filter((t): t is string => t !== undefined && t !== '');
+    return parts.length === 0 ? undefined : parts.join(', ');
+  }
+  if (typeof v === 'object') {
+    const o = v as Record<string, unknown>;
+    if ('error' in o || 'specialValue' in o) return undefined;
+    for (const key of ['name', 'text', 'label', 'filename', 'value']) if (typeof o[key] === 'string') return o[key] as string;
+  }
+  return undefined;
+}
+
+/** A cell's REST JSON as the input a typecast write of the new type takes. */
+function conversionInput(v: unknown, type: string): unknown {
+  if (v === undefined || v === null) return undefined;
+  if (TEXT_TYPES.has(type)) {
+    const text = cellText(v);
+    return type === 'singleLineText' && text !== undefined ? text.replace(/\s*\n\s*/g, ' ').trim() : text;
+  }
+  switch (type) {
+    case 'number':
+    case 'percent':
+    case 'currency':
+    case 'rating':
+    case 'duration':
+      if (typeof v === 'number') return v;
+      if (typeof v === 'boolean') return v ? 1 : undefined;
+      return cellText(Array.isArray(v) ? v[0] : v);
+    case 'checkbox':
+      if (typeof v === 'boolean') return v;
+      if (typeof v === 'number') return v !== 0;
+      return cellText(v);
+    case 'multipleSelects':
+      return Array.isArray(v) ? v.map(cellText).filter((t) => t !== undefined) : cellText(v);
+    case 'singleSelect':
+      return cellText(Array.isArray(v) ? v[0] : v);
+    case 'singleCollaborator': {
+      const one = Array.isArray(v) ? v[0] : v;
+      return typeof one === 'object' && one !== null ? { id: (one as { id?: unknown }).id } : one;
+    }
+    case 'multipleCollaborators':
+      return (Array.isArray(v) ? v : [v]).map((u) => (typeof u === 'object' && u !== null ? { id: (u as { id?: unknown }).id } : u));
+    case 'multipleAttachments': {
+      const text = cellText(v);
+      return text && /^https?:\/\//.test(text) ? [{ url: text }] : undefined;
+    }
+    case 'barcode':
+      return typeof v === 'object' && !Array.isArray(v) && typeof (v as { text?: unknown }).text === 'string' ? v : cellText(v);
+    default:
+      return cellText(v);
+  }
+}
+
+/**
+ * The UI's "change field type" (the API cannot do it): each cell converts as a typecast write
+ * of its old value would, and what does not convert is cleared; a select made from text gets
+ * a choice per distinct value. Options start from the new type's defaults (select choices carry
+ * over between single and multiple select). Link fields cannot be converted, nor can a field
+ * become a link or a computed type other than a formula. Webhooks see one field change (type and
+ * options), no record changes.
+ */
+export function changeFieldType(s: WriteSession, table: Table, field: Field, type: string, options?: Record<string, unknown>): void {
+  if (field.type === 'multipleRecordLinks') throw unprocessable('UNSUPPORTED_FIELD_TYPE_CONVERSION', `Field "${field.name}" links records; it cannot change type`);
+  if (type !== 'formula' && (!isApiCreatable(type) || type === 'multipleRecordLinks')) {
+    throw unprocessable('UNSUPPORTED_FIELD_TYPE_CONVERSION', `A field cannot be converted to ${type}`);
+  }
+  if (field.id === table.primaryFieldId && NOT_PRIMARY.has(type)) {
+    throw unprocessable('INVALID_FIELD_TYPE_FOR_PRIMARY', `A ${type} field cannot be the primary field`);
+  }
+  const given = options ?? (SELECT_TYPES.has(type) && SELECT_TYPES.has(field.type) ? { choices: structuredClone(field.options.choices ?? []) } : undefined);
+  const built = buildOptions(s, table, type, given, { trusted: true });
+  if (built.formula?.refs.some((r) => r.fieldId === field.id)) throw unprocessable('INVALID_FIELD_TYPE_OPTIONS', 'a formula cannot reference itself');
+  const next: Field = { ...field, type, options: built.options };
+
+  // Convert every cell first, so a refused conversion leaves the base as it was.
+  const converted = new Map<Rec, unknown>();
+  const pending = newPending();
+  if (type !== 'formula') {
+    const reader = new CellReader(s.world);
+    for (const rec of table.records.values()) {
+      const input = conversionInput(reader.cell(table, rec, field, 'rest'), type);
+      let value: unknown;
+      try {
+        value = input === undefined ? undefined : normalizeCell(next, input, { world: s.world, typecast: true, trusted: true, pending });
+      } catch {
+        value = undefined;
+      }
+      if (value !== undefined) converted.set(rec, value);
+    }
+  }
+
+  const previous = { type: field.type, options: fieldOptionsJson(s.world, table, field) };
+  field.type = type;
+  field.options = built.options;
+  const added = pending.choices.get(next);
+  if (added) field.options = { ...field.options, choices: [...((field.options.choices as unknown[]) ?? []), ...added] };
+  if (built.formula) field.formula = built.formula;
+  else delete field.formula;
+  const generated = new Map<number, unknown>();
+  for (const rec of table.records.values()) {
+    const value = converted.get(rec);
+    if (rec.cells) rec.cells[field.slot] = value;
+    else if (value !== undefined) generated.set(rec.row, value);
+  }
+  if (generated.size > 0) field.gen = (row) => generated.get(row);
+  else delete field.gen;
+  s.tx.fieldChanged(table, field.id, { type, options: fieldOptionsJson(s.world, table, field) }, previous);
 }
