@@ -36,7 +36,23 @@ export class Ctx {
     readonly newId: (prefix: string) => string = (prefix) => randomId(prefix, account.tag),
     /** Fixed creation time (the generator spreads objects over the past); default now. */
     private readonly at?: () => number,
+    /** Events are dated by the real clock even though objects are not (test clocks, as Stripe does). */
+    private readonly eventsAtRealTime = false,
   ) {}
+
+  /**
+   * The same operation on objects that live on a test clock: they are dated `time` (the clock's
+   * frozen time, or a moment within an advance) while their events keep real time.
+   */
+  atTime(time: number): Ctx {
+    return new Ctx(this.account, this.clock, this.request, this.apiVersion, this.emitEvents, this.newId, () => time, true);
+  }
+
+  /** Back to real time: what test-clock billing creates besides invoices (payment intents, charges) is dated now. */
+  realTime(): Ctx {
+    if (!this.eventsAtRealTime) return this;
+    return new Ctx(this.account, this.clock, this.request, this.apiVersion, this.emitEvents, this.newId);
+  }
 
   get now(): number {
     return this.at ? this.at() : this.clock.now();
@@ -64,7 +80,7 @@ export class Ctx {
   emit(type: string, object: StripeObject, previous?: Record<string, unknown>): void {
     if (!this.emitEvents) return;
     const event: StripeEvent = buildEvent(this.newId('evt'), type, object, {
-      created: this.now,
+      created: this.eventsAtRealTime ? this.clock.now() : this.now,
       apiVersion: this.account.apiVersion,
       livemode: this.account.livemode,
       request: this.request,

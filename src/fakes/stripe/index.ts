@@ -8,9 +8,21 @@
  * Where it is knowingly not Stripe:
  * - Object shapes are those of the spec's version whatever `Stripe-Version` asks for; the
  *   version only decides whether the pre-2025-03-31 upcoming-invoice endpoint exists.
- * - No time-driven behaviour: subscriptions do not renew, payouts do not land, drafts do not
- *   finalize by themselves as the clock advances (balance transactions do become available).
- * - Cards only; no 3-D Secure, no discounts or taxes applied, no prorations, no Connect.
+ * - Time bills only through test clocks (resources/test-clocks.ts): advancing one renews its
+ *   customers' subscriptions, ends trials, finalizes, charges and retries invoices, expires
+ *   incomplete subscriptions and ends cancel_at ones, all at once (the advance answers
+ *   `advancing`, but the clock is `ready` by then). Dunning is one fixed policy: a retry every
+ *   3 days, and after 3 failed attempts the subscription is canceled (never `unpaid`); no smart
+ *   retry timing, no emails, no invoice.upcoming or invoice.will_be_due, no pause_collection
+ *   effect. Real time passing bills nothing: subscriptions off a clock never renew, payouts do
+ *   not land, drafts off a clock do not finalize by themselves, clocks are not deleted at
+ *   deletes_after (balance transactions do become available). Test-clock objects are dated at
+ *   the clock's time and their events at real time, as in Stripe; lists of customers and
+ *   subscriptions leave them out unless asked by `test_clock` (or `customer`), as Stripe's do.
+ * - Cards only; no 3-D Secure, no taxes, no prorations, no Connect; coupons applied to a
+ *   subscription (`discounts`) are recorded with their events but never reduce an amount. Cards
+ *   are not checked when attached (pm_card_chargeDeclined attaches, then declines); disputes
+ *   open through the control API or Stripe's dispute test card (pm_card_createDispute).
  * - Endpoints of the spec the fake does not model: lists answer empty, retrievals 404
  *   (that is what an account that never used the feature answers), writes 404 saying so.
  */

@@ -112,6 +112,7 @@ export const PREFIX_COLLECTIONS: Record<string, string> = {
   dp: 'disputes',
   du: 'disputes',
   evt: 'events',
+  clock: 'test_clocks',
 };
 
 export function collectionOfId(id: string): string | undefined {

@@ -9,6 +9,8 @@ export interface TestCard {
   funding: 'credit' | 'debit' | 'prepaid';
   /** A card error code when charging this card fails. */
   decline?: { code: string; decline_code?: string; message: string };
+  /** Charges succeed, then the cardholder disputes them for this reason (4000 0000 0000 0259). */
+  dispute?: string;
 }
 
 const DECLINED = { code: 'card_declined', decline_code: 'generic_decline', message: 'Your card was declined.' };
@@ -23,6 +25,9 @@ const CARDS: Record<string, TestCard> = {
   jcb: { brand: 'jcb', last4: '0505', country: 'JP', funding: 'credit' },
   unionpay: { brand: 'unionpay', last4: '0005', country: 'CN', funding: 'credit' },
   chargeDeclined: { brand: 'visa', last4: '0002', country: 'US', funding: 'credit', decline: DECLINED },
+  // Attaches to a customer fine (the fake never checks cards on attach), then every charge declines.
+  chargeCustomerFail: { brand: 'visa', last4: '0341', country: 'US', funding: 'credit', decline: DECLINED },
+  createDispute: { brand: 'visa', last4: '0259', country: 'US', funding: 'credit', dispute: 'fraudulent' },
   chargeDeclinedInsufficientFunds: {
     brand: 'visa',
     last4: '9995',
@@ -64,10 +69,20 @@ export function fingerprintOf(card: TestCard): string {
   return out;
 }
 
-/** Whether charging this payment method fails, by the test card number it was made from. */
-export function declineOf(pm: Record<string, unknown>): TestCard['decline'] {
+/** The test card a payment method was made from, by its number. */
+function cardOf(pm: Record<string, unknown>): TestCard | undefined {
   const card = pm.card as { brand?: string; last4?: string } | undefined;
   if (!card) return undefined;
-  for (const c of Object.values(CARDS)) if (c.decline && c.last4 === card.last4 && c.brand === card.brand) return c.decline;
+  for (const c of Object.values(CARDS)) if (c.last4 === card.last4 && c.brand === card.brand) return c;
   return undefined;
+}
+
+/** Whether charging this payment method fails, by the test card number it was made from. */
+export function declineOf(pm: Record<string, unknown>): TestCard['decline'] {
+  return cardOf(pm)?.decline;
+}
+
+/** The dispute reason a successful charge on this payment method draws, if its card is Stripe's dispute test card. */
+export function disputeOf(pm: Record<string, unknown>): string | undefined {
+  return cardOf(pm)?.dispute;
 }

@@ -13,9 +13,10 @@ import { EMPTY_ADDRESS, int, isHash, type Json, mergeMetadata, str } from './com
 import { priceAmount } from './billing.ts';
 import { both, crudRoutes, fieldFilter, type ResourceDef } from './crud.ts';
 import { newCustomer } from './customers.ts';
-import { CHECKOUT_SESSIONS, CUSTOMERS, PAYMENT_INTENTS, PRICES, PRODUCTS } from './names.ts';
+import { testCard } from './cards.ts';
+import { CHECKOUT_SESSIONS, CUSTOMERS, PAYMENT_INTENTS, PAYMENT_METHODS, PRICES, PRODUCTS } from './names.ts';
 import { buildIntent, confirmIntent } from './payment-intents.ts';
-import { attachPaymentMethod } from './payment-methods.ts';
+import { attachPaymentMethod, newCardPaymentMethod } from './payment-methods.ts';
 import { createPrice } from './prices.ts';
 import { createSubscription } from './subscriptions.ts';
 
@@ -138,9 +139,20 @@ export function createSession(ctx: Ctx, params: Params): StripeObject {
 }
 
 /** What the buyer's visit does: pays (payment mode) or subscribes (subscription mode), then completes. */
+/**
+ * The card the buyer types into Checkout's page. A test card's name stands for a new card of
+ * that kind in live mode too, where the API itself refuses the magic ids.
+ */
+function buyerCard(ctx: Ctx, id: string): string {
+  const card = testCard(id);
+  if (!card || !ctx.livemode) return id;
+  const year = new Date(ctx.clock.nowMs()).getUTCFullYear() + 3;
+  return ctx.insert(PAYMENT_METHODS, newCardPaymentMethod(ctx, ctx.newId(PAYMENT_METHODS.prefix), card, year)).id;
+}
+
 export function completeSession(ctx: Ctx, session: StripeObject, p: Params): StripeObject {
   if (session.status !== 'open') throw invalidRequest(`This Checkout Session is ${String(session.status)}; only open sessions can be completed.`);
-  const pm = str(p.payment_method) ?? 'pm_card_visa';
+  const pm = buyerCard(ctx, str(p.payment_method) ?? 'pm_card_visa');
   const email = str(p.email) ?? (session.customer_email as string | null) ?? 'buyer@example.com';
   let customerId = session.customer as string | null;
   const needsCustomer = session.mode === 'subscription' || session.customer_creation === 'always';

@@ -1,4 +1,8 @@
-/** Customers: CRUD; deleting cancels their subscriptions and leaves a `deleted: true` stub. */
+/**
+ * Customers: CRUD; deleting cancels their subscriptions and leaves a `deleted: true` stub. A
+ * customer made with `test_clock` lives on that clock (created at its frozen time) and, as in
+ * Stripe, only lists that ask for `test_clock` show it.
+ */
 import type { Ctx } from '../context.ts';
 import { invalidRequest, noSuch } from '../errors.ts';
 import type { Params, Value } from '../params.ts';
@@ -6,7 +10,7 @@ import type { Call } from '../routes.ts';
 import type { StripeObject } from '../store.ts';
 import { address, assignNullable, int, isHash, type Json, mergeMetadata, shipping, str } from './common.ts';
 import { both, crudRoutes, fieldFilter, type ResourceDef } from './crud.ts';
-import { CUSTOMERS, PAYMENT_METHODS } from './names.ts';
+import { CUSTOMERS, PAYMENT_METHODS, TEST_CLOCKS } from './names.ts';
 import { testCard } from './cards.ts';
 import { attachPaymentMethod } from './payment-methods.ts';
 import { cancelSubscription } from './subscriptions.ts';
@@ -102,11 +106,15 @@ function create({ ctx, params }: Call): StripeObject {
       param: 'invoice_settings[default_payment_method]',
     });
   }
+  const clockId = str(params.test_clock);
+  const clock = clockId ? ctx.get(TEST_CLOCKS, clockId) : undefined;
+  if (clockId && !clock) throw noSuch('test_clock', clockId, 'test_clock');
   // The default can only be set once the payment method is attached, after the customer exists.
   const settings = isHash(params.invoice_settings) ? { ...params.invoice_settings } : undefined;
   if (settings) delete settings.default_payment_method;
-  const base = newCustomer(ctx, ctx.newId(CUSTOMERS.prefix));
-  const customer = ctx.insert(CUSTOMERS, applyParams(ctx, base, settings ? { ...params, invoice_settings: settings } : params));
+  const at = clock ? ctx.atTime(clock.frozen_time as number) : ctx;
+  const base = { ...newCustomer(at, ctx.newId(CUSTOMERS.prefix)), test_clock: clock?.id ?? null };
+  const customer = at.insert(CUSTOMERS, applyParams(ctx, base, settings ? { ...params, invoice_settings: settings } : params));
   if (!pm) return customer;
   const attached = attachPaymentMethod(ctx, pm, customer.id, 'payment_method');
   if (!wantedDefault) return customer;
@@ -141,7 +149,8 @@ export const customers: ResourceDef = {
   update,
   remove,
   retrieve,
-  filter: ({ params }) => both(fieldFilter(params, ['email']), typeof params.test_clock === 'string' ? (o) => o.test_clock === params.test_clock : undefined),
+  // Without `test_clock`, Stripe's list leaves out customers on test clocks.
+  filter: ({ params }) => both(fieldFilter(params, ['email']), typeof params.test_clock === 'string' ? (o) => o.test_clock === params.test_clock : (o) => !o.test_clock),
 };
 
 export const customerRoutes = crudRoutes(customers);

@@ -26,6 +26,7 @@ import { refundRoutes } from './refunds.ts';
 import { searchRoutes } from './search.ts';
 import { subscriptionItemRoutes } from './subscription-items.ts';
 import { subscriptionRoutes } from './subscriptions.ts';
+import { testClockRoutes } from './test-clocks.ts';
 
 export const ROUTES: Route[] = [
   ...customerRoutes,
@@ -48,6 +49,7 @@ export const ROUTES: Route[] = [
   ...searchRoutes,
   ...balanceRoutes,
   ...entitlementRoutes,
+  ...testClockRoutes,
 ];
 
 /** The first page of the objects in `collection` that `filter` keeps, as an embedded list. */

@@ -9,6 +9,7 @@ import type { Call, Route } from '../routes.ts';
 import type { StripeObject } from '../store.ts';
 import { int, isHash, type Json, mergeMetadata, str } from './common.ts';
 import { invoiceItemLine, priceAmount } from './billing.ts';
+import { customerTime, testClockId } from './clock-time.ts';
 import { crudRoutes, fieldFilter, type ResourceDef } from './crud.ts';
 import { fixCurrency } from './customers.ts';
 import { invoiceLines, withLines } from './invoice-model.ts';
@@ -108,7 +109,7 @@ export function createInvoiceItem(ctx: Ctx, p: Params): StripeObject {
     quantity: priced.quantity,
     quantity_decimal: String(priced.quantity),
     tax_rates: [],
-    test_clock: null,
+    test_clock: testClockId(ctx, customer),
   };
   ctx.insert(INVOICE_ITEMS, item);
   if (invoiceId) syncDraft(ctx, invoiceId, item);
@@ -149,7 +150,7 @@ const invoiceItems: ResourceDef = {
   ...INVOICE_ITEMS,
   path: '/v1/invoiceitems',
   idParam: 'invoiceitem',
-  create: ({ ctx, params }) => createInvoiceItem(ctx, params),
+  create: ({ ctx, params }) => createInvoiceItem(customerTime(ctx, str(params.customer)), params),
   update,
   remove,
   filter: ({ params }) => {

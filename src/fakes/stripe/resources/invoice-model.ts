@@ -107,7 +107,7 @@ export function buildInvoice(ctx: Ctx, i: InvoiceInput): StripeObject {
     status_transitions: { finalized_at: null, marked_uncollectible_at: null, paid_at: null, voided_at: null },
     subtotal: 0,
     subtotal_excluding_tax: 0,
-    test_clock: null,
+    test_clock: (i.customer.test_clock as string | null | undefined) ?? null,
     total: 0,
     total_discount_amounts: [],
     total_excluding_tax: 0,
@@ -232,33 +232,36 @@ export function markPaid(ctx: Ctx, invoice: StripeObject, pi: StripeObject | nul
 
 /**
  * Charges an open invoice with `paymentMethod` (else its or the customer's default). A decline
- * is recorded on the invoice (invoice.payment_failed) and rethrown as Stripe's 402.
+ * is recorded on the invoice (invoice.payment_failed, with `onFailure`'s fields: automatic
+ * retries set the next attempt there) and rethrown as Stripe's 402.
  */
-export function payInvoice(ctx: Ctx, invoice: StripeObject, paymentMethod?: string): StripeObject {
+export function payInvoice(ctx: Ctx, invoice: StripeObject, paymentMethod?: string, onFailure: Json = {}): StripeObject {
   if ((invoice.amount_remaining as number) === 0) return markPaid(ctx, invoice, null);
   const customer = ctx.find(CUSTOMERS, invoice.customer as string);
   const settings = customer.invoice_settings as Json;
   const pm = paymentMethod ?? (invoice.default_payment_method as string | null) ?? (settings.default_payment_method as string | null) ?? undefined;
   const reason = invoice.billing_reason === 'subscription_create' ? 'Subscription creation' : invoice.billing_reason === 'subscription_cycle' ? 'Subscription cycle' : 'Payment for Invoice';
   if (!pm) {
-    ctx.save(INVOICES, { ...invoice, attempted: true, attempt_count: (invoice.attempt_count as number) + 1 }, 'invoice.payment_failed');
+    ctx.save(INVOICES, { ...invoice, attempted: true, attempt_count: (invoice.attempt_count as number) + 1, ...onFailure }, 'invoice.payment_failed');
     throw new StripeApiError(
       400,
       'invalid_request_error',
       'This customer has no attached payment source or default payment method. Please consider adding a default payment method. For more information, visit https://stripe.com/docs/billing/subscriptions/payment-methods-setting#payment-method-priority.',
     );
   }
-  const pi = ctx.insert(
+  // Test-clock invoices are dated at the clock's time, their payment intents and charges in real time.
+  const payCtx = ctx.realTime();
+  const pi = payCtx.insert(
     PAYMENT_INTENTS,
-    buildIntent(ctx, { amount: invoice.amount_remaining as number, currency: invoice.currency as string, customer: customer.id, description: reason }),
+    buildIntent(payCtx, { amount: invoice.amount_remaining as number, currency: invoice.currency as string, customer: customer.id, description: reason }),
   );
   try {
-    const succeeded = confirmIntent(ctx, pi, pm);
+    const succeeded = confirmIntent(payCtx, pi, pm);
     return markPaid(ctx, ctx.find(INVOICES, invoice.id), succeeded);
   } catch (e) {
     if (e instanceof StripeApiError && e.status === 402) {
       const current = ctx.find(INVOICES, invoice.id);
-      ctx.save(INVOICES, { ...current, attempted: true, attempt_count: (current.attempt_count as number) + 1 }, 'invoice.payment_failed');
+      ctx.save(INVOICES, { ...current, attempted: true, attempt_count: (current.attempt_count as number) + 1, ...onFailure }, 'invoice.payment_failed');
     }
     throw e;
   }

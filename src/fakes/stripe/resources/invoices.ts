@@ -7,14 +7,16 @@ import { invalidRequest, missingParam, noSuch } from '../errors.ts';
 import { pageOfArray } from '../lists.ts';
 import type { Call, Route } from '../routes.ts';
 import type { StripeObject } from '../store.ts';
+import { customerTime } from './clock-time.ts';
 import { int, type Json, mergeMetadata, str } from './common.ts';
 import { both, crudRoutes, fieldFilter, type ResourceDef } from './crud.ts';
 import { buildInvoice, claimPendingItems, finalizeInvoice, invoiceLines, markPaid, payInvoice, withLines } from './invoice-model.ts';
 import { CUSTOMERS, INVOICE_ITEMS, INVOICE_PAYMENTS, INVOICES, SUBSCRIPTIONS } from './names.ts';
 
-function create({ ctx, params }: Call): StripeObject {
+function create({ ctx: requestCtx, params }: Call): StripeObject {
   const customerId = str(params.customer);
   if (!customerId) throw missingParam('customer');
+  const ctx = customerTime(requestCtx, customerId);
   const customer = ctx.get(CUSTOMERS, customerId);
   if (!customer) throw noSuch('customer', customerId, 'customer');
   const subscriptionId = str(params.subscription);
@@ -73,7 +75,8 @@ function action(name: string, states: string[], fn: (call: Call, invoice: Stripe
       if (!states.includes(invoice.status as string)) {
         throw invalidRequest(`You can only ${name.replace('_', ' ')} ${states.join(' or ')} invoices; this invoice is ${String(invoice.status)}.`, { code: 'invoice_not_editable' });
       }
-      return fn(call, invoice);
+      // A test-clock customer's invoice changes at the clock's time.
+      return fn({ ...call, ctx: customerTime(call.ctx, invoice.customer as string) }, invoice);
     },
   };
 }

@@ -33,4 +33,5 @@ export const BALANCE_TRANSACTIONS = names('balance_transactions', 'balance_trans
 export const PAYOUTS = names('payouts', 'payout', 'po', 'payout', 'payout', 'payout');
 export const DISPUTES = names('disputes', 'dispute', 'du', 'dispute', 'dispute', 'charge.dispute');
 export const EVENTS = names('events', 'event', 'evt', 'event', 'event', null);
+export const TEST_CLOCKS = names('test_clocks', 'test_helpers.test_clock', 'clock', 'test_clock', 'test_helpers_test_clock', 'test_helpers.test_clock');
 export const ENTITLEMENT_FEATURES = names('entitlements/features', 'entitlements.feature', 'feat', 'feature', 'entitlements_feature', null);

@@ -8,10 +8,11 @@ import { invalidRequest, missingParam, noSuch, StripeApiError } from '../errors.
 import type { Params } from '../params.ts';
 import type { Call, Route } from '../routes.ts';
 import type { StripeObject } from '../store.ts';
-import { declineOf } from './cards.ts';
+import { declineOf, disputeOf } from './cards.ts';
 import { assignNullable, int, type Json, mergeMetadata, shipping, str } from './common.ts';
 import { buildCharge, captureCharge, recordCharge } from './charges.ts';
 import { crudRoutes, fieldFilter, type ResourceDef } from './crud.ts';
+import { openDispute } from './disputes.ts';
 import { CHARGES, CUSTOMERS, PAYMENT_INTENTS } from './names.ts';
 import { resolvePaymentMethod } from './payment-methods.ts';
 
@@ -142,7 +143,13 @@ export function confirmIntent(ctx: Ctx, pi: StripeObject, paymentMethodId: strin
     });
   }
   const next: StripeObject = { ...pi, payment_method: pm.id, latest_charge: charge.id, last_payment_error: null };
-  if (capture) return ctx.save(PAYMENT_INTENTS, { ...next, status: 'succeeded', amount_received: pi.amount }, 'payment_intent.succeeded');
+  if (capture) {
+    const succeeded = ctx.save(PAYMENT_INTENTS, { ...next, status: 'succeeded', amount_received: pi.amount }, 'payment_intent.succeeded');
+    // Stripe's dispute test card: the payment succeeds, then the cardholder disputes it.
+    const reason = disputeOf(pm);
+    if (reason) openDispute(ctx, ctx.find(CHARGES, charge.id), { reason });
+    return succeeded;
+  }
   return ctx.save(PAYMENT_INTENTS, { ...next, status: 'requires_capture', amount_capturable: pi.amount }, 'payment_intent.amount_capturable_updated');
 }
 

@@ -2,7 +2,9 @@
  * Subscriptions. Creating one drafts, finalizes and (charge_automatically)
  * pays its first invoice with the customer's default payment method; without one, or on a
  * decline, the subscription stays `incomplete`. DELETE cancels: the subscription stays, with
- * status canceled (customer.subscription.deleted). No renewals: time passing does not bill.
+ * status canceled (customer.subscription.deleted). Real time passing does not bill; a test
+ * clock's advance does (test-clocks.ts). A test-clock customer's subscriptions live at the
+ * clock's time, and lists leave them out unless asked by `test_clock` or `customer`, as Stripe's do.
  */
 import type { Ctx } from '../context.ts';
 import { invalidRequest, missingParam, noSuch, StripeApiError } from '../errors.ts';
@@ -12,7 +14,9 @@ import type { StripeObject } from '../store.ts';
 import { addInterval, subscriptionLine } from './billing.ts';
 import { bool, embeddedList, int, isHash, type Json, mergeMetadata, str } from './common.ts';
 import { both, crudRoutes, fieldFilter, listPage, type ResourceDef } from './crud.ts';
+import { customerTime } from './clock-time.ts';
 import { fixCurrency } from './customers.ts';
+import { discountsFor } from './discounts.ts';
 import { buildInvoice, claimPendingItems, finalizeInvoice, payInvoice, withLines } from './invoice-model.ts';
 import { CUSTOMERS, INVOICES, PAYMENT_METHODS, SUBSCRIPTION_ITEMS, SUBSCRIPTIONS } from './names.ts';
 import { applyItemChanges, buildItem, checkIntervals, itemPrice, itemsOf, withItems } from './subscription-items.ts';
@@ -43,6 +47,7 @@ export interface SubscriptionFields {
   metadata?: Record<string, string>;
   cancelAt?: number | null;
   cancelAtPeriodEnd?: boolean;
+  testClock?: string | null;
 }
 
 /** The subscription object without its items (withItems adds them). */
@@ -90,7 +95,7 @@ export function subscriptionTemplate(ctx: Ctx, f: SubscriptionFields): StripeObj
     schedule: null,
     start_date: f.start,
     status: f.status,
-    test_clock: null,
+    test_clock: f.testClock ?? null,
     transfer_data: null,
     trial_end: f.trialEnd ?? null,
     trial_settings: { end_behavior: { missing_payment_method: 'create_invoice' } },
@@ -98,11 +103,13 @@ export function subscriptionTemplate(ctx: Ctx, f: SubscriptionFields): StripeObj
   };
 }
 
-export function createSubscription(ctx: Ctx, params: Params): StripeObject {
+export function createSubscription(requestCtx: Ctx, params: Params): StripeObject {
   const customerId = str(params.customer);
   if (!customerId) throw missingParam('customer');
-  const customer = ctx.get(CUSTOMERS, customerId);
+  const customer = requestCtx.get(CUSTOMERS, customerId);
   if (!customer) throw noSuch('customer', customerId, 'customer');
+  // A test-clock customer's subscription starts at the clock's frozen time.
+  const ctx = customerTime(requestCtx, customerId);
   const itemParams = Array.isArray(params.items) ? params.items.filter(isHash) : [];
   if (itemParams.length === 0) throw missingParam('items');
   const prices = itemParams.map((it, i) => itemPrice(ctx, it, `items[${i}]`));
@@ -113,6 +120,8 @@ export function createSubscription(ctx: Ctx, params: Params): StripeObject {
   const daysUntilDue = int(params.days_until_due) ?? null;
   if (collection === 'send_invoice' && daysUntilDue === null) throw missingParam('days_until_due');
   const paymentMethod = defaultPaymentMethod(ctx, customerId, params.default_payment_method);
+  const id = ctx.newId(SUBSCRIPTIONS.prefix);
+  const discounts = discountsFor(ctx, { id, customer: customerId }, params.discounts, []);
   // Everything is checked: from here on the subscription is made.
   fixCurrency(ctx, customerId, currency, 'items');
 
@@ -129,7 +138,6 @@ export function createSubscription(ctx: Ctx, params: Params): StripeObject {
   const anchor = anchorParam ?? trialEnd ?? start;
   const period = { start, end };
 
-  const id = ctx.newId(SUBSCRIPTIONS.prefix);
   itemParams.forEach((it, i) => {
     const quantity = int(it.quantity) ?? 1;
     ctx.col(SUBSCRIPTION_ITEMS.name).insert(buildItem(ctx, id, prices[i] as StripeObject, quantity, mergeMetadata({}, it.metadata), period));
@@ -152,9 +160,12 @@ export function createSubscription(ctx: Ctx, params: Params): StripeObject {
       metadata: mergeMetadata({}, params.metadata),
       cancelAt: cancelAtPeriodEnd ? period.end : (int(params.cancel_at) ?? null),
       cancelAtPeriodEnd,
+      testClock: (customer.test_clock as string | null | undefined) ?? null,
     }),
   );
+  sub.discounts = discounts.ids;
   ctx.insert(SUBSCRIPTIONS, sub);
+  discounts.emit();
   return firstInvoice(ctx, sub, customer, params);
 }
 
@@ -202,7 +213,8 @@ function firstInvoice(ctx: Ctx, sub: StripeObject, customer: StripeObject, param
   return saved;
 }
 
-export function cancelSubscription(ctx: Ctx, sub: StripeObject, params: Params): StripeObject {
+export function cancelSubscription(requestCtx: Ctx, sub: StripeObject, params: Params): StripeObject {
+  const ctx = customerTime(requestCtx, sub.customer as string);
   if (sub.status === 'canceled') throw invalidRequest(`A canceled subscription can only update its cancellation_details and metadata.`);
   const details = isHash(params.cancellation_details) ? params.cancellation_details : {};
   return ctx.save(
@@ -223,7 +235,8 @@ export function cancelSubscription(ctx: Ctx, sub: StripeObject, params: Params):
   );
 }
 
-function update({ ctx, params }: Call, current: StripeObject): StripeObject {
+function update({ ctx: requestCtx, params }: Call, current: StripeObject): StripeObject {
+  const ctx = customerTime(requestCtx, current.customer as string);
   const changesItems = Array.isArray(params.items);
   if (current.status === 'canceled' && Object.keys(params).some((k) => !['metadata', 'cancellation_details', 'expand'].includes(k))) {
     throw invalidRequest('A canceled subscription can only update its cancellation_details and metadata.');
@@ -253,17 +266,25 @@ function update({ ctx, params }: Call, current: StripeObject): StripeObject {
   if (isHash(params.cancellation_details)) {
     next.cancellation_details = { ...(current.cancellation_details as Json), ...params.cancellation_details };
   }
+  const discounts = discountsFor(ctx, { id: current.id, customer: current.customer as string }, params.discounts, current.discounts as string[]);
+  next.discounts = discounts.ids;
   if (changesItems) applyItemChanges(ctx, current, params.items as Value[]);
-  return ctx.save(SUBSCRIPTIONS, withItems(ctx, next));
+  const saved = ctx.save(SUBSCRIPTIONS, withItems(ctx, next));
+  discounts.emit();
+  return saved;
 }
 
-function retrieveFilter({ params }: Call): ((o: StripeObject) => boolean) | undefined {
+/** List filters; `byCustomer`: the list is one customer's, which includes its test-clock subscriptions. */
+function retrieveFilter({ params }: Call, byCustomer = false): ((o: StripeObject) => boolean) | undefined {
   const status = params.status as string | undefined;
   const statusFilter =
     status === 'all' ? undefined : status === 'ended' ? (o: StripeObject) => o.status === 'canceled' || o.status === 'incomplete_expired' : status ? (o: StripeObject) => o.status === status : (o: StripeObject) => o.status !== 'canceled';
   const price = str(params.price);
+  // Without `test_clock` or `customer`, Stripe's list leaves out subscriptions on test clocks.
+  const clockFilter = byCustomer || params.test_clock !== undefined || params.customer !== undefined ? undefined : (o: StripeObject) => !o.test_clock;
   return both(
     statusFilter,
+    clockFilter,
     fieldFilter(params, ['customer', 'collection_method', 'test_clock']),
     price ? (o) => ((o.items as { data: StripeObject[] }).data ?? []).some((it) => (it.price as StripeObject).id === price) : undefined,
   );
@@ -288,7 +309,7 @@ export const subscriptionRoutes: Route[] = [
     handler: (call) => {
       const customer = call.path.customer as string;
       if (!call.ctx.get(CUSTOMERS, customer)) throw noSuch('customer', customer, 'customer');
-      return listPage(call.ctx, SUBSCRIPTIONS, call.params, `/v1/customers/${customer}/subscriptions`, both((o) => o.customer === customer, retrieveFilter(call)));
+      return listPage(call.ctx, SUBSCRIPTIONS, call.params, `/v1/customers/${customer}/subscriptions`, both((o) => o.customer === customer, retrieveFilter(call, true)));
     },
   },
 ];

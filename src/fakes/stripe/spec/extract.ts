@@ -27,6 +27,7 @@ const MODELED_OBJECTS = [
   'customer', 'product', 'price', 'plan', 'coupon', 'discount', 'subscription', 'subscription_item', 'invoice',
   'line_item', 'invoiceitem', 'invoice_payment', 'payment_intent', 'charge', 'refund', 'payment_method',
   'checkout.session', 'item', 'balance_transaction', 'payout', 'dispute', 'event', 'entitlements.feature',
+  'test_helpers.test_clock',
 ];
 
 function compact(schema: Json | undefined): ParamSchema {
@@ -84,7 +85,7 @@ function describe(op: Json): Pick<PathInfo, 'kind' | 'object'> {
 
 /** Form bodies are kept only where the fake implements writes; other writes answer before parsing. */
 const MODELED_WRITES =
-  /^\/v1\/(customers|products|prices|plans|coupons|subscriptions|subscription_items|invoices|invoiceitems|payment_intents|charges|refunds|payment_methods|checkout\/sessions|payouts|disputes|entitlements\/features)(\/|$)/;
+  /^\/v1\/(customers|products|prices|plans|coupons|subscriptions|subscription_items|invoices|invoiceitems|payment_intents|charges|refunds|payment_methods|checkout\/sessions|payouts|disputes|entitlements\/features|test_helpers\/test_clocks)(\/|$)/;
 
 const params: Record<string, ParamSchema> = {};
 const pathList: PathInfo[] = [];
