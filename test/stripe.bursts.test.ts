@@ -10,6 +10,7 @@ import * as assert from 'uvu/assert';
 import { type FakeStripe, type FakeStripeAccount, startFakeStripe } from '../src/fakes/stripe/index.ts';
 import { STRIPE_API_VERSION } from '../src/stripe/catalog.ts';
 import { stripeTables } from '../src/stripe/tables.ts';
+import { Pacer } from '../sim/pacer.ts';
 import { query } from './harness/postgres.ts';
 import { waitFor } from './harness/process.ts';
 import { createAccount, loudSetUp, request, startTestService, type TestAccount, type TestService } from './harness/service.ts';
@@ -24,6 +25,16 @@ let account: TestAccount;
 let syncId: string;
 let reader: string;
 let stripe: Stripe;
+
+/**
+ * The customer's own requests straight to Stripe keep to what the sync leaves them: test
+ * mode allows 25 a second and the sync takes 20 (a burst of more is the customer's 429).
+ */
+const pacer = new Pacer(4);
+async function paced<T>(write: () => Promise<T>): Promise<T> {
+  await pacer.take();
+  return write();
+}
 
 async function syncView() {
   return (await request(svc!.api, 'GET', `/api/syncs/${syncId}`, { token: account.token })).body;
@@ -59,16 +70,16 @@ test.after(async () => {
 });
 
 test('two updates of one customer in one read of the feed: both land and the sync goes on', async () => {
-  const customer = await stripe.customers.create({ email: 'burst@example.com', name: 'Burst' });
+  const customer = await paced(() => stripe.customers.create({ email: 'burst@example.com', name: 'Burst' }));
   await waitOk();
   // Right after a read: both updates are in the next one.
-  await stripe.customers.update(customer.id, { name: 'Burst 1' });
-  await stripe.customers.update(customer.id, { name: 'Burst 2' });
+  await paced(() => stripe.customers.update(customer.id, { name: 'Burst 1' }));
+  await paced(() => stripe.customers.update(customer.id, { name: 'Burst 2' }));
   await waitOk();
   const [row] = await query<{ name: string }>(reader, 'SELECT name FROM public.customer WHERE id = $1', [customer.id]);
   assert.is(row?.name, 'Burst 2');
   // Later changes still arrive: the sync did not stop on the burst.
-  await stripe.customers.update(customer.id, { name: 'After the burst' });
+  await paced(() => stripe.customers.update(customer.id, { name: 'After the burst' }));
   await waitOk();
   const [after] = await query<{ name: string }>(reader, 'SELECT name FROM public.customer WHERE id = $1', [customer.id]);
   assert.is(after?.name, 'After the burst');
@@ -81,10 +92,11 @@ test('an invoice created, finalized and paid within one read lands paid', async 
   const [sub] = await query<{ customer: string }>(reader, "SELECT customer FROM public.subscription WHERE status = 'active' ORDER BY id LIMIT 1");
   assert.ok(sub, 'the generated account has an active subscription');
   await waitOk();
-  await stripe.invoiceItems.create({ customer: sub.customer, amount: 1234, currency: 'usd' });
-  const draft = await stripe.invoices.create({ customer: sub.customer, pending_invoice_items_behavior: 'include' });
-  await stripe.invoices.finalizeInvoice(draft.id!);
-  await stripe.invoices.pay(draft.id!, { paid_out_of_band: true });
+  // Four writes inside one read of the feed.
+  await paced(() => stripe.invoiceItems.create({ customer: sub.customer, amount: 1234, currency: 'usd' }));
+  const draft = await paced(() => stripe.invoices.create({ customer: sub.customer, pending_invoice_items_behavior: 'include' }));
+  await paced(() => stripe.invoices.finalizeInvoice(draft.id!));
+  await paced(() => stripe.invoices.pay(draft.id!, { paid_out_of_band: true }));
   await waitOk();
   const [row] = await query<{ status: string }>(reader, 'SELECT status FROM public.invoice WHERE id = $1', [draft.id]);
   assert.is(row?.status, 'paid');

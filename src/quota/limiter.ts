@@ -15,6 +15,14 @@ export interface AcquireOptions {
   /** Sync requests' own cap within the window (Airtable: 3 of 5, or 5 with Turbo). */
   syncLimit?: number;
   /**
+   * The sync's share leaves the rest of the limit to requests this quota never sees (Stripe:
+   * the customer's own requests straight to the account), so it must hold as the upstream
+   * counts it: over the window plus the margin, like the limit. Otherwise the share is kept
+   * over the exact window (Airtable: a sweep at 3 req/s gets 3; the rest of the limit is for
+   * proxied clients, which the quota counts, and the limit's margin guards the upstream).
+   */
+  shareMargin?: boolean;
+  /**
    * A sync request someone is waiting on (change capture): within the sync's share it
    * goes before sweep requests, still after clients.
    */
@@ -154,10 +162,14 @@ export class QuotaLimiter {
     options: AcquireOptions,
     waiter: { token: string; rank: number } | undefined,
   ): Promise<Decision> {
-    // The margin guards the upstream's own limit; a sync's share is ours to keep exactly,
-    // so a sync at 3 req/s really gets 3 (the sweep-time bound depends on it).
-    const windowMs = rule.windowMs + this.marginFor(key);
-    const shareWindowMs = rule.windowMs;
+    // The margin guards the upstream's own limit. A sync's share is ours to keep exactly, so
+    // a sync at 3 req/s really gets 3 (the sweep-time bound depends on it), unless the share
+    // is what leaves room for requests we never see: then it is an upstream limit too, and the
+    // upstream counts arrival times, which jitter against our grant times by more than the
+    // 1 ms the exact window leaves between the oldest grant and the next (shareMargin).
+    const margin = this.marginFor(key);
+    const windowMs = rule.windowMs + margin;
+    const shareWindowMs = rule.windowMs + (options.shareMargin ? margin : 0);
     // One statement (sql/11_quota_take.sql): the decision used to cost five round trips.
     const kind = options.kind === 'sync' && options.urgent ? 'urgent' : options.kind;
     const loggedAt = Date.now();

@@ -34,8 +34,9 @@ export interface StripeRunnerOptions {
 }
 
 /**
- * The sync's share of the account's limit: most of it, leaving room for proxy clients,
- * whom the quota serves first anyway; Turbo takes all of it.
+ * The sync's share of the account's limit: most of it, leaving room for the customer's own
+ * requests (straight to Stripe, which the quota never sees, and through the proxy, which it
+ * serves first anyway); Turbo takes all of it.
  */
 export function syncShare(key: string, turbo: boolean): number {
   const limit = stripeRule(key).limit;
@@ -78,7 +79,9 @@ export class StripeRunner {
       key: this.options.key,
       limiter: this.options.limiter,
       quotaKey: stripeQuotaKey(this.options.accountId, key),
-      quota: { kind: 'sync', syncLimit: syncShare(key, settings.turbo) },
+      // The rest of the limit is the customer's own (direct requests the quota never sees):
+      // the share must hold as Stripe counts arrivals, so it is kept with the margin too.
+      quota: { kind: 'sync', syncLimit: syncShare(key, settings.turbo), shareMargin: true },
       signal,
       onRateLimited: this.options.onRateLimited,
     });

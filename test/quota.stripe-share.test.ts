@@ -1,0 +1,170 @@
+/**
+ * The Stripe sync's share of the account's limit (80 %: 20 of test mode's 25 requests/s)
+ * leaves the rest to the customer's own requests, which go straight to Stripe and which the
+ * quota never sees. So the share must hold as Stripe counts it: by arrival, in any sliding
+ * second. Stripe (and the strict fake, src/fakes/shared/rate-limit.ts) counts arrival times,
+ * which jitter against the limiter's grant times; kept over the exact second, the share let
+ * the sync's 21st request follow its 1st by 1 ms more than a second, and the fake counted
+ * 21 to 23 of the sync's requests in one second, enough to refuse a customer who kept to
+ * the rest.
+ *
+ * Here a customer sends 4 requests a second straight to the fake Stripe while the sync
+ * backfills at its full share; the request log is the fake server's own (every request it
+ * received, when and from whom, through node:http's diagnostics channel), and the 429 count
+ * is the fake's. The API (which checks the key when the sync is created) and the sync worker
+ * run apart, so the sync starts once the check's requests have left Stripe's window. A
+ * second test pins the limiter's rule itself.
+ */
+import { randomBytes } from 'node:crypto';
+import diagnostics from 'node:diagnostics_channel';
+import type { IncomingMessage, Server, ServerResponse } from 'node:http';
+import pg from 'pg';
+import Stripe from 'stripe';
+import { test } from 'uvu';
+import * as assert from 'uvu/assert';
+import { type FakeStripe, startFakeStripe } from '../src/fakes/stripe/index.ts';
+import { QuotaLimiter } from '../src/quota/limiter.ts';
+import { STRIPE_API_VERSION } from '../src/stripe/catalog.ts';
+import { syncShare } from '../src/stripe/runner.ts';
+import { stripeRule } from '../src/stripe/client.ts';
+import { waitFor } from './harness/process.ts';
+import { peak } from './harness/quota.ts';
+import { createAccount, loudSetUp, request, startTestService, type TestAccount, type TestService } from './harness/service.ts';
+
+const KEY = 'sk_test_SHARESHARESHARE0123456789';
+/** One secret key for the API and the worker, so the worker can read the sync's API key. */
+const SECRET_KEY = randomBytes(32).toString('base64');
+/** The customer's pace: within the 5 requests/s the sync leaves, with room for its own jitter. */
+const CLIENT_EVERY_MS = 250;
+
+interface Arrival {
+  at: number;
+  /** The sync's requests (got) or the customer's (stripe-node). */
+  from: 'sync' | 'client' | 'other';
+  method: string;
+  path: string;
+  status?: number;
+}
+
+let fake: FakeStripe;
+/** The API (which checks the key when the sync is created) and, apart, the sync worker. */
+let svc: TestService | undefined;
+let worker: TestService | undefined;
+let account: TestAccount;
+const arrivals: Arrival[] = [];
+
+const onRequest = (message: unknown) => {
+  const { request: req, response, server } = message as { request: IncomingMessage; response: ServerResponse; server: Server };
+  const address = server.address();
+  if (!fake || typeof address !== 'object' || address?.port !== fake.port) return;
+  const agent = String(req.headers['user-agent'] ?? '');
+  const arrival: Arrival = {
+    at: Date.now(),
+    from: agent.startsWith('got') ? 'sync' : agent.startsWith('Stripe/') ? 'client' : 'other',
+    method: req.method ?? '',
+    path: (req.url ?? '').split('?')[0]!,
+  };
+  arrivals.push(arrival);
+  response.once('finish', () => (arrival.status = response.statusCode));
+};
+
+test.before(
+  loudSetUp(async () => {
+    diagnostics.subscribe('http.server.request.start', onRequest);
+    fake = await startFakeStripe();
+    const upstream = fake.createAccount();
+    // Enough for a backfill of several seconds at the sync's full share.
+    upstream.generate({ seed: 11, customers: 40 });
+    fake.addKey(KEY, { account: upstream.id });
+    svc = await startTestService({ config: { roles: ['api'], secretKeyBase64: SECRET_KEY }, stripeUrl: fake.url });
+    account = await createAccount(svc);
+  }, () => svc),
+);
+
+test.after(async () => {
+  diagnostics.unsubscribe('http.server.request.start', onRequest);
+  await worker?.stop();
+  await svc?.stop();
+  await fake?.close();
+});
+
+test('the sync keeps to its share as Stripe counts it; a customer keeping to the rest sees no 429', async () => {
+  const url = new URL(fake.url);
+  const stripe = new Stripe(KEY, { host: url.hostname, port: Number(url.port), protocol: 'http', apiVersion: STRIPE_API_VERSION as never, maxNetworkRetries: 0 });
+  const created = await request(svc!.api, 'POST', '/api/syncs', { token: account.token, body: { kind: 'stripe', api_key: KEY } });
+  assert.is(created.status, 201, created.text);
+  const syncId: string = created.body.id;
+  // The key check before the 201 is not the sync's, and counts against the account too: the
+  // sync (and the customer) start in a worker of their own once it has left Stripe's window.
+  await new Promise((r) => setTimeout(r, 1100));
+  const from = arrivals.length;
+  const refusedBefore = fake.stats.rateLimited;
+  worker = await startTestService({
+    config: { roles: ['sync'], databaseUrl: svc!.controlUrl, secretKeyBase64: SECRET_KEY },
+    tunables: { workerTickMs: 250 },
+    stripeUrl: fake.url,
+  });
+
+  let backfilled = false;
+  const failures: string[] = [];
+  const customer = (async () => {
+    while (!backfilled) {
+      const sent = Date.now();
+      try {
+        await stripe.customers.list({ limit: 1 });
+      } catch (error) {
+        failures.push(String(error));
+      }
+      await new Promise((r) => setTimeout(r, Math.max(0, sent + CLIENT_EVERY_MS - Date.now())));
+    }
+  })();
+  try {
+    await waitFor(
+      'the backfill',
+      async () => ((await request(svc!.api, 'GET', `/api/syncs/${syncId}`, { token: account.token })).body.status.completed_at ? true : undefined),
+      120_000,
+    );
+  } finally {
+    backfilled = true;
+    await customer;
+  }
+
+  const seen = arrivals.slice(from);
+  const sync = seen.filter((a) => a.from === 'sync').map((a) => a.at);
+  const client = seen.filter((a) => a.from === 'client').map((a) => a.at);
+  const share = syncShare(KEY, false);
+  const seconds = (Math.max(...sync) - Math.min(...sync)) / 1000;
+  const summary = `${sync.length} sync requests over ${seconds.toFixed(1)} s, ${client.length} customer requests`;
+  // A backfill long enough to run into its share many times over, or the test proves nothing.
+  assert.ok(seconds >= 3 && sync.length >= 3 * share, summary);
+  // The sync uses its share (the margin costs it 4 %), and never more in any second Stripe counts.
+  assert.ok(peak(sync, 1000) >= share - 2, `the sync's busiest second had only ${peak(sync, 1000)} requests (${summary})`);
+  assert.ok(peak(sync, 1000) <= share, `the fake counted ${peak(sync, 1000)} of the sync's requests in one second; its share is ${share} (${summary})`);
+  // The customer kept to the rest, and was never refused.
+  assert.ok(peak(client, 1000) <= stripeRule(KEY).limit - share, `the customer sent ${peak(client, 1000)} in one second`);
+  assert.equal(failures, []);
+  assert.equal(seen.filter((a) => a.status === 429).map((a) => `${a.from} ${a.method} ${a.path}`), []);
+  assert.is(fake.stats.rateLimited, refusedBefore, 'no 429 from the fake');
+});
+
+test('the limiter: a share kept with the margin opens its next slot a window and the margin after its oldest grant', async () => {
+  const pool = new pg.Pool({ connectionString: svc!.controlUrl });
+  try {
+    const limiter = new QuotaLimiter({ pool, marginMs: 200 });
+    const rule = { limit: 5, windowMs: 1000 };
+    const grantTimes = async (key: string, shareMargin: boolean) => {
+      for (let i = 0; i < 4; i++) (await limiter.acquire(key, rule, { kind: 'sync', syncLimit: 3, shareMargin })).sent();
+      const { rows } = await pool.query<{ ms: number }>('SELECT extract(epoch FROM at) * 1000 AS ms FROM quota_requests WHERE key = $1 ORDER BY at', [key]);
+      return rows.map((r) => Number(r.ms));
+    };
+    const [kept, exact] = await Promise.all([grantTimes('stripe:share-margin', true), grantTimes('airtable:share-exact', false)]);
+    // As the upstream counts arrivals: the 4th never within a second (and its jitter) of the 1st.
+    assert.ok(kept[3]! - kept[0]! >= 1200, `with the margin: 4th grant ${(kept[3]! - kept[0]!).toFixed(1)} ms after the 1st`);
+    // Without it (Airtable's sweep share), exactly a window: a sync at 3 req/s gets 3.
+    assert.ok(exact[3]! - exact[0]! >= 1000 && exact[3]! - exact[0]! < 1200, `exact share: 4th grant ${(exact[3]! - exact[0]!).toFixed(1)} ms after the 1st`);
+  } finally {
+    await pool.end();
+  }
+});
+
+test.run();
