@@ -69,6 +69,21 @@ test.after(async () => {
   await fake?.close();
 });
 
+test("the key check's account request counts in the account's quota, where the sync starting next sees it", async () => {
+  // It went under the key's digest (the account was not known yet), so the sync's first
+  // second could take its whole share on top of it and Stripe answered 429.
+  const key = 'sk_test_CHECKCOUNTED0123456789';
+  const other = fake.createAccount();
+  fake.addKey(key, { account: other.id });
+  const created = await request(svc!.api, 'POST', '/api/syncs', { token: account.token, body: { kind: 'stripe', api_key: key } });
+  assert.is(created.status, 201, created.text);
+  const asked = fake.stats.byAccount(other.id).requests;
+  const [logged] = await query<{ n: number }>(svc!.controlUrl, "SELECT count(*)::int AS n FROM quota_requests WHERE key = $1 AND at < now()", [`stripe:${other.id}`]);
+  // Every request of the check so far is in the account's log (the sync may have added more).
+  assert.ok(logged!.n >= asked, `${logged!.n} logged of the ${asked} the check sent`);
+  await request(svc!.api, 'DELETE', `/api/syncs/${created.body.id}`, { token: account.token });
+});
+
 test('two updates of one customer in one read of the feed: both land and the sync goes on', async () => {
   const customer = await paced(() => stripe.customers.create({ email: 'burst@example.com', name: 'Burst' }));
   await waitOk();

@@ -4,7 +4,7 @@ import { TributaryError } from '../errors.ts';
 import type { QuotaLimiter } from '../quota/limiter.ts';
 import { UpstreamUnreachable } from '../upstream/http.ts';
 import { loadCatalog } from './catalog.ts';
-import { StripeClient, StripeError, type StripeObject, stripeQuotaKey } from './client.ts';
+import { StripeClient, StripeError, type StripeObject, stripeQuotaKey, stripeRule } from './client.ts';
 
 /** The seed's permission groups a restricted key should read; one list of each is probed. */
 const GROUPS = ['core', 'checkout', 'billing', 'connect', 'issuing', 'reporting'];
@@ -50,6 +50,11 @@ export function stripeCheck(options: { baseUrl: string; limiter?: QuotaLimiter }
         if (!(error instanceof StripeError && (error.kind === 'permission' || error.kind === 'missing'))) throw error;
       }
       const accountId = typeof account?.id === 'string' ? account.id : undefined;
+      // The account request was counted under the key, before the account was known: it is
+      // counted again under the account's quota, so the sync starting next sees it there.
+      if (accountId && options.limiter) {
+        await options.limiter.acquire(stripeQuotaKey(accountId, input.apiKey), stripeRule(input.apiKey), { kind: 'client', maxWaitMs: 10_000 });
+      }
       const reader = client(stripeQuotaKey(accountId, input.apiKey));
       const warnings: string[] = [];
       let readable = 0;
