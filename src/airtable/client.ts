@@ -150,6 +150,18 @@ export class AirtableClient {
     return answer.tables;
   }
 
+  /**
+   * Airtable answers 403 INVALID_PERMISSIONS_OR_MODEL_NOT_FOUND both to a key that cannot read
+   * the base and for a table that no longer exists (deleted in the UI while a cycle or a
+   * fetch was on its way). True when `error` is such a 403 and the base's schema, read now,
+   * has no such table: the table is gone, the key is fine. A key that really lost the base
+   * fails the schema read too (that error is thrown).
+   */
+  async tableGone(error: unknown, tableId: string): Promise<boolean> {
+    if (!(error instanceof AirtableError && error.status === 403)) return false;
+    return !(await this.schema()).some((t) => t.id === tableId);
+  }
+
   /** One page of a table; POST listRecords keeps long formulas out of the URL. */
   async listPage(tableId: string, options: { offset?: string; filterByFormula?: string; pageSize?: number } = {}): Promise<ListPage> {
     const page = await this.request<ListPage>('POST', `/v0/${this.options.baseId}/${encodeURIComponent(tableId)}/listRecords`, {

@@ -146,12 +146,30 @@ export class AirtableRunner {
         if (gap > 0) await this.betweenCycles(gap, mark, began);
       } catch (thrown) {
         if (this.signal.aborted) break;
-        const error = toError(thrown);
-        const fatal = error instanceof AirtableError && error.kind === 'auth';
+        let error = toError(thrown);
+        let fatal = error instanceof AirtableError && error.kind === 'auth';
+        if (fatal && (await this.modelWentAway(error))) {
+          fatal = false;
+          error = new Error('a table or field was deleted upstream during the cycle; the next cycle follows the new schema', { cause: error });
+        }
         failures++;
         await this.status.failed(error.message, fatal ? 'fatal' : 'transient').catch(() => undefined);
         await pause(fatal ? 60_000 : Math.min(60_000, 1000 * 2 ** Math.min(failures, 6)), this.signal);
       }
+    }
+  }
+
+  /**
+   * A 403 while the base's schema still reads: Airtable's answer for a table deleted since the
+   * cycle read the schema (INVALID_PERMISSIONS_OR_MODEL_NOT_FOUND), not a key that lost the base.
+   */
+  private async modelWentAway(error: Error): Promise<boolean> {
+    if (!(error instanceof AirtableError && error.status === 403) || !this.settings) return false;
+    try {
+      await this.client(this.settings).schema();
+      return true;
+    } catch {
+      return false;
     }
   }
 
@@ -304,7 +322,15 @@ export class AirtableRunner {
    */
   private async refetchInto(client: AirtableClient, mapping: TableMapping, schema: 'public' | 'public_swap', ids: string[]): Promise<number> {
     const fetchedAt = Date.now();
-    const records = await client.recordsById(mapping.tableId, ids);
+    let records: Awaited<ReturnType<AirtableClient['recordsById']>>;
+    try {
+      records = await client.recordsById(mapping.tableId, ids);
+    } catch (error) {
+      // Deleted upstream since its changes were reported: the next cycle drops the table.
+      if (!(await client.tableGone(error, mapping.tableId))) throw error;
+      this.needsCycle = this.cyclesBegun + 1;
+      return fetchedAt;
+    }
     const shape = shapeOf(mapping, schema);
     const found = new Set(records.map((r) => r.id));
     const rows = records.map((r) => rowOf(mapping, r));
