@@ -56,6 +56,23 @@ test('a fresh Airtable sync of every field type: the folded events equal the row
   assert.ok(fold.events >= 700, `${fold.events} events`);
   assert.ok(database.size >= 2);
   assert.equal(violations, []);
+
+  // A table renamed and another deleted in the UI: each collection still folds to its table
+  // (the renamed one's rows move to the new collection; the deleted one's rows are deleted).
+  base.createTable('Scratch', [{ name: 'Name', type: 'singleLineText' }]);
+  base.createRecords('Scratch', [{ Name: 'one' }, { Name: 'two' }]);
+  await waitFor('the new table', async () => ((await readTables(created.body.database.url)).has('scratch') ? true : undefined), 60_000);
+  base.renameTable('Tasks', 'Jobs');
+  base.deleteTable('Scratch');
+  await waitFor('the rename and the deletion', async () => {
+    const tables = await readTables(created.body.database.url);
+    return tables.has('jobs') && !tables.has('tasks') && !tables.has('scratch') ? true : undefined;
+  }, 60_000);
+  const after = await foldAgainstDatabase(syncId, created.body.database.url);
+  assert.equal(after.violations, []);
+  assert.is(after.fold.rows.get('tasks')?.size ?? 0, 0, 'the old collection folds to nothing');
+  assert.is(after.fold.rows.get('jobs')?.size, after.database.get('jobs')!.rows.size);
+  assert.is(after.fold.rows.get('scratch')?.size ?? 0, 0);
 });
 
 test.run();

@@ -100,7 +100,9 @@ export function foldEvents(path: string, deliveries: Iterable<DeliveredEvent>): 
 /**
  * The folded rows against the database's: the same records in every table, and every
  * column of each the same value (canonical by the column's type). A table with no events
- * and no rows is equal; tables the caller skips (bookkeeping) are not given.
+ * and no rows is equal. A column added to or removed from a table is a schema change, not a
+ * change of its rows (no event says it): a record is compared on the columns both its last
+ * event and the table have.
  */
 export function compareFold(path: string, fold: Fold, database: Map<string, TableRows>): Violation[] {
   const violations: Violation[] = [];
@@ -123,6 +125,7 @@ export function compareFold(path: string, fold: Fold, database: Map<string, Tabl
         continue;
       }
       for (const [column, oid] of db!.columns) {
+        if (!(column in data)) continue;
         const fromEvents = canonical(oid, data[column]);
         const fromDb = row.get(column) ?? null;
         if (!same(fromEvents, fromDb)) {

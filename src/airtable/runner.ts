@@ -123,8 +123,11 @@ export class AirtableRunner {
       token: this.options.token,
       baseId: this.options.baseId,
       limiter: this.options.limiter,
-      // The seed's shares of the base's 5 req/s: 3 by default, all 5 with Turbo.
-      quota: { kind: 'sync', syncLimit: settings.turbo ? 5 : 3, urgent },
+      // The seed's shares of the base's 5 req/s: 3 by default, all 5 with Turbo. The rest is
+      // the customer's, who may write to Airtable directly (then wait): requests the quota
+      // never sees, so the share must hold as Airtable counts arrivals (a 429 locks the base
+      // out for 30 s).
+      quota: { kind: 'sync', syncLimit: settings.turbo ? 5 : 3, urgent, shareMargin: true },
       signal: this.signal,
       onRateLimited: this.options.onRateLimited,
       ...(this.options.timeScale && this.options.timeScale !== 1

@@ -21,31 +21,50 @@ async function columnsOf(client: pg.PoolClient, schema: string, table: string): 
   return rows;
 }
 
+const textArray = (alias: string, columns: Column[]) => `ARRAY[${columns.map((c) => `${alias}.${ident(c.name)}::text`).join(', ')}]`;
+const rowMessage = (kind: string, priorArray: string, nextArray: string) =>
+  `pg_logical_emit_message(true, 'tributary.swap.row', json_build_array(${kind}, ${priorArray}, ${nextArray})::text)`;
+
+/** Tells the decoder the columns of the rows that follow, and the table they are events of. */
+async function announceColumns(client: pg.PoolClient, table: string, prior: Column[], next: Column[]): Promise<void> {
+  await client.query("SELECT pg_logical_emit_message(true, 'tributary.swap.columns', $1)", [
+    JSON.stringify({ table, prior: prior.map((c) => [c.name, c.oid]), next: next.map((c) => [c.name, c.oid]) }),
+  ]);
+}
+
+/** Every row of a table as one kind of change (a table that arrives or goes whole). */
+async function emitEvery(client: pg.PoolClient, kind: 'inserted' | 'deleted', schema: 'public' | 'public_swap', table: string): Promise<void> {
+  const columns = await columnsOf(client, schema, table);
+  await announceColumns(client, table, columns, columns);
+  const row = textArray('t', columns);
+  const message = kind === 'inserted' ? rowMessage("'inserted'", 'NULL::text[]', row) : rowMessage("'deleted'", row, 'NULL::text[]');
+  await client.query(`SELECT count(${message}) FROM ${schema}.${ident(table)} t`);
+}
+
 /**
  * The rebuild itself is no event (it happened in public_swap, outside the publication),
  * but the rows that differ between the old and the new table are: the decoder gets them as
  * logical messages in the swap's own transaction, so they commit, or not, with the swap.
- * Only columns in both tables are compared: a column added or removed is a schema change.
+ * Only columns in both tables are compared: a column added or removed is a schema change,
+ * not a change of the rows. A renamed table is another collection: so that folding each
+ * collection's events gives its table, the rows leave the old one (deleted) and arrive in the
+ * new one (inserted).
  */
 async function emitDifferences(client: pg.PoolClient, table: string, previous: string | undefined): Promise<void> {
-  const next = await columnsOf(client, 'public_swap', table);
-  const prior = previous ? await columnsOf(client, 'public', previous) : [];
-  await client.query("SELECT pg_logical_emit_message(true, 'tributary.swap.columns', $1)", [
-    JSON.stringify({ table, prior: prior.map((c) => [c.name, c.oid]), next: next.map((c) => [c.name, c.oid]) }),
-  ]);
-  const textArray = (alias: string, columns: Column[]) => `ARRAY[${columns.map((c) => `${alias}.${ident(c.name)}::text`).join(', ')}]`;
-  const message = (kind: string, priorArray: string, nextArray: string) =>
-    `pg_logical_emit_message(true, 'tributary.swap.row', json_build_array(${kind}, ${priorArray}, ${nextArray})::text)`;
-  const n = `public_swap.${ident(table)}`;
-  if (!previous) {
-    await client.query(`SELECT count(${message("'inserted'", 'NULL::text[]', textArray('n', next))}) FROM ${n} n`);
-    return;
+  if (!previous) return emitEvery(client, 'inserted', 'public_swap', table);
+  if (previous !== table) {
+    await emitEvery(client, 'deleted', 'public', previous);
+    return emitEvery(client, 'inserted', 'public_swap', table);
   }
+  const next = await columnsOf(client, 'public_swap', table);
+  const prior = await columnsOf(client, 'public', previous);
+  await announceColumns(client, table, prior, next);
   const priorNames = new Set(prior.map((c) => c.name));
   const common = next.filter((c) => priorNames.has(c.name));
   const differs = common.map((c) => `o.${ident(c.name)}::text IS DISTINCT FROM n.${ident(c.name)}::text`).join(' OR ') || 'false';
+  const n = `public_swap.${ident(table)}`;
   await client.query(
-    `SELECT count(${message('d.kind', 'd.prior', 'd.next')}) FROM (
+    `SELECT count(${rowMessage('d.kind', 'd.prior', 'd.next')}) FROM (
        SELECT CASE WHEN o.id IS NULL THEN 'inserted' WHEN n.id IS NULL THEN 'deleted' ELSE 'updated' END AS kind,
               CASE WHEN o.id IS NULL THEN NULL ELSE ${textArray('o', prior)} END AS prior,
               CASE WHEN n.id IS NULL THEN NULL ELSE ${textArray('n', next)} END AS next
@@ -147,10 +166,15 @@ export async function dropTable(db: pg.Pool, mapping: TableMapping): Promise<voi
     const { rows } = await client.query<{ db_name: string }>('SELECT db_name FROM public_swap._tables WHERE upstream_id = $1', [
       mapping.tableId,
     ]);
-    await client.query(`DROP TABLE IF EXISTS public.${ident(rows[0]?.db_name ?? mapping.name)}`);
+    const name = rows[0]?.db_name ?? mapping.name;
+    // The table's records are gone with it: each is a deleted event.
+    if ((await client.query('SELECT to_regclass($1) IS NOT NULL AS found', [`public.${ident(name)}`])).rows[0].found) {
+      await emitEvery(client, 'deleted', 'public', name);
+    }
+    await client.query(`DROP TABLE IF EXISTS public.${ident(name)}`);
     await client.query('DELETE FROM public_swap._tables WHERE upstream_id = $1', [mapping.tableId]);
     await client.query("SELECT pg_logical_emit_message(true, 'tributary.drop', $1)", [
       JSON.stringify({ table: mapping.name, upstream_id: mapping.tableId }),
     ]);
-  }, LOCK_TIMEOUT);
+  }, [...LOCK_TIMEOUT, ...TEXT_FORMAT]);
 }
