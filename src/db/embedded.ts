@@ -22,7 +22,8 @@ export interface EmbeddedPostgresOptions {
 export interface EmbeddedPostgres {
   /** Superuser URL of the `postgres` maintenance database. */
   adminUrl: string;
-  stop(): Promise<void>;
+  /** `fast` (the default) disconnects clients and shuts down cleanly; `immediate` is a crash: recovery runs at the next start. */
+  stop(mode?: 'fast' | 'immediate'): Promise<void>;
 }
 
 interface Binaries {
@@ -143,9 +144,9 @@ export async function startEmbeddedPostgres(options: EmbeddedPostgresOptions): P
   await waitForConnection(adminUrl);
   return {
     adminUrl,
-    async stop() {
-      logger.info({ dir: pgDir }, 'stopping embedded PostgreSQL');
-      await run(bin.pg_ctl, ['stop', '-D', pgDir, '-m', 'fast', '-w', '-t', '60'], runAs).catch((error: unknown) => {
+    async stop(mode = 'fast') {
+      logger.info({ dir: pgDir, mode }, 'stopping embedded PostgreSQL');
+      await run(bin.pg_ctl, ['stop', '-D', pgDir, '-m', mode, '-w', '-t', '60'], runAs).catch((error: unknown) => {
         logger.warn({ err: error }, 'embedded PostgreSQL did not stop cleanly');
       });
     },

@@ -1,0 +1,111 @@
+import type { FakeAirtable } from '../src/fakes/airtable/index.ts';
+import type { FakeStripe } from '../src/fakes/stripe/index.ts';
+import { pause } from '../src/time.ts';
+import type { KafkaBroker } from '../test/harness/kafka/types.ts';
+import type { Random } from './random.ts';
+import type { CrashablePostgres, ServiceProcess, WebhookReceiver } from './world.ts';
+
+/** What a fault can strike. */
+export interface FaultTargets {
+  service: ServiceProcess;
+  control: CrashablePostgres;
+  target: CrashablePostgres;
+  kafka?: KafkaBroker;
+  receiver: WebhookReceiver;
+  airtable: FakeAirtable;
+  stripe: FakeStripe;
+  baseId: string;
+  stripeAccount: string;
+}
+
+/** A fault that struck, and the time during which the service may log errors because of it. */
+export interface StruckFault {
+  name: string;
+  from: number;
+  to: number;
+}
+
+export const FAULT_KINDS = [
+  'upstream-500',
+  'upstream-timeout',
+  'upstream-truncated',
+  'airtable-429-lockout',
+  'stripe-429-storm',
+  'service-sigkill',
+  'target-db-crash',
+  'control-db-crash',
+  'kafka-restart',
+  'webhook-receiver-down',
+] as const;
+export type FaultKind = (typeof FAULT_KINDS)[number];
+
+/** Errors the service logs while recovering from a fault are explained this long after it ends. */
+const GRACE_MS = 30_000;
+
+/**
+ * Strikes one fault and waits until it is over (the struck part is back). `scale` shortens
+ * the long ones (a receiver down for minutes in a soak, seconds in CI).
+ */
+export async function strike(kind: FaultKind, t: FaultTargets, random: Random, scale: number, signal: AbortSignal): Promise<StruckFault> {
+  const from = Date.now();
+  const upstream = random.chance(0.5) ? 'stripe' : 'airtable';
+  const addFault = (rule: { kind: 'status' | 'hang' | 'truncate'; status?: number; times: number }) => {
+    if (upstream === 'stripe') t.stripe.faults.add({ match: { account: t.stripeAccount }, ...rule });
+    else t.airtable.faults.add({ match: { baseId: t.baseId }, ...rule });
+  };
+  switch (kind) {
+    case 'upstream-500':
+      addFault({ kind: 'status', status: random.pick([500, 502, 503]), times: random.between(2, 8) });
+      await pause(5000, signal);
+      break;
+    case 'upstream-timeout':
+      addFault({ kind: 'hang', times: random.between(1, 3) });
+      await pause(45_000 * Math.min(1, scale * 2), signal);
+      break;
+    case 'upstream-truncated':
+      addFault({ kind: 'truncate', times: random.between(1, 4) });
+      await pause(5000, signal);
+      break;
+    case 'airtable-429-lockout':
+      // Airtable answers 429 for 30 s once a base goes over its limit.
+      t.airtable.faults.add({ match: { baseId: t.baseId }, kind: 'status', status: 429, times: Infinity });
+      await pause(30_000, signal);
+      t.airtable.faults.clear();
+      break;
+    case 'stripe-429-storm':
+      t.stripe.faults.add({ match: { account: t.stripeAccount }, kind: 'status', status: 429, times: random.between(10, 40) });
+      await pause(5000, signal);
+      break;
+    case 'service-sigkill':
+      await t.service.kill();
+      await pause(random.between(200, 3000), signal);
+      await t.service.start();
+      break;
+    case 'target-db-crash':
+    case 'control-db-crash': {
+      const server = kind === 'target-db-crash' ? t.target : t.control;
+      await server.crash();
+      await pause(random.between(1000, 5000), signal);
+      await server.start();
+      break;
+    }
+    case 'kafka-restart':
+      if (t.kafka) await t.kafka.restart();
+      break;
+    case 'webhook-receiver-down':
+      t.receiver.mode = 'down';
+      await pause(180_000 * scale, signal);
+      t.receiver.mode = 'flapping';
+      await pause(60_000 * scale, signal);
+      t.receiver.mode = 'up';
+      break;
+  }
+  return { name: kind, from, to: Date.now() + GRACE_MS };
+}
+
+/** Ends whatever a fault left behind (injected rules, a receiver down), for the quiet phase. */
+export function clearFaults(t: FaultTargets): void {
+  t.airtable.faults.clear();
+  t.stripe.faults.clear();
+  t.receiver.mode = 'up';
+}

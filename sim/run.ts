@@ -1,0 +1,386 @@
+import { randomBytes } from 'node:crypto';
+import { chmod, mkdtemp, rm } from 'node:fs/promises';
+import os from 'node:os';
+import path from 'node:path';
+import pg from 'pg';
+import Stripe from 'stripe';
+import { type FakeAirtable, startFakeAirtable } from '../src/fakes/airtable/index.ts';
+import { type FakeStripe, startFakeStripe } from '../src/fakes/stripe/index.ts';
+import { UPCOMING } from '../src/stripe/tables.ts';
+import { pause } from '../src/time.ts';
+import { startKafka } from '../test/harness/kafka/broker.ts';
+import type { KafkaBroker } from '../test/harness/kafka/types.ts';
+import { freePort } from '../test/harness/ports.ts';
+import { airtableMatchesUpstream } from './check/airtable-upstream.ts';
+import { readTables } from './check/canonical.ts';
+import { compareFold, type DeliveredEvent, foldEvents } from './check/events.ts';
+import { readKafkaEvents } from './check/kafka-events.ts';
+import { samePath } from './check/paths.ts';
+import { readRestEvents } from './check/rest-events.ts';
+import { stripeMatchesUpstream } from './check/stripe-upstream.ts';
+import { clearFaults, FAULT_KINDS, type FaultKind, type FaultTargets, strike, type StruckFault } from './faults.ts';
+import { Pacer } from './pacer.ts';
+import { Random } from './random.ts';
+import { airtableUsers } from './traffic/airtable.ts';
+import { AirtableClient, StripeClient } from './traffic/clients.ts';
+import { stripeBilling } from './traffic/stripe.ts';
+import type { TrafficActor, Violation } from './types.ts';
+import { CrashablePostgres, ServiceProcess, WebhookReceiver } from './world.ts';
+
+export interface SimulationOptions {
+  seed: number;
+  /** How long traffic runs (faults included), before the quiet phase and the final checks. */
+  minutes: number;
+  upstreams: Array<'stripe' | 'airtable'>;
+  /** Faults to strike, in turn, spread over the run; default all of them. */
+  faults?: FaultKind[];
+  /** With a broker: events also through Kafka, and the broker restarted as a fault. */
+  kafka: boolean;
+  /** Shortens the long faults (a webhook receiver down for minutes): 1 in a soak. */
+  faultScale?: number;
+  log(line: string): void;
+}
+
+export interface SimulationReport {
+  seed: number;
+  minutes: number;
+  operations: Map<string, { done: number; refused: number }>;
+  events: Map<string, number>;
+  faults: StruckFault[];
+  checks: Map<string, number>;
+  violations: Violation[];
+  memoryKb: { first: number; peak: number; last: number };
+}
+
+const upcomingKeys = new Map<string, string>(Object.values(UPCOMING).map((u) => [u.table, u.key]));
+
+const AIRTABLE_TOKEN = `patSIMULATION0000.${'0123456789abcdef'.repeat(4)}`;
+const BASE_ID = 'appSIMULATION0001';
+const CLIENT_TABLE = 'Orders';
+
+interface SyncHandle {
+  kind: 'stripe' | 'airtable';
+  id: string;
+  reader: string;
+  adminDb: string;
+}
+
+/** A small JSON client of the management API. */
+async function api(base: string, token: string, method: string, route: string, body?: unknown): Promise<any> {
+  const response = await fetch(base + route, {
+    method,
+    headers: { authorization: `Bearer ${token}`, ...(body === undefined ? {} : { 'content-type': 'application/json' }) },
+    body: body === undefined ? undefined : JSON.stringify(body),
+  });
+  const text = await response.text();
+  if (!response.ok) throw new Error(`${method} ${route}: ${response.status} ${text.slice(0, 300)}`);
+  return text ? JSON.parse(text) : undefined;
+}
+
+async function until<T>(what: string, probe: () => Promise<T | undefined>, timeoutMs: number): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const value = await probe().catch(() => undefined);
+    if (value !== undefined) return value;
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await pause(500);
+  }
+}
+
+/**
+ * The whole service under account traffic and faults: fakes of both upstreams in this
+ * process, two PostgreSQL servers (control and sync databases) and optionally a Kafka broker
+ * that faults can crash, the service in a child process that faults can SIGKILL. Invariants
+ * are checked while the traffic runs (read-after-write) and once it has quiesced.
+ */
+export async function simulate(options: SimulationOptions): Promise<SimulationReport> {
+  const random = new Random(options.seed);
+  const log = options.log;
+  const dir = await mkdtemp(path.join(os.tmpdir(), 'tributary-sim-'));
+  // PostgreSQL runs as its own user (when this runs as root) and must reach its folders below.
+  await chmod(dir, 0o711);
+  const violations: Violation[] = [];
+  const checks = new Map<string, number>();
+  const checked = (name: string, n = 1) => checks.set(name, (checks.get(name) ?? 0) + n);
+  const faults: StruckFault[] = [];
+  const closers: Array<() => Promise<unknown>> = [];
+  const memory = { first: 0, peak: 0, last: 0 };
+  const operations = new Map<string, { done: number; refused: number }>();
+  const events = new Map<string, number>();
+  try {
+    log(`seed ${options.seed}: starting PostgreSQL (control and sync servers)`);
+    const control = await CrashablePostgres.start('control', path.join(dir, 'control'));
+    closers.push(() => control.stop());
+    const target = await CrashablePostgres.start('target', path.join(dir, 'target'));
+    closers.push(() => target.stop());
+    const controlDb = `sim_control`;
+    const admin = new pg.Client({ connectionString: control.adminUrl });
+    await admin.connect();
+    await admin.query(`CREATE DATABASE ${controlDb}`);
+    await admin.end();
+
+    let kafka: KafkaBroker | undefined;
+    if (options.kafka) {
+      log('starting Kafka');
+      kafka = await startKafka();
+      closers.push(() => kafka!.stop());
+    }
+
+    // Upstreams: a test-mode Stripe account (test clocks exist only there; 25 req/s) and a
+    // base of every field type.
+    const stripeFake: FakeStripe = await startFakeStripe({ port: 0 });
+    closers.push(() => stripeFake.close());
+    const account = stripeFake.createAccount();
+    const stripeKey = `sk_test_SIM${randomBytes(12).toString('hex')}`;
+    stripeFake.addKey(stripeKey, { account: account.id });
+    account.generate({ seed: options.seed, customers: 40 });
+    const airtable: FakeAirtable = await startFakeAirtable({ port: 0 });
+    closers.push(() => airtable.close());
+    airtable.addToken(AIRTABLE_TOKEN, { bases: '*' });
+    const base = airtable.createBase({ id: BASE_ID, name: 'Simulation' });
+    base.generate({ seed: options.seed, tables: [{ name: 'Projects', records: 120 }, { name: 'Tasks', records: 150 }] });
+    base.createTable(CLIENT_TABLE, [
+      { name: 'Name', type: 'singleLineText' },
+      { name: 'Seq', type: 'number', options: { precision: 0 } },
+    ]);
+    const receiver = await WebhookReceiver.start();
+    closers.push(() => receiver.close());
+
+    const [apiPort, proxyPort, eventsPort] = [await freePort(), await freePort(), await freePort()];
+    const adminToken = `tra_sim_${randomBytes(16).toString('hex')}`;
+    const apiUrl = `http://127.0.0.1:${apiPort}`;
+    const service = new ServiceProcess(
+      {
+        DATABASE_URL: control.databaseUrl(controlDb),
+        TRIBUTARY_TARGET_DATABASE_URL: target.adminUrl,
+        TRIBUTARY_API_PORT: String(apiPort),
+        TRIBUTARY_PROXY_PORT: String(proxyPort),
+        TRIBUTARY_EVENTS_PORT: String(eventsPort),
+        TRIBUTARY_DATA_DIR: path.join(dir, 'service'),
+        TRIBUTARY_SECRET_KEY: randomBytes(32).toString('base64'),
+        TRIBUTARY_ADMIN_TOKEN: adminToken,
+        TRIBUTARY_WEBHOOK_ALLOW_PRIVATE: '1',
+        TRIBUTARY_UPSTREAMS: `api.airtable.com=${airtable.url},api.stripe.com=${stripeFake.url}`,
+        TRIBUTARY_LOG_LEVEL: 'info',
+        ...(kafka ? { KAFKA_BROKERS: kafka.brokers.join(',') } : {}),
+      },
+      path.join(dir, 'service.log'),
+      apiUrl,
+    );
+    log(`starting the service (log: ${service.logFile})`);
+    await service.start();
+    closers.push(() => service.stop());
+
+    const accountAnswer = await api(apiUrl, adminToken, 'POST', '/api/accounts', { name: 'simulated' });
+    const token: string = accountAnswer.api_token;
+    const rest = { restUrl: `http://127.0.0.1:${eventsPort}`, username: accountAnswer.events.username, password: accountAnswer.events.password };
+    const syncs: SyncHandle[] = [];
+    for (const kind of options.upstreams) {
+      const body = kind === 'stripe' ? { kind, api_key: stripeKey } : { kind, base_id: BASE_ID, api_key: AIRTABLE_TOKEN };
+      const created = await api(apiUrl, token, 'POST', '/api/syncs', body);
+      syncs.push({ kind, id: created.id, reader: created.database.url, adminDb: target.databaseUrl(created.database.name) });
+      log(`${kind} sync ${created.id} created`);
+    }
+    for (const sync of syncs) {
+      await until(`the first ${sync.kind} sync`, async () => ((await api(apiUrl, token, 'GET', `/api/syncs/${sync.id}`)).status.completed_at ? true : undefined), 300_000);
+      // Webhooks for the collections that exist now, made before any traffic.
+      const connection = await api(apiUrl, token, 'GET', `/api/syncs/${sync.id}/connection`);
+      const topics = (connection.events.topics as string[]).slice(0, 25);
+      await api(apiUrl, token, 'POST', `/api/syncs/${sync.id}/webhooks`, { url: `${receiver.url}/${sync.id}`, topics });
+      log(`${sync.kind} sync ${sync.id} ready; webhooks on ${topics.length} topics`);
+    }
+    memory.first = memory.peak = (await service.memoryKb()) ?? 0;
+
+    // Traffic.
+    const wait = (syncId: string) => async () => (await api(apiUrl, token, 'GET', `/api/wait/${syncId}?timeout=30000`)).ok === true;
+    const actors: TrafficActor[] = [];
+    const readers: pg.Pool[] = [];
+    for (const [i, sync] of syncs.entries()) {
+      const reader = new pg.Pool({ connectionString: sync.reader, max: 2 });
+      reader.on('error', () => undefined);
+      readers.push(reader);
+      const clientOptions = { random: random.fork(100 + i), reader, wait: wait(sync.id), violations, log };
+      if (sync.kind === 'stripe') {
+        const url = new URL(stripeFake.url);
+        const stripe = new Stripe(stripeKey, { host: url.hostname, port: Number(url.port), protocol: 'http', maxNetworkRetries: 0 });
+        // Test mode: 25 req/s, of which the sync takes 20; the customer's backend has the rest.
+        actors.push(stripeBilling({ stripe, random: random.fork(1), log, maxRequestsPerSecond: 3 }));
+        actors.push(new StripeClient({ ...clientOptions, pacer: new Pacer(2), key: stripeKey, proxyPort, upstreamUrl: stripeFake.url }));
+      } else {
+        // 5 req/s a base, of which the sync takes 3: the client (proxied and direct) keeps to 2.
+        actors.push(...airtableUsers({ base, random: random.fork(2), log, reserved: [CLIENT_TABLE] }));
+        actors.push(
+          new AirtableClient({
+            ...clientOptions,
+            pacer: new Pacer(2, 150),
+            token: AIRTABLE_TOKEN,
+            baseId: BASE_ID,
+            proxyUrl: `http://127.0.0.1:${proxyPort}`,
+            upstreamUrl: airtable.url,
+            table: CLIENT_TABLE,
+            dbTable: 'orders',
+            seqColumn: 'seq',
+          }),
+        );
+      }
+    }
+    const stop = new AbortController();
+    const running = actors.map((a) => a.run(stop.signal).catch((error: unknown) => log(`${a.name} stopped: ${(error as Error).message}`)));
+    const targets: FaultTargets = { service, control, target, kafka, receiver, airtable, stripe: stripeFake, baseId: BASE_ID, stripeAccount: account.id };
+    const endAt = Date.now() + options.minutes * 60_000;
+    const kinds = (options.faults ?? [...FAULT_KINDS]).filter((k) => kafka || k !== 'kafka-restart');
+    const order = [...kinds];
+    for (let i = order.length - 1; i > 0; i--) {
+      const j = random.int(i + 1);
+      [order[i], order[j]] = [order[j]!, order[i]!];
+    }
+    const gapMs = Math.max(5000, (options.minutes * 60_000) / Math.max(1, order.length + 1));
+    let next = 0;
+    // Until the time is up and every kind of fault has struck once.
+    while (Date.now() < endAt || next < order.length) {
+      await pause(Math.max(1000, Math.min(gapMs, endAt - Date.now())));
+      const kb = await service.memoryKb();
+      if (kb) memory.peak = Math.max(memory.peak, kb);
+      if (Date.now() >= endAt && next >= order.length) break;
+      const kind = order[next++ % order.length]!;
+      log(`fault: ${kind}`);
+      try {
+        faults.push(await strike(kind, targets, random.fork(1000 + next), options.faultScale ?? 1, stop.signal));
+      } catch (error) {
+        violations.push({ check: 'fault', detail: `${kind} could not be struck or undone: ${(error as Error).message}` });
+      }
+    }
+
+    // Quiet: traffic stops, every fault is undone; the syncs must catch up and turn normal.
+    log('traffic stops; waiting for the syncs to catch up');
+    stop.abort();
+    await Promise.all(running);
+    clearFaults(targets);
+    const quietFrom = Date.now();
+    for (const sync of syncs) {
+      await until(`${sync.kind} sync ${sync.id} to answer the wait with ok`, async () => ((await wait(sync.id)()) ? true : undefined), 300_000).catch((error) =>
+        violations.push({ check: 'health', detail: (error as Error).message }),
+      );
+      if (sync.kind === 'stripe') {
+        // Upcoming invoices are refreshed apart from the feed (no pass covers them): their queue must drain.
+        await until('the upcoming-invoice queue to drain', async () => ((await countRows(sync.adminDb, 'public_swap._stripe_upcoming_due')) === 0 ? true : undefined), 300_000).catch(
+          (error) => violations.push({ check: 'health', detail: (error as Error).message }),
+        );
+      }
+      if (sync.kind === 'airtable') {
+        // A complete sweep that began after the traffic stopped.
+        await until('a complete sweep after the traffic', async () => {
+          const [meta] = (await readMeta(sync.reader)) ?? [];
+          return meta && meta.started_at > quietFrom && meta.completed_at >= meta.started_at ? true : undefined;
+        }, 300_000).catch((error) => violations.push({ check: 'health', detail: (error as Error).message }));
+        await wait(sync.id)();
+      }
+    }
+    // Deliveries back off exponentially while a receiver is down (up to an hour between
+    // tries); after minutes down, the next try may be minutes away.
+    const drainMs = 180_000 + 900_000 * (options.faultScale ?? 1);
+    await until('the webhook deliveries to drain', async () => (await webhooksDrained(apiUrl, token, syncs) ? true : undefined), drainMs).catch((error) =>
+      violations.push({ check: 'health', detail: (error as Error).message }),
+    );
+
+    // Final checks.
+    for (const sync of syncs) {
+      const view = await api(apiUrl, token, 'GET', `/api/syncs/${sync.id}`);
+      checked('health: sync normal');
+      if (view.status.indicator !== 'normal') violations.push({ check: 'health', detail: `${sync.kind} sync ${sync.id} is ${view.status.indicator} after the traffic: ${view.status.last_error}` });
+      const upstreamViolations =
+        sync.kind === 'stripe' ? await stripeMatchesUpstream({ account, databaseUrl: sync.adminDb }) : await airtableMatchesUpstream({ base, databaseUrl: sync.adminDb });
+      checked('db=upstream');
+      violations.push(...upstreamViolations);
+
+      const log_ = await readRestEvents(rest, `svc.${sync.id}.`);
+      events.set(`${sync.kind}: events (REST)`, log_.length);
+      const fold = foldEvents(`${sync.kind} rest`, log_);
+      // Records are known by the key the decoder uses: the upcoming invoices' customer or subscription.
+      const database = await readTables(sync.adminDb, { keyOf: (table) => upcomingKeys.get(table) ?? 'id' });
+      checked('events-fold (REST)');
+      violations.push(...fold.violations, ...compareFold(`${sync.kind} rest`, fold, database));
+      const subscribed = new Set<string>((await api(apiUrl, token, 'GET', `/api/syncs/${sync.id}/webhooks`)).data.flatMap((w: { topics: string[] }) => w.topics));
+      const logOfHooks = log_.filter((e) => subscribed.has(e.where.split(' ')[1]!.split('/')[0]!));
+      const hooks: DeliveredEvent[] = receiver.deliveries
+        .filter((d) => d.path === `/${sync.id}`)
+        .map((d, i) => ({ key: d.id, value: d.body, where: `webhook #${i}` }));
+      events.set(`${sync.kind}: webhook deliveries`, hooks.length);
+      checked('events (webhooks)');
+      violations.push(...samePath(`${sync.kind} webhooks`, logOfHooks, hooks, { fromFirst: true }));
+      if (kafka) {
+        const fromKafka = await readKafkaEvents(kafka.brokers, `svc.${sync.id}.`);
+        events.set(`${sync.kind}: Kafka messages`, fromKafka.length);
+        checked('events (Kafka)');
+        violations.push(...samePath(`${sync.kind} kafka`, log_, fromKafka));
+      }
+    }
+    const rateLimited = stripeFake.stats.byAccount(account.id).rateLimited + airtable.stats.byBase(BASE_ID).rateLimited;
+    checked('health: no upstream 429');
+    if (rateLimited > 0) violations.push({ check: 'health', detail: `the upstreams answered ${rateLimited} requests with 429 (Stripe ${stripeFake.stats.byAccount(account.id).rateLimited}, Airtable ${airtable.stats.byBase(BASE_ID).rateLimited})` });
+    const unexplained = service.errors.filter((line) => !faults.some((f) => line.time >= f.from && line.time <= f.to));
+    checked('health: error log lines explained');
+    for (const line of unexplained.slice(0, 10)) violations.push({ check: 'health', detail: `error logged with no fault to explain it: ${line.text.slice(0, 400)}` });
+    memory.last = (await service.memoryKb()) ?? 0;
+    memory.peak = Math.max(memory.peak, memory.last);
+    checked('health: memory bounded');
+    if (memory.peak > 1_000_000) violations.push({ check: 'health', detail: `the service's memory reached ${Math.round(memory.peak / 1024)} MiB` });
+    for (const actor of actors) {
+      for (const [kind, n] of actor.counts.done) {
+        const entry = operations.get(kind) ?? { done: 0, refused: 0 };
+        entry.done += n;
+        operations.set(kind, entry);
+      }
+      for (const [kind, n] of actor.counts.refused) {
+        const entry = operations.get(kind) ?? { done: 0, refused: 0 };
+        entry.refused += n;
+        operations.set(kind, entry);
+      }
+      if ('checked' in actor) checked('read-after-write', (actor as { checked: number }).checked);
+    }
+    for (const reader of readers) await reader.end();
+    return { seed: options.seed, minutes: options.minutes, operations, events, faults, checks, violations, memoryKb: memory };
+  } finally {
+    for (const close of closers.reverse()) await close().catch(() => undefined);
+    await rm(dir, { recursive: true, force: true }).catch(() => undefined);
+  }
+}
+
+async function countRows(url: string, table: string): Promise<number> {
+  const client = new pg.Client({ connectionString: url });
+  await client.connect();
+  try {
+    return Number((await client.query<{ n: string }>(`SELECT count(*) AS n FROM ${table}`)).rows[0]!.n);
+  } finally {
+    await client.end();
+  }
+}
+
+async function readMeta(url: string): Promise<Array<{ started_at: number; completed_at: number }> | undefined> {
+  const client = new pg.Client({ connectionString: url });
+  await client.connect();
+  try {
+    const { rows } = await client.query<{ s: string; c: string }>('SELECT extract(epoch FROM started_at) * 1000 AS s, extract(epoch FROM completed_at) * 1000 AS c FROM public._sync_meta');
+    return rows.map((r) => ({ started_at: Number(r.s), completed_at: Number(r.c) }));
+  } finally {
+    await client.end();
+  }
+}
+
+/**
+ * No delivery queued or being retried for any destination of the syncs. Deliveries that ran
+ * out of attempts while the receiver was down are replayed, as a user would from the console.
+ */
+async function webhooksDrained(apiUrl: string, token: string, syncs: SyncHandle[]): Promise<boolean> {
+  let drained = true;
+  for (const sync of syncs) {
+    const list = await api(apiUrl, token, 'GET', `/api/syncs/${sync.id}/webhooks`);
+    for (const w of list.data as Array<{ id: string }>) {
+      const view = await api(apiUrl, token, 'GET', `/api/syncs/${sync.id}/webhooks/${w.id}`);
+      const { pending, retrying, exhausted } = view.deliveries as { pending: number; retrying: number; exhausted: number };
+      if (exhausted > 0) await api(apiUrl, token, 'POST', `/api/syncs/${sync.id}/webhooks/${w.id}/deliveries/replay`, {});
+      if (pending + retrying + exhausted > 0) drained = false;
+    }
+  }
+  return drained;
+}

@@ -1,0 +1,216 @@
+import Airtable from 'airtable';
+import pg from 'pg';
+import Stripe from 'stripe';
+import { pause } from '../../src/time.ts';
+import type { Pacer } from '../pacer.ts';
+import type { Random } from '../random.ts';
+import { OpCounts, type TrafficActor, type Violation } from '../types.ts';
+
+/**
+ * Client traffic: a customer's own backend writing through the proxy with the official
+ * clients, and writing upstream directly then calling the wait endpoint. Each write carries
+ * a sequence number; right after the proxy's answer, or the wait's `ok`, the row must show
+ * that number or a later one (read-after-write), and a deleted record must be gone.
+ */
+export interface ClientOptions {
+  random: Random;
+  pacer: Pacer;
+  /** The sync's database, as its read-only role. */
+  reader: pg.Pool;
+  /** `GET {api}/api/wait/:id` with the account's token; true when it answered ok. */
+  wait(): Promise<boolean>;
+  violations: Violation[];
+  log(message: string): void;
+}
+
+/** One record's sequence of writes: what the database must show at least. */
+interface Tracked {
+  id: string;
+  seq: number;
+}
+
+abstract class ClientActor implements TrafficActor {
+  readonly counts = new OpCounts();
+  /** Reads checked after an answer, and how many found an older row. */
+  checked = 0;
+  private readonly records: Tracked[] = [];
+
+  constructor(
+    readonly name: string,
+    protected readonly options: ClientOptions,
+  ) {}
+
+  /** The sequence number the database holds for a record; undefined when it has no row. */
+  protected abstract readSeq(id: string): Promise<number | undefined>;
+  protected abstract create(seq: number, proxied: boolean): Promise<string>;
+  protected abstract update(id: string, seq: number, proxied: boolean): Promise<void>;
+  protected abstract remove(id: string, proxied: boolean): Promise<void>;
+
+  /** After a write was answered (or waited for): the row shows it, or a later one. */
+  private async expect(what: string, id: string, seq: number | 'gone'): Promise<void> {
+    this.checked++;
+    const held = await this.readSeq(id);
+    const older = seq === 'gone' ? held !== undefined : held === undefined || held < seq;
+    if (older) {
+      this.options.violations.push({
+        check: 'read-after-write',
+        detail: `${this.name}: after ${what} of ${id} (seq ${seq}) the database showed ${held === undefined ? 'no row' : `seq ${held}`}`,
+      });
+    }
+  }
+
+  /** A write whose answer is an error (a fault, a kill) has no known outcome: not checked. */
+  private async attempt(kind: string, write: () => Promise<void>): Promise<boolean> {
+    try {
+      await write();
+      this.counts.ok(kind);
+      return true;
+    } catch (error) {
+      this.counts.no(kind);
+      return false;
+    }
+  }
+
+  async run(signal: AbortSignal): Promise<void> {
+    const { random, pacer } = this.options;
+    let seq = 0;
+    while (!signal.aborted) {
+      try {
+        const op = this.records.length < 3 ? 'create' : random.weighted({ create: 2, update: 5, direct: 3, remove: 1 });
+        if (op === 'create') {
+          // Created through the proxy and updated at once: the update must not be overtaken.
+          await pacer.take(signal);
+          let id = '';
+          if (!(await this.attempt('proxy.create', async () => void (id = await this.create(++seq, true))))) continue;
+          await this.expect('a proxied create', id, seq);
+          const record = { id, seq };
+          this.records.push(record);
+          await pacer.take(signal);
+          const next = ++seq;
+          if (await this.attempt('proxy.update', () => this.update(id, next, true))) {
+            record.seq = next;
+            await this.expect('a proxied update right after the create', id, next);
+          }
+        } else if (op === 'update') {
+          const record = random.pick(this.records);
+          await pacer.take(signal);
+          const next = ++seq;
+          if (await this.attempt('proxy.update', () => this.update(record.id, next, true))) {
+            record.seq = next;
+            await this.expect('a proxied update', record.id, next);
+          }
+        } else if (op === 'direct') {
+          const record = random.pick(this.records);
+          await pacer.take(signal);
+          const next = ++seq;
+          if (await this.attempt('direct.update', () => this.update(record.id, next, false))) {
+            record.seq = next;
+            const ok = await this.options.wait().catch(() => false);
+            if (ok) {
+              this.counts.ok('wait.ok');
+              await this.expect("the wait endpoint's ok after a direct update", record.id, next);
+            } else this.counts.no('wait.ok');
+          }
+        } else {
+          const record = this.records.splice(random.int(this.records.length), 1)[0]!;
+          await pacer.take(signal);
+          if (await this.attempt('proxy.delete', () => this.remove(record.id, true))) await this.expect('a proxied delete', record.id, 'gone');
+        }
+      } catch (error) {
+        if (signal.aborted) return;
+        this.options.log(`${this.name}: ${(error as Error).message}`);
+      }
+      await pause(100 + random.int(400), signal);
+    }
+  }
+}
+
+/** airtable.js rejects with plain objects; made Errors. */
+const airtableJs = <T>(promise: Promise<T>): Promise<T> =>
+  promise.catch((thrown: unknown) => {
+    throw thrown instanceof Error ? thrown : new Error(`airtable.js: ${JSON.stringify(thrown)}`);
+  });
+
+export interface AirtableClientOptions extends ClientOptions {
+  token: string;
+  baseId: string;
+  proxyUrl: string;
+  upstreamUrl: string;
+  /** The upstream table the client owns, with a `Name` and a number field `Seq`. */
+  table: string;
+  /** Its table and the `Seq` column in the database. */
+  dbTable: string;
+  seqColumn: string;
+}
+
+export class AirtableClient extends ClientActor {
+  private readonly proxied: Airtable.Base;
+  private readonly direct: Airtable.Base;
+
+  constructor(private readonly airtable: AirtableClientOptions) {
+    super('airtable client', airtable);
+    const base = (endpointUrl: string) =>
+      new Airtable({ apiKey: airtable.token, endpointUrl, noRetryIfRateLimited: true, requestTimeout: 20_000 }).base(airtable.baseId);
+    this.proxied = base(`${airtable.proxyUrl}/api.airtable.com`);
+    this.direct = base(airtable.upstreamUrl);
+  }
+
+  protected async readSeq(id: string): Promise<number | undefined> {
+    const { rows } = await this.airtable.reader.query<{ seq: string | null }>(
+      `SELECT ${pg.escapeIdentifier(this.airtable.seqColumn)}::text AS seq FROM public.${pg.escapeIdentifier(this.airtable.dbTable)} WHERE id = $1`,
+      [id],
+    );
+    return rows.length === 0 ? undefined : Number(rows[0]!.seq ?? -1);
+  }
+
+  protected async create(seq: number, proxied: boolean): Promise<string> {
+    const table = (proxied ? this.proxied : this.direct)(this.airtable.table);
+    const made = await airtableJs(table.create({ Name: `Order ${seq}`, Seq: seq }));
+    return made.id;
+  }
+
+  protected async update(id: string, seq: number, proxied: boolean): Promise<void> {
+    const table = (proxied ? this.proxied : this.direct)(this.airtable.table);
+    await airtableJs(table.update(id, { Name: `Order ${seq}`, Seq: seq }));
+  }
+
+  protected async remove(id: string, proxied: boolean): Promise<void> {
+    await airtableJs((proxied ? this.proxied : this.direct)(this.airtable.table).destroy(id));
+  }
+}
+
+export interface StripeClientOptions extends ClientOptions {
+  key: string;
+  proxyPort: number;
+  upstreamUrl: string;
+}
+
+export class StripeClient extends ClientActor {
+  private readonly proxied: Stripe;
+  private readonly direct: Stripe;
+
+  constructor(private readonly stripe: StripeClientOptions) {
+    super('stripe client', stripe);
+    const upstream = new URL(stripe.upstreamUrl);
+    this.proxied = new Stripe(stripe.key, { host: '127.0.0.1', port: stripe.proxyPort, protocol: 'http', maxNetworkRetries: 0, timeout: 20_000 });
+    this.direct = new Stripe(stripe.key, { host: upstream.hostname, port: Number(upstream.port), protocol: 'http', maxNetworkRetries: 0, timeout: 20_000 });
+  }
+
+  protected async readSeq(id: string): Promise<number | undefined> {
+    const { rows } = await this.stripe.reader.query<{ seq: string | null }>("SELECT metadata->>'seq' AS seq FROM public.customer WHERE id = $1", [id]);
+    return rows.length === 0 ? undefined : Number(rows[0]!.seq ?? -1);
+  }
+
+  protected async create(seq: number, proxied: boolean): Promise<string> {
+    const made = await (proxied ? this.proxied : this.direct).customers.create({ name: `Client ${seq}`, email: `client${seq}@example.com`, metadata: { seq: String(seq) } });
+    return made.id;
+  }
+
+  protected async update(id: string, seq: number, proxied: boolean): Promise<void> {
+    await (proxied ? this.proxied : this.direct).customers.update(id, { name: `Client ${seq}`, metadata: { seq: String(seq) } });
+  }
+
+  protected async remove(id: string, proxied: boolean): Promise<void> {
+    await (proxied ? this.proxied : this.direct).customers.del(id);
+  }
+}
