@@ -300,14 +300,16 @@ export async function simulate(options: SimulationOptions): Promise<SimulationRe
       const database = await readTables(sync.adminDb, { keyOf: (table) => upcomingKeys.get(table) ?? 'id' });
       checked('events-fold (REST)');
       violations.push(...fold.violations, ...compareFold(`${sync.kind} rest`, fold, database));
-      const subscribed = new Set<string>((await api(apiUrl, token, 'GET', `/api/syncs/${sync.id}/webhooks`)).data.flatMap((w: { topics: string[] }) => w.topics));
+      const destinations = (await api(apiUrl, token, 'GET', `/api/syncs/${sync.id}/webhooks`)).data as Array<{ topics: string[]; created_at: string }>;
+      const subscribed = new Set<string>(destinations.flatMap((w) => w.topics));
+      const since = Math.min(...destinations.map((w) => Date.parse(w.created_at)));
       const logOfHooks = log_.filter((e) => subscribed.has(e.where.split(' ')[1]!.split('/')[0]!));
       const hooks: DeliveredEvent[] = receiver.deliveries
         .filter((d) => d.path === `/${sync.id}`)
         .map((d, i) => ({ key: d.id, value: d.body, where: `webhook #${i}` }));
       events.set(`${sync.kind}: webhook deliveries`, hooks.length);
       checked('events (webhooks)');
-      violations.push(...samePath(`${sync.kind} webhooks`, logOfHooks, hooks, { fromFirst: true }));
+      violations.push(...samePath(`${sync.kind} webhooks`, logOfHooks, hooks, { since }));
       if (kafka) {
         const fromKafka = await readKafkaEvents(kafka.brokers, `svc.${sync.id}.`);
         events.set(`${sync.kind}: Kafka messages`, fromKafka.length);

@@ -17,11 +17,10 @@ function keyed(events: DeliveredEvent[]): Keyed[] {
  * Another delivery path (Kafka, webhooks) against the REST log, which the fold proved equal
  * to the database: every event of the log's `topics` is delivered (nothing lost), nothing
  * else is, a key always carries the same event, and each record's events come in the log's
- * order. Redeliveries (at-least-once) are allowed. With `fromFirst`, the path is compared
- * from the first event it delivered on (a webhook destination gets the events logged after
- * it was made).
+ * order. Redeliveries (at-least-once) are allowed. With `since` (ms), only the log's events
+ * made from then on are owed (a webhook destination gets the events logged after it was made).
  */
-export function samePath(path: string, log: DeliveredEvent[], delivered: DeliveredEvent[], options: { fromFirst?: boolean } = {}): Violation[] {
+export function samePath(path: string, log: DeliveredEvent[], delivered: DeliveredEvent[], options: { since?: number } = {}): Violation[] {
   const violations: Violation[] = [];
   const fail = (detail: string) => {
     if (violations.length < 20) violations.push({ check: `events (${path})`, detail });
@@ -34,11 +33,8 @@ export function samePath(path: string, log: DeliveredEvent[], delivered: Deliver
     else if (value !== event.value) fail(`${event.where}: key ${event.key} carries another event than the log's`);
     seen.add(event.key);
   }
-  let expected = log;
-  if (options.fromFirst) {
-    const first = log.findIndex((e) => seen.has(e.key));
-    expected = first < 0 ? [] : log.slice(first);
-  }
+  const since = options.since;
+  const expected = since === undefined ? log : log.filter((e) => Date.parse((JSON.parse(e.value) as { created_at: string }).created_at) >= since);
   const lost = expected.filter((e) => !seen.has(e.key));
   if (lost.length > 0) fail(`${lost.length} events of the log never delivered, e.g. ${lost[0]!.where} (${lost[0]!.key})`);
   // Per record, the first delivery of each key in the log's order.
