@@ -185,7 +185,7 @@ async function removeUnseen(db: pg.Pool, since: number, partial: Set<string>): P
 }
 
 /** Errors that mean "this list cannot be read with this key or account", not "try again". */
-function unreadable(error: unknown): string | undefined {
+export function unreadable(error: unknown): string | undefined {
   if (!(error instanceof StripeError)) return undefined;
   if (error.kind === 'permission' || error.kind === 'missing' || error.kind === 'invalid') return `${error.status}: ${error.message}`;
   return undefined;

@@ -5,6 +5,7 @@ import { inTransaction } from '../db/sql.ts';
 import { saveState } from '../sync/state.ts';
 import { type ApplyResult, applyChanges, type Change } from './store.ts';
 import { markUpcoming } from './upcoming.ts';
+import { uneventedOf } from './unevented.ts';
 
 export const EVENTS_KEY = 'stripe.events';
 
@@ -53,6 +54,9 @@ export interface PollResult {
 /**
  * Reads the events after the cursor, oldest first, and applies each page with the new
  * cursor in one transaction: a crash re-reads at most a page, and re-applying is harmless.
+ * What the page's objects bring about that has no events of its own (balance transactions,
+ * payment methods used unattached, child lists past their first page) is fetched first and
+ * written in the same transaction (unevented.ts).
  */
 export async function pollEvents(client: StripeClient, db: pg.Pool, cursor: EventsCursor, nowS = Date.now() / 1000): Promise<PollResult> {
   if (cursor.created < nowS - RETENTION_S + RETENTION_MARGIN_S) {
@@ -65,8 +69,9 @@ export async function pollEvents(client: StripeClient, db: pg.Pool, cursor: Even
     const newest = batch.events.at(-1)!;
     const next: EventsCursor = { id: newest.id, created: newest.created };
     const changes = await inPinnedVersion(client, batch.events);
+    const unevented = await uneventedOf(client, db, changes);
     const applied = await inTransaction(db, async (tx) => {
-      const result = await applyChanges(tx, changes);
+      const result = await applyChanges(tx, [...changes, ...unevented.changes], unevented.lists);
       await markUpcoming(tx, batch.events);
       await saveState(tx, EVENTS_KEY, next);
       return result;

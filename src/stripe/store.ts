@@ -30,7 +30,7 @@ export interface ApplyResult {
 }
 
 /** Child lists by parent table, with how to recognise them in an embedded `{object:'list', url}`. */
-interface ChildList {
+export interface ChildList {
   list: CatalogList;
   key: string;
   table: string;
@@ -79,14 +79,17 @@ function tableOf(object: StripeObject, fallback?: string): StripeTable | undefin
  * already reflects is dropped (an event replayed after a backfill that saw its effect);
  * a deletion leaves a tombstone so a late create cannot bring the row back. Lists embedded
  * in an object (a subscription's items, an invoice's lines) are written as their own rows,
- * and when complete they also say which child rows are gone.
+ * and when complete they also say which child rows are gone; so do `lists`, child lists read
+ * whole apart from their parent (unevented.ts).
  */
-export async function applyChanges(client: pg.ClientBase, changes: Change[]): Promise<ApplyResult> {
+export async function applyChanges(client: pg.ClientBase, changes: Change[], lists: ChildListRead[] = []): Promise<ApplyResult> {
   const result: ApplyResult = { written: 0, deleted: 0, stale: 0, unknown: 0 };
   const applied = await applyGuarded(client, changes, result);
   // Inline lists only from changes that were applied: a stale parent's list is stale too.
   const inline: Inline = { changes: [], removals: [], covered: [] };
   for (const { table, change } of applied) if (!change.deleted) embedded(table, change, inline);
+  // Lists read whole come after the inline first pages they complete: the same items, newer.
+  for (const read of lists) addChildren(inline, read.child, read.parentId, read.items, read.version, true);
   if (inline.changes.length > 0) await applyGuarded(client, inline.changes, result);
   for (const r of inline.removals) {
     const shape = stripeTables().get(r.table)!.shape;
@@ -188,27 +191,51 @@ interface Inline {
   covered: Array<{ list: string; parentId: string }>;
 }
 
-function embedded(table: string, change: Change, out: Inline): void {
+/** A parent's child list as read whole: its items, and the rows of that list not among them are gone. */
+export interface ChildListRead {
+  child: ChildList;
+  parentId: string;
+  items: StripeObject[];
+  version: number;
+}
+
+/** A list an object carries inline that is one of its table's child lists; `complete` when no more follow. */
+export interface InlineList {
+  child: ChildList;
+  items: StripeObject[];
+  complete: boolean;
+}
+
+export function inlineLists(table: string, object: StripeObject): InlineList[] {
   const lists = childListsOf(table);
-  if (lists.length === 0) return;
-  const parentId = change.object.id as string;
+  if (lists.length === 0) return [];
+  const parentId = object.id as string;
   // Inline lists sit at the top (`items`, `lines`) or one level down (`amount_details.line_items`).
-  const values = Object.values(change.object).flatMap((v) =>
+  const values = Object.values(object).flatMap((v) =>
     v && typeof v === 'object' && !Array.isArray(v) && (v as { object?: unknown }).object !== 'list' ? [v, ...Object.values(v)] : [v],
   );
+  const out: InlineList[] = [];
   for (const value of values) {
     if (!value || typeof value !== 'object' || (value as { object?: unknown }).object !== 'list') continue;
     const inline = value as { url?: unknown; data?: unknown; has_more?: unknown };
     if (typeof inline.url !== 'string' || !Array.isArray(inline.data)) continue;
     const url = new URL(inline.url, 'https://api.stripe.com');
     const child = lists.find((c) => c.matches(url, parentId));
-    if (!child) continue;
-    for (const item of inline.data as StripeObject[]) out.changes.push({ object: item, version: change.version, parentId, list: child.list });
-    if (inline.has_more === false) {
-      out.covered.push({ list: child.key, parentId });
-      const childTable = stripeTables().get(child.table)!;
-      const link = linkColumn(childTable, child.list);
-      if (link) out.removals.push({ table: child.table, link, parentId, keep: (inline.data as StripeObject[]).map((i) => String(i.id)) });
-    }
+    if (child) out.push({ child, items: inline.data as StripeObject[], complete: inline.has_more === false });
   }
+  return out;
+}
+
+function embedded(table: string, change: Change, out: Inline): void {
+  for (const list of inlineLists(table, change.object)) addChildren(out, list.child, change.object.id as string, list.items, change.version, list.complete);
+}
+
+/** A parent's children as rows; a complete list also marks the parent covered and removes the rows not in it. */
+function addChildren(out: Inline, child: ChildList, parentId: string, items: StripeObject[], version: number, complete: boolean): void {
+  for (const item of items) out.changes.push({ object: item, version, parentId, list: child.list });
+  if (!complete) return;
+  out.covered.push({ list: child.key, parentId });
+  const childTable = stripeTables().get(child.table)!;
+  const link = linkColumn(childTable, child.list);
+  if (link) out.removals.push({ table: child.table, link, parentId, keep: items.map((i) => String(i.id)) });
 }
