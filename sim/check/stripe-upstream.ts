@@ -81,6 +81,27 @@ function upstreamOf(account: FakeStripeAccount, catalog: CatalogTable, table: St
     return { rows, ignoreExtra: (_id, row) => typeof row.invoice === 'string' && partial.has(row.invoice) };
   }
 
+  if (catalog.table === 'payment_method') {
+    // A payment method created and then neither attached nor used (the next request of a
+    // sign-up failed) is named by no event and no object, and Stripe lists payment methods
+    // per customer: no sync can know of it. Judged are those attached to a customer, named by
+    // a payment_method.* event (a detached one stays, customer null), or named by a payment.
+    const idOf = (v: unknown) => (typeof v === 'string' ? v : (v as { id?: string } | null)?.id);
+    const named = new Set<string>();
+    for (const event of account.events()) if (event.type.startsWith('payment_method.')) named.add(event.data.object.id as string);
+    for (const resource of ['charges', 'refunds', 'payment_intents', 'setup_intents']) {
+      for (const o of account.all(resource)) {
+        for (const ref of [o.payment_method, (o.last_payment_error as { payment_method?: unknown } | null)?.payment_method]) {
+          const id = idOf(ref);
+          if (id) named.add(id);
+        }
+      }
+    }
+    const knowable = account.all('payment_methods').filter((pm) => pm.customer || named.has(pm.id));
+    const ids = new Set(knowable.map((pm) => pm.id));
+    return { rows: rowsFrom(knowable), ignoreExtra: (id) => !ids.has(id) };
+  }
+
   const topLevel = catalog.lists.find((l) => !l.path.includes('{'));
   // Only lists under a parent's path (/v1/customers/{customer}/tax_ids …): of those the fake
   // models just invoice lines and checkout line items (above); the rest answer empty lists.
