@@ -10,7 +10,7 @@ import * as assert from 'uvu/assert';
 import type { FakeBase } from '../src/fakes/airtable/index.ts';
 import { query } from './harness/postgres.ts';
 import { waitFor } from './harness/process.ts';
-import { AIRTABLE_TEST_TOKEN, createAccount, loudSetUp, request, startTestService, type TestAccount, type TestService } from './harness/service.ts';
+import { AIRTABLE_TEST_TOKEN, createAccount, loudSetUp, request, startTestService, type TestAccount, type TestService, waitOk as waitOkOf } from './harness/service.ts';
 
 let svc: TestService | undefined;
 let account: TestAccount;
@@ -33,10 +33,7 @@ async function fatalErrors(): Promise<string[]> {
   return rows.map((r) => r.message);
 }
 
-async function waitOk(): Promise<void> {
-  const answer = await request(svc!.api, 'GET', `/api/wait/${syncId}?timeout=20000`, { token: account.token });
-  assert.is(answer.body?.ok, true, answer.text);
-}
+const waitOk = () => waitOkOf(svc!, account.token, syncId);
 
 test.before(
   loudSetUp(async () => {

@@ -10,10 +10,10 @@ import * as assert from 'uvu/assert';
 import { type FakeStripe, type FakeStripeAccount, startFakeStripe } from '../src/fakes/stripe/index.ts';
 import { STRIPE_API_VERSION } from '../src/stripe/catalog.ts';
 import { stripeTables } from '../src/stripe/tables.ts';
-import { Pacer } from '../sim/pacer.ts';
 import { query } from './harness/postgres.ts';
+import { pacedWrites } from './harness/paced.ts';
 import { waitFor } from './harness/process.ts';
-import { createAccount, loudSetUp, request, startTestService, type TestAccount, type TestService } from './harness/service.ts';
+import { createAccount, loudSetUp, request, startTestService, type TestAccount, type TestService, waitOk as waitOkOf } from './harness/service.ts';
 
 const KEY = 'sk_test_BURSTBURSTBURST0123456789';
 /** Long enough that a burst made right after a read always falls into one read of the feed. */
@@ -26,25 +26,13 @@ let syncId: string;
 let reader: string;
 let stripe: Stripe;
 
-/**
- * The customer's own requests straight to Stripe keep to what the sync leaves them: test
- * mode allows 25 a second and the sync takes 20 (a burst of more is the customer's 429).
- */
-const pacer = new Pacer(4);
-async function paced<T>(write: () => Promise<T>): Promise<T> {
-  await pacer.take();
-  return write();
-}
+const paced = pacedWrites();
 
 async function syncView() {
   return (await request(svc!.api, 'GET', `/api/syncs/${syncId}`, { token: account.token })).body;
 }
 
-async function waitOk(): Promise<void> {
-  const answer = await request(svc!.api, 'GET', `/api/wait/${syncId}?timeout=20000`, { token: account.token });
-  assert.is(answer.status, 200, answer.text);
-  assert.is(answer.body.ok, true, `wait answered ${answer.text}; last error: ${(await syncView()).status.last_error}`);
-}
+const waitOk = () => waitOkOf(svc!, account.token, syncId);
 
 test.before(
   loudSetUp(async () => {

@@ -14,11 +14,11 @@ import { test } from 'uvu';
 import * as assert from 'uvu/assert';
 import { type FakeStripe, type FakeStripeAccount, startFakeStripe } from '../src/fakes/stripe/index.ts';
 import { STRIPE_API_VERSION } from '../src/stripe/catalog.ts';
-import { Pacer } from '../sim/pacer.ts';
 import { stripeMatchesUpstream } from '../sim/check/stripe-upstream.ts';
 import { query } from './harness/postgres.ts';
+import { pacedWrites } from './harness/paced.ts';
 import { waitFor } from './harness/process.ts';
-import { createAccount, loudSetUp, request, startTestService, type TestAccount, type TestService } from './harness/service.ts';
+import { createAccount, loudSetUp, request, startTestService, type TestAccount, type TestService, waitOk as waitOkOf } from './harness/service.ts';
 
 const KEY = 'sk_test_UNEVENTEDUNEVENTED0123456';
 let fake: FakeStripe;
@@ -29,23 +29,13 @@ let syncId: string;
 let reader: string;
 let stripe: Stripe;
 
-/** The customer's own requests keep under what the sync leaves them (test mode 25/s, the sync 20). */
-const pacer = new Pacer(4);
-async function paced<T>(write: () => Promise<T>): Promise<T> {
-  await pacer.take();
-  return write();
-}
+const paced = pacedWrites();
 
 async function syncView() {
   return (await request(svc!.api, 'GET', `/api/syncs/${syncId}`, { token: account.token })).body;
 }
 
-/** Until the sync has read the feed past everything done so far. */
-async function waitOk(): Promise<void> {
-  const answer = await request(svc!.api, 'GET', `/api/wait/${syncId}?timeout=20000`, { token: account.token });
-  assert.is(answer.status, 200, answer.text);
-  assert.is(answer.body.ok, true, `wait answered ${answer.text}; last error: ${(await syncView()).status.last_error}`);
-}
+const waitOk = () => waitOkOf(svc!, account.token, syncId);
 
 const ids = async (sql: string, params: unknown[] = []) => (await query<{ id: string }>(reader, sql, params)).map((r) => r.id).sort();
 

@@ -183,3 +183,14 @@ export const loudSetUp = (hook: () => Promise<void>, service: () => TestService 
     throw error;
   }
 };
+
+/**
+ * Waits through the wait endpoint until the sync has caught up with everything done so far;
+ * throws with the answer and the sync's last error otherwise.
+ */
+export async function waitOk(svc: TestService, token: string, syncId: string, timeoutMs = 20_000): Promise<void> {
+  const answer = await request(svc.api, 'GET', `/api/wait/${syncId}?timeout=${timeoutMs}`, { token });
+  if (answer.status === 200 && answer.body?.ok === true) return;
+  const view = await request(svc.api, 'GET', `/api/syncs/${syncId}`, { token });
+  throw new Error(`wait answered ${answer.status} ${answer.text}; last error: ${view.body?.status?.last_error}`);
+}
