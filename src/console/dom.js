@@ -134,6 +134,23 @@ export function table(caption, headers, rows, { captionHidden = false } = {}) {
   );
 }
 
+/**
+ * A long name (a table, an object type, an event topic) as text that may wrap after each “_”
+ * and “.” (a <wbr> there), so that a narrow column or a phone breaks it between words, never
+ * mid-word. The text, and what a reader copies, is unchanged.
+ * @param {string} text
+ */
+export function breakable(text) {
+  return String(text)
+    .split(/(?<=[._])/)
+    .flatMap((part, i) => (i === 0 ? [part] : [h('wbr'), part]));
+}
+
+/** A name in code type that wraps only between its words (see breakable). */
+export function identifier(text) {
+  return h('code', { class: 'identifier' }, breakable(text));
+}
+
 /** A table row whose cells carry their column name (the phone layout shows it as a label). */
 export function row(headers, cells, props) {
   return h('tr', props ?? null, cells.map((cell, i) => h(i === 0 ? 'th' : 'td', { 'data-label': headers[i], scope: i === 0 ? 'row' : null }, cell)));

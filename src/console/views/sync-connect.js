@@ -1,5 +1,5 @@
 import { api } from '../api.js';
-import { copyable, copyButton, h, notice, toast } from '../dom.js';
+import { copyable, copyButton, h, identifier, notice, toast } from '../dom.js';
 
 /** The URL with its password replaced by dots, for showing on screen. */
 function masked(url) {
@@ -108,7 +108,7 @@ export async function connectTab(ctx, panel, sync) {
     h('p', { class: 'label' }, 'Topics'),
     info.events.topics.length === 0
       ? h('p', { class: 'muted' }, 'None yet: topics appear with the tables.')
-      : h('ul', { class: 'topics' }, info.events.topics.map((t) => h('li', null, h('code', null, t)))),
+      : h('ul', { class: 'topics' }, info.events.topics.map((t) => h('li', null, identifier(t)))),
     h('p', { class: 'label' }, 'REST URL'),
     copyable('REST URL', info.events.rest_url),
     h('p', { class: 'label' }, 'Kafka brokers'),

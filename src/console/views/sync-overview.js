@@ -1,6 +1,6 @@
 import { api } from '../api.js';
 import { lineChart } from '../chart.js';
-import { field, h, notice } from '../dom.js';
+import { breakable, field, h, identifier, notice } from '../dom.js';
 import { at, count, duration } from '../format.js';
 import { indicator, progressBar } from '../status.js';
 
@@ -10,7 +10,7 @@ function definitions(pairs) {
   return h('dl', { class: 'facts' }, pairs.map(([term, value]) => [h('dt', null, term), h('dd', null, value)]));
 }
 
-/** Status and `_sync_meta` times, lag and cycle time over the last hours, tables, recent errors. */
+/** Status and `_sync_meta` times, lag and cycle time over the last hours, recent errors, tables. */
 export async function overviewTab(ctx, panel, initial, updated) {
   const statusBox = h('div');
   const chartBox = h('div', { class: 'chart-box' });
@@ -23,10 +23,11 @@ export async function overviewTab(ctx, panel, initial, updated) {
     statusBox,
     h('div', { class: 'section-head' }, h('h3', null, 'Lag and cycle time'), field({ label: 'Show', control: hoursSelect })),
     chartBox,
-    h('h3', null, 'Tables'),
-    tablesBox,
+    // Before the tables: a Stripe sync has more than a hundred, and errors under them go unseen.
     h('h3', null, 'Recent errors'),
     errorsBox,
+    h('h3', null, 'Tables'),
+    tablesBox,
   );
 
   const showStatus = (sync, meta) => {
@@ -74,10 +75,10 @@ export async function overviewTab(ctx, panel, initial, updated) {
                     h(
                       'tr',
                       null,
-                      h('th', { scope: 'row', 'data-label': headers[0] }, h('code', null, t.name)),
-                      h('td', { 'data-label': headers[1] }, t.upstream_name ?? '—'),
+                      h('th', { scope: 'row', 'data-label': headers[0] }, identifier(t.name)),
+                      h('td', { 'data-label': headers[1] }, t.upstream_name ? breakable(t.upstream_name) : '—'),
                       h('td', { 'data-label': headers[2], class: 'num' }, `${t.rows_estimated ? '≈ ' : ''}${count(t.rows)}`),
-                      h('td', { 'data-label': headers[3] }, t.topic ? h('code', null, t.topic) : '—'),
+                      h('td', { 'data-label': headers[3] }, t.topic ? identifier(t.topic) : '—'),
                     ),
                   ),
                 ),

@@ -1,5 +1,5 @@
 import { api } from '../api.js';
-import { copyable, field, h, notice, setFieldError, showNotice, toast } from '../dom.js';
+import { copyable, field, h, identifier, notice, setFieldError, showNotice, toast } from '../dom.js';
 import { ago, at, count, counted } from '../format.js';
 
 const POLL_MS = 3000;
@@ -34,7 +34,7 @@ export async function webhooksTab(ctx, panel, sync) {
         ? h('p', { class: 'muted' }, 'No topics yet: they appear with the tables.')
         : [
             h('label', { class: 'radio', for: 'topics-all' }, all, ' All topics'),
-            h('div', { class: 'topic-list' }, topicBoxes.map((box) => h('label', { class: 'radio', for: box.id }, box, ' ', h('code', null, box.getAttribute('value'))))),
+            h('div', { class: 'topic-list' }, topicBoxes.map((box) => h('label', { class: 'radio', for: box.id }, box, ' ', identifier(box.getAttribute('value'))))),
           ],
       topicsError,
     ),
@@ -145,7 +145,7 @@ export async function webhooksTab(ctx, panel, sync) {
                         'tr',
                         null,
                         h('th', { scope: 'row', 'data-label': headers[0] }, x.id),
-                        h('td', { 'data-label': headers[1] }, h('code', null, x.topic)),
+                        h('td', { 'data-label': headers[1] }, identifier(x.topic)),
                         h('td', { 'data-label': headers[2] }, h('code', null, x.record_id)),
                         h('td', { 'data-label': headers[3] }, h('span', { class: `badge badge-${x.status}` }, x.status)),
                         h('td', { 'data-label': headers[4], class: 'num' }, count(x.attempts)),
@@ -162,7 +162,7 @@ export async function webhooksTab(ctx, panel, sync) {
       'article',
       { class: 'card webhook', 'data-webhook': webhook.id },
       h('h3', null, h('code', null, webhook.url)),
-      h('p', null, 'Topics: ', webhook.topics.map((t, i) => [i ? ', ' : '', h('code', null, t)])),
+      h('p', null, 'Topics: ', webhook.topics.map((t, i) => [i ? ', ' : '', identifier(t)])),
       h(
         'p',
         { class: 'counts' },
