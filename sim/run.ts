@@ -344,7 +344,9 @@ export async function simulate(options: SimulationOptions): Promise<SimulationRe
     return { seed: options.seed, minutes: options.minutes, operations, events, faults, checks, violations, memoryKb: memory };
   } finally {
     for (const close of closers.reverse()) await close().catch(() => undefined);
-    await rm(dir, { recursive: true, force: true }).catch(() => undefined);
+    // SIM_KEEP=1 keeps the service's log and both PostgreSQL clusters, to look into a violation.
+    if (process.env.SIM_KEEP === '1') log(`kept ${dir}`);
+    else await rm(dir, { recursive: true, force: true }).catch(() => undefined);
   }
 }
 

@@ -9,6 +9,7 @@ import pg from 'pg';
 export type Canonical = null | boolean | number | string | Canonical[] | { [key: string]: Canonical };
 
 const TIMESTAMPTZ = new Set([1184, 1185]);
+const TEXTS = new Set([25, 1043, 1009, 1015]);
 const NUMBERS = new Set([20, 21, 23, 26, 700, 701, 1700, 1005, 1007, 1016, 1021, 1022, 1231]);
 
 function sorted(value: unknown): Canonical {
@@ -38,6 +39,9 @@ export function canonical(oid: number, value: unknown): Canonical {
     });
   }
   if (NUMBERS.has(oid)) return each(value, (v) => (v === null ? null : Number(v)));
+  // A text column retyped from a number or a checkbox keeps each row's text, and a retype is
+  // a schema change, not a row change: the last event may still hold the number.
+  if (TEXTS.has(oid)) return each(value, (v) => (typeof v === 'number' || typeof v === 'boolean' ? String(v) : sorted(v)));
   return sorted(value);
 }
 
