@@ -13,10 +13,10 @@ import type { KafkaBroker } from '../test/harness/kafka/types.ts';
 import { freePort } from '../test/harness/ports.ts';
 import { airtableMatchesUpstream } from './check/airtable-upstream.ts';
 import { readTables } from './check/canonical.ts';
-import { compareFold, type DeliveredEvent, foldEvents } from './check/events.ts';
+import { compareFold, type DeliveredEvent, EventFold } from './check/events.ts';
 import { readKafkaEvents } from './check/kafka-events.ts';
 import { samePath } from './check/paths.ts';
-import { readRestEvents } from './check/rest-events.ts';
+import { RestTail } from './check/rest-events.ts';
 import { stripeMatchesUpstream } from './check/stripe-upstream.ts';
 import { clearFaults, FAULT_KINDS, type FaultKind, type FaultTargets, strike, type StruckFault } from './faults.ts';
 import { Pacer } from './pacer.ts';
@@ -226,6 +226,23 @@ export async function simulate(options: SimulationOptions): Promise<SimulationRe
     }
     const stop = new AbortController();
     const running = actors.map((a) => a.run(stop.signal).catch((error: unknown) => log(`${a.name} stopped: ${(error as Error).message}`)));
+    // The events are read and folded while the traffic runs (each update checked against the
+    // fold as it arrives), and the fold compared with the database at the end.
+    const logs = new Map(syncs.map((s) => [s.id, { tail: new RestTail(rest, `svc.${s.id}.`), fold: new EventFold(`${s.kind} rest`), all: [] as DeliveredEvent[] }]));
+    const readLogs = async () => {
+      for (const entry of logs.values()) {
+        const more = await entry.tail.next();
+        entry.all.push(...more);
+        entry.fold.add(more);
+      }
+    };
+    const tailing = (async () => {
+      while (!stop.signal.aborted) {
+        await pause(30_000, stop.signal);
+        // A fault may have the service down: the next read catches up.
+        await readLogs().catch(() => undefined);
+      }
+    })();
     const targets: FaultTargets = { service, control, target, kafka, receiver, airtable, stripe: stripeFake, baseId: BASE_ID, stripeAccount: account.id };
     const endAt = Date.now() + options.minutes * 60_000;
     const kinds = (options.faults ?? [...FAULT_KINDS]).filter((k) => kafka || k !== 'kafka-restart');
@@ -254,7 +271,7 @@ export async function simulate(options: SimulationOptions): Promise<SimulationRe
     // Quiet: traffic stops, every fault is undone; the syncs must catch up and turn normal.
     log('traffic stops; waiting for the syncs to catch up');
     stop.abort();
-    await Promise.all(running);
+    await Promise.all([...running, tailing]);
     clearFaults(targets);
     const quietFrom = Date.now();
     for (const sync of syncs) {
@@ -284,6 +301,7 @@ export async function simulate(options: SimulationOptions): Promise<SimulationRe
     );
 
     // Final checks.
+    await readLogs();
     for (const sync of syncs) {
       const view = await api(apiUrl, token, 'GET', `/api/syncs/${sync.id}`);
       checked('health: sync normal');
@@ -293,12 +311,11 @@ export async function simulate(options: SimulationOptions): Promise<SimulationRe
       checked('db=upstream');
       violations.push(...upstreamViolations);
 
-      const log_ = await readRestEvents(rest, `svc.${sync.id}.`);
+      const { all: log_, fold } = logs.get(sync.id)!;
       events.set(`${sync.kind}: events (REST)`, log_.length);
-      const fold = foldEvents(`${sync.kind} rest`, log_);
       // Records are known by the key the decoder uses: the upcoming invoices' customer or subscription.
       const database = await readTables(sync.adminDb, { keyOf: (table) => upcomingKeys.get(table) ?? 'id' });
-      checked('events-fold (REST)');
+      checked('events-fold (REST)', fold.events);
       violations.push(...fold.violations, ...compareFold(`${sync.kind} rest`, fold, database));
       const destinations = (await api(apiUrl, token, 'GET', `/api/syncs/${sync.id}/webhooks`)).data as Array<{ topics: string[]; created_at: string }>;
       const subscribed = new Set<string>(destinations.flatMap((w) => w.topics));

@@ -47,64 +47,84 @@ function sameValue(a: unknown, b: unknown): boolean {
  * an insert of a record that exists, an update or delete of one that does not, an update
  * whose `changes` is empty, names a column that did not change, misses one that did, or
  * holds a value other than the prior one. Types are not known here, so values are compared
- * as JSON; the comparison with the database (compareFold) normalises them.
+ * as JSON; the comparison with the database (compareFold) normalises them. Events can be
+ * added as they come (during the traffic) and the fold compared at the end.
  */
-export function foldEvents(path: string, deliveries: Iterable<DeliveredEvent>): Fold {
-  const rows = new Map<string, Map<string, Record<string, unknown>>>();
-  const seen = new Map<string, string>();
-  const violations: Violation[] = [];
-  const counts = new Map<string, number>();
-  let events = 0;
-  let duplicates = 0;
-  const fail = (kind: string, detail: string) => {
-    const n = (counts.get(kind) ?? 0) + 1;
-    counts.set(kind, n);
-    if (n <= MAX_PER_KIND) violations.push({ check: `events-fold (${path})`, detail });
-  };
-  for (const delivery of deliveries) {
-    const earlier = seen.get(delivery.key);
-    if (earlier !== undefined) {
-      duplicates++;
-      if (earlier !== delivery.value) fail('key', `${delivery.where}: key ${delivery.key} was delivered before with another event`);
-      continue;
+export class EventFold implements Fold {
+  readonly rows = new Map<string, Map<string, Record<string, unknown>>>();
+  events = 0;
+  duplicates = 0;
+  private readonly found: Violation[] = [];
+  private readonly seen = new Map<string, string>();
+  private readonly counts = new Map<string, number>();
+
+  constructor(private readonly path: string) {}
+
+  get violations(): Violation[] {
+    const more = [...this.counts].filter(([, n]) => n > MAX_PER_KIND);
+    return [...this.found, ...more.map(([kind, n]) => ({ check: `events-fold (${this.path})`, detail: `… and ${n - MAX_PER_KIND} more of kind ${kind}` }))];
+  }
+
+  private fail(kind: string, detail: string): void {
+    const n = (this.counts.get(kind) ?? 0) + 1;
+    this.counts.set(kind, n);
+    if (n <= MAX_PER_KIND) this.found.push({ check: `events-fold (${this.path})`, detail });
+  }
+
+  add(deliveries: Iterable<DeliveredEvent>): this {
+    for (const delivery of deliveries) {
+      const earlier = this.seen.get(delivery.key);
+      if (earlier !== undefined) {
+        this.duplicates++;
+        if (earlier !== delivery.value) this.fail('key', `${delivery.where}: key ${delivery.key} was delivered before with another event`);
+        continue;
+      }
+      this.seen.set(delivery.key, delivery.value);
+      this.events++;
+      this.apply(JSON.parse(delivery.value) as EventJson, delivery.where);
     }
-    seen.set(delivery.key, delivery.value);
-    events++;
-    const event = JSON.parse(delivery.value) as EventJson;
-    const table = rows.get(event.table_db_name) ?? new Map<string, Record<string, unknown>>();
-    rows.set(event.table_db_name, table);
+    return this;
+  }
+
+  private apply(event: EventJson, where: string): void {
+    const table = this.rows.get(event.table_db_name) ?? new Map<string, Record<string, unknown>>();
+    this.rows.set(event.table_db_name, table);
     const before = table.get(event.id);
-    const at = `${delivery.where} ${event.event} ${event.table_db_name}/${event.id}`;
+    const at = `${where} ${event.event} ${event.table_db_name}/${event.id}`;
     if (event.event === 'inserted') {
-      if (before) fail('insert', `${at}: inserted, but the events already had this record`);
+      if (before) this.fail('insert', `${at}: inserted, but the events already had this record`);
       table.set(event.id, event.data);
-    } else if (event.event === 'deleted') {
-      if (!before) fail('delete', `${at}: deleted, but the events never had this record`);
+      return;
+    }
+    if (event.event === 'deleted') {
+      if (!before) this.fail('delete', `${at}: deleted, but the events never had this record`);
       table.delete(event.id);
-    } else {
-      if (!before) fail('update', `${at}: updated, but the events never had this record`);
-      const changes = event.changes ?? {};
-      if (Object.keys(changes).length === 0) fail('empty', `${at}: an update with no changed column`);
-      if (before) {
-        for (const [column, prior] of Object.entries(changes)) {
-          if (!(column in before)) continue; // a column new to the table: a schema change
-          if (!sameValue(before[column], prior)) {
-            fail('prior', `${at}: changes.${column} is ${JSON.stringify(prior)}, but the record held ${JSON.stringify(before[column])}`);
-          }
-          if (sameValue(event.data[column], prior)) fail('unchanged', `${at}: changes names ${column}, which did not change`);
+      return;
+    }
+    if (!before) this.fail('update', `${at}: updated, but the events never had this record`);
+    const changes = event.changes ?? {};
+    if (Object.keys(changes).length === 0) this.fail('empty', `${at}: an update with no changed column`);
+    if (before) {
+      for (const [column, prior] of Object.entries(changes)) {
+        if (!(column in before)) continue; // a column new to the table: a schema change
+        if (!sameValue(before[column], prior)) {
+          this.fail('prior', `${at}: changes.${column} is ${JSON.stringify(prior)}, but the record held ${JSON.stringify(before[column])}`);
         }
-        for (const [column, value] of Object.entries(event.data)) {
-          if (column in changes || !(column in before)) continue;
-          if (!sameValue(before[column], value)) {
-            fail('missed', `${at}: ${column} went from ${JSON.stringify(before[column])} to ${JSON.stringify(value)} but is not in changes`);
-          }
+        if (sameValue(event.data[column], prior)) this.fail('unchanged', `${at}: changes names ${column}, which did not change`);
+      }
+      for (const [column, value] of Object.entries(event.data)) {
+        if (column in changes || !(column in before)) continue;
+        if (!sameValue(before[column], value)) {
+          this.fail('missed', `${at}: ${column} went from ${JSON.stringify(before[column])} to ${JSON.stringify(value)} but is not in changes`);
         }
       }
-      table.set(event.id, event.data);
     }
+    table.set(event.id, event.data);
   }
-  for (const [kind, n] of counts) if (n > MAX_PER_KIND) violations.push({ check: `events-fold (${path})`, detail: `… and ${n - MAX_PER_KIND} more of kind ${kind}` });
-  return { rows, violations, events, duplicates };
+}
+
+export function foldEvents(path: string, deliveries: Iterable<DeliveredEvent>): Fold {
+  return new EventFold(path).add(deliveries);
 }
 
 /**

@@ -21,24 +21,39 @@ async function call<T>(creds: RestCredentials, method: string, path: string, bod
 }
 
 /**
- * Every event of a sync's topics from offset 0, as a consumer reads them with `/fetch`:
- * per partition in offset order (records keep one partition, so per-record order is the
- * log's). `prefix` is `svc.<sync id>.`.
+ * A consumer of a sync's topics with `/fetch`, from offset 0: each `next()` gives the events
+ * logged since the last, per partition in offset order (records keep one partition, so
+ * per-record order is the log's). `prefix` is `svc.<sync id>.`.
  */
-export async function readRestEvents(creds: RestCredentials, prefix: string): Promise<DeliveredEvent[]> {
-  const topics = await call<Record<string, number>>(creds, 'GET', '/topics');
-  const out: DeliveredEvent[] = [];
-  for (const [topic, partitions] of Object.entries(topics).sort()) {
-    if (!topic.startsWith(prefix)) continue;
-    for (let partition = 0; partition < partitions; partition++) {
-      let offset = 0;
-      for (;;) {
-        const page = await call<Array<{ offset: number; key: string; value: string }>>(creds, 'POST', '/fetch', { topic, partition, offset, timeout: 0 });
-        if (page.length === 0) break;
-        for (const m of page) out.push({ key: m.key, value: m.value, where: `rest ${topic}/${partition}@${m.offset}` });
-        offset = page[page.length - 1]!.offset + 1;
+export class RestTail {
+  private readonly offsets = new Map<string, number>();
+
+  constructor(
+    private readonly creds: RestCredentials,
+    private readonly prefix: string,
+  ) {}
+
+  async next(): Promise<DeliveredEvent[]> {
+    const topics = await call<Record<string, number>>(this.creds, 'GET', '/topics');
+    const out: DeliveredEvent[] = [];
+    for (const [topic, partitions] of Object.entries(topics).sort()) {
+      if (!topic.startsWith(this.prefix)) continue;
+      for (let partition = 0; partition < partitions; partition++) {
+        const at = `${topic}/${partition}`;
+        for (;;) {
+          const offset = this.offsets.get(at) ?? 0;
+          const page = await call<Array<{ offset: number; key: string; value: string }>>(this.creds, 'POST', '/fetch', { topic, partition, offset, timeout: 0 });
+          if (page.length === 0) break;
+          for (const m of page) out.push({ key: m.key, value: m.value, where: `rest ${topic}/${partition}@${m.offset}` });
+          this.offsets.set(at, page[page.length - 1]!.offset + 1);
+        }
       }
     }
+    return out;
   }
-  return out;
+}
+
+/** Every event of a sync's topics from offset 0. */
+export function readRestEvents(creds: RestCredentials, prefix: string): Promise<DeliveredEvent[]> {
+  return new RestTail(creds, prefix).next();
 }
