@@ -251,7 +251,8 @@ export async function simulate(options: SimulationOptions): Promise<SimulationRe
       const j = random.int(i + 1);
       [order[i], order[j]] = [order[j]!, order[i]!];
     }
-    const gapMs = Math.max(5000, (options.minutes * 60_000) / Math.max(1, order.length + 1));
+    // At most a minute between faults: a long run strikes every kind several times.
+    const gapMs = Math.max(5000, Math.min(60_000, (options.minutes * 60_000) / Math.max(1, order.length + 1)));
     let next = 0;
     // Until the time is up and every kind of fault has struck once.
     while (Date.now() < endAt || next < order.length) {
