@@ -286,10 +286,14 @@ export async function simulate(options: SimulationOptions): Promise<SimulationRe
         );
       }
       if (sync.kind === 'airtable') {
-        // A complete sweep that began after the traffic stopped.
+        // A complete sweep that began after the traffic stopped. Cycles run back to back, so
+        // the start of one is noted, then the completion of it or a later one awaited.
+        let began: number | undefined;
         await until('a complete sweep after the traffic', async () => {
           const [meta] = (await readMeta(sync.reader)) ?? [];
-          return meta && meta.started_at > quietFrom && meta.completed_at >= meta.started_at ? true : undefined;
+          if (!meta) return undefined;
+          if (began === undefined && meta.started_at > quietFrom) began = meta.started_at;
+          return began !== undefined && meta.completed_at >= began ? true : undefined;
         }, 300_000).catch((error) => violations.push({ check: 'health', detail: (error as Error).message }));
         await wait(sync.id)();
       }

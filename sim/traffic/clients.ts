@@ -59,51 +59,53 @@ abstract class ClientActor implements TrafficActor {
     }
   }
 
-  /** A write whose answer is an error (a fault, a kill) has no known outcome: not checked. */
-  private async attempt(kind: string, write: () => Promise<void>): Promise<boolean> {
+  /**
+   * One write, within the client's share (its slot counts from the answer). A write whose
+   * answer is an error (a fault, a kill) has no known outcome: not checked.
+   */
+  private async attempt(kind: string, write: () => Promise<void>, signal: AbortSignal): Promise<boolean> {
+    const answered = await this.options.pacer.take(signal);
     try {
       await write();
       this.counts.ok(kind);
       return true;
-    } catch (error) {
+    } catch {
       this.counts.no(kind);
       return false;
+    } finally {
+      answered();
     }
   }
 
   async run(signal: AbortSignal): Promise<void> {
-    const { random, pacer } = this.options;
+    const { random } = this.options;
     let seq = 0;
     while (!signal.aborted) {
       try {
         const op = this.records.length < 3 ? 'create' : random.weighted({ create: 2, update: 5, direct: 3, remove: 1 });
         if (op === 'create') {
           // Created through the proxy and updated at once: the update must not be overtaken.
-          await pacer.take(signal);
           let id = '';
-          if (!(await this.attempt('proxy.create', async () => void (id = await this.create(++seq, true))))) continue;
+          if (!(await this.attempt('proxy.create', async () => void (id = await this.create(++seq, true)), signal))) continue;
           await this.expect('a proxied create', id, seq);
           const record = { id, seq };
           this.records.push(record);
-          await pacer.take(signal);
           const next = ++seq;
-          if (await this.attempt('proxy.update', () => this.update(id, next, true))) {
+          if (await this.attempt('proxy.update', () => this.update(id, next, true), signal)) {
             record.seq = next;
             await this.expect('a proxied update right after the create', id, next);
           }
         } else if (op === 'update') {
           const record = random.pick(this.records);
-          await pacer.take(signal);
           const next = ++seq;
-          if (await this.attempt('proxy.update', () => this.update(record.id, next, true))) {
+          if (await this.attempt('proxy.update', () => this.update(record.id, next, true), signal)) {
             record.seq = next;
             await this.expect('a proxied update', record.id, next);
           }
         } else if (op === 'direct') {
           const record = random.pick(this.records);
-          await pacer.take(signal);
           const next = ++seq;
-          if (await this.attempt('direct.update', () => this.update(record.id, next, false))) {
+          if (await this.attempt('direct.update', () => this.update(record.id, next, false), signal)) {
             record.seq = next;
             const ok = await this.options.wait().catch(() => false);
             if (ok) {
@@ -113,8 +115,7 @@ abstract class ClientActor implements TrafficActor {
           }
         } else {
           const record = this.records.splice(random.int(this.records.length), 1)[0]!;
-          await pacer.take(signal);
-          if (await this.attempt('proxy.delete', () => this.remove(record.id, true))) await this.expect('a proxied delete', record.id, 'gone');
+          if (await this.attempt('proxy.delete', () => this.remove(record.id, true), signal)) await this.expect('a proxied delete', record.id, 'gone');
         }
       } catch (error) {
         if (signal.aborted) return;

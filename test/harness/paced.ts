@@ -7,7 +7,11 @@ import { Pacer } from '../../sim/pacer.ts';
 export function pacedWrites(perSecond = 4): <T>(write: () => Promise<T>) => Promise<T> {
   const pacer = new Pacer(perSecond);
   return async (write) => {
-    await pacer.take();
-    return write();
+    const answered = await pacer.take();
+    try {
+      return await write();
+    } finally {
+      answered();
+    }
   };
 }
