@@ -4,6 +4,7 @@ import { toError } from '../errors.ts';
 import type { Logger } from '../log.ts';
 import type { QuotaLimiter, QuotaRule } from '../quota/limiter.ts';
 import { STRIPE_API_VERSION } from '../stripe/catalog.ts';
+import { syncShare } from '../stripe/runner.ts';
 import { StripeClient, type StripeObject } from '../stripe/client.ts';
 import { retrievePath } from '../stripe/events.ts';
 import { applyChanges, type Change } from '../stripe/store.ts';
@@ -86,7 +87,10 @@ export async function writeThroughStripe(ctx: StripeWriteContext, write: StripeW
       key: new Secret(write.key),
       limiter: ctx.limiter,
       quotaKey: write.quotaKey,
-      quota: { kind: 'client', maxWaitMs: ctx.maxWaitMs },
+      // The service's own request, not the customer's: it comes out of the sync's share (as
+      // urgent, someone waits on it), or a customer keeping to the rest of the limit, partly
+      // with requests straight to Stripe that the quota never sees, would be answered 429.
+      quota: { kind: 'sync', urgent: true, syncLimit: syncShare(write.key, false), shareMargin: true, maxWaitMs: ctx.maxWaitMs },
       rule: write.rule,
       attempts: 1,
       timeoutMs: 15_000,
