@@ -7,19 +7,17 @@
 import Stripe from 'stripe';
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
-import { type FakeStripe, type FakeStripeAccount, startFakeStripe } from '../src/fakes/stripe/index.ts';
-import { STRIPE_API_VERSION } from '../src/stripe/catalog.ts';
+import type { FakeStripe } from '../src/fakes/stripe/index.ts';
 import { stripeTables } from '../src/stripe/tables.ts';
 import { query } from './harness/postgres.ts';
 import { pacedWrites } from './harness/paced.ts';
-import { waitFor } from './harness/process.ts';
-import { createAccount, loudSetUp, request, startTestService, type TestAccount, type TestService, waitOk as waitOkOf } from './harness/service.ts';
+import { backfilledStripeSync } from './harness/stripe-sync.ts';
+import { loudSetUp, request, type TestAccount, type TestService, waitOk as waitOkOf } from './harness/service.ts';
 
 const KEY = 'sk_test_BURSTBURSTBURST0123456789';
 /** Long enough that a burst made right after a read always falls into one read of the feed. */
 const POLL_MS = 3000;
 let fake: FakeStripe;
-let upstream: FakeStripeAccount;
 let svc: TestService | undefined;
 let account: TestAccount;
 let syncId: string;
@@ -36,19 +34,7 @@ const waitOk = () => waitOkOf(svc!, account.token, syncId);
 
 test.before(
   loudSetUp(async () => {
-    fake = await startFakeStripe();
-    upstream = fake.createAccount();
-    upstream.generate({ seed: 7, customers: 5 });
-    fake.addKey(KEY, { account: upstream.id });
-    svc = await startTestService({ config: { roles: ['api', 'sync', 'decoder'] }, tunables: { workerTickMs: 250, stripe: { pollIntervalMs: POLL_MS } }, stripeUrl: fake.url });
-    account = await createAccount(svc);
-    const url = new URL(fake.url);
-    stripe = new Stripe(KEY, { host: url.hostname, port: Number(url.port), protocol: 'http', apiVersion: STRIPE_API_VERSION as never });
-    const created = await request(svc.api, 'POST', '/api/syncs', { token: account.token, body: { kind: 'stripe', api_key: KEY } });
-    assert.is(created.status, 201, created.text);
-    syncId = created.body.id;
-    reader = created.body.database.url;
-    await waitFor('the backfill', async () => ((await syncView()).status.completed_at ? true : undefined), 120_000);
+    ({ fake, svc, account, syncId, reader, stripe } = await backfilledStripeSync({ key: KEY, seed: 7, customers: 5, pollIntervalMs: POLL_MS }));
   }, () => svc),
 );
 

@@ -12,13 +12,12 @@
 import Stripe from 'stripe';
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
-import { type FakeStripe, type FakeStripeAccount, startFakeStripe } from '../src/fakes/stripe/index.ts';
-import { STRIPE_API_VERSION } from '../src/stripe/catalog.ts';
+import type { FakeStripe, FakeStripeAccount } from '../src/fakes/stripe/index.ts';
 import { stripeMatchesUpstream } from '../sim/check/stripe-upstream.ts';
 import { query } from './harness/postgres.ts';
 import { pacedWrites } from './harness/paced.ts';
-import { waitFor } from './harness/process.ts';
-import { createAccount, loudSetUp, request, startTestService, type TestAccount, type TestService, waitOk as waitOkOf } from './harness/service.ts';
+import { backfilledStripeSync } from './harness/stripe-sync.ts';
+import { loudSetUp, request, type TestAccount, type TestService, waitOk as waitOkOf } from './harness/service.ts';
 
 const KEY = 'sk_test_UNEVENTEDUNEVENTED0123456';
 let fake: FakeStripe;
@@ -41,19 +40,7 @@ const ids = async (sql: string, params: unknown[] = []) => (await query<{ id: st
 
 test.before(
   loudSetUp(async () => {
-    fake = await startFakeStripe();
-    upstream = fake.createAccount();
-    upstream.generate({ seed: 5, customers: 4 });
-    fake.addKey(KEY, { account: upstream.id });
-    svc = await startTestService({ config: { roles: ['api', 'sync', 'decoder'] }, tunables: { workerTickMs: 250, stripe: { pollIntervalMs: 500 } }, stripeUrl: fake.url });
-    account = await createAccount(svc);
-    const url = new URL(fake.url);
-    stripe = new Stripe(KEY, { host: url.hostname, port: Number(url.port), protocol: 'http', apiVersion: STRIPE_API_VERSION as never });
-    const created = await request(svc.api, 'POST', '/api/syncs', { token: account.token, body: { kind: 'stripe', api_key: KEY } });
-    assert.is(created.status, 201, created.text);
-    syncId = created.body.id;
-    reader = created.body.database.url;
-    await waitFor('the backfill', async () => ((await syncView()).status.completed_at ? true : undefined), 120_000);
+    ({ fake, upstream, svc, account, syncId, reader, stripe } = await backfilledStripeSync({ key: KEY, seed: 5, customers: 4, pollIntervalMs: 500 }));
   }, () => svc),
 );
 
