@@ -68,6 +68,24 @@ test('a proxied write on a fresh connection during a guarded swap: both finish, 
   assert.is(rows[0].label, 'new 2', 'the rebuilt table is in');
 });
 
+test('a write to the old table while the swap compares the tables commits after the swap, into the new table', async () => {
+  // Committed between the comparison and the swap, it would be an event before the swap's,
+  // whose differences (computed before it) then carry an older prior than it wrote.
+  await rebuiltCopy('new');
+  const swap = swapIn(db, mapping);
+  await new Promise((r) => setTimeout(r, 150)); // the swap is comparing the tables
+  const fresh = new pg.Pool({ connectionString: url, max: 1 });
+  try {
+    const write = fresh.query("UPDATE public.tasks SET label = 'written during the swap' WHERE id = 'rec1'");
+    const [swapped] = await Promise.all([swap, write]);
+    assert.equal(swapped, []);
+  } finally {
+    await fresh.end();
+  }
+  const { rows } = await db.query("SELECT id, label FROM public.tasks WHERE id IN ('rec1', 'rec2') ORDER BY id");
+  assert.equal(rows.map((r) => r.label), ['written during the swap', 'new 2'], 'the write went into the new table, after the swap');
+});
+
 test('a record written meanwhile and not fetched again holds the swap back; the old table stays', async () => {
   await rebuiltCopy('newer');
   const since = Date.now();

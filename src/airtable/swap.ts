@@ -125,14 +125,21 @@ async function swapInTransaction(db: pg.Pool, mapping: TableMapping, guard: Swap
       [mapping.tableId, mapping.name],
     );
     const previous = rows.find((r) => r.upstream_id === mapping.tableId);
-    await emitDifferences(client, mapping.name, previous?.db_name);
     const old = previous ? `public.${ident(previous.db_name)}` : undefined;
-    if (guard && old && (await client.query('SELECT to_regclass($1) IS NOT NULL AS found', [old])).rows[0].found) {
+    const oldExists = old !== undefined && (await client.query('SELECT to_regclass($1) IS NOT NULL AS found', [old])).rows[0].found;
+    if (oldExists) {
       // The lock the DROP takes anyway, taken first (never upgraded from a weaker one, which
       // a proxied write's first statement, holding a read lock on the table, would deadlock
       // with): it waits for writes in progress and holds new ones back, so every write that
-      // got in is visible with its mark to the next statement. Readers wait only from here.
+      // got in is visible with its mark to the statements below. Taken before the tables are
+      // compared: a write committed between the comparison and the swap would be an event
+      // before the swap's, which then carried an older prior (found by the simulation).
+      // Readers and writers of the old table wait from here to the commit; a held-back write
+      // names the table again once it is through and reaches the new one.
       await client.query(`LOCK TABLE ${old} IN ACCESS EXCLUSIVE MODE`);
+    }
+    await emitDifferences(client, mapping.name, previous?.db_name);
+    if (guard && oldExists) {
       const uncovered = (await marksSince(client, mapping.tableId, guard.since)).filter((m) => !guard.covered(m.id, m.at));
       if (uncovered.length > 0) throw new WritesSinceRebuild(uncovered);
     }
