@@ -18,12 +18,6 @@ import { freePort } from './harness/ports.ts';
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 const FILE_TIMEOUT_MS = Number(process.env.TEST_FILE_TIMEOUT_MS || 10 * 60_000);
 const CONCURRENCY = Number(process.env.TEST_CONCURRENCY || 2);
-/**
- * Files that run alone, after the others. The traffic simulation keeps both fakes in its own
- * process: beside another file on a 2-core machine, their event loop counts arrivals late by
- * more than the quota's 40 ms margin, and the fake Airtable's 429 would be the machine's.
- */
-const ALONE = new Set(['test/simulation.test.ts']);
 
 async function testFiles(dir: string): Promise<string[]> {
   const entries = await readdir(dir, { withFileTypes: true });
@@ -91,12 +85,11 @@ async function main(): Promise<number> {
   const env = { ...process.env, TEST_PG_ADMIN_URL: pg.adminUrl, TRIBUTARY_LOG_LEVEL: process.env.TRIBUTARY_LOG_LEVEL ?? 'warn' };
 
   const results: FileResult[] = [];
-  const alone = files.filter((f) => ALONE.has(path.relative(root, f)));
-  const queue = files.filter((f) => !alone.includes(f));
-  const runQueue = async (list: string[], concurrency: number) =>
-    Promise.all(
-      Array.from({ length: Math.min(concurrency, list.length) }, async () => {
-        for (let file = list.shift(); file; file = list.shift()) {
+  const queue = [...files];
+  try {
+    await Promise.all(
+      Array.from({ length: Math.min(CONCURRENCY, files.length) }, async () => {
+        for (let file = queue.shift(); file; file = queue.shift()) {
           const result = await runFile(file, env);
           results.push(result);
           const mark = result.ok ? 'ok  ' : 'FAIL';
@@ -105,9 +98,6 @@ async function main(): Promise<number> {
         }
       }),
     );
-  try {
-    await runQueue(queue, CONCURRENCY);
-    await runQueue(alone, 1);
   } finally {
     await pg.stop();
     await rm(dir, { recursive: true, force: true });
