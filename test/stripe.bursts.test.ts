@@ -26,15 +26,13 @@ let stripe: Stripe;
 
 const paced = pacedWrites();
 
-async function syncView() {
-  return (await request(svc!.api, 'GET', `/api/syncs/${syncId}`, { token: account.token })).body;
-}
+let syncView: () => Promise<any>;
 
 const waitOk = () => waitOkOf(svc!, account.token, syncId);
 
 test.before(
   loudSetUp(async () => {
-    ({ fake, svc, account, syncId, reader, stripe } = await backfilledStripeSync({ key: KEY, seed: 7, customers: 5, pollIntervalMs: POLL_MS }));
+    ({ fake, svc, account, syncId, reader, stripe, view: syncView } = await backfilledStripeSync({ key: KEY, seed: 7, customers: 5, pollIntervalMs: POLL_MS }));
   }, () => svc),
 );
 

@@ -30,9 +30,7 @@ let stripe: Stripe;
 
 const paced = pacedWrites();
 
-async function syncView() {
-  return (await request(svc!.api, 'GET', `/api/syncs/${syncId}`, { token: account.token })).body;
-}
+let syncView: () => Promise<any>;
 
 const waitOk = () => waitOkOf(svc!, account.token, syncId);
 
@@ -40,7 +38,7 @@ const ids = async (sql: string, params: unknown[] = []) => (await query<{ id: st
 
 test.before(
   loudSetUp(async () => {
-    ({ fake, upstream, svc, account, syncId, reader, stripe } = await backfilledStripeSync({ key: KEY, seed: 5, customers: 4, pollIntervalMs: 500 }));
+    ({ fake, upstream, svc, account, syncId, reader, stripe, view: syncView } = await backfilledStripeSync({ key: KEY, seed: 5, customers: 4, pollIntervalMs: 500 }));
   }, () => svc),
 );
 
