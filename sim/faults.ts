@@ -3,7 +3,8 @@ import type { FakeStripe } from '../src/fakes/stripe/index.ts';
 import { pause } from '../src/time.ts';
 import type { KafkaBroker } from '../test/harness/kafka/types.ts';
 import type { Random } from './random.ts';
-import type { CrashablePostgres, ServiceProcess, WebhookReceiver } from './world.ts';
+import type { CrashablePostgres } from '../test/harness/crashable-postgres.ts';
+import type { ServiceProcess, WebhookReceiver } from './world.ts';
 
 /** What a fault can strike. */
 export interface FaultTargets {

@@ -8,6 +8,7 @@ import { type FakeAirtable, startFakeAirtable } from '../src/fakes/airtable/inde
 import { type FakeStripe, startFakeStripe } from '../src/fakes/stripe/index.ts';
 import { UPCOMING } from '../src/stripe/tables.ts';
 import { pause } from '../src/time.ts';
+import { CrashablePostgres } from '../test/harness/crashable-postgres.ts';
 import { startKafka } from '../test/harness/kafka/broker.ts';
 import type { KafkaBroker } from '../test/harness/kafka/types.ts';
 import { freePort } from '../test/harness/ports.ts';
@@ -25,7 +26,7 @@ import { airtableUsers } from './traffic/airtable.ts';
 import { AirtableClient, StripeClient } from './traffic/clients.ts';
 import { stripeBilling } from './traffic/stripe.ts';
 import type { TrafficActor, Violation } from './types.ts';
-import { CrashablePostgres, ServiceProcess, WebhookReceiver } from './world.ts';
+import { ServiceProcess, WebhookReceiver } from './world.ts';
 
 export interface SimulationOptions {
   seed: number;

@@ -81,6 +81,7 @@ export interface Tunables {
   workerTickMs?: number;
   decoder?: { flushMs?: number; maxBatch?: number; retryMs?: number; lagReportMs?: number; leaseMs?: number };
   webhooks?: { schedule?: Partial<RetrySchedule> };
+  proxy?: { writeThroughPatienceMs?: number };
 }
 
 /** Tunables from the environment, for benchmarks that run the service as a child process. */
@@ -279,6 +280,7 @@ export async function startService(config: Config, logger: Logger, tunables: Tun
         logger: logger.child({ part: 'proxy' }),
         timeScale: tunables.airtable?.timeScale,
         metrics,
+        writeThroughPatienceMs: tunables.proxy?.writeThroughPatienceMs,
       });
       // Pushed before the listener's closer: closers run in reverse, so the listener drains first,
       // then requests in flight finish their write-through and the pools close.

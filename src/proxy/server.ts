@@ -7,6 +7,7 @@ import { TributaryError, toError } from '../errors.ts';
 import type { Logger } from '../log.ts';
 import type { ProxyMetrics } from '../metrics/index.ts';
 import type { QuotaGrant, QuotaLimiter } from '../quota/limiter.ts';
+import { retryTransient } from '../db/transient.ts';
 import { upstreamBase } from '../upstream/http.ts';
 import { decoded, DEFAULT_MAX_BODY_BYTES, declaredLength, jsonOf, readAll, sizeLimit, tooLarge } from './body.ts';
 import { ProxyError, refuse, sendProxyError } from './errors.ts';
@@ -40,6 +41,11 @@ export interface ProxyOptions {
   timeScale?: number;
   /** Told of every answered request: upstream host ('other' when refused before routing), status sent, seconds. */
   metrics?: ProxyMetrics;
+  /**
+   * How long a write-through keeps trying while a database (the sync's, or the control
+   * database) is away: restarted, failing over, out of connection slots (default 30 s).
+   */
+  writeThroughPatienceMs?: number;
 }
 
 export type ProxyHandler = http.RequestListener & {
@@ -48,6 +54,9 @@ export type ProxyHandler = http.RequestListener & {
   /** Waits for requests in flight (their write-through), then closes upstream connections and sync-database pools. */
   close(): Promise<void>;
 };
+
+/** Added to a 2xx answer whose write could not be written through: the database catches up with the sync, later. */
+const WRITE_THROUGH_HEADER = 'Tributary-Write-Through';
 
 /** Write answers are read whole before the client gets them; this bounds the memory one may take. */
 const MAX_ANSWER_BYTES = 64 * 1024 * 1024;
@@ -72,6 +81,7 @@ export function createProxyHandler(options: ProxyOptions): ProxyHandler {
   const forwarder = new Forwarder({ connectTimeoutMs: options.connectTimeoutMs ?? 10_000, responseTimeoutMs: options.responseTimeoutMs ?? 80_000 });
   const targets = new SyncTargets({ pool: options.pool, syncs: options.syncs, syncService: options.syncService, logger });
   const maxWaitMs = options.queue?.maxWaitMs ?? 10_000;
+  const writeThroughPatience = options.writeThroughPatienceMs ?? 30_000;
   const queue = options.limiter && new ClientQueue({ limiter: options.limiter, maxWaitMs, maxWaiting: options.queue?.maxWaiting });
   const where = Object.fromEntries(UPSTREAM_HOSTS.map((h) => [h, upstreamTarget(options.upstreams, h)])) as Record<UpstreamHost, UpstreamTarget>;
   const context: PlanContext = {
@@ -158,16 +168,26 @@ export function createProxyHandler(options: ProxyOptions): ProxyHandler {
         throw new ProxyError('bad_gateway', `${route.host} sent an incomplete answer`, {}, { cause: error });
       }
       let outcome: object | undefined;
+      let failed = false;
       try {
         const answer = jsonOf(decoded(raw, upstream.headers['content-encoding'] as string | undefined));
         const { 'stripe-version': apiVersion, date } = upstream.headers as Record<string, string | undefined>;
-        outcome = await plan.writeThrough(answer, { receivedAt, apiVersion, date });
+        const writeThrough = plan.writeThrough;
+        // The client's read after the answer must see the write: a database that is away
+        // for a moment (restart, failover, full slots) is waited for, within the patience.
+        outcome = await retryTransient(() => writeThrough(answer, { receivedAt, apiVersion, date }), {
+          patienceMs: writeThroughPatience,
+          onRetry: (error, attempt) =>
+            attempt === 1 && logger.warn({ host: route.host, path: route.path, error: toError(error).message }, 'write-through waits for the database to come back'),
+        });
       } catch (error) {
-        // The upstream change happened: the client gets its answer; the sync brings the database in step.
+        // The upstream change happened: the client gets its answer, marked; the sync brings the database in step.
+        failed = true;
         logger.error({ host: route.host, path: route.path, error: toError(error).message }, 'write-through failed; the upstream answer goes back unchanged');
       }
       if (!res.destroyed) {
-        res.writeHead(status, upstream.statusMessage, clientResponseHeaders(upstream.rawHeaders));
+        const headers = clientResponseHeaders(upstream.rawHeaders);
+        res.writeHead(status, upstream.statusMessage, failed ? [...headers, WRITE_THROUGH_HEADER, 'failed'] : headers);
         res.end(raw);
       }
       logger.debug({ method, host: route.host, path: route.path, status, ms: Math.round(performance.now() - started), ...outcome }, 'proxied write');

@@ -2,7 +2,7 @@ import Stripe from 'stripe';
 import { type FakeStripe, type FakeStripeAccount, startFakeStripe } from '../../src/fakes/stripe/index.ts';
 import { STRIPE_API_VERSION } from '../../src/stripe/catalog.ts';
 import { waitFor } from './process.ts';
-import { createAccount, request, startTestService, type TestAccount, type TestService } from './service.ts';
+import { createAccount, request, startTestService, type TestAccount, type TestService, type TestServiceOptions } from './service.ts';
 
 export interface StripeSyncSetUp {
   fake: FakeStripe;
@@ -22,14 +22,22 @@ export interface StripeSyncSetUp {
  * A fake Stripe with a generated account, the service (API, sync, decoder), an account and a
  * Stripe sync of it whose backfill has completed.
  */
-export async function backfilledStripeSync(options: { key: string; seed: number; customers: number; pollIntervalMs: number }): Promise<StripeSyncSetUp> {
+export async function backfilledStripeSync(options: {
+  key: string;
+  seed: number;
+  customers: number;
+  pollIntervalMs: number;
+  /** Overrides of the service's config (roles, the sync databases' server) and tunables. */
+  config?: TestServiceOptions['config'];
+  tunables?: TestServiceOptions['tunables'];
+}): Promise<StripeSyncSetUp> {
   const fake = await startFakeStripe();
   const upstream = fake.createAccount();
   upstream.generate({ seed: options.seed, customers: options.customers });
   fake.addKey(options.key, { account: upstream.id });
   const svc = await startTestService({
-    config: { roles: ['api', 'sync', 'decoder'] },
-    tunables: { workerTickMs: 250, stripe: { pollIntervalMs: options.pollIntervalMs } },
+    config: { roles: ['api', 'sync', 'decoder'], ...options.config },
+    tunables: { workerTickMs: 250, stripe: { pollIntervalMs: options.pollIntervalMs }, ...options.tunables },
     stripeUrl: fake.url,
   });
   const account = await createAccount(svc);
