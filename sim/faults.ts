@@ -1,9 +1,8 @@
-import type { FakeAirtable } from '../src/fakes/airtable/index.ts';
-import type { FakeStripe } from '../src/fakes/stripe/index.ts';
 import { pause } from '../src/time.ts';
 import type { KafkaBroker } from '../test/harness/kafka/types.ts';
 import type { Random } from './random.ts';
 import type { CrashablePostgres } from '../test/harness/crashable-postgres.ts';
+import type { Upstreams } from './upstreams/remote.ts';
 import type { ServiceProcess, WebhookReceiver } from './world.ts';
 
 /** What a fault can strike. */
@@ -13,10 +12,7 @@ export interface FaultTargets {
   target: CrashablePostgres;
   kafka?: KafkaBroker;
   receiver: WebhookReceiver;
-  airtable: FakeAirtable;
-  stripe: FakeStripe;
-  baseId: string;
-  stripeAccount: string;
+  upstreams: Upstreams;
 }
 
 /** A fault that struck, and the time during which the service may log errors because of it. */
@@ -50,31 +46,28 @@ const GRACE_MS = 30_000;
 export async function strike(kind: FaultKind, t: FaultTargets, random: Random, scale: number, signal: AbortSignal): Promise<StruckFault> {
   const from = Date.now();
   const upstream = random.chance(0.5) ? 'stripe' : 'airtable';
-  const addFault = (rule: { kind: 'status' | 'hang' | 'truncate'; status?: number; times: number }) => {
-    if (upstream === 'stripe') t.stripe.faults.add({ match: { account: t.stripeAccount }, ...rule });
-    else t.airtable.faults.add({ match: { baseId: t.baseId }, ...rule });
-  };
+  const addFault = (rule: { kind: 'status' | 'hang' | 'truncate'; status?: number; times: number }) => t.upstreams.addFault({ upstream, ...rule });
   switch (kind) {
     case 'upstream-500':
-      addFault({ kind: 'status', status: random.pick([500, 502, 503]), times: random.between(2, 8) });
+      await addFault({ kind: 'status', status: random.pick([500, 502, 503]), times: random.between(2, 8) });
       await pause(5000, signal);
       break;
     case 'upstream-timeout':
-      addFault({ kind: 'hang', times: random.between(1, 3) });
+      await addFault({ kind: 'hang', times: random.between(1, 3) });
       await pause(45_000 * Math.min(1, scale * 2), signal);
       break;
     case 'upstream-truncated':
-      addFault({ kind: 'truncate', times: random.between(1, 4) });
+      await addFault({ kind: 'truncate', times: random.between(1, 4) });
       await pause(5000, signal);
       break;
     case 'airtable-429-lockout':
       // Airtable answers 429 for 30 s once a base goes over its limit.
-      t.airtable.faults.add({ match: { baseId: t.baseId }, kind: 'status', status: 429, times: Infinity });
+      await t.upstreams.addFault({ upstream: 'airtable', kind: 'status', status: 429, times: Infinity });
       await pause(30_000, signal);
-      t.airtable.faults.clear();
+      await t.upstreams.clearFaults();
       break;
     case 'stripe-429-storm':
-      t.stripe.faults.add({ match: { account: t.stripeAccount }, kind: 'status', status: 429, times: random.between(10, 40) });
+      await t.upstreams.addFault({ upstream: 'stripe', kind: 'status', status: 429, times: random.between(10, 40) });
       await pause(5000, signal);
       break;
     case 'service-sigkill':
@@ -105,8 +98,7 @@ export async function strike(kind: FaultKind, t: FaultTargets, random: Random, s
 }
 
 /** Ends whatever a fault left behind (injected rules, a receiver down), for the quiet phase. */
-export function clearFaults(t: FaultTargets): void {
-  t.airtable.faults.clear();
-  t.stripe.faults.clear();
+export async function clearFaults(t: FaultTargets): Promise<void> {
   t.receiver.mode = 'up';
+  await t.upstreams.clearFaults();
 }

@@ -4,28 +4,25 @@ import os from 'node:os';
 import path from 'node:path';
 import pg from 'pg';
 import Stripe from 'stripe';
-import { type FakeAirtable, startFakeAirtable } from '../src/fakes/airtable/index.ts';
-import { type FakeStripe, startFakeStripe } from '../src/fakes/stripe/index.ts';
+import type { Refusal } from '../src/fakes/shared/stats.ts';
 import { UPCOMING } from '../src/stripe/tables.ts';
 import { pause } from '../src/time.ts';
 import { CrashablePostgres } from '../test/harness/crashable-postgres.ts';
 import { startKafka } from '../test/harness/kafka/broker.ts';
 import type { KafkaBroker } from '../test/harness/kafka/types.ts';
 import { freePort } from '../test/harness/ports.ts';
-import { airtableMatchesUpstream } from './check/airtable-upstream.ts';
 import { readTables } from './check/canonical.ts';
 import { compareFold, type DeliveredEvent, EventFold } from './check/events.ts';
 import { readKafkaEvents } from './check/kafka-events.ts';
 import { samePath } from './check/paths.ts';
 import { RestTail } from './check/rest-events.ts';
-import { stripeMatchesUpstream } from './check/stripe-upstream.ts';
 import { clearFaults, FAULT_KINDS, type FaultKind, type FaultTargets, strike, type StruckFault } from './faults.ts';
 import { Pacer } from './pacer.ts';
 import { Random } from './random.ts';
-import { airtableUsers } from './traffic/airtable.ts';
 import { AirtableClient, StripeClient } from './traffic/clients.ts';
 import { stripeBilling } from './traffic/stripe.ts';
 import type { TrafficActor, Violation } from './types.ts';
+import { Upstreams } from './upstreams/remote.ts';
 import { ServiceProcess, WebhookReceiver } from './world.ts';
 
 export interface SimulationOptions {
@@ -89,8 +86,8 @@ async function until<T>(what: string, probe: () => Promise<T | undefined>, timeo
 }
 
 /**
- * The whole service under account traffic and faults: fakes of both upstreams in this
- * process, two PostgreSQL servers (control and sync databases) and optionally a Kafka broker
+ * The whole service under account traffic and faults: fakes of both upstreams in a
+ * process of their own, two PostgreSQL servers (control and sync databases) and optionally a Kafka broker
  * that faults can crash, the service in a child process that faults can SIGKILL. Invariants
  * are checked while the traffic runs (read-after-write) and once it has quiesced.
  */
@@ -127,23 +124,11 @@ export async function simulate(options: SimulationOptions): Promise<SimulationRe
       closers.push(() => kafka!.stop());
     }
 
-    // Upstreams: a test-mode Stripe account (test clocks exist only there; 25 req/s) and a
-    // base of every field type.
-    const stripeFake: FakeStripe = await startFakeStripe({ port: 0 });
-    closers.push(() => stripeFake.close());
-    const account = stripeFake.createAccount();
+    // Upstreams, in a process of their own: a test-mode Stripe account (test clocks exist
+    // only there; 25 req/s) and a base of every field type.
     const stripeKey = `sk_test_SIM${randomBytes(12).toString('hex')}`;
-    stripeFake.addKey(stripeKey, { account: account.id });
-    account.generate({ seed: options.seed, customers: 40 });
-    const airtable: FakeAirtable = await startFakeAirtable({ port: 0 });
-    closers.push(() => airtable.close());
-    airtable.addToken(AIRTABLE_TOKEN, { bases: '*' });
-    const base = airtable.createBase({ id: BASE_ID, name: 'Simulation' });
-    base.generate({ seed: options.seed, tables: [{ name: 'Projects', records: 120 }, { name: 'Tasks', records: 150 }] });
-    base.createTable(CLIENT_TABLE, [
-      { name: 'Name', type: 'singleLineText' },
-      { name: 'Seq', type: 'number', options: { precision: 0 } },
-    ]);
+    const upstreams = await Upstreams.start({ seed: options.seed, stripeKey, airtableToken: AIRTABLE_TOKEN, baseId: BASE_ID, clientTable: CLIENT_TABLE }, log);
+    closers.push(() => upstreams.close());
     const receiver = await WebhookReceiver.start();
     closers.push(() => receiver.close());
 
@@ -161,7 +146,7 @@ export async function simulate(options: SimulationOptions): Promise<SimulationRe
         TRIBUTARY_SECRET_KEY: randomBytes(32).toString('base64'),
         TRIBUTARY_ADMIN_TOKEN: adminToken,
         TRIBUTARY_WEBHOOK_ALLOW_PRIVATE: '1',
-        TRIBUTARY_UPSTREAMS: `api.airtable.com=${airtable.url},api.stripe.com=${stripeFake.url}`,
+        TRIBUTARY_UPSTREAMS: `api.airtable.com=${upstreams.airtableUrl},api.stripe.com=${upstreams.stripeUrl}`,
         TRIBUTARY_LOG_LEVEL: 'info',
         ...(kafka ? { KAFKA_BROKERS: kafka.brokers.join(',') } : {}),
       },
@@ -202,14 +187,14 @@ export async function simulate(options: SimulationOptions): Promise<SimulationRe
       readers.push(reader);
       const clientOptions = { random: random.fork(100 + i), reader, wait: wait(sync.id), violations, log };
       if (sync.kind === 'stripe') {
-        const url = new URL(stripeFake.url);
+        const url = new URL(upstreams.stripeUrl);
         const stripe = new Stripe(stripeKey, { host: url.hostname, port: Number(url.port), protocol: 'http', maxNetworkRetries: 0 });
         // Test mode: 25 req/s, of which the sync takes 20; the customer's backend has the rest.
         actors.push(stripeBilling({ stripe, random: random.fork(1), log, maxRequestsPerSecond: 3 }));
-        actors.push(new StripeClient({ ...clientOptions, pacer: new Pacer(2), key: stripeKey, proxyPort, upstreamUrl: stripeFake.url }));
+        actors.push(new StripeClient({ ...clientOptions, pacer: new Pacer(2), key: stripeKey, proxyPort, upstreamUrl: upstreams.stripeUrl }));
       } else {
         // 5 req/s a base, of which the sync takes 3: the client (proxied and direct) keeps to 2.
-        actors.push(...airtableUsers({ base, random: random.fork(2), log, reserved: [CLIENT_TABLE] }));
+        actors.push(upstreams.airtableUsers(2));
         actors.push(
           new AirtableClient({
             ...clientOptions,
@@ -217,7 +202,7 @@ export async function simulate(options: SimulationOptions): Promise<SimulationRe
             token: AIRTABLE_TOKEN,
             baseId: BASE_ID,
             proxyUrl: `http://127.0.0.1:${proxyPort}`,
-            upstreamUrl: airtable.url,
+            upstreamUrl: upstreams.airtableUrl,
             table: CLIENT_TABLE,
             dbTable: 'orders',
             seqColumn: 'seq',
@@ -244,7 +229,7 @@ export async function simulate(options: SimulationOptions): Promise<SimulationRe
         await readLogs().catch(() => undefined);
       }
     })();
-    const targets: FaultTargets = { service, control, target, kafka, receiver, airtable, stripe: stripeFake, baseId: BASE_ID, stripeAccount: account.id };
+    const targets: FaultTargets = { service, control, target, kafka, receiver, upstreams };
     const endAt = Date.now() + options.minutes * 60_000;
     const kinds = (options.faults ?? [...FAULT_KINDS]).filter((k) => kafka || k !== 'kafka-restart');
     const order = [...kinds];
@@ -274,7 +259,7 @@ export async function simulate(options: SimulationOptions): Promise<SimulationRe
     log('traffic stops; waiting for the syncs to catch up');
     stop.abort();
     await Promise.all([...running, tailing]);
-    clearFaults(targets);
+    await clearFaults(targets);
     const quietFrom = Date.now();
     for (const sync of syncs) {
       await until(`${sync.kind} sync ${sync.id} to answer the wait with ok`, async () => ((await wait(sync.id)()) ? true : undefined), 300_000).catch((error) =>
@@ -312,10 +297,8 @@ export async function simulate(options: SimulationOptions): Promise<SimulationRe
       const view = await api(apiUrl, token, 'GET', `/api/syncs/${sync.id}`);
       checked('health: sync normal');
       if (view.status.indicator !== 'normal') violations.push({ check: 'health', detail: `${sync.kind} sync ${sync.id} is ${view.status.indicator} after the traffic: ${view.status.last_error}` });
-      const upstreamViolations =
-        sync.kind === 'stripe' ? await stripeMatchesUpstream({ account, databaseUrl: sync.adminDb }) : await airtableMatchesUpstream({ base, databaseUrl: sync.adminDb });
+      violations.push(...(await upstreams.matches(sync.kind, sync.adminDb)));
       checked('db=upstream');
-      violations.push(...upstreamViolations);
 
       const { all: log_, fold } = logs.get(sync.id)!;
       events.set(`${sync.kind}: events (REST)`, log_.length);
@@ -340,9 +323,12 @@ export async function simulate(options: SimulationOptions): Promise<SimulationRe
         violations.push(...samePath(`${sync.kind} kafka`, log_, fromKafka));
       }
     }
-    const rateLimited = stripeFake.stats.byAccount(account.id).rateLimited + airtable.stats.byBase(BASE_ID).rateLimited;
+    const stats = await upstreams.stats();
     checked('health: no upstream 429');
-    if (rateLimited > 0) violations.push({ check: 'health', detail: `the upstreams answered ${rateLimited} requests with 429 (Stripe ${stripeFake.stats.byAccount(account.id).rateLimited}, Airtable ${airtable.stats.byBase(BASE_ID).rateLimited})` });
+    if (stats.stripe.rateLimited + stats.airtable.rateLimited > 0) {
+      violations.push({ check: 'health', detail: `the upstreams answered requests with 429: Stripe ${stats.stripe.rateLimited}, Airtable ${stats.airtable.rateLimited}` });
+      for (const r of stats.refusals.slice(0, 3)) violations.push({ check: 'health', detail: describeRefusal(r) });
+    }
     const unexplained = service.errors.filter((line) => !faults.some((f) => line.time >= f.from && line.time <= f.to));
     checked('health: error log lines explained');
     for (const line of unexplained.slice(0, 10)) violations.push({ check: 'health', detail: `error logged with no fault to explain it: ${line.text.slice(0, 400)}` });
@@ -371,6 +357,14 @@ export async function simulate(options: SimulationOptions): Promise<SimulationRe
     if (process.env.SIM_KEEP === '1') log(`kept ${dir}`);
     else await rm(dir, { recursive: true, force: true }).catch(() => undefined);
   }
+}
+
+/** A 429 and who filled the second before it, by user agent (the service names itself `Tributary/…`). */
+function describeRefusal({ refused, before }: Refusal): string {
+  const agents = new Map<string, number>();
+  for (const a of before) agents.set(a.agent.split(' ')[0]!, (agents.get(a.agent.split(' ')[0]!) ?? 0) + 1);
+  const who = [...agents].map(([agent, n]) => `${n} from ${agent || '(none)'}`).join(', ');
+  return `429 at ${new Date(refused.at).toISOString()} to ${refused.method} ${refused.path} (${refused.agent.split(' ')[0]}, ${refused.key}); the second before: ${before.length} requests, ${who}`;
 }
 
 async function countRows(url: string, table: string): Promise<number> {

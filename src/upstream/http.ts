@@ -14,6 +14,9 @@ export class UpstreamUnreachable extends Error {
   }
 }
 
+/** How the service's own requests name themselves upstream (in Stripe's and Airtable's request logs). */
+export const UPSTREAM_USER_AGENT = 'Tributary/1 (sync)';
+
 /**
  * One HTTP exchange with an upstream API and no retries of its own: callers decide what
  * is worth retrying, because a retry costs quota.
@@ -29,7 +32,7 @@ export async function exchange(request: {
   try {
     const response = await got(request.url, {
       method: request.method,
-      headers: request.headers,
+      headers: { 'user-agent': UPSTREAM_USER_AGENT, ...request.headers },
       body: request.body,
       throwHttpErrors: false,
       retry: { limit: 0 },

@@ -2,7 +2,7 @@ import type { FaultList } from './faults.ts';
 import type { IteratorStore } from './list-records.ts';
 import type { BaseModel, World } from './model.ts';
 import type { SlidingWindowLimiter } from '../shared/rate-limit.ts';
-import { type Counts, CountsByKey } from '../shared/stats.ts';
+import { type Counts, CountsByKey, RefusalLog } from '../shared/stats.ts';
 import type { WriteSession } from './record-ops.ts';
 import type { TokenRegistry } from './tokens.ts';
 import { type ChangeSource, Transaction } from './transaction.ts';
@@ -13,6 +13,7 @@ export class Stats {
   requests = 0;
   rateLimited = 0;
   private readonly perBase = new CountsByKey();
+  readonly refusals = new RefusalLog();
 
   count(baseId: string | undefined, limited: boolean): void {
     if (limited) this.rateLimited++;
@@ -32,6 +33,7 @@ export class Stats {
     this.requests = 0;
     this.rateLimited = 0;
     this.perBase.clear();
+    this.refusals.clear();
   }
 }
 

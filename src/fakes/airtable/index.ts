@@ -16,6 +16,7 @@
  */
 import { FakeBaseControl, type FakeBase } from './control.ts';
 import { type Core, Stats } from './core.ts';
+import type { Refusal } from '../shared/stats.ts';
 import { type FaultInjector, FaultList } from './faults.ts';
 import { randomId, seededId } from './ids.ts';
 import { IteratorStore } from './list-records.ts';
@@ -55,7 +56,14 @@ export interface FakeAirtable {
   createBase(input: { id?: string; name: string }): FakeBase;
   base(id: string): FakeBase;
   faults: FaultInjector;
-  stats: { requests: number; rateLimited: number; byBase(baseId: string): { requests: number; rateLimited: number }; reset(): void };
+  stats: {
+    requests: number;
+    rateLimited: number;
+    byBase(baseId: string): { requests: number; rateLimited: number };
+    /** The 429s answered (the first 20), each with the requests of its base or token in the second before. */
+    refusals(): Refusal[];
+    reset(): void;
+  };
 }
 
 const WEEK = 7 * 24 * 3_600_000;
@@ -96,6 +104,7 @@ export async function startFakeAirtable(options: FakeAirtableOptions = {}): Prom
         return stats.rateLimited;
       },
       byBase: (baseId) => stats.byBase(baseId),
+      refusals: () => [...stats.refusals.refusals],
       reset: () => {
         stats.reset();
         core.limiters?.base.reset();

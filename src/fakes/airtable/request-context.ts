@@ -42,8 +42,13 @@ export class RequestContext {
 
   private limit(key: 'base' | 'token', id: string, baseId: string | undefined): void {
     const limiter = this.core.limiters?.[key];
-    if (!limiter || limiter.allow(id, this.arrivedAt)) return;
+    if (!limiter) return;
+    const ua = this.headers['user-agent'];
+    // A token is named by its first characters only: the log is shown in test output.
+    const arrival = { key: key === 'base' ? id : `token ${id.slice(0, 8)}…`, at: this.arrivedAt, method: this.method, path: `/${this.segments.join('/')}`, agent: (Array.isArray(ua) ? ua[0] : ua) ?? '' };
+    if (limiter.allow(id, this.arrivedAt)) return this.core.stats.refusals.arrived(arrival);
     this.core.stats.count(baseId, true);
+    this.core.stats.refusals.refused(arrival);
     throw rateLimited();
   }
 

@@ -33,3 +33,47 @@ export class CountsByKey {
     this.counts.clear();
   }
 }
+
+/** One request as a rate limiter saw it arrive. */
+export interface Arrival {
+  /** The limited key: an account or a base. */
+  key: string;
+  at: number;
+  method: string;
+  path: string;
+  agent: string;
+}
+
+/** A request refused with 429, and the requests of its key that arrived in the second before it. */
+export interface Refusal {
+  refused: Arrival;
+  before: Arrival[];
+}
+
+const RECENT = 400;
+const KEPT_REFUSALS = 20;
+
+/**
+ * The requests that arrived just before each refusal, by key: enough to tell who overran a
+ * limit (the user agent says whether it was a sync or a customer's client).
+ */
+export class RefusalLog {
+  private readonly recent: Arrival[] = [];
+  readonly refusals: Refusal[] = [];
+
+  arrived(arrival: Arrival): void {
+    this.recent.push(arrival);
+    if (this.recent.length > RECENT) this.recent.shift();
+  }
+
+  refused(arrival: Arrival): void {
+    if (this.refusals.length >= KEPT_REFUSALS) return;
+    const before = this.recent.filter((a) => a !== arrival && a.key === arrival.key && a.at > arrival.at - 1000 && a.at <= arrival.at);
+    this.refusals.push({ refused: arrival, before });
+  }
+
+  clear(): void {
+    this.recent.length = 0;
+    this.refusals.length = 0;
+  }
+}

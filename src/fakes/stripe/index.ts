@@ -40,6 +40,7 @@ import { Router } from './router.ts';
 import { createStripeServer } from './server.ts';
 import { specVersion } from './spec/index.ts';
 import { Stats } from './stats.ts';
+import type { Refusal } from '../shared/stats.ts';
 
 export type { ControlParams, FakeStripeAccount } from './control.ts';
 export type { StripeEvent } from './events.ts';
@@ -76,6 +77,8 @@ export interface FakeStripe {
     readonly rateLimited: number;
     byPath(prefix: string): { requests: number; rateLimited: number };
     byAccount(accountId: string): { requests: number; rateLimited: number };
+    /** The 429s answered (the first 20), each with the requests of its account in the second before. */
+    refusals(): Refusal[];
     reset(): void;
   };
   clock: { now(): number; nowMs(): number; advance(ms: number): void };
@@ -115,6 +118,7 @@ export async function startFakeStripe(options: FakeStripeOptions = {}): Promise<
       },
       byPath: (prefix) => stats.byPath(prefix),
       byAccount: (id) => stats.byAccount(id),
+      refusals: () => [...stats.refusals.refusals],
       reset: () => {
         stats.reset();
         core.limiters?.test.reset();

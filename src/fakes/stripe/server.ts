@@ -122,12 +122,15 @@ class Pipeline {
       livemode = account.livemode;
       logged = true;
       const limiter = this.core.limiters?.[account.livemode ? 'live' : 'test'];
-      const limited = limiter ? !limiter.allow(account.id, this.core.clock.nowMs()) : false;
+      const arrival = { key: account.id, at: this.core.clock.nowMs(), method, path: pathname, agent: header(req.headers, 'user-agent') ?? '' };
+      const limited = limiter ? !limiter.allow(account.id, arrival.at) : false;
       this.core.stats.account(account.id, limited);
       if (limited) {
         this.core.stats.limitedPath(pathname);
+        this.core.stats.refusals.refused(arrival);
         throw rateLimited();
       }
+      if (limiter) this.core.stats.refusals.arrived(arrival);
       if (asked !== undefined && !validVersion(asked)) throw invalidRequest(`Invalid Stripe API version: ${asked}`);
       const apiVersion = asked ?? account.apiVersion;
       headers['Stripe-Version'] = apiVersion;

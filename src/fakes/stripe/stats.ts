@@ -1,4 +1,4 @@
-import { type Counts, CountsByKey } from '../shared/stats.ts';
+import { type Counts, CountsByKey, RefusalLog } from '../shared/stats.ts';
 
 export type { Counts } from '../shared/stats.ts';
 
@@ -8,6 +8,7 @@ export class Stats {
   rateLimited = 0;
   private readonly perPath = new CountsByKey();
   private readonly perAccount = new CountsByKey();
+  readonly refusals = new RefusalLog();
 
   request(path: string): void {
     this.requests++;
@@ -38,5 +39,6 @@ export class Stats {
     this.rateLimited = 0;
     this.perPath.clear();
     this.perAccount.clear();
+    this.refusals.clear();
   }
 }

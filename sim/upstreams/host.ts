@@ -1,0 +1,99 @@
+/**
+ * The upstreams of a simulation, in a process of their own (started by remote.ts): the fake
+ * Stripe account and Airtable base, the Airtable UI users who edit the base from inside it,
+ * the fault rules, and the final "database = upstream" checks that read the fakes' state.
+ *
+ * Why a process: the fakes count each request's arrival for their rate limits. In the
+ * simulation's own process, a busy event loop (events folded, Kafka read, checks) reads
+ * requests late and bunched, so the fakes saw more requests in a second than were sent and
+ * locked the base out for the service's "overrun".
+ *
+ * Protocol (IPC, advanced serialization): `{ id, op, args }` in, `{ id, result }` or
+ * `{ id, error }` out; `{ log }` for the users' notable lines; `{ ready }` once started.
+ */
+import { startFakeAirtable } from '../../src/fakes/airtable/index.ts';
+import { startFakeStripe } from '../../src/fakes/stripe/index.ts';
+import { airtableMatchesUpstream } from '../check/airtable-upstream.ts';
+import { stripeMatchesUpstream } from '../check/stripe-upstream.ts';
+import { Random } from '../random.ts';
+import { airtableUsers } from '../traffic/airtable.ts';
+import type { TrafficActor } from '../types.ts';
+import type { HostRequest, HostSetUp, UpstreamFault } from './protocol.ts';
+
+const setUp = JSON.parse(process.argv[2]!) as HostSetUp;
+const send = (message: unknown) => process.send?.(message);
+const log = (line: string) => send({ log: line });
+
+const stripe = await startFakeStripe({ port: 0 });
+const account = stripe.createAccount();
+stripe.addKey(setUp.stripeKey, { account: account.id });
+account.generate({ seed: setUp.seed, customers: 40 });
+
+const airtable = await startFakeAirtable({ port: 0 });
+airtable.addToken(setUp.airtableToken, { bases: '*' });
+const base = airtable.createBase({ id: setUp.baseId, name: 'Simulation' });
+base.generate({ seed: setUp.seed, tables: [{ name: 'Projects', records: 120 }, { name: 'Tasks', records: 150 }] });
+base.createTable(setUp.clientTable, [
+  { name: 'Name', type: 'singleLineText' },
+  { name: 'Seq', type: 'number', options: { precision: 0 } },
+]);
+
+let users: { actors: TrafficActor[]; stop: AbortController; running: Promise<unknown> } | undefined;
+
+function addFault(fault: UpstreamFault): void {
+  const { upstream, ...rule } = fault;
+  if (upstream === 'stripe') stripe.faults.add({ match: { account: account.id }, ...rule });
+  else airtable.faults.add({ match: { baseId: base.id }, ...rule });
+}
+
+async function handle(request: HostRequest): Promise<unknown> {
+  switch (request.op) {
+    case 'fault':
+      return addFault(request.fault);
+    case 'clear-faults':
+      airtable.faults.clear();
+      stripe.faults.clear();
+      return undefined;
+    case 'stats':
+      return { stripe: stripe.stats.byAccount(account.id), airtable: airtable.stats.byBase(base.id), refusals: [...stripe.stats.refusals(), ...airtable.stats.refusals()] };
+    case 'users-start': {
+      if (users) throw new Error('the Airtable users already run');
+      // The same stream of choices as `new Random(seed).fork(salt)` gives in the parent.
+      const actors = airtableUsers({ base, random: new Random(setUp.seed).fork(request.salt), log, reserved: [setUp.clientTable] });
+      const stop = new AbortController();
+      const running = Promise.all(actors.map((a) => a.run(stop.signal).catch((error: unknown) => log(`${a.name} stopped: ${(error as Error).message}`))));
+      users = { actors, stop, running };
+      return undefined;
+    }
+    case 'users-stop': {
+      if (!users) return { done: [], refused: [] };
+      users.stop.abort();
+      await users.running;
+      const done = users.actors.flatMap((a) => [...a.counts.done]);
+      const refused = users.actors.flatMap((a) => [...a.counts.refused]);
+      users = undefined;
+      return { done, refused };
+    }
+    case 'check':
+      return request.kind === 'stripe'
+        ? stripeMatchesUpstream({ account, databaseUrl: request.databaseUrl })
+        : airtableMatchesUpstream({ base, databaseUrl: request.databaseUrl });
+    case 'close':
+      users?.stop.abort();
+      await users?.running;
+      await airtable.close();
+      await stripe.close();
+      setImmediate(() => process.exit(0));
+      return undefined;
+  }
+}
+
+process.on('message', (message: { id: number } & HostRequest) => {
+  handle(message).then(
+    (result) => send({ id: message.id, result }),
+    (error: unknown) => send({ id: message.id, error: error instanceof Error ? error.message : String(error) }),
+  );
+});
+// The simulation gone (even SIGKILLed): nothing is left running.
+process.on('disconnect', () => process.exit(0));
+send({ ready: { stripeUrl: stripe.url, airtableUrl: airtable.url, stripeAccount: account.id } });

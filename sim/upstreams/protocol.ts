@@ -1,0 +1,50 @@
+import type { Refusal } from '../../src/fakes/shared/stats.ts';
+import type { Violation } from '../types.ts';
+
+/** What the upstreams' process is started with. */
+export interface HostSetUp {
+  seed: number;
+  stripeKey: string;
+  airtableToken: string;
+  baseId: string;
+  /** The table the API clients own; the UI users leave it alone. */
+  clientTable: string;
+}
+
+/** Where the upstreams listen, once started. */
+export interface HostReady {
+  stripeUrl: string;
+  airtableUrl: string;
+  stripeAccount: string;
+}
+
+/** A fault rule for the simulated account or base (the fakes' FaultRule, matched to it). */
+export interface UpstreamFault {
+  upstream: 'stripe' | 'airtable';
+  kind: 'status' | 'hang' | 'truncate';
+  status?: number;
+  times: number;
+}
+
+export type HostRequest =
+  | { op: 'fault'; fault: UpstreamFault }
+  | { op: 'clear-faults' }
+  | { op: 'stats' }
+  | { op: 'users-start'; salt: number }
+  | { op: 'users-stop' }
+  | { op: 'check'; kind: 'stripe' | 'airtable'; databaseUrl: string }
+  | { op: 'close' };
+
+export interface UpstreamStats {
+  stripe: { requests: number; rateLimited: number };
+  airtable: { requests: number; rateLimited: number };
+  /** Each 429 with the requests that filled its window (who overran the limit). */
+  refusals: Refusal[];
+}
+
+export interface UserCounts {
+  done: Array<[string, number]>;
+  refused: Array<[string, number]>;
+}
+
+export type CheckResult = Violation[];

@@ -1,0 +1,99 @@
+import { type ChildProcess, fork } from 'node:child_process';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { OpCounts, type TrafficActor, type Violation } from '../types.ts';
+import type { HostReady, HostRequest, HostSetUp, UpstreamFault, UpstreamStats, UserCounts } from './protocol.ts';
+
+const HOST = path.join(path.dirname(fileURLToPath(import.meta.url)), 'host.ts');
+const ROOT = path.resolve(path.dirname(HOST), '..', '..');
+
+/** The simulation's upstreams, in their own process (host.ts says why), and what the simulation asks of them. */
+export class Upstreams implements HostReady {
+  private nextId = 0;
+  private readonly pending = new Map<number, { resolve(value: unknown): void; reject(error: Error): void }>();
+  private readonly exited: Promise<void>;
+
+  private constructor(
+    private readonly child: ChildProcess,
+    ready: HostReady,
+  ) {
+    this.stripeUrl = ready.stripeUrl;
+    this.airtableUrl = ready.airtableUrl;
+    this.stripeAccount = ready.stripeAccount;
+    this.exited = new Promise((resolve) => child.once('exit', () => resolve()));
+    child.on('message', (message: { id?: number; result?: unknown; error?: string }) => {
+      if (message.id === undefined) return;
+      const waiting = this.pending.get(message.id);
+      this.pending.delete(message.id);
+      if (message.error !== undefined) waiting?.reject(new Error(`upstreams: ${message.error}`));
+      else waiting?.resolve(message.result);
+    });
+    child.once('exit', (code) => {
+      for (const waiting of this.pending.values()) waiting.reject(new Error(`the upstreams' process exited (${code})`));
+      this.pending.clear();
+    });
+  }
+
+  readonly stripeUrl: string;
+  readonly airtableUrl: string;
+  readonly stripeAccount: string;
+
+  static async start(setUp: HostSetUp, log: (line: string) => void): Promise<Upstreams> {
+    const child = fork(HOST, [JSON.stringify(setUp)], { cwd: ROOT, execArgv: ['--import', 'tsx'], serialization: 'advanced', stdio: ['ignore', 'inherit', 'inherit', 'ipc'] });
+    const ready = await new Promise<HostReady>((resolve, reject) => {
+      child.once('exit', (code) => reject(new Error(`the upstreams' process exited (${code}) before it was ready`)));
+      child.on('message', (message: { ready?: HostReady; log?: string }) => {
+        if (message.ready) resolve(message.ready);
+        if (message.log) log(message.log);
+      });
+    });
+    return new Upstreams(child, ready);
+  }
+
+  private call<T>(request: HostRequest): Promise<T> {
+    const id = this.nextId++;
+    return new Promise<T>((resolve, reject) => {
+      this.pending.set(id, { resolve: resolve as (value: unknown) => void, reject });
+      this.child.send({ id, ...request });
+    });
+  }
+
+  addFault(fault: UpstreamFault): Promise<void> {
+    return this.call({ op: 'fault', fault });
+  }
+
+  clearFaults(): Promise<void> {
+    return this.call({ op: 'clear-faults' });
+  }
+
+  stats(): Promise<UpstreamStats> {
+    return this.call({ op: 'stats' });
+  }
+
+  /** The account's or base's rows compared with a sync database (check/*-upstream.ts). */
+  matches(kind: 'stripe' | 'airtable', databaseUrl: string): Promise<Violation[]> {
+    return this.call({ op: 'check', kind, databaseUrl });
+  }
+
+  /** The Airtable UI users (traffic/airtable.ts), running beside the base, as one actor. */
+  airtableUsers(salt: number): TrafficActor {
+    const counts = new OpCounts();
+    return {
+      name: 'airtable users',
+      counts,
+      run: async (signal) => {
+        await this.call({ op: 'users-start', salt });
+        await new Promise<void>((resolve) => (signal.aborted ? resolve() : signal.addEventListener('abort', () => resolve(), { once: true })));
+        const { done, refused } = await this.call<UserCounts>({ op: 'users-stop' });
+        for (const [kind, n] of done) counts.done.set(kind, (counts.done.get(kind) ?? 0) + n);
+        for (const [kind, n] of refused) counts.refused.set(kind, (counts.refused.get(kind) ?? 0) + n);
+      },
+    };
+  }
+
+  async close(): Promise<void> {
+    if (this.child.exitCode !== null) return;
+    await this.call({ op: 'close' }).catch(() => undefined);
+    await this.exited;
+  }
+}
