@@ -420,6 +420,29 @@ test('a receiver that refuses, then answers 500, gets every event once it is bac
   assert.is((await deliveries.list(webhook.id, { limit: 1000 })).data.length, before);
 });
 
+test('a destination answering again cuts short the back-off of its waiting deliveries', async () => {
+  // Found by the traffic simulation: after receiver outages of minutes, deliveries waited
+  // out back-offs of tens of minutes although the receiver had long been taking new events.
+  const syncId = await newSync(alice.id);
+  const log = new Log(syncId, alice.id);
+  const receiver = await new Receiver().start();
+  await createWebhook(syncId, receiver.url);
+  // Every back-off is a full minute: only the recovery can bring the waiting one sooner.
+  deliver(syncId, { schedule: { ...fast, initialDelayMs: 60_000, maxDelayMs: 60_000 }, random: () => 0.999 });
+  receiver.behaviour = () => 503;
+  const waiting = 'w1';
+  const other = ['x1', 'x2', 'x3', 'x4', 'x5', 'x6'].find((id) => laneOf(id, tuning.lanes) !== laneOf(waiting, tuning.lanes))!;
+  const [waitingKey] = await log.append([waiting]);
+  await until('the first attempt failed', () => receiver.requests.length === 1);
+  receiver.behaviour = () => 200;
+  const started = Date.now();
+  const [otherKey] = await log.append([other]);
+  await until('the new event delivered', () => receiver.accepted.some((r) => r.id === otherKey));
+  await until('the waiting delivery delivered', () => receiver.accepted.some((r) => r.id === waitingKey), 10_000);
+  assert.ok(Date.now() - started < 10_000, `delivered ${Date.now() - started} ms after the destination answered again`);
+  assert.is(receiver.accepted.length, 2);
+});
+
 test('one failing record does not hold up records in other lanes', async () => {
   const syncId = await newSync(alice.id);
   const log = new Log(syncId, alice.id);

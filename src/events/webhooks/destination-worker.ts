@@ -12,6 +12,9 @@ import type { Sender } from './send.ts';
 import { webhookSigner, type WebhookSigner } from './signature.ts';
 import { Notifier, sleep, Stopped } from './wait.ts';
 
+/** How often a destination answering again may cut short the back-off of its waiting lanes. */
+const ANSWERED_AGAIN_GAP_MS = 5_000;
+
 /** Knobs of the deliverer; the defaults suit production. */
 export interface DelivererTuning {
   /**
@@ -122,6 +125,10 @@ export class DestinationWorker {
   private readonly flushed = new Notifier();
   private readonly roomFreed = new Notifier();
   private readonly caughtUpWakeup = new Notifier();
+  /** Notified when the destination answers 2xx while other lanes wait out a back-off. */
+  private readonly answering = new Notifier();
+  private answeredAgain = 0;
+  private lastAnsweredAgainAt = 0;
   private running: Promise<void> | undefined;
   private skippedAt = 0;
   private failed = false;
@@ -146,7 +153,7 @@ export class DestinationWorker {
     this.sign = webhookSigner(options.destination.secret);
     this.topics = new Set(options.destination.topics);
     // Stopping wakes every loop: one abort listener here, not one per wait.
-    const notifiers = [this.flushWakeup, this.flushed, this.roomFreed, this.caughtUpWakeup, ...this.lanes.map((lane) => lane.wakeup)];
+    const notifiers = [this.flushWakeup, this.flushed, this.roomFreed, this.caughtUpWakeup, this.answering, ...this.lanes.map((lane) => lane.wakeup)];
     this.signal.addEventListener('abort', () => notifiers.forEach((n) => n.close()), { once: true });
   }
 
@@ -393,6 +400,7 @@ export class DestinationWorker {
         lane.failingSince = undefined;
         this.delivered += 1;
         this.roomFreed.notify();
+        this.destinationAnswered();
         continue;
       }
       this.failedAttempts += 1;
@@ -463,7 +471,10 @@ export class DestinationWorker {
     while (!this.signal.aborted) {
       const wait = nextAt - Date.now();
       if (wait > 0) {
-        await sleep(wait, this.signal);
+        const seen = this.answeredAgain;
+        await this.answering.wait(wait);
+        // The destination answers again: try now rather than at the end of a back-off that may be an hour.
+        if (this.answeredAgain !== seen) nextAt = 0;
         continue;
       }
       const outcome = await this.attempt(item);
@@ -473,6 +484,7 @@ export class DestinationWorker {
         await this.db(() => log.delivered(row.id, attempts, outcome));
         lane.failingSince = undefined;
         this.delivered += 1;
+        this.destinationAnswered();
         return;
       }
       this.failedAttempts += 1;
@@ -489,6 +501,19 @@ export class DestinationWorker {
       await this.db(() => log.failed(row.id, attempts, outcome, first, next));
       nextAt = next.getTime();
     }
+  }
+
+  /**
+   * A 2xx from the destination: lanes waiting out a back-off try again now. At most once per
+   * ANSWERED_AGAIN_GAP_MS, so a flapping destination is not sent every waiting lane per success.
+   */
+  private destinationAnswered(): void {
+    if (!this.lanes.some((lane) => lane.failingSince !== undefined)) return;
+    const now = Date.now();
+    if (now - this.lastAnsweredAgainAt < ANSWERED_AGAIN_GAP_MS) return;
+    this.lastAnsweredAgainAt = now;
+    this.answeredAgain += 1;
+    this.answering.notify();
   }
 
   // ── one attempt ─────────────────────────────────────────────────────────
