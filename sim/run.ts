@@ -48,6 +48,8 @@ export interface SimulationReport {
   checks: Map<string, number>;
   violations: Violation[];
   memoryKb: { first: number; peak: number; last: number };
+  /** The upstreams' process: how late its event loop ran (ms). */
+  upstreamsLoopDelayMs?: { p99: number; max: number };
 }
 
 const upcomingKeys = new Map<string, string>(Object.values(UPCOMING).map((u) => [u.table, u.key]));
@@ -350,7 +352,7 @@ export async function simulate(options: SimulationOptions): Promise<SimulationRe
       if ('checked' in actor) checked('read-after-write', (actor as { checked: number }).checked);
     }
     for (const reader of readers) await reader.end();
-    return { seed: options.seed, minutes: options.minutes, operations, events, faults, checks, violations, memoryKb: memory };
+    return { seed: options.seed, minutes: options.minutes, operations, events, faults, checks, violations, memoryKb: memory, upstreamsLoopDelayMs: stats.loopDelayMs };
   } finally {
     for (const close of closers.reverse()) await close().catch(() => undefined);
     // SIM_KEEP=1 keeps the service's log and both PostgreSQL clusters, to look into a violation.
@@ -359,12 +361,11 @@ export async function simulate(options: SimulationOptions): Promise<SimulationRe
   }
 }
 
-/** A 429 and who filled the second before it, by user agent (the service names itself `Tributary/…`). */
+/** A 429 and who filled the second before it (ms before it, by user agent; the service names itself `Tributary/…`). */
 function describeRefusal({ refused, before }: Refusal): string {
-  const agents = new Map<string, number>();
-  for (const a of before) agents.set(a.agent.split(' ')[0]!, (agents.get(a.agent.split(' ')[0]!) ?? 0) + 1);
-  const who = [...agents].map(([agent, n]) => `${n} from ${agent || '(none)'}`).join(', ');
-  return `429 at ${new Date(refused.at).toISOString()} to ${refused.method} ${refused.path} (${refused.agent.split(' ')[0]}, ${refused.key}); the second before: ${before.length} requests, ${who}`;
+  const agent = (a: { agent: string }) => a.agent.split(' ')[0] || '(none)';
+  const who = before.map((a) => `${a.at - refused.at} ms ${agent(a)} ${a.method} ${a.path}`).join('; ');
+  return `429 at ${new Date(refused.at).toISOString()} to ${refused.method} ${refused.path} (${agent(refused)}, ${refused.key}); the second before: ${before.length} requests: ${who}`;
 }
 
 async function countRows(url: string, table: string): Promise<number> {

@@ -11,6 +11,7 @@
  * Protocol (IPC, advanced serialization): `{ id, op, args }` in, `{ id, result }` or
  * `{ id, error }` out; `{ log }` for the users' notable lines; `{ ready }` once started.
  */
+import { monitorEventLoopDelay } from 'node:perf_hooks';
 import { startFakeAirtable } from '../../src/fakes/airtable/index.ts';
 import { startFakeStripe } from '../../src/fakes/stripe/index.ts';
 import { airtableMatchesUpstream } from '../check/airtable-upstream.ts';
@@ -21,6 +22,9 @@ import type { TrafficActor } from '../types.ts';
 import type { HostRequest, HostSetUp, UpstreamFault } from './protocol.ts';
 
 const setUp = JSON.parse(process.argv[2]!) as HostSetUp;
+// How late this process read what arrived: the fakes' arrival times are only as good as that.
+const loopDelay = monitorEventLoopDelay({ resolution: 10 });
+loopDelay.enable();
 const send = (message: unknown) => process.send?.(message);
 const log = (line: string) => send({ log: line });
 
@@ -55,7 +59,12 @@ async function handle(request: HostRequest): Promise<unknown> {
       stripe.faults.clear();
       return undefined;
     case 'stats':
-      return { stripe: stripe.stats.byAccount(account.id), airtable: airtable.stats.byBase(base.id), refusals: [...stripe.stats.refusals(), ...airtable.stats.refusals()] };
+      return {
+        stripe: stripe.stats.byAccount(account.id),
+        airtable: airtable.stats.byBase(base.id),
+        refusals: [...stripe.stats.refusals(), ...airtable.stats.refusals()],
+        loopDelayMs: { p99: loopDelay.percentile(99) / 1e6, max: loopDelay.max / 1e6 },
+      };
     case 'users-start': {
       if (users) throw new Error('the Airtable users already run');
       // The same stream of choices as `new Random(seed).fork(salt)` gives in the parent.

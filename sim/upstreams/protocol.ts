@@ -40,6 +40,8 @@ export interface UpstreamStats {
   airtable: { requests: number; rateLimited: number };
   /** Each 429 with the requests that filled its window (who overran the limit). */
   refusals: Refusal[];
+  /** The upstreams' event-loop delay over the run (how late they may have counted an arrival). */
+  loopDelayMs: { p99: number; max: number };
 }
 
 export interface UserCounts {
