@@ -5,6 +5,7 @@ import { TributaryError } from '../errors.ts';
 import { withConsoleSessions } from './auth.ts';
 import { consoleStaticRoutes } from './console-static.ts';
 import type { ApiOptions } from './context.ts';
+import { refuseNulInUrl } from './edge.ts';
 import { errorMiddleware } from './errors.ts';
 import { accountRoutes } from './routes/accounts.ts';
 import { consoleDataRoutes, type ConsoleDataOptions } from './routes/console-data.ts';
@@ -46,6 +47,7 @@ export function createApiApp(api: ApiAppOptions): Koa {
   consoleStaticRoutes(router);
 
   app.use(errorMiddleware(api.logger));
+  app.use(refuseNulInUrl);
   if (api.publicOrigin) {
     const publicOrigin = api.publicOrigin;
     app.use((ctx, next) => {

@@ -100,7 +100,12 @@ export function syncRoutes(router: Router, api: ApiOptions): void {
 
   router.get('/api/syncs', async (ctx) => {
     const principal = await api.authenticate(ctx);
-    const filter = principal.kind === 'account' ? principal.account.id : (ctx.query.account_id as string | undefined);
+    const requested = typeof ctx.query.account_id === 'string' ? ctx.query.account_id : undefined;
+    // As on create: an account token naming another account is refused, not quietly narrowed.
+    if (principal.kind === 'account' && requested !== undefined && requested !== principal.account.id) {
+      throw new TributaryError('forbidden', 'an account token can only list the syncs of its own account');
+    }
+    const filter = principal.kind === 'account' ? principal.account.id : requested;
     const syncs = await api.syncs.list(filter);
     ctx.body = { data: await Promise.all(syncs.map((sync) => view(api, sync))) };
   });

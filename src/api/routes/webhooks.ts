@@ -67,9 +67,14 @@ const createWebhook = (sync: SyncRecord) => {
     .strict();
 };
 
-const replayBody = z
-  .object({ ids: z.array(z.string().regex(/^[1-9][0-9]{0,18}$/, 'must be a delivery id')).min(1).max(MAX_REPLAY_IDS).optional() })
-  .strict();
+/** A delivery id: a positive bigint, so at most 9223372036854775807. */
+const deliveryId = z
+  .string()
+  .regex(/^[1-9][0-9]{0,18}$/, 'must be a delivery id')
+  // Digits of equal length compare as numbers do (zod runs this even when the regex failed).
+  .refine((id) => id.length < 19 || id <= '9223372036854775807', 'must be a delivery id');
+
+const replayBody = z.object({ ids: z.array(deliveryId).min(1).max(MAX_REPLAY_IDS).optional() }).strict();
 
 
 export function webhookView(destination: WebhookDestination) {

@@ -4,9 +4,9 @@ import { TributaryError } from '../../errors.ts';
 
 /**
  * Which addresses a webhook may not reach unless the operator allows private destinations
- * (TRIBUTARY_WEBHOOK_ALLOW_PRIVATE=1): loopback, private, link-local, shared (CGNAT),
- * multicast, reserved and unspecified ranges, in IPv4 and IPv6, and IPv4 addresses
- * embedded in IPv6 (mapped, compatible, NAT64, 6to4) by the IPv4 they carry.
+ * (TRIBUTARY_WEBHOOK_ALLOW_PRIVATE=1): every block of IANA's IPv4 and IPv6 Special-Purpose
+ * Address Registries that is not globally reachable, plus multicast, and IPv4 addresses
+ * embedded in IPv6 (mapped, translated, compatible, NAT64, 6to4) by the IPv4 they carry.
  */
 
 type V4Rule = { base: number; bits: number; kind: string };
@@ -70,25 +70,59 @@ function v4Kind(value: number): string | undefined {
   return undefined;
 }
 
+type V6Rule = { base: bigint; bits: number; kind: string };
+
+const v6 = (cidr: string, kind: string): V6Rule => {
+  const [address, bits] = cidr.split('/');
+  return { base: v6Value(parseIpv6(address!)!), bits: Number(bits), kind };
+};
+
+const v6Value = (groups: number[]) => groups.reduce((n, g) => (n << 16n) | BigInt(g), 0n);
+
+/**
+ * IANA's IPv6 Special-Purpose Address Registry (2025), every block that is not globally
+ * reachable, plus multicast and the deprecated site-local block. All of 2001::/23 (IETF
+ * protocol assignments) is refused, the few anycast blocks in it that are reachable included:
+ * no webhook has business there. Blocks that carry an IPv4 address are judged by it (below).
+ */
+const V6_RULES: V6Rule[] = [
+  v6('::/128', 'unspecified'),
+  v6('::1/128', 'loopback'),
+  v6('64:ff9b:1::/48', 'private (local-use NAT64)'),
+  v6('100::/64', 'discard'),
+  v6('100:0:0:1::/64', 'dummy'),
+  v6('2001::/32', 'Teredo'),
+  v6('2001::/23', 'reserved (IETF protocol assignments)'),
+  v6('2001:db8::/32', 'documentation'),
+  v6('3fff::/20', 'documentation'),
+  v6('5f00::/16', 'reserved (segment routing)'),
+  v6('fc00::/7', 'private (unique local)'),
+  v6('fe80::/10', 'link-local'),
+  v6('fec0::/10', 'site-local'),
+  v6('ff00::/8', 'multicast'),
+];
+
+/** Blocks whose last 32 bits (6to4: bits 16–47) are an IPv4 address, judged as that address. */
+const V6_EMBEDDING: Array<{ rule: V6Rule; at: 'end' | '6to4' }> = [
+  { rule: v6('::ffff:0:0/96', 'IPv4-mapped'), at: 'end' },
+  { rule: v6('::ffff:0:0:0/96', 'IPv4-translated'), at: 'end' },
+  { rule: v6('::/96', 'IPv4-compatible'), at: 'end' },
+  { rule: v6('64:ff9b::/96', 'NAT64'), at: 'end' },
+  { rule: v6('2002::/16', '6to4'), at: '6to4' },
+];
+
+const inBlock = (value: bigint, rule: V6Rule) => value >> BigInt(128 - rule.bits) === rule.base >> BigInt(128 - rule.bits);
+
 function v6Kind(g: number[]): string | undefined {
-  const zeros = (from: number, to: number) => g.slice(from, to).every((x) => x === 0);
-  const embedded = (hi: number, lo: number) => v4Kind(((hi << 16) >>> 0) + lo);
-  if (zeros(0, 8)) return 'unspecified';
-  if (zeros(0, 7) && g[7] === 1) return 'loopback';
-  // ::ffff:a.b.c.d (mapped) and ::a.b.c.d (compatible, deprecated) carry an IPv4 address.
-  if (zeros(0, 5) && (g[5] === 0xffff || g[5] === 0)) return embedded(g[6]!, g[7]!);
-  // 64:ff9b::/96 (NAT64) likewise; 64:ff9b:1::/48 is local-use NAT64.
-  if (g[0] === 0x64 && g[1] === 0xff9b && zeros(2, 6)) return embedded(g[6]!, g[7]!);
-  if (g[0] === 0x64 && g[1] === 0xff9b && g[2] === 1) return 'private (local NAT64)';
-  // 2002::/16 (6to4) carries the IPv4 address in groups 1 and 2.
-  if (g[0] === 0x2002) return embedded(g[1]!, g[2]!);
-  const first = g[0]!;
-  if ((first & 0xfe00) === 0xfc00) return 'private (unique local)';
-  if ((first & 0xffc0) === 0xfe80) return 'link-local';
-  if ((first & 0xffc0) === 0xfec0) return 'site-local';
-  if ((first & 0xff00) === 0xff00) return 'multicast';
-  if (first === 0x100 && zeros(1, 4)) return 'discard';
-  if (first === 0x2001 && g[1] === 0xdb8) return 'documentation';
+  const value = v6Value(g);
+  // The exact small blocks (::, ::1) before ::/96, which would read them as IPv4 0.0.0.x.
+  for (const rule of V6_RULES.slice(0, 2)) if (inBlock(value, rule)) return rule.kind;
+  for (const { rule, at } of V6_EMBEDDING) {
+    if (!inBlock(value, rule)) continue;
+    const four = at === 'end' ? Number(value & 0xffffffffn) : Number((value >> 80n) & 0xffffffffn);
+    return v4Kind(four >>> 0);
+  }
+  for (const rule of V6_RULES) if (inBlock(value, rule)) return rule.kind;
   return undefined;
 }
 
