@@ -3,6 +3,7 @@ import os from 'node:os';
 import pg from 'pg';
 import { airtableCheck } from './airtable/check.ts';
 import { stripeCheck } from './stripe/check.ts';
+import { prepareStripeDatabase } from './stripe/prepare.ts';
 import type { SyncRecord } from './control/syncs.ts';
 import { DEFAULT_MARGIN_MS, QuotaLimiter } from './quota/limiter.ts';
 import { runnerFactory, upstreamCleanup } from './sync/runners.ts';
@@ -133,6 +134,7 @@ export async function startService(config: Config, logger: Logger, tunables: Tun
         airtable: airtableCheck({ baseUrl: airtableBase, limiter }),
         stripe: stripeCheck({ baseUrl: upstreamBase(config.upstreams, 'api.stripe.com'), limiter }),
       },
+      prepareDatabase: { stripe: (adminUrl) => prepareStripeDatabase(adminUrl, logger.child({ part: 'control' })) },
       upstreamCleanup: (sync) => cleanup?.(sync) ?? Promise.resolve(),
       // The embedded server is reached where the service is; an external one at its own host unless told otherwise.
       publicHost: config.publicHostSet || (!config.databaseUrl && !config.targetDatabaseUrl) ? config.publicHost : undefined,

@@ -28,6 +28,11 @@ export interface SyncServiceOptions {
   /** Host name handed out in database URLs for the shared server (for a server bound to a wildcard). */
   publicHost?: string;
   upstreamChecks?: Partial<Record<SyncKind, UpstreamCheck>>;
+  /**
+   * Builds a kind's tables and bookkeeping in a new sync database (its admin URL) before the
+   * sync is announced, so a proxied write right after the 201 has somewhere to go.
+   */
+  prepareDatabase?: Partial<Record<SyncKind, (adminUrl: string) => Promise<void>>>;
   /** Removes what a sync made upstream (Airtable's webhook); failures are logged, not fatal. */
   upstreamCleanup?: (sync: SyncRecord) => Promise<void>;
   logger: Logger;
@@ -72,6 +77,7 @@ export class SyncService {
     try {
       const db = await this.database(record);
       await provisionDatabase(db, (await store.databasePassword(record.id)).reveal(), logger);
+      await this.options.prepareDatabase?.[record.kind]?.(withDatabase(db.adminUrl, db.name));
       await store.setState(record.id, 'active');
     } catch (cause) {
       logger.error({ err: cause, sync: record.id }, 'provisioning failed; cleaning up');

@@ -1,0 +1,20 @@
+import pg from 'pg';
+import type { Logger } from '../log.ts';
+import { ensureTables } from './tables.ts';
+import { ensureUpcomingQueue } from './upcoming.ts';
+
+/**
+ * A new sync database's Stripe tables and bookkeeping, built when the sync is created (before
+ * its 201), so a proxied write that follows at once is written through, not refused for a
+ * table the runner has not built yet. The runner's own ensureTables then finds them built.
+ */
+export async function prepareStripeDatabase(adminUrl: string, logger: Logger): Promise<void> {
+  const pool = new pg.Pool({ connectionString: adminUrl, max: 1 });
+  pool.on('error', () => undefined);
+  try {
+    await ensureTables(pool, logger);
+    await ensureUpcomingQueue(pool);
+  } finally {
+    await pool.end();
+  }
+}
