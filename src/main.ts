@@ -83,6 +83,8 @@ export interface Tunables {
   decoder?: { flushMs?: number; maxBatch?: number; retryMs?: number; lagReportMs?: number; leaseMs?: number };
   webhooks?: { schedule?: Partial<RetrySchedule> };
   proxy?: { writeThroughPatienceMs?: number };
+  /** How often a running sync puts its reader role back as provisioned. */
+  readerCheckMs?: number;
 }
 
 /** Tunables from the environment, for benchmarks that run the service as a child process. */

@@ -17,7 +17,9 @@ test.before(async () => {
   reader = sync.database.url;
   admin = withDatabase(serverAdminUrl(), sync.database.name);
   other = second.database;
-  // What a sync writes: a table in public, and a rebuild in progress in public_swap.
+  // What a sync writes: a table in public, and a rebuild in progress in public_swap. (A Stripe
+  // sync's tables are built at creation; this one is replaced by a small stand-in.)
+  await query(admin, 'DROP TABLE IF EXISTS public.customer CASCADE');
   await query(admin, 'CREATE TABLE public.customer (id text PRIMARY KEY, email text, metadata jsonb)');
   await query(admin, `INSERT INTO public.customer VALUES ('cus_1', 'a@example.com', '{"plan":"pro"}')`);
   await query(admin, 'CREATE TABLE public_swap.customer (id text PRIMARY KEY)');

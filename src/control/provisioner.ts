@@ -28,6 +28,45 @@ export function scramVerifier(password: string, iterations = 4096): string {
   return `SCRAM-SHA-256$${iterations}:${salt.toString('base64')}$${storedKey.toString('base64')}:${serverKey.toString('base64')}`;
 }
 
+/**
+ * The reader role's own defaults. A reader idle inside a transaction would hold locks that
+ * block the swap of a rebuilt table, hence the timeout.
+ */
+const READER_SETTINGS = [
+  { name: 'default_transaction_read_only', value: 'on' },
+  { name: 'idle_in_transaction_session_timeout', value: '5min' },
+];
+
+/**
+ * Puts a reader role back as provisioned. PostgreSQL lets every role change its own password
+ * and its own defaults (`ALTER ROLE current_user SET …`, also `IN DATABASE`), and no hook short
+ * of a server extension can stop it: so the role's settings are compared with what it should
+ * have, and any difference reset, and the password set again. Answers whether anything had been
+ * changed (the password cannot be read back, so it is not counted).
+ */
+export async function restoreReaderRole(db: SyncDatabase, password: string): Promise<boolean> {
+  const role = ident(db.role);
+  const expected = READER_SETTINGS.map((s) => `${s.name}=${s.value}`).sort();
+  return withClient(db.adminUrl, async (admin) => {
+    const { rows } = await admin.query<{ database: string | null; config: string[] }>(
+      `SELECT d.datname AS database, s.setconfig AS config FROM pg_db_role_setting s
+         JOIN pg_roles r ON r.oid = s.setrole LEFT JOIN pg_database d ON d.oid = s.setdatabase
+        WHERE r.rolname = $1`,
+      [db.role],
+    );
+    const own = rows.find((r) => r.database === null)?.config ?? [];
+    const changed = rows.some((r) => r.database !== null) || JSON.stringify([...own].sort()) !== JSON.stringify(expected);
+    if (changed) {
+      for (const row of rows) {
+        await admin.query(row.database === null ? `ALTER ROLE ${role} RESET ALL` : `ALTER ROLE ${role} IN DATABASE ${ident(row.database)} RESET ALL`);
+      }
+      for (const setting of READER_SETTINGS) await admin.query(`ALTER ROLE ${role} SET ${setting.name} = '${setting.value}'`);
+    }
+    await admin.query(`ALTER ROLE ${role} PASSWORD '${scramVerifier(password)}'`);
+    return changed;
+  });
+}
+
 /** Large-object functions let any role write to pg_largeobject; the reader must not. */
 const largeObjectWriters = ['lo_create(oid)', 'lo_creat(integer)', 'lo_from_bytea(oid, bytea)'];
 
@@ -45,9 +84,7 @@ export async function provisionDatabase(db: SyncDatabase, password: string, logg
   const database = ident(db.name);
   await withClient(db.adminUrl, async (admin) => {
     await admin.query(`CREATE ROLE ${role} LOGIN NOINHERIT CONNECTION LIMIT 50 PASSWORD '${scramVerifier(password)}'`);
-    await admin.query(`ALTER ROLE ${role} SET default_transaction_read_only = on`);
-    // A reader idle inside a transaction would hold locks that block the swap of a rebuilt table.
-    await admin.query(`ALTER ROLE ${role} SET idle_in_transaction_session_timeout = '5min'`);
+    for (const setting of READER_SETTINGS) await admin.query(`ALTER ROLE ${role} SET ${setting.name} = '${setting.value}'`);
     await admin.query(`CREATE DATABASE ${database} TEMPLATE template0 ENCODING 'UTF8'`);
     await admin.query(`REVOKE ALL ON DATABASE ${database} FROM PUBLIC`);
     await admin.query(`GRANT CONNECT ON DATABASE ${database} TO ${role}`);

@@ -2,7 +2,7 @@ import { TributaryError } from '../errors.ts';
 import { newDatabaseName, newPassword, newSyncId } from '../ids.ts';
 import type { Logger } from '../log.ts';
 import { withCredentials, withDatabase } from '../db/sql.ts';
-import { checkServer, dropDatabase, provisionDatabase, type SyncDatabase } from './provisioner.ts';
+import { checkServer, dropDatabase, provisionDatabase, restoreReaderRole, type SyncDatabase } from './provisioner.ts';
 import { defaultSettings, settingsPatchSchema, type SyncKind, type SyncSettings } from './settings.ts';
 import type { SyncRecord, SyncStore } from './syncs.ts';
 
@@ -129,6 +129,11 @@ export class SyncService {
       url = parsed.toString();
     }
     return withCredentials(url, record.databaseRole, (await this.options.store.databasePassword(record.id)).reveal());
+  }
+
+  /** Puts the sync's read-only role back as provisioned (restoreReaderRole); true when it had been changed. */
+  async restoreReader(record: SyncRecord): Promise<boolean> {
+    return restoreReaderRole(await this.database(record), (await this.options.store.databasePassword(record.id)).reveal());
   }
 
   /** Admin URL of the sync's own database, for the parts that write to it. */

@@ -10,6 +10,7 @@ import type { Logger } from '../log.ts';
 import type { QuotaLimiter } from '../quota/limiter.ts';
 import { upstreamBase } from '../upstream/http.ts';
 import type { PassRequests } from './passes.ts';
+import { guardReader } from './reader-guard.ts';
 import type { Runner } from './worker.ts';
 
 export interface RunnerFactoryOptions {
@@ -24,6 +25,8 @@ export interface RunnerFactoryOptions {
   stripe?: { pollIntervalMs?: number };
   /** Wait requests (PassSignals): a sync someone waits on starts its next pass early. */
   passRequests?: PassRequests;
+  /** How often a running sync puts its reader role back as provisioned (default 5 min). */
+  readerCheckMs?: number;
 }
 
 /**
@@ -83,9 +86,14 @@ export function runnerFactory(options: RunnerFactoryOptions): (syncId: string) =
       ...shared,
       ...options.airtable,
     });
+    let guard: { stop(): void } | undefined;
     return {
-      start: () => runner.start(),
+      start: () => {
+        guard = guardReader(sync, options.syncService, logger, options.readerCheckMs);
+        runner.start();
+      },
       stop: async () => {
+        guard?.stop();
         await runner.stop();
         await target.end();
       },
