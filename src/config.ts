@@ -30,6 +30,8 @@ export interface Config {
   secretKeyBase64: string | undefined;
   adminToken: string | undefined;
   webhookAllowPrivate: boolean;
+  /** TRIBUTARY_DATABASE_ALLOW_PRIVATE=1: a sync's database_url may name a loopback or private server. */
+  databaseAllowPrivate: boolean;
   /** How long the event log keeps events (TRIBUTARY_EVENT_RETENTION_HOURS, default 7 days). */
   eventRetentionMs: number;
   /** Partitions of each new event topic (TRIBUTARY_EVENT_PARTITIONS, default 1). */
@@ -122,6 +124,7 @@ export function loadConfig(env: Env = process.env, overrides: Partial<Config> = 
     secretKeyBase64: env.TRIBUTARY_SECRET_KEY || undefined,
     adminToken: env.TRIBUTARY_ADMIN_TOKEN || undefined,
     webhookAllowPrivate: env.TRIBUTARY_WEBHOOK_ALLOW_PRIVATE === '1',
+    databaseAllowPrivate: env.TRIBUTARY_DATABASE_ALLOW_PRIVATE === '1',
     eventRetentionMs: positive(env, 'TRIBUTARY_EVENT_RETENTION_HOURS', 7 * 24) * 3_600_000,
     eventPartitions: positive(env, 'TRIBUTARY_EVENT_PARTITIONS', 1),
     upstreams: parseUpstreams(env.TRIBUTARY_UPSTREAMS),

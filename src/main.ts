@@ -132,6 +132,7 @@ export async function startService(config: Config, logger: Logger, tunables: Tun
     const syncService: SyncService = new SyncService({
       store: syncs,
       sharedServerUrl,
+      serverUrlPolicy: { allowPrivate: config.databaseAllowPrivate, ownServers: [controlUrl, sharedServerUrl] },
       upstreamChecks: {
         airtable: airtableCheck({ baseUrl: airtableBase, limiter }),
         stripe: stripeCheck({ baseUrl: upstreamBase(config.upstreams, 'api.stripe.com'), limiter }),

@@ -16,7 +16,8 @@ let customer: EmbeddedPostgres;
 let customerDir: string;
 
 test.before(async () => {
-  svc = await startTestService();
+  // The customer's server is on loopback here: the operator allows private servers.
+  svc = await startTestService({ config: { databaseAllowPrivate: true } });
   account = await createAccount(svc);
   customerDir = await mkdtemp(path.join(os.tmpdir(), 'tributary-customer-'));
   customer = await startEmbeddedPostgres({ dir: customerDir, port: await freePort(), logger: createLogger({ level: 'silent' }) });

@@ -15,7 +15,7 @@ import { migrateControlDatabase } from '../src/db/migrate.ts';
 import { EventAppender } from '../src/events/append.ts';
 import { EventBus } from '../src/events/bus.ts';
 import { EventLogReader } from '../src/events/log.ts';
-import { nonPublicKind, systemLookup, type LookupAll } from '../src/events/webhooks/address.ts';
+import { nonPublicKind, systemLookup, type LookupAll } from '../src/http/address.ts';
 import { DeliveryLog } from '../src/events/webhooks/deliveries.ts';
 import { startWebhookDeliverer, type WebhookDeliverer, type WebhookDelivererOptions } from '../src/events/webhooks/deliverer.ts';
 import { WebhookStore } from '../src/events/webhooks/destinations.ts';

@@ -5,7 +5,7 @@
  */
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
-import { nonPublicKind } from '../src/events/webhooks/address.ts';
+import { nonPublicKind } from '../src/http/address.ts';
 import { airtableSyncBody, createAccount, type HttpAnswer, request, startTestService, type TestAccount, type TestService } from './harness/service.ts';
 
 let svc: TestService;

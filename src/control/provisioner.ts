@@ -4,6 +4,7 @@ import { TributaryError } from '../errors.ts';
 import type { Logger } from '../log.ts';
 import { ident, withClient, withDatabase } from '../db/sql.ts';
 import { CREATE_MARKS_TABLE } from '../writer/marks.ts';
+import { connectFailure } from './server-url.ts';
 
 /** Every sync database carries one publication of this name, covering schema `public`. */
 export const PUBLICATION = 'tributary';
@@ -212,8 +213,8 @@ export async function checkServer(adminUrl: string): Promise<void> {
       ].filter((p): p is string => typeof p === 'string');
     });
   } catch (cause) {
-    const reason = cause instanceof Error ? cause.message : 'unknown error';
-    throw new TributaryError('unprocessable', `cannot connect to database_url: ${reason}`, { cause });
+    // A short fixed reason: the driver's message may echo what the server or network said.
+    throw new TributaryError('unprocessable', `cannot connect to database_url: ${connectFailure(cause)}`, { cause });
   }
   if (problems.length > 0) {
     throw new TributaryError('unprocessable', `database_url cannot host a sync database: ${problems.join('; ')}`);

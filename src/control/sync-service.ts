@@ -2,6 +2,7 @@ import { TributaryError } from '../errors.ts';
 import { newDatabaseName, newPassword, newSyncId } from '../ids.ts';
 import type { Logger } from '../log.ts';
 import { withCredentials, withDatabase } from '../db/sql.ts';
+import { AttemptLimiter, checkServerUrl, type ServerUrlPolicy } from './server-url.ts';
 import { checkServer, dropDatabase, provisionDatabase, restoreReaderRole, type SyncDatabase } from './provisioner.ts';
 import { defaultSettings, settingsPatchSchema, type SyncKind, type SyncSettings } from './settings.ts';
 import type { SyncRecord, SyncStore } from './syncs.ts';
@@ -28,6 +29,8 @@ export interface SyncServiceOptions {
   /** Host name handed out in database URLs for the shared server (for a server bound to a wildcard). */
   publicHost?: string;
   upstreamChecks?: Partial<Record<SyncKind, UpstreamCheck>>;
+  /** What a customer-owned server URL must be (server-url.ts); absent: shape checks only, private allowed. */
+  serverUrlPolicy?: ServerUrlPolicy;
   /**
    * Builds a kind's tables and bookkeeping in a new sync database (its admin URL) before the
    * sync is announced, so a proxied write right after the 201 has somewhere to go.
@@ -39,12 +42,18 @@ export interface SyncServiceOptions {
 }
 
 export class SyncService {
+  private readonly serverAttempts = new AttemptLimiter();
+
   constructor(private readonly options: SyncServiceOptions) {}
 
   async create(input: CreateSyncInput): Promise<SyncRecord> {
     const { store, logger } = this.options;
     const settings = { ...defaultSettings[input.kind], ...input.settings } as SyncSettings;
-    if (input.databaseUrl !== null) await checkServer(input.databaseUrl);
+    if (input.databaseUrl !== null) {
+      this.serverAttempts.take(input.accountId);
+      await checkServerUrl(input.databaseUrl, this.options.serverUrlPolicy ?? { allowPrivate: true, ownServers: [] });
+      await checkServer(input.databaseUrl);
+    }
     const checked = (await this.options.upstreamChecks?.[input.kind]?.(input)) ?? {};
 
     const databaseName = newDatabaseName();

@@ -4,7 +4,7 @@ import { z } from 'zod';
 import type { SecretBox } from '../../control/secrets.ts';
 import type { SyncRecord } from '../../control/syncs.ts';
 import { TributaryError, notFound } from '../../errors.ts';
-import { assertPublicDestination, type LookupAll } from '../../events/webhooks/address.ts';
+import { assertPublicDestination, type LookupAll } from '../../http/address.ts';
 import { DELIVERY_STATUSES, DeliveryLog, type DeliveryRecord, type DeliveryStatus } from '../../events/webhooks/deliveries.ts';
 import { WebhookStore, wakeDeliverer, type WebhookDestination } from '../../events/webhooks/destinations.ts';
 import { readJson, validate } from '../body.ts';

@@ -5,7 +5,7 @@ import { toError } from '../../errors.ts';
 import type { Logger } from '../../log.ts';
 import type { EventBus } from '../bus.ts';
 import type { EventLogReader } from '../log.ts';
-import type { LookupAll } from './address.ts';
+import type { LookupAll } from '../../http/address.ts';
 import { DeliveryLog } from './deliveries.ts';
 import { WebhookStore } from './destinations.ts';
 import { DEFAULT_TUNING, DestinationWorker, type DelivererTuning } from './destination-worker.ts';

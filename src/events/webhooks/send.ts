@@ -1,5 +1,5 @@
 import { Exchange, Http1Pool, type Http1Result, type LookupFunction, type Origin } from './http1.ts';
-import { ipLiteral, nonPublicKind, pinnedLookup, systemLookup, type LookupAll } from './address.ts';
+import { ipLiteral, nonPublicKind, pinnedLookup, systemLookup, type LookupAll } from '../../http/address.ts';
 
 /** What one POST came to. `status` is set when the receiver answered at all. */
 export interface SendResult {

@@ -1,10 +1,10 @@
 import dns from 'node:dns';
 import net from 'node:net';
-import { TributaryError } from '../../errors.ts';
+import { TributaryError } from '../errors.ts';
 
 /**
- * Which addresses a webhook may not reach unless the operator allows private destinations
- * (TRIBUTARY_WEBHOOK_ALLOW_PRIVATE=1): every block of IANA's IPv4 and IPv6 Special-Purpose
+ * Which addresses Tributary will not connect to on a tenant's word (a webhook destination, a
+ * customer-owned database server) unless the operator allows private ones: every block of IANA's IPv4 and IPv6 Special-Purpose
  * Address Registries that is not globally reachable, plus multicast, and IPv4 addresses
  * embedded in IPv6 (mapped, translated, compatible, NAT64, 6to4) by the IPv4 they carry.
  */
@@ -156,28 +156,37 @@ const refusal = (host: string, address: string, kind: string) =>
   );
 
 /**
+ * The first address `host` (a name or an IP literal) resolves to that is not public, with its
+ * kind, or undefined when all are. A name that does not resolve, or resolves to nothing,
+ * throws an Error with `code` (the resolver's, or ENOTFOUND).
+ */
+export async function firstNonPublic(host: string, lookup: LookupAll = systemLookup): Promise<{ address: string; kind: string } | undefined> {
+  const literal = ipLiteral(host);
+  const addresses = literal ? [literal] : (await lookup(host)).map((a) => a.address);
+  if (addresses.length === 0) throw Object.assign(new Error(`${host} has no addresses`), { code: 'ENOTFOUND' });
+  for (const address of addresses) {
+    const kind = nonPublicKind(address);
+    if (kind) return { address, kind };
+  }
+  return undefined;
+}
+
+/**
  * Checks that every address the URL's host resolves to is public. Throws a 422 naming
  * the first address that is not. Used when a destination is created; deliveries repeat
  * the check on every new connection (see pinnedLookup), since DNS answers change.
  */
 export async function assertPublicDestination(url: URL, lookup: LookupAll = systemLookup): Promise<void> {
-  const host = url.hostname;
-  const literal = ipLiteral(host);
-  let addresses: string[];
-  if (literal) {
-    addresses = [literal];
-  } else {
-    try {
-      addresses = (await lookup(host)).map((a) => a.address);
-    } catch (error) {
-      throw new TributaryError('unprocessable', `url: the host ${host} could not be resolved (${(error as { code?: string }).code ?? 'DNS error'})`);
-    }
-    if (addresses.length === 0) throw new TributaryError('unprocessable', `url: the host ${host} has no addresses`);
+  const host = url.hostname.replace(/^\[|\]$/g, '');
+  let bad: { address: string; kind: string } | undefined;
+  try {
+    bad = await firstNonPublic(host, lookup);
+  } catch (error) {
+    const code = (error as { code?: string }).code;
+    if (code === 'ENOTFOUND' && /has no addresses/.test((error as Error).message)) throw new TributaryError('unprocessable', `url: the host ${host} has no addresses`);
+    throw new TributaryError('unprocessable', `url: the host ${host} could not be resolved (${code ?? 'DNS error'})`);
   }
-  for (const address of addresses) {
-    const kind = nonPublicKind(address);
-    if (kind) throw refusal(literal ?? host, address, kind);
-  }
+  if (bad) throw refusal(host, bad.address, bad.kind);
 }
 
 type LookupCallback = (err: NodeJS.ErrnoException | null, address: string | dns.LookupAddress[], family?: number) => void;

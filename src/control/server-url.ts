@@ -1,0 +1,115 @@
+import { TributaryError } from '../errors.ts';
+import { firstNonPublic, ipLiteral, type LookupAll, nonPublicKind, systemLookup } from '../http/address.ts';
+
+/**
+ * A sync's `database_url` names a customer-owned server that Tributary connects to on the
+ * tenant's word, so it is held to the rules of a webhook destination and more: without them
+ * it was a probe of the service's network (which ports answer, where a password works) and
+ * of its file system (libpq-style parameters that read files or name socket directories).
+ */
+export interface ServerUrlPolicy {
+  /** TRIBUTARY_DATABASE_ALLOW_PRIVATE=1: loopback and private servers are accepted. */
+  allowPrivate: boolean;
+  /** Tributary's own servers (control database, shared server): never a customer's. */
+  ownServers: string[];
+  lookup?: LookupAll;
+}
+
+/** The only query parameter accepted, and its values; every other one names a file, a socket or a host. */
+const SSL_MODES = new Set(['disable', 'prefer', 'require', 'verify-ca', 'verify-full', 'no-verify']);
+
+const bad = (message: string) => new TributaryError('invalid_request', `database_url: ${message}`);
+const refused = (message: string) => new TributaryError('unprocessable', `database_url: ${message}`);
+
+/** The URL's shape: postgres:// with a host and a port, sslmode the only parameter. */
+export function parseServerUrl(value: string): URL {
+  let url: URL;
+  try {
+    url = new URL(value);
+  } catch {
+    throw bad('must be a postgres:// or postgresql:// URL');
+  }
+  if (url.protocol !== 'postgres:' && url.protocol !== 'postgresql:') throw bad('must be a postgres:// or postgresql:// URL');
+  const host = decodeURIComponent(url.hostname);
+  if (!url.hostname || host.startsWith('/') || host.includes('/')) throw bad('must name a host (socket paths are not accepted)');
+  if (!url.port) throw bad('must name the port (postgres://user:password@host:5432/postgres)');
+  for (const [name, setting] of url.searchParams) {
+    if (name !== 'sslmode') throw bad(`the parameter ${name} is not accepted; only sslmode is`);
+    if (!SSL_MODES.has(setting)) throw bad(`sslmode must be one of ${[...SSL_MODES].join(', ')}`);
+  }
+  return url;
+}
+
+/** host:port of a URL, with names resolved: what "the same server" means. */
+async function endpoints(url: URL, lookup: LookupAll): Promise<string[]> {
+  const host = url.hostname.replace(/^\[|\]$/g, '');
+  const port = url.port || '5432';
+  const literal = ipLiteral(host);
+  const addresses = literal ? [literal] : (await lookup(host).catch(() => [])).map((a) => a.address);
+  // Every loopback address is the same machine.
+  return addresses.map((a) => `${nonPublicKind(a) === 'loopback' ? 'loopback' : a}:${port}`);
+}
+
+/**
+ * Refuses a customer server URL that is malformed, that is one of Tributary's own servers, or
+ * (unless the operator allows it) that resolves to a non-public address. Messages say what is
+ * wrong with the URL and echo nothing learnt from connecting.
+ */
+export async function checkServerUrl(value: string, policy: ServerUrlPolicy): Promise<void> {
+  const url = parseServerUrl(value);
+  const lookup = policy.lookup ?? systemLookup;
+  const host = url.hostname.replace(/^\[|\]$/g, '');
+  let nonPublic: { address: string; kind: string } | undefined;
+  try {
+    nonPublic = await firstNonPublic(host, lookup);
+  } catch {
+    throw refused('unreachable (the host could not be resolved)');
+  }
+  const mine = new Set((await Promise.all(policy.ownServers.map((own) => endpoints(new URL(own), lookup)))).flat());
+  if ((await endpoints(url, lookup)).some((endpoint) => mine.has(endpoint))) {
+    throw refused("names one of Tributary's own servers; leave database_url out to use the shared server");
+  }
+  if (nonPublic && !policy.allowPrivate) {
+    throw refused(`the host is a ${nonPublic.kind} address; customer-owned servers must be public (the operator can allow private ones with TRIBUTARY_DATABASE_ALLOW_PRIVATE=1)`);
+  }
+}
+
+/**
+ * What a failed connection to a customer server says, from a short fixed list: never the
+ * driver's message, which can echo what the server or the network answered.
+ */
+export function connectFailure(error: unknown): string {
+  const code = (error as { code?: unknown } | null)?.code;
+  const message = error instanceof Error ? error.message : '';
+  if (code === '28P01' || code === '28000') return 'authentication failed';
+  if (code === '3D000') return 'the database in the URL does not exist';
+  if (code === 'ECONNREFUSED') return 'refused (nothing accepts connections at that host and port)';
+  if (code === 'ENOTFOUND' || code === 'EAI_AGAIN') return 'unreachable (the host could not be resolved)';
+  if (code === 'ETIMEDOUT' || code === 'EHOSTUNREACH' || code === 'ENETUNREACH' || /timeout/i.test(message)) return 'unreachable (no answer in time)';
+  if (/ssl|tls|certificate/i.test(message) || (typeof code === 'string' && code.startsWith('ERR_TLS'))) return 'TLS failed';
+  if (code === '53300' || code === '57P03') return 'the server accepts no connections now';
+  return 'not a PostgreSQL server that answers (the connection ended unexpectedly)';
+}
+
+/**
+ * At most `limit` database_url checks per account in `windowMs`: each one connects somewhere
+ * on the tenant's word, so they are not a free scan.
+ */
+export class AttemptLimiter {
+  private readonly attempts = new Map<string, number[]>();
+
+  constructor(
+    private readonly limit = 5,
+    private readonly windowMs = 60_000,
+  ) {}
+
+  take(accountId: string, now = Date.now()): void {
+    const recent = (this.attempts.get(accountId) ?? []).filter((at) => at > now - this.windowMs);
+    if (recent.length >= this.limit) {
+      const retry = Math.ceil((recent[0]! + this.windowMs - now) / 1000);
+      throw new TributaryError('too_many_requests', `database_url: at most ${this.limit} servers checked a minute; retry in ${retry} s`);
+    }
+    recent.push(now);
+    this.attempts.set(accountId, recent);
+  }
+}

@@ -1,0 +1,92 @@
+/**
+ * `database_url` was a probe of the service's network and file system: the connection error
+ * came back verbatim (ECONNREFUSED for a closed port, "Connection terminated" for an HTTP
+ * port, "password authentication failed" for the shared server), `sslrootcert=` read a file
+ * path, `?host=` named a socket, and 169.254.169.254 and private ranges were dialled. Now the
+ * URL is held to the webhook address policy, takes sslmode only, never names Tributary's own
+ * servers, answers from a short fixed list, and is rate-limited per account.
+ */
+import http from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { test } from 'uvu';
+import * as assert from 'uvu/assert';
+import { withCredentials } from '../src/db/sql.ts';
+import { freePort } from './harness/ports.ts';
+import { serverAdminUrl } from './harness/postgres.ts';
+import { createAccount, type HttpAnswer, request, startTestService, stripeSyncBody, type TestService } from './harness/service.ts';
+
+let strict: TestService;
+let lenient: TestService;
+let web: http.Server;
+
+test.before(async () => {
+  strict = await startTestService();
+  lenient = await startTestService({ config: { databaseAllowPrivate: true } });
+  web = http.createServer((_req, res) => res.end('hello'));
+  await new Promise<void>((resolve) => web.listen(0, '127.0.0.1', resolve));
+});
+test.after(async () => {
+  await strict.stop();
+  await lenient.stop();
+  web.close();
+});
+
+const LEAKS = /ECONNREFUSED|ENOENT|ETIMEDOUT|terminated|password authentication|nonexistent|\/var\/run|no pg_hba/i;
+
+async function create(svc: TestService, token: string, databaseUrl: string): Promise<HttpAnswer> {
+  return request(svc.api, 'POST', '/api/syncs', { token, body: { ...stripeSyncBody(), database_url: databaseUrl } });
+}
+
+function refused(answer: HttpAnswer, status: number, message: RegExp, what: string): void {
+  assert.is(answer.status, status, `${what}: ${answer.text}`);
+  assert.match(answer.body.error.message, message, what);
+  assert.not.match(answer.body.error.message, LEAKS, `${what}: echoes nothing from the attempt`);
+}
+
+test('the URL takes only postgres:// with a host and a port, and sslmode as its one parameter', async () => {
+  const { token } = await createAccount(lenient, 'shapes');
+  refused(await create(lenient, token, 'postgres://u:p@example.com:5432/db?sslrootcert=/etc/nonexistent-file'), 400, /parameter sslrootcert is not accepted/, 'sslrootcert');
+  refused(await create(lenient, token, 'postgres://u:p@example.com:5432/db?host=/var/run/postgresql'), 400, /parameter host is not accepted/, '?host=');
+  refused(await create(lenient, token, 'postgres://u:p@%2Fvar%2Frun%2Fpostgresql:5432/db'), 400, /socket paths are not accepted/, 'a socket path');
+  refused(await create(lenient, token, 'postgres://u:p@example.com/db'), 400, /must name the port/, 'no port');
+  assert.is(lenient.logs.text.includes('nonexistent-file'), false, 'nothing was tried with the file');
+});
+
+test('loopback, private and link-local (metadata) servers are refused without a connection', async () => {
+  const { token } = await createAccount(strict, 'addresses');
+  const closed = await freePort();
+  const started = Date.now();
+  refused(await create(strict, token, `postgres://postgres:x@127.0.0.1:${closed}/postgres`), 422, /loopback address; customer-owned servers must be public/, 'loopback');
+  refused(await create(strict, token, 'postgres://postgres:x@169.254.169.254:5432/postgres'), 422, /link-local address/, 'metadata');
+  refused(await create(strict, token, 'postgres://postgres:x@10.1.2.3:5432/postgres'), 422, /private address/, 'private');
+  refused(await create(strict, token, 'postgres://postgres:x@[::ffff:7f00:1]:5432/postgres'), 422, /loopback address/, 'mapped loopback');
+  assert.ok(Date.now() - started < 3000, 'answered without dialling (no connect timeout spent)');
+});
+
+test("Tributary's own servers are never a customer's, even with private servers allowed: no password oracle", async () => {
+  const { token } = await createAccount(lenient, 'oracle');
+  const shared = withCredentials(serverAdminUrl(), 'postgres', 'a-guess');
+  refused(await create(lenient, token, shared), 422, /names one of Tributary's own servers/, 'the shared server');
+  const viaLocalhost = new URL(shared);
+  viaLocalhost.hostname = 'localhost';
+  refused(await create(lenient, token, viaLocalhost.toString()), 422, /names one of Tributary's own servers/, 'the shared server by another name');
+});
+
+test('connection failures answer from a short fixed list that echoes nothing', async () => {
+  const { token } = await createAccount(lenient, 'failures');
+  refused(await create(lenient, token, `postgres://postgres:x@127.0.0.1:${await freePort()}/postgres`), 422, /cannot connect to database_url: refused/, 'a closed port');
+  const httpPort = (web.address() as AddressInfo).port;
+  refused(await create(lenient, token, `postgres://postgres:x@127.0.0.1:${httpPort}/postgres`), 422, /cannot connect to database_url: not a PostgreSQL server/, 'an HTTP port');
+});
+
+test('database_url attempts are rate-limited per account', async () => {
+  const { token } = await createAccount(lenient, 'scanner');
+  const other = await createAccount(lenient, 'neighbour');
+  const answers: number[] = [];
+  for (let i = 0; i < 6; i++) answers.push((await create(lenient, token, `postgres://postgres:x@127.0.0.1:${await freePort()}/postgres`)).status);
+  assert.equal(answers, [422, 422, 422, 422, 422, 429]);
+  const neighbour = await create(lenient, other.token, `postgres://postgres:x@127.0.0.1:${await freePort()}/postgres`);
+  assert.is(neighbour.status, 422, 'another account is not held back');
+});
+
+test.run();
