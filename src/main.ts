@@ -11,7 +11,7 @@ import { SyncWorker } from './sync/worker.ts';
 import { upstreamBase } from './upstream/http.ts';
 import { AccountStore } from './control/accounts.ts';
 import { adminTokenFile, secretKeyFile } from './control/bootstrap-files.ts';
-import { hardenSharedServer } from './control/provisioner.ts';
+import { hardenSharedServer, reservedSlots } from './control/provisioner.ts';
 import { SecretBox } from './control/secrets.ts';
 import { SyncService } from './control/sync-service.ts';
 import { SyncStore } from './control/syncs.ts';
@@ -122,6 +122,13 @@ export async function startService(config: Config, logger: Logger, tunables: Tun
     // Sync readers live on the shared server: they may open their own database and nothing else.
     const sharedServerUrl = config.targetDatabaseUrl ?? controlUrl;
     await hardenSharedServer(sharedServerUrl, [new URL(controlUrl).pathname.slice(1)]);
+    const reserved = await reservedSlots(sharedServerUrl);
+    if (reserved < 20) {
+      logger.warn(
+        { reserved },
+        "the sync databases' server reserves fewer than 20 connections for Tributary's role: readers could take the slots its syncs, proxy and decoder need (set reserved_connections and grant pg_use_reserved_connections, or superuser_reserved_connections for a superuser)",
+      );
+    }
 
     const accounts = new AccountStore(pool, box);
     const syncs = new SyncStore(pool, box);

@@ -95,9 +95,11 @@ test('settings are patched, validated per kind, and kept', async () => {
   const negative = await request(svc.api, 'PATCH', `/api/syncs/${id}`, { token: alice.token, body: { settings: { debounce_ms: -1 } } });
   assert.is(negative.status, 400);
   assert.match(negative.body.error.message, /debounce_ms/);
-  const stripe = await request(svc.api, 'POST', '/api/syncs', { token: alice.token, body: stripeSyncBody() });
+  // Alice already syncs this Stripe account (one account syncs one Stripe account once).
+  const dora = await createAccount(svc, 'dora');
+  const stripe = await request(svc.api, 'POST', '/api/syncs', { token: dora.token, body: stripeSyncBody() });
   const foreign = await request(svc.api, 'PATCH', `/api/syncs/${stripe.body.id}`, {
-    token: alice.token,
+    token: dora.token,
     body: { settings: { lookup_as: 'text' } },
   });
   assert.is(foreign.status, 400, 'Airtable-only settings are refused on a Stripe sync');
@@ -170,15 +172,17 @@ test('the admin token sees every account and creates syncs for one', async () =>
 });
 
 test('deleting a sync drops its database; keep_database keeps it readable', async () => {
-  const gone = (await request(svc.api, 'POST', '/api/syncs', { token: alice.token, body: stripeSyncBody() })).body;
-  const kept = (await request(svc.api, 'POST', '/api/syncs', { token: alice.token, body: stripeSyncBody() })).body;
+  // A fresh account: one account syncs one Stripe account once, so the second comes after the first is gone.
+  const erin = await createAccount(svc, 'erin');
+  const gone = (await request(svc.api, 'POST', '/api/syncs', { token: erin.token, body: stripeSyncBody() })).body;
 
-  const del = await request(svc.api, 'DELETE', `/api/syncs/${gone.id}`, { token: alice.token });
+  const del = await request(svc.api, 'DELETE', `/api/syncs/${gone.id}`, { token: erin.token });
   assert.is(del.status, 200);
   assert.equal(del.body, { id: gone.id, deleted: true, database_kept: false });
-  assert.is((await request(svc.api, 'GET', `/api/syncs/${gone.id}`, { token: alice.token })).status, 404);
+  assert.is((await request(svc.api, 'GET', `/api/syncs/${gone.id}`, { token: erin.token })).status, 404);
+  const kept = (await request(svc.api, 'POST', '/api/syncs', { token: erin.token, body: stripeSyncBody() })).body;
 
-  const keep = await request(svc.api, 'DELETE', `/api/syncs/${kept.id}?keep_database=true`, { token: alice.token });
+  const keep = await request(svc.api, 'DELETE', `/api/syncs/${kept.id}?keep_database=true`, { token: erin.token });
   assert.is(keep.status, 200);
   assert.is(keep.body.database_kept, true);
   const rows = await query(kept.database.url, 'SELECT count(*)::int AS n FROM _sync_meta');
@@ -193,7 +197,7 @@ test('deleting a sync drops its database; keep_database keeps it readable', asyn
     [gone.database.name, kept.database.name],
   ]);
   assert.equal(slots, [], 'no slot stays behind, even for a kept database');
-  const bad = await request(svc.api, 'DELETE', `/api/syncs/${kept.id}?keep_database=maybe`, { token: alice.token });
+  const bad = await request(svc.api, 'DELETE', `/api/syncs/${kept.id}?keep_database=maybe`, { token: erin.token });
   assert.is(bad.status, 404, 'already deleted');
 });
 

@@ -13,7 +13,9 @@ test.before(async () => {
   svc = await startTestService();
   const account = await createAccount(svc);
   const sync = (await request(svc.api, 'POST', '/api/syncs', { token: account.token, body: stripeSyncBody() })).body;
-  const second = (await request(svc.api, 'POST', '/api/syncs', { token: account.token, body: stripeSyncBody() })).body;
+  // Another tenant's sync (one account may not sync one Stripe key twice).
+  const neighbour = await createAccount(svc, 'neighbour');
+  const second = (await request(svc.api, 'POST', '/api/syncs', { token: neighbour.token, body: stripeSyncBody() })).body;
   reader = sync.database.url;
   admin = withDatabase(serverAdminUrl(), sync.database.name);
   other = second.database;

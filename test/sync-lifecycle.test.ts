@@ -25,20 +25,21 @@ async function leftovers(names: string[]): Promise<Leftovers> {
 test('50 syncs created and deleted in a row leave no database, role or slot behind', async () => {
   const svc = await startTestService();
   try {
-    const account = await createAccount(svc);
-    const made: Array<{ id: string; name: string }> = [];
+    // One sync per account: an account syncs one Stripe account once, and within its limits.
+    const made: Array<{ id: string; name: string; token: string }> = [];
     for (let i = 0; i < 50; i++) {
+      const account = await createAccount(svc, `tenant ${i}`);
       const answer = await request(svc.api, 'POST', '/api/syncs', { token: account.token, body: stripeSyncBody() });
       assert.is(answer.status, 201, answer.text);
-      made.push({ id: answer.body.id, name: answer.body.database.name });
+      made.push({ id: answer.body.id, name: answer.body.database.name, token: account.token });
     }
     const names = made.map((m) => m.name);
     const during = await leftovers(names);
     assert.is(during.databases.length, 50);
     assert.is(during.roles.length, 50);
     assert.is(during.slots.length, 50);
-    for (const { id } of made) {
-      const answer = await request(svc.api, 'DELETE', `/api/syncs/${id}`, { token: account.token });
+    for (const { id, token } of made) {
+      const answer = await request(svc.api, 'DELETE', `/api/syncs/${id}`, { token });
       assert.is(answer.status, 200, answer.text);
     }
     assert.equal(await leftovers(names), { databases: [], roles: [], slots: [] });

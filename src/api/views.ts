@@ -13,6 +13,11 @@ export function accountView(account: Account) {
   return { id: account.id, name: account.name, created_at: account.createdAt.toISOString() };
 }
 
+/** An account with the operator's limits (the answer to changing them). */
+export function accountLimitsView(account: Account) {
+  return { ...accountView(account), limits: { max_syncs: account.maxSyncs, reader_connection_budget: account.readerConnectionBudget } };
+}
+
 /** The one answer that carries the account's token and event password. */
 export function newAccountView(account: Account, apiToken: Secret, eventsPassword: Secret, events: EventEndpoints) {
   return {
@@ -36,7 +41,7 @@ export function syncView(sync: SyncRecord, readerUrl: string, events: EventEndpo
     account_id: sync.accountId,
     ...(sync.baseId !== null ? { base_id: sync.baseId } : {}),
     settings: sync.settings,
-    database: { name: sync.databaseName, url: readerUrl },
+    database: { name: sync.databaseName, url: readerUrl, connection_limit: sync.readerConnectionLimit },
     events: {
       topic_prefix: `svc.${sync.id}.`,
       rest_url: events.restUrl,

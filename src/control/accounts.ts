@@ -7,6 +7,9 @@ export interface Account {
   name: string;
   eventsUsername: string;
   createdAt: Date;
+  /** Operator limits: syncs the account may have, and connections its readers may hold in all. */
+  maxSyncs: number;
+  readerConnectionBudget: number;
 }
 
 export interface NewAccount {
@@ -20,14 +23,18 @@ interface AccountRow {
   name: string;
   events_username: string;
   created_at: Date;
+  max_syncs: number;
+  reader_connection_budget: number;
 }
 
-const columns = 'id, name, events_username, created_at';
+const columns = 'id, name, events_username, created_at, max_syncs, reader_connection_budget';
 const toAccount = (row: AccountRow): Account => ({
   id: row.id,
   name: row.name,
   eventsUsername: row.events_username,
   createdAt: row.created_at,
+  maxSyncs: row.max_syncs,
+  readerConnectionBudget: row.reader_connection_budget,
 });
 
 const passwordAad = (accountId: string) => `accounts:${accountId}:events_password`;
@@ -67,6 +74,16 @@ export class AccountStore {
   async list(): Promise<Account[]> {
     const { rows } = await this.pool.query<AccountRow>(`SELECT ${columns} FROM accounts ORDER BY created_at, id`);
     return rows.map(toAccount);
+  }
+
+  /** The operator's limits; undefined for an unknown account. A budget below what readers hold now only stops new ones. */
+  async setLimits(id: string, limits: { maxSyncs?: number; readerConnectionBudget?: number }): Promise<Account | undefined> {
+    const { rows } = await this.pool.query<AccountRow>(
+      `UPDATE accounts SET max_syncs = coalesce($2, max_syncs), reader_connection_budget = coalesce($3, reader_connection_budget)
+        WHERE id = $1 RETURNING ${columns}`,
+      [id, limits.maxSyncs ?? null, limits.readerConnectionBudget ?? null],
+    );
+    return rows[0] && toAccount(rows[0]);
   }
 
   async eventsPassword(accountId: string): Promise<Secret | undefined> {

@@ -25,6 +25,8 @@ interface SessionRow {
   name: string | null;
   events_username: string | null;
   account_created_at: Date | null;
+  max_syncs: number | null;
+  reader_connection_budget: number | null;
 }
 
 const randomToken = () => randomBytes(32).toString('base64url');
@@ -61,7 +63,7 @@ export class ConsoleSessions {
   async find(id: string, adminTokenSha256: string | undefined): Promise<ConsoleSession | undefined> {
     const { rows } = await this.pool.query<SessionRow>(
       `SELECT s.account_id, s.admin_token_sha256, s.csrf_token, s.last_seen_at,
-              a.name, a.events_username, a.created_at AS account_created_at
+              a.name, a.events_username, a.created_at AS account_created_at, a.max_syncs, a.reader_connection_budget
          FROM console_sessions s LEFT JOIN accounts a ON a.id = s.account_id
         WHERE s.id_sha256 = $1 AND s.expires_at > now()
           AND s.created_at > now() - make_interval(secs => $2)`,
@@ -74,7 +76,14 @@ export class ConsoleSessions {
       if (row.name === null) return undefined;
       principal = {
         kind: 'account',
-        account: { id: row.account_id, name: row.name, eventsUsername: row.events_username!, createdAt: row.account_created_at! },
+        account: {
+          id: row.account_id,
+          name: row.name,
+          eventsUsername: row.events_username!,
+          createdAt: row.account_created_at!,
+          maxSyncs: row.max_syncs!,
+          readerConnectionBudget: row.reader_connection_budget!,
+        },
       };
     } else {
       if (!adminTokenSha256 || row.admin_token_sha256 !== adminTokenSha256) return undefined;

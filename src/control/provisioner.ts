@@ -80,11 +80,11 @@ const largeObjectWriters = ['lo_create(oid)', 'lo_creat(integer)', 'lo_from_byte
  * - one publication over schema `public` and one logical slot for the decoder; tables
  *   rebuilt in `public_swap` are outside the publication until they are swapped in.
  */
-export async function provisionDatabase(db: SyncDatabase, password: string, logger: Logger): Promise<void> {
+export async function provisionDatabase(db: SyncDatabase, password: string, logger: Logger, connectionLimit = 5): Promise<void> {
   const role = ident(db.role);
   const database = ident(db.name);
   await withClient(db.adminUrl, async (admin) => {
-    await admin.query(`CREATE ROLE ${role} LOGIN NOINHERIT CONNECTION LIMIT 50 PASSWORD '${scramVerifier(password)}'`);
+    await admin.query(`CREATE ROLE ${role} LOGIN NOINHERIT CONNECTION LIMIT ${Math.trunc(connectionLimit)} PASSWORD '${scramVerifier(password)}'`);
     for (const setting of READER_SETTINGS) await admin.query(`ALTER ROLE ${role} SET ${setting.name} = '${setting.value}'`);
     await admin.query(`CREATE DATABASE ${database} TEMPLATE template0 ENCODING 'UTF8'`);
     await admin.query(`REVOKE ALL ON DATABASE ${database} FROM PUBLIC`);
@@ -168,6 +168,26 @@ export async function dropDatabase(db: SyncDatabase, options: { keepDatabase: bo
     await admin.query(`DROP ROLE IF EXISTS ${ident(db.role)}`);
   });
   logger.info({ database: db.name }, 'sync database dropped');
+}
+
+/**
+ * Readers must not be able to take the connection slots the service itself needs (its
+ * writers, the decoder's lookups, the proxy's write-through). On a server where Tributary's
+ * role gets no reserved slots (superuser_reserved_connections for a superuser, PostgreSQL
+ * 16's reserved_connections with pg_use_reserved_connections otherwise), say so at start.
+ */
+export async function reservedSlots(adminUrl: string): Promise<number> {
+  return withClient(adminUrl, async (admin) => {
+    const { rows } = await admin.query<{ slots: number }>(
+      `SELECT CASE WHEN r.rolsuper THEN current_setting('superuser_reserved_connections')::int
+                     + coalesce(current_setting('reserved_connections', true)::int, 0)
+                   WHEN pg_has_role(current_user, 'pg_use_reserved_connections', 'MEMBER')
+                     THEN coalesce(current_setting('reserved_connections', true)::int, 0)
+                   ELSE 0 END AS slots
+         FROM pg_roles r WHERE r.rolname = current_user`,
+    );
+    return rows[0]?.slots ?? 0;
+  }).catch(() => 0);
 }
 
 /**

@@ -1,7 +1,8 @@
+import { createHash } from 'node:crypto';
 import { TributaryError } from '../errors.ts';
 import { newDatabaseName, newPassword, newSyncId } from '../ids.ts';
 import type { Logger } from '../log.ts';
-import { withCredentials, withDatabase } from '../db/sql.ts';
+import { ident, withClient, withCredentials, withDatabase } from '../db/sql.ts';
 import { AttemptLimiter, checkServerUrl, type ServerUrlPolicy } from './server-url.ts';
 import { checkServer, dropDatabase, provisionDatabase, restoreReaderRole, type SyncDatabase } from './provisioner.ts';
 import { defaultSettings, settingsPatchSchema, type SyncKind, type SyncSettings } from './settings.ts';
@@ -57,7 +58,7 @@ export class SyncService {
     const checked = (await this.options.upstreamChecks?.[input.kind]?.(input)) ?? {};
 
     const databaseName = newDatabaseName();
-    let record: SyncRecord;
+    let record: SyncRecord & { readerConnectionLimit: number };
     try {
       record = await store.insert({
         id: newSyncId(),
@@ -73,6 +74,8 @@ export class SyncService {
         customServerUrl: input.databaseUrl,
         upstreamName: checked.upstreamName ?? null,
         warnings: checked.warnings ?? [],
+        // One Stripe key, one sync per account (without an account id, the key is all there is to compare).
+        apiKeySha256: input.kind === 'stripe' ? createHash('sha256').update(input.apiKey).digest('hex') : null,
       });
     } catch (error) {
       if ((error as { code?: string }).code === '23505') {
@@ -85,7 +88,7 @@ export class SyncService {
     // `provisioning`, which the reconciler removes together with whatever was built.
     try {
       const db = await this.database(record);
-      await provisionDatabase(db, (await store.databasePassword(record.id)).reveal(), logger);
+      await provisionDatabase(db, (await store.databasePassword(record.id)).reveal(), logger, record.readerConnectionLimit);
       await this.options.prepareDatabase?.[record.kind]?.(withDatabase(db.adminUrl, db.name));
       await store.setState(record.id, 'active');
     } catch (cause) {
@@ -138,6 +141,15 @@ export class SyncService {
       url = parsed.toString();
     }
     return withCredentials(url, record.databaseRole, (await this.options.store.databasePassword(record.id)).reveal());
+  }
+
+  /** The operator's CONNECTION LIMIT for the sync's reader, within its account's budget. */
+  async setReaderConnectionLimit(record: SyncRecord, limit: number): Promise<void> {
+    const db = await this.database(record);
+    await this.options.store.setReaderConnectionLimit(record, limit, () =>
+      withClient(db.adminUrl, (admin) => admin.query(`ALTER ROLE ${ident(db.role)} CONNECTION LIMIT ${Math.trunc(limit)}`)).then(() => undefined),
+    );
+    this.options.logger.info({ sync: record.id, reader_connection_limit: limit }, 'reader connection limit changed');
   }
 
   /** Puts the sync's read-only role back as provisioned (restoreReaderRole); true when it had been changed. */

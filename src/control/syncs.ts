@@ -1,4 +1,5 @@
 import { inTransaction } from '../db/sql.ts';
+import { TributaryError } from '../errors.ts';
 import type pg from 'pg';
 import type { Secret, SecretBox } from './secrets.ts';
 import type { SyncKind, SyncSettings } from './settings.ts';
@@ -36,6 +37,8 @@ export interface SyncRecord {
   warnings: string[];
   /** Where the sync's decoder stands: events logged so far, WAL bytes the slot is behind. */
   decoder: { eventsLogged: number; slotLagBytes: number | null };
+  /** The reader role's CONNECTION LIMIT (counted against the account's budget). */
+  readerConnectionLimit: number;
   createdAt: Date;
   updatedAt: Date;
 }
@@ -54,7 +57,12 @@ export interface NewSync {
   customServerUrl: string | null;
   upstreamName: string | null;
   warnings?: string[];
+  /** SHA-256 of the upstream key (Stripe: a second sync of one key in one account is refused). */
+  apiKeySha256?: string | null;
 }
+
+/** The reader role's CONNECTION LIMIT a new sync gets, within its account's budget. */
+export const DEFAULT_READER_CONNECTIONS = 5;
 
 interface SyncRow {
   id: string;
@@ -82,13 +90,14 @@ interface SyncRow {
   updated_at: Date;
   events_logged: string | null;
   slot_lag_bytes: string | null;
+  reader_connection_limit: number;
 }
 
 const columns = `id, account_id, kind, base_id, upstream_account_id, settings, state, keep_database,
   database_name, database_role, database_server_enc IS NOT NULL AS custom_server,
   started_at, completed_at, extract(epoch FROM duration_last)::float8 AS duration_last_s,
   last_error, last_error_at, last_error_kind, extract(epoch FROM duration_usual)::float8 AS duration_usual_s,
-  upstream_name, upstream_warnings, progress, created_at, updated_at,
+  upstream_name, upstream_warnings, progress, created_at, updated_at, reader_connection_limit,
   (SELECT seq FROM decoder_progress d WHERE d.sync_id = syncs.id) AS events_logged,
   (SELECT slot_lag_bytes FROM decoder_progress d WHERE d.sync_id = syncs.id) AS slot_lag_bytes`;
 
@@ -117,6 +126,7 @@ const toRecord = (row: SyncRow): SyncRecord => ({
   upstreamName: row.upstream_name,
   warnings: row.upstream_warnings,
   decoder: { eventsLogged: Number(row.events_logged ?? 0), slotLagBytes: row.slot_lag_bytes === null ? null : Number(row.slot_lag_bytes) },
+  readerConnectionLimit: row.reader_connection_limit,
   createdAt: row.created_at,
   updatedAt: row.updated_at,
 });
@@ -130,13 +140,48 @@ export class SyncStore {
     private readonly box: SecretBox,
   ) {}
 
-  async insert(sync: NewSync): Promise<SyncRecord> {
-    const { rows } = await this.pool.query<SyncRow>(
-      `INSERT INTO syncs (id, account_id, kind, base_id, upstream_account_id, api_key_enc, settings,
-         database_name, database_role, database_password_enc, database_server_enc, upstream_name, upstream_warnings)
-       VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)
-       RETURNING ${columns}`,
-      [
+  /**
+   * Inserts a sync within its account's limits, decided under a lock on the account so two
+   * creates cannot both take the last place: a second sync of the same upstream (Airtable base,
+   * Stripe account or key) is a 409 naming the first; so is one past the account's `max_syncs`,
+   * or one whose reader would overdraw the account's connection budget. The reader gets
+   * DEFAULT_READER_CONNECTIONS, or what is left of the budget if less.
+   */
+  async insert(sync: NewSync): Promise<SyncRecord & { readerConnectionLimit: number }> {
+    return inTransaction(this.pool, async (tx) => {
+      await tx.query("SELECT pg_advisory_xact_lock(hashtextextended('syncs of ' || $1, 0))", [sync.accountId]);
+      const { rows: same } = await tx.query<{ id: string }>(
+        `SELECT id FROM syncs WHERE account_id = $1 AND kind = $2 AND state <> 'deleting'
+            AND (base_id = $3 OR upstream_account_id = $4 OR api_key_sha256 = $5) LIMIT 1`,
+        [sync.accountId, sync.kind, sync.baseId, sync.upstreamAccountId, sync.apiKeySha256 ?? null],
+      );
+      if (same[0]) {
+        const what = sync.kind === 'airtable' ? `base ${sync.baseId}` : sync.upstreamAccountId ? `Stripe account ${sync.upstreamAccountId}` : 'this Stripe key';
+        throw new TributaryError('conflict', `this account already syncs ${what}: sync ${same[0].id}`);
+      }
+      const { rows: limits } = await tx.query<{ max_syncs: number; budget: number; syncs: number; used: number }>(
+        `SELECT a.max_syncs, a.reader_connection_budget AS budget,
+                (SELECT count(*)::int FROM syncs s WHERE s.account_id = a.id AND s.state <> 'deleting') AS syncs,
+                (SELECT coalesce(sum(s.reader_connection_limit), 0)::int FROM syncs s WHERE s.account_id = a.id AND s.state <> 'deleting') AS used
+           FROM accounts a WHERE a.id = $1`,
+        [sync.accountId],
+      );
+      const limit = limits[0];
+      if (!limit) throw new TributaryError('unprocessable', `account ${sync.accountId} does not exist`);
+      if (limit.syncs >= limit.max_syncs) {
+        throw new TributaryError('conflict', `this account has reached its limit of ${limit.max_syncs} syncs (the operator can raise it)`);
+      }
+      const readerLimit = Math.min(DEFAULT_READER_CONNECTIONS, limit.budget - limit.used);
+      if (readerLimit < 1) {
+        throw new TributaryError('conflict', `this account's readers already hold its whole connection budget of ${limit.budget} (the operator can raise it)`);
+      }
+      const { rows } = await tx.query<SyncRow>(
+        `INSERT INTO syncs (id, account_id, kind, base_id, upstream_account_id, api_key_enc, settings,
+           database_name, database_role, database_password_enc, database_server_enc, upstream_name, upstream_warnings,
+           reader_connection_limit, api_key_sha256)
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15)
+         RETURNING ${columns}`,
+        [
         sync.id,
         sync.accountId,
         sync.kind,
@@ -150,9 +195,36 @@ export class SyncStore {
         sync.customServerUrl === null ? null : this.box.encrypt(sync.customServerUrl, aad(sync.id, 'database_server')),
         sync.upstreamName,
         sync.warnings ?? [],
+        readerLimit,
+        sync.apiKeySha256 ?? null,
       ],
-    );
-    return toRecord(rows[0]!);
+      );
+      return { ...toRecord(rows[0]!), readerConnectionLimit: readerLimit };
+    });
+  }
+
+  /**
+   * The operator sets a reader's CONNECTION LIMIT: within the account's budget (with the other
+   * readers' limits), decided under the account's lock; `apply` changes the role itself before
+   * the row records it.
+   */
+  async setReaderConnectionLimit(sync: SyncRecord, limit: number, apply: () => Promise<void>): Promise<void> {
+    await inTransaction(this.pool, async (tx) => {
+      await tx.query("SELECT pg_advisory_xact_lock(hashtextextended('syncs of ' || $1, 0))", [sync.accountId]);
+      const { rows } = await tx.query<{ budget: number; others: number }>(
+        `SELECT a.reader_connection_budget AS budget,
+                (SELECT coalesce(sum(s.reader_connection_limit), 0)::int FROM syncs s
+                  WHERE s.account_id = a.id AND s.state <> 'deleting' AND s.id <> $2) AS others
+           FROM accounts a WHERE a.id = $1`,
+        [sync.accountId, sync.id],
+      );
+      const { budget, others } = rows[0]!;
+      if (others + limit > budget) {
+        throw new TributaryError('conflict', `reader_connection_limit: the account's other readers hold ${others} of its budget of ${budget}; at most ${Math.max(0, budget - others)} is left`);
+      }
+      await apply();
+      await tx.query('UPDATE syncs SET reader_connection_limit = $2, updated_at = now() WHERE id = $1', [sync.id, limit]);
+    });
   }
 
   async get(id: string): Promise<SyncRecord | undefined> {

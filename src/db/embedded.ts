@@ -129,6 +129,9 @@ export async function startEmbeddedPostgres(options: EmbeddedPostgresOptions): P
       '-c max_replication_slots=500',
       '-c max_wal_senders=500',
       '-c max_connections=600',
+      // The service connects as the superuser: readers (never superusers) can take at most
+      // 500 slots, and the service's pools always find one.
+      '-c superuser_reserved_connections=100',
       '-c wal_sender_timeout=60s',
     ].join(' ');
     logger.info({ port, dir: pgDir }, 'starting embedded PostgreSQL');

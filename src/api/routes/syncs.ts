@@ -48,7 +48,14 @@ const createSync = z.discriminatedUnion('kind', [
     .strict(),
 ]);
 
-const patchSync = z.object({ settings: z.record(z.unknown()) }).strict();
+const patchSync = z
+  .object({
+    settings: z.record(z.unknown()).optional(),
+    /** Operator only: the reader role's CONNECTION LIMIT, within the account's budget. */
+    reader_connection_limit: z.number().int().min(1).max(10_000).optional(),
+  })
+  .strict()
+  .refine((v) => v.settings !== undefined || v.reader_connection_limit !== undefined, 'give settings or reader_connection_limit');
 
 /** An account sees only its own syncs; anyone else's answer exactly like a missing one. */
 export async function findSync(api: ApiOptions, principal: Principal, id: string): Promise<SyncRecord> {
@@ -119,8 +126,15 @@ export function syncRoutes(router: Router, api: ApiOptions): void {
     const principal = await api.authenticate(ctx);
     const sync = await findSync(api, principal, ctx.params.id!);
     const input = validate(patchSync, await readJson(ctx, api.bodyLimit));
-    const updated = await api.syncService.updateSettings(sync, input.settings);
-    api.logger.info({ sync: sync.id, settings: updated.settings }, 'sync settings changed');
+    if (input.reader_connection_limit !== undefined) {
+      if (principal.kind !== 'admin') throw new TributaryError('forbidden', 'reader_connection_limit is set by the operator (admin token)');
+      await api.syncService.setReaderConnectionLimit(sync, input.reader_connection_limit);
+    }
+    let updated = (await api.syncs.get(sync.id)) ?? sync;
+    if (input.settings !== undefined) {
+      updated = await api.syncService.updateSettings(updated, input.settings);
+      api.logger.info({ sync: sync.id, settings: updated.settings }, 'sync settings changed');
+    }
     ctx.body = await view(api, updated);
   });
 
