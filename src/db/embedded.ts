@@ -17,6 +17,8 @@ export interface EmbeddedPostgresOptions {
   /** Interface to listen on; `0.0.0.0` listens everywhere. */
   listen?: string;
   logger: Logger;
+  /** Connection slots (default 600), a sixth of them reserved for superusers (the service). */
+  maxConnections?: number;
 }
 
 export interface EmbeddedPostgres {
@@ -121,6 +123,7 @@ export async function startEmbeddedPostgres(options: EmbeddedPostgresOptions): P
     logger.info({ dir: pgDir }, 'embedded PostgreSQL already running; reusing it');
   } else {
     const listen = options.listen === '0.0.0.0' ? '*' : options.listen ?? '127.0.0.1';
+    const maxConnections = options.maxConnections ?? 600;
     const settings = [
       `-p ${port}`,
       `-c listen_addresses='${listen}'`,
@@ -128,10 +131,10 @@ export async function startEmbeddedPostgres(options: EmbeddedPostgresOptions): P
       '-c wal_level=logical',
       '-c max_replication_slots=500',
       '-c max_wal_senders=500',
-      '-c max_connections=600',
+      `-c max_connections=${maxConnections}`,
       // The service connects as the superuser: readers (never superusers) can take at most
-      // 500 slots, and the service's pools always find one.
-      '-c superuser_reserved_connections=100',
+      // five sixths of the slots, and the service's pools always find one.
+      `-c superuser_reserved_connections=${Math.floor(maxConnections / 6)}`,
       '-c wal_sender_timeout=60s',
     ].join(' ');
     logger.info({ port, dir: pgDir }, 'starting embedded PostgreSQL');

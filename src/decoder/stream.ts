@@ -264,7 +264,7 @@ export class Decoder {
       this.batchCommit = { commitLsn, endLsn };
     } else if (txn?.logged) {
       // Replayed and already logged: nothing to write, but the slot may move past it.
-      this.flushing = this.flushing.then(() => this.acknowledge(endLsn));
+      this.chain(() => this.acknowledge(endLsn));
     }
     if (this.batch.length >= (this.options.maxBatch ?? 5000)) {
       // A full batch goes now if it may; the stream waits only while two are in flight.
@@ -327,11 +327,23 @@ export class Decoder {
     const candidate = this.idleCandidate;
     if (!candidate || this.handled < candidate.upTo || this.txn || this.batchCommit || this.batch.length > 0) return false;
     this.idleCandidate = undefined;
-    this.flushing = this.flushing.then(() => {
+    this.chain(() => {
       if (lsnToBigInt(candidate.lsn) > lsnToBigInt(this.ackedLsn)) return this.acknowledge(candidate.lsn);
       return this.acknowledge(this.ackedLsn);
     });
     return true;
+  }
+
+  /**
+   * Queues `next` after the flushes in flight. A failed flush ends the session (flush() hands
+   * it to the stream); a promise chained on it rejects too, and until something awaits it,
+   * Node counts that as unhandled and ends the process: found when the control database
+   * refused connections (too many clients) and the whole service exited.
+   */
+  private chain(next: () => Promise<void> | void): void {
+    const chained = this.flushing.then(next);
+    chained.catch(() => undefined);
+    this.flushing = chained;
   }
 
   /**

@@ -7,7 +7,7 @@ import { TributaryError, toError } from '../errors.ts';
 import type { Logger } from '../log.ts';
 import type { ProxyMetrics } from '../metrics/index.ts';
 import type { QuotaGrant, QuotaLimiter } from '../quota/limiter.ts';
-import { retryTransient } from '../db/transient.ts';
+import { isTransientDbError, retryTransient } from '../db/transient.ts';
 import { upstreamBase } from '../upstream/http.ts';
 import { decoded, DEFAULT_MAX_BODY_BYTES, declaredLength, jsonOf, readAll, sizeLimit, tooLarge } from './body.ts';
 import { ProxyError, refuse, sendProxyError } from './errors.ts';
@@ -135,6 +135,13 @@ export function createProxyHandler(options: ProxyOptions): ProxyHandler {
         throw error;
       }
       if (queue && plan.quota) grant = await (taking ?? queue.take(plan.quota.key, plan.quota.rule, gone.signal, plan.quota.also));
+    } catch (error) {
+      // Nothing went upstream: the quota or the sync's lookup needs the control database, which
+      // refused (restart, full slots). A 503 the client may retry, not an opaque 500.
+      if (isTransientDbError(error)) {
+        throw new ProxyError('unavailable', "Tributary's database is unavailable for a moment; the request was not sent upstream, retry it", { 'retry-after': '1' }, { cause: error });
+      }
+      throw error;
     } finally {
       res.off('close', leave);
     }

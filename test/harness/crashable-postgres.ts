@@ -13,10 +13,11 @@ export class CrashablePostgres {
     readonly name: string,
     private readonly dir: string,
     readonly port: number,
+    private readonly maxConnections?: number,
   ) {}
 
-  static async start(name: string, dir: string): Promise<CrashablePostgres> {
-    const pg = new CrashablePostgres(name, dir, await freePort());
+  static async start(name: string, dir: string, maxConnections?: number): Promise<CrashablePostgres> {
+    const pg = new CrashablePostgres(name, dir, await freePort(), maxConnections);
     await pg.start();
     return pg;
   }
@@ -34,7 +35,7 @@ export class CrashablePostgres {
   }
 
   async start(): Promise<void> {
-    this.server = await startEmbeddedPostgres({ dir: this.dir, port: this.port, logger: createLogger({ level: 'warn' }) });
+    this.server = await startEmbeddedPostgres({ dir: this.dir, port: this.port, logger: createLogger({ level: 'warn' }), maxConnections: this.maxConnections });
   }
 
   async crash(): Promise<void> {

@@ -1,0 +1,166 @@
+/**
+ * A server out of connection slots must not end any loop, or the process: with the slots of
+ * the server that holds the control database and the sync databases all taken from outside
+ * (as one tenant's readers once took 597 of 600), the decoder, appenders, runners, proxy
+ * write-through and webhook deliverers fail for a while; once the slots are free they all
+ * recover without a restart, and nothing is lost. It once ended the process on an unhandled
+ * rejection from the decoder's flush chain.
+ */
+import { mkdtemp, rm } from 'node:fs/promises';
+import http from 'node:http';
+import type { AddressInfo } from 'node:net';
+import os from 'node:os';
+import path from 'node:path';
+import pg from 'pg';
+import Stripe from 'stripe';
+import { test } from 'uvu';
+import * as assert from 'uvu/assert';
+import { STRIPE_API_VERSION } from '../src/stripe/catalog.ts';
+import { pause } from '../src/time.ts';
+import { CrashablePostgres } from './harness/crashable-postgres.ts';
+import { query } from './harness/postgres.ts';
+import { waitFor } from './harness/process.ts';
+import { createAccount, request, startTestService, STRIPE_TEST_KEYS, stripeSyncBody, type TestService, waitOk } from './harness/service.ts';
+
+let dir: string;
+let server: CrashablePostgres;
+let svc: TestService;
+let receiver: http.Server;
+const received: Array<{ id: string; data: { name?: string } }> = [];
+const unhandled: unknown[] = [];
+const onUnhandled = (reason: unknown) => unhandled.push(reason);
+
+test.before(async () => {
+  process.on('unhandledRejection', onUnhandled);
+  dir = await mkdtemp(path.join(os.tmpdir(), 'tributary-full-'));
+  // A small server: 60 slots, 10 of them reserved for superusers.
+  server = await CrashablePostgres.start('full', dir, 60);
+  await query(server.adminUrl, 'CREATE DATABASE ctl');
+  svc = await startTestService({
+    config: {
+      databaseUrl: server.databaseUrl('ctl'),
+      targetDatabaseUrl: server.adminUrl,
+      roles: ['api', 'proxy', 'sync', 'decoder'],
+      webhookAllowPrivate: true,
+    },
+    tunables: { workerTickMs: 250, stripe: { pollIntervalMs: 500 }, webhooks: { schedule: { initialDelayMs: 200, maxDelayMs: 2000 } } },
+  });
+  receiver = http.createServer((req, res) => {
+    let body = '';
+    req.on('data', (chunk: Buffer) => (body += chunk.toString()));
+    req.on('end', () => {
+      received.push(JSON.parse(body));
+      res.end('ok');
+    });
+  });
+  await new Promise<void>((resolve) => receiver.listen(0, '127.0.0.1', resolve));
+});
+
+test.after(async () => {
+  process.off("unhandledRejection", onUnhandled);
+  receiver?.close();
+  await svc?.stop();
+  await server?.stop();
+  await rm(dir, { recursive: true, force: true });
+});
+
+/**
+ * Takes every slot of the server, as the superuser: not even reserved ones stay free. The
+ * service's own connections are ended too (as a restart or a failover would end them), then
+ * their slots taken before it gets them back, a few times over.
+ */
+async function fillSlots(): Promise<pg.Client[]> {
+  const held: pg.Client[] = [];
+  const mine = new Set<number>();
+  for (let round = 0; round < 3; round++) {
+    for (;;) {
+      const client = new pg.Client({ connectionString: server.adminUrl });
+      client.on('error', () => undefined);
+      try {
+        await client.connect();
+      } catch (error) {
+        assert.match((error as Error).message, /too many clients|reserved for/);
+        break;
+      }
+      held.push(client);
+      mine.add(Number((await client.query<{ pid: number }>('SELECT pg_backend_pid() AS pid')).rows[0]!.pid));
+    }
+    await held[0]!.query('SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE pid <> ALL($1::int[]) AND backend_type IN (\'client backend\', \'walsender\')', [[...mine]]);
+  }
+  return held;
+}
+
+test("with every connection slot taken from outside, the service's loops wait, then recover without a restart, nothing lost", async () => {
+  const account = await createAccount(svc);
+  const created = await request(svc.api, 'POST', '/api/syncs', { token: account.token, body: stripeSyncBody() });
+  assert.is(created.status, 201, created.text);
+  const syncId: string = created.body.id;
+  const hook = await request(svc.api, 'POST', `/api/syncs/${syncId}/webhooks`, {
+    token: account.token,
+    body: { url: `http://127.0.0.1:${(receiver.address() as AddressInfo).port}/`, topics: [`svc.${syncId}.customer`] },
+  });
+  assert.is(hook.status, 201, hook.text);
+  const fake = new URL(svc.stripe!.url);
+  const direct = new Stripe(STRIPE_TEST_KEYS[0]!, { host: fake.hostname, port: Number(fake.port), protocol: 'http', apiVersion: STRIPE_API_VERSION as never, maxNetworkRetries: 0 });
+  const proxied = new Stripe(STRIPE_TEST_KEYS[0]!, { host: '127.0.0.1', port: svc.service.proxyPort!, protocol: 'http', apiVersion: STRIPE_API_VERSION as never, maxNetworkRetries: 0, timeout: 60_000 });
+  const first = await direct.customers.create({ name: 'Before' });
+  const second = await direct.customers.create({ name: 'Before' });
+  await waitFor('the backfill', async () => ((await request(svc.api, 'GET', `/api/syncs/${syncId}`, { token: account.token })).body.status.completed_at ? true : undefined), 60_000);
+  await waitOk(svc, account.token, syncId, 30_000);
+
+  // Changes keep coming while the server is full: batches are in flight when it refuses.
+  const busy = await direct.customers.create({ name: 'Busy 0' });
+  let edits = 0;
+  let editing = true;
+  const editor = (async () => {
+    while (editing) {
+      await direct.customers.update(busy.id, { name: `Busy ${++edits}` });
+      await pause(150);
+    }
+  })();
+  await pause(1000);
+  const held = await fillSlots();
+  assert.ok(held.length > 0, 'slots were taken');
+  let proxiedAnswer: Promise<Stripe.Customer>;
+  try {
+    // While the server refuses everyone: a change upstream the sync must pick up, and a
+    // proxied write whose write-through must wait.
+    await direct.customers.update(first.id, { name: 'Changed while full' });
+    proxiedAnswer = proxied.customers.update(second.id, { name: 'Proxied while full' });
+    proxiedAnswer.catch(() => undefined);
+    await pause(4000);
+  } finally {
+    for (const client of held) await client.end().catch(() => undefined);
+    editing = false;
+    await editor;
+  }
+
+  const answer: Stripe.Customer | Error = await proxiedAnswer.catch((error: Error) => error);
+  if (answer instanceof Error) {
+    // Refused before it left: a 503 from the proxy, nothing done upstream; the client retries.
+    assert.is((answer as Stripe.errors.StripeError).statusCode, 503, answer.message);
+    assert.match(answer.message, /not sent upstream/);
+    assert.is((await direct.customers.retrieve(second.id) as Stripe.Customer).name, 'Before', 'not forwarded');
+    assert.is((await proxied.customers.update(second.id, { name: 'Proxied while full' })).name, 'Proxied while full');
+  } else {
+    assert.is(answer.name, 'Proxied while full');
+  }
+  await waitOk(svc, account.token, syncId, 60_000);
+  const rows = await query<{ id: string; name: string }>(created.body.database.url, 'SELECT id, name FROM customer WHERE id = ANY($1) ORDER BY name', [[busy.id, first.id, second.id]]);
+  assert.equal(
+    rows.map((r) => r.name),
+    [`Busy ${edits}`, 'Changed while full', 'Proxied while full'],
+  );
+  await waitFor('the changes delivered to the webhook', async () => {
+    const names = new Set(received.map((e) => `${e.id}:${e.data.name}`));
+    return names.has(`${first.id}:Changed while full`) && names.has(`${second.id}:Proxied while full`) && names.has(`${busy.id}:Busy ${edits}`) ? true : undefined;
+  }, 60_000);
+  assert.equal(unhandled, [], 'no unhandled rejection');
+  // The loops are the ones that started with the service: it never restarted them.
+  const view = (await request(svc.api, 'GET', `/api/syncs/${syncId}`, { token: account.token })).body;
+  await waitFor('the sync to turn normal', async () => ((await request(svc.api, 'GET', `/api/syncs/${syncId}`, { token: account.token })).body.status.indicator === 'normal' ? true : undefined), 60_000).catch(() => {
+    throw new Error(`the sync stayed ${view.status.indicator}: ${view.status.last_error}`);
+  });
+});
+
+test.run();
