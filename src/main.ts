@@ -117,6 +117,10 @@ export async function startService(config: Config, logger: Logger, tunables: Tun
 
     const pool = new pg.Pool({ connectionString: controlUrl, max: 10 });
     pool.on('error', (err) => logger.warn({ err }, 'idle control-database connection failed'));
+    // A connection the server ends while it is checked out emits 'error' on the client, which
+    // pg-pool only listens to while the client is idle; unheard, it would end the process.
+    // The failure still reaches the query that was running.
+    pool.on('connect', (client) => client.on('error', () => undefined));
     closers.push(() => pool.end());
 
     // Sync readers live on the shared server: they may open their own database and nothing else.

@@ -237,8 +237,11 @@ export class AirtableRunner {
     const recomment = new Set(plan.recomment.map((m) => m.tableId));
     let records = 0;
     for (const [index, mapping] of desired.entries()) {
+      // Progress is for the console: a control database away for a moment must not abort a rebuild.
       const progress = (phase: string, listed: number) =>
-        this.status.progress({ phase, table: mapping.name, tables_done: index, tables_total: desired.length, records: records + listed });
+        this.status
+          .progress({ phase, table: mapping.name, tables_done: index, tables_total: desired.length, records: records + listed })
+          .catch((error: unknown) => this.options.logger.debug({ err: toError(error) }, 'could not record progress'));
       if (rebuild.has(mapping.tableId)) {
         const rebuildFrom = Date.now();
         this.rebuilding.set(mapping.tableId, new Set());

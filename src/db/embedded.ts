@@ -163,6 +163,7 @@ async function waitForConnection(url: string): Promise<void> {
   const deadline = Date.now() + 30_000;
   for (;;) {
     const client = new pg.Client({ connectionString: url });
+    client.on('error', () => undefined);
     try {
       await client.connect();
       await client.query('select 1');

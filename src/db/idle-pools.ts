@@ -46,6 +46,8 @@ export class IdlePools {
     });
     // A dropped connection (database restarted or deleted) is replaced on the next use.
     pool.on('error', (error) => this.options.onError?.(error, url));
+    // Checked out, a client's 'error' is not heard by the pool (see main.ts); its query fails instead.
+    pool.on('connect', (client) => client.on('error', () => undefined));
     this.pools.set(url, { pool, lastUsed: Date.now() });
     return pool;
   }

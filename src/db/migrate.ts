@@ -12,6 +12,7 @@ const sqlDir = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..', 
  */
 export async function migrateControlDatabase(url: string, logger: Logger): Promise<void> {
   const client = new pg.Client({ connectionString: url });
+  client.on('error', () => undefined); // a dropped connection fails the migration's query instead
   await client.connect();
   try {
     const applied = await migrate({ client }, sqlDir, { logger: (msg) => logger.debug(msg) });

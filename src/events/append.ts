@@ -145,7 +145,16 @@ export class EventAppender {
       () => undefined,
       () => undefined,
     );
-    const { tuples, copy, logged, next, seq } = await turn;
+    let prepared;
+    try {
+      prepared = await turn;
+    } catch (error) {
+      // As below: settle after the append before this one, so the owner's reload sees its end.
+      this.topics.clear();
+      await after?.catch(() => undefined);
+      throw error;
+    }
+    const { tuples, copy, logged, next, seq } = prepared;
     const { pool, syncId } = this.options;
     // After the events, in the same transaction: literals, escaped.
     const closing = next.map(

@@ -39,11 +39,22 @@ export class EventBus {
       if (message.channel === WAITS_CHANNEL && message.payload) this.tokens.get(message.payload)?.();
     });
     client.on('error', (err) => {
+      // Only the current connection's loss matters: one that failed to start was ended below.
+      if (this.client !== client) return;
       this.options.logger.warn({ err: toError(err) }, 'event bus connection lost; reconnecting');
       this.reconnectLater();
     });
-    await client.connect();
-    await client.query(`LISTEN ${EVENTS_CHANNEL}; LISTEN ${WAITS_CHANNEL}`);
+    try {
+      await client.connect();
+      await client.query(`LISTEN ${EVENTS_CHANNEL}; LISTEN ${WAITS_CHANNEL}`);
+    } catch (error) {
+      await client.end().catch(() => undefined);
+      throw error;
+    }
+    if (this.stopped) {
+      await client.end().catch(() => undefined);
+      return;
+    }
     this.client = client;
     // Whatever was logged while we were not listening: wake everyone once.
     for (const syncId of this.listeners.keys()) this.publish(syncId);

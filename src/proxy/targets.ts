@@ -112,8 +112,10 @@ export class SyncTargets {
     await this.targets([id]);
     const entry = this.entries.get(id);
     if (!entry) return undefined;
-    entry.keyDigest ??= entry.target.key().then((key) => digestOf(key.reveal()));
-    return entry.keyDigest;
+    const digest = (entry.keyDigest ??= entry.target.key().then((key) => digestOf(key.reveal())));
+    // A failed read (the control database away) is not remembered: the next request asks again.
+    digest.catch(() => entry.keyDigest === digest && (entry.keyDigest = undefined));
+    return digest;
   }
 
   private async targets(ids: string[]): Promise<SyncTarget[]> {
@@ -144,7 +146,12 @@ export class SyncTargets {
         get pool() {
           return pools.get(url);
         },
-        key: () => (key ??= this.options.syncs.apiKey(sync.id)),
+        key: () => {
+          const reading = (key ??= this.options.syncs.apiKey(sync.id));
+          // A failed read is not remembered (see keyDigest).
+          reading.catch(() => key === reading && (key = undefined));
+          return reading;
+        },
       },
       url,
       lastUsed: Date.now(),

@@ -264,6 +264,8 @@ class ListReader {
       );
     };
     let next: Promise<{ page: StripeList<StripeObject>; requestedAt: number }> | undefined = fetch(startAfter);
+    // Left behind when a stop aborts the loop below before it awaits: its failure is nobody's.
+    next.catch(() => undefined);
     while (next) {
       signal.throwIfAborted();
       const { page, requestedAt }: { page: StripeList<StripeObject>; requestedAt: number } = await next;

@@ -108,7 +108,8 @@ export function openCopy(client: pg.ClientBase, shape: TableShape): CopyStream {
   return {
     async write(text) {
       if (failure) throw failure;
-      if (!stream.write(text)) await new Promise<void>((resolve) => stream.once('drain', resolve));
+      // A connection that ends mid-COPY emits 'error' and never 'drain': wait for either.
+      if (!stream.write(text)) await Promise.race([new Promise<void>((resolve) => stream.once('drain', resolve)), done.catch(() => undefined)]);
       if (failure) throw failure;
     },
     async end() {
