@@ -48,6 +48,21 @@ test('a NUL byte in a path id or a query is a 400, not a 500', async () => {
   refused(await request(svc.api, 'GET', '/api/accounts?x=%00', { token: svc.adminToken }), 400, 'admin query', /NUL/);
 });
 
+test('the event REST interface refuses NUL bytes too, in its paths and its bodies', async () => {
+  const rest = `http://127.0.0.1:${svc.service.eventsPort}`;
+  const auth = `Basic ${Buffer.from(`${alice.eventsUsername}:${alice.eventsPassword}`).toString('base64')}`;
+  const consume = await fetch(`${rest}/consume/g%00/i/svc.${syncId}.table_a`, { headers: { authorization: auth } });
+  const text = await consume.text();
+  assert.is(consume.status, 400, text);
+  assert.match(text, /NUL/);
+  const fetched = await fetch(`${rest}/fetch`, {
+    method: 'POST',
+    headers: { authorization: auth, 'content-type': 'application/json' },
+    body: JSON.stringify({ topic: `svc.${syncId}.a\u0000b`, partition: 0, offset: 0 }),
+  });
+  assert.is(fetched.status, 400, await fetched.text());
+});
+
 test('a delivery id past the bigint range is a 400, not a 500', async () => {
   const hook = await request(svc.api, 'POST', `/api/syncs/${syncId}/webhooks`, { token: alice.token, body: { url: 'https://93.184.216.34/hook', topics: [`svc.${syncId}.table_a`] } });
   assert.is(hook.status, 201, hook.text);

@@ -1,6 +1,7 @@
 import type { Context } from 'koa';
 import type { ZodType, ZodTypeDef } from 'zod';
 import { TributaryError } from '../errors.ts';
+import { refuseNulInJson } from '../http/nul.ts';
 
 export const DEFAULT_BODY_LIMIT = 1024 * 1024;
 
@@ -42,25 +43,8 @@ export async function readJson(ctx: Context, limit = DEFAULT_BODY_LIMIT): Promis
   } catch (error) {
     throw new TributaryError('invalid_json', `the body is not valid JSON: ${(error as Error).message}`);
   }
-  const where = nulAt(value, '');
-  if (where !== undefined) throw new TributaryError('invalid_request', `${where || 'body'}: text may not contain NUL (\\u0000)`);
+  refuseNulInJson(value);
   return value;
-}
-
-/**
- * Where a JSON value holds a NUL character (in a string or a key), as a dotted path; PostgreSQL
- * text cannot store one, so it is refused here rather than failing in a statement.
- */
-function nulAt(value: unknown, path: string): string | undefined {
-  if (typeof value === 'string') return value.includes('\0') ? path : undefined;
-  if (value === null || typeof value !== 'object') return undefined;
-  for (const [key, item] of Object.entries(value)) {
-    const at = path ? `${path}.${key}` : key;
-    if (key.includes('\0')) return path || 'body';
-    const found = nulAt(item, at);
-    if (found !== undefined) return found;
-  }
-  return undefined;
 }
 
 /** Validates with a zod schema; the message names every offending field. */

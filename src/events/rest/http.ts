@@ -1,5 +1,6 @@
 import type http from 'node:http';
 import { TributaryError, toError } from '../../errors.ts';
+import { refuseNulInJson } from '../../http/nul.ts';
 import type { Logger } from '../../log.ts';
 
 /**
@@ -43,11 +44,14 @@ const tooLarge = (maxBytes: number) => new TributaryError('payload_too_large', `
 /** The body as JSON; an empty body is `undefined`. */
 export function parseJson(text: string): unknown {
   if (text.trim() === '') return undefined;
+  let value: unknown;
   try {
-    return JSON.parse(text) as unknown;
+    value = JSON.parse(text) as unknown;
   } catch {
     throw new TributaryError('invalid_json', 'the request body is not valid JSON');
   }
+  refuseNulInJson(value);
+  return value;
 }
 
 export function sendJson(res: http.ServerResponse, status: number, body: unknown, headers: Record<string, string> = {}): void {

@@ -9,6 +9,7 @@ import { EventCredentials } from './auth.ts';
 import { DEFAULT_LIMITS, type RequestScope, type RestContext, type RestLimits } from './context.ts';
 import { GroupStore } from './groups.ts';
 import { methodNotAllowed, parseJson, readBody, sendError, sendJson } from './http.ts';
+import { refuseNulInUrl } from '../../http/nul.ts';
 import { routes, type Route } from './routes.ts';
 import { TopicAccess } from './topics.ts';
 
@@ -59,6 +60,7 @@ export function createEventsRestHandler(options: EventsRestOptions): EventsRestH
     });
     try {
       if (closed) throw new TributaryError('unavailable', 'the event REST interface is shutting down', { expose: true });
+      refuseNulInUrl(req.url ?? '/');
       const { route, params } = match(method, path);
       const accountId = route.public ? '' : await credentials.authenticate(req.headers.authorization);
       const scope: RequestScope = { accountId, signal: controller.signal };
