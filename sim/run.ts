@@ -391,7 +391,8 @@ async function readMeta(url: string): Promise<Array<{ started_at: number; comple
 
 /**
  * No delivery queued or being retried for any destination of the syncs. Deliveries that ran
- * out of attempts while the receiver was down are replayed, as a user would from the console.
+ * out of attempts while the receiver was down are replayed, and those waiting out a back-off
+ * retried now, as a user would from the console once the receiver is back.
  */
 async function webhooksDrained(apiUrl: string, token: string, syncs: SyncHandle[]): Promise<boolean> {
   let drained = true;
@@ -400,7 +401,8 @@ async function webhooksDrained(apiUrl: string, token: string, syncs: SyncHandle[
     for (const w of list.data as Array<{ id: string }>) {
       const view = await api(apiUrl, token, 'GET', `/api/syncs/${sync.id}/webhooks/${w.id}`);
       const { pending, retrying, exhausted } = view.deliveries as { pending: number; retrying: number; exhausted: number };
-      if (exhausted > 0) await api(apiUrl, token, 'POST', `/api/syncs/${sync.id}/webhooks/${w.id}/deliveries/replay`, {});
+      // As a user would once the destination is back: replay the exhausted ones, retry the waiting ones now.
+      if (exhausted + retrying > 0) await api(apiUrl, token, 'POST', `/api/syncs/${sync.id}/webhooks/${w.id}/deliveries/replay`, {});
       if (pending + retrying + exhausted > 0) drained = false;
     }
   }

@@ -443,6 +443,30 @@ test('a destination answering again cuts short the back-off of its waiting deliv
   assert.is(receiver.accepted.length, 2);
 });
 
+test('a replay request also retries now the deliveries waiting out a back-off', async () => {
+  // Found by the 45-minute soak: a receiver back up just as traffic stopped left one delivery
+  // 56 minutes from its next try, with no other delivery to show the receiver was back.
+  const syncId = await newSync(alice.id);
+  const log = new Log(syncId, alice.id);
+  const receiver = await new Receiver().start();
+  const webhook = await createWebhook(syncId, receiver.url);
+  deliver(syncId, { schedule: { ...fast, initialDelayMs: 600_000, maxDelayMs: 600_000 }, random: () => 0.999 });
+  receiver.behaviour = () => 503;
+  const [key] = await log.append(['waiting']);
+  await until('the first attempt failed', () => receiver.requests.length === 1);
+  await until('queued as retrying', async () => (await deliveries.counts(webhook.id)).retrying === 1);
+  receiver.behaviour = () => 200;
+  const started = Date.now();
+  const asked = await request(apiUrl, 'POST', `/api/syncs/${syncId}/webhooks/${webhook.id}/deliveries/replay`, { token: alice.token });
+  assert.is(asked.status, 202, asked.text);
+  assert.is(asked.body.replayed, 0);
+  assert.is(asked.body.retried_now.length, 1);
+  await until('delivered', () => receiver.accepted.some((r) => r.id === key), 10_000);
+  assert.ok(Date.now() - started < 10_000);
+  const [row] = (await deliveries.list(webhook.id, { limit: 10 })).data;
+  assert.is(row!.attempts, 2, 'its attempts are kept');
+});
+
 test('one failing record does not hold up records in other lanes', async () => {
   const syncId = await newSync(alice.id);
   const log = new Log(syncId, alice.id);

@@ -214,16 +214,17 @@ export function webhookRoutes(router: Router, api: ApiOptions & WebhookApiOption
       const statuses = await deliveries.statusOf(destination.id, ids);
       const missing = ids.filter((id) => !statuses.has(id));
       if (missing.length > 0) throw notFound(`deliveries ${missing.slice(0, 10).join(', ')} of webhook ${destination.id}`);
-      const busy = ids.filter((id) => statuses.get(id) !== 'exhausted');
+      const busy = ids.filter((id) => statuses.get(id) !== 'exhausted' && statuses.get(id) !== 'retrying');
       if (busy.length > 0) {
         const named = busy.slice(0, 10).map((id) => `${id} is ${statuses.get(id)}`);
         throw new TributaryError('conflict', `only exhausted deliveries can be replayed: ${named.join(', ')}`);
       }
     }
-    const replayed = await deliveries.replay(destination.id, ids);
-    if (replayed.length > 0) await wakeDeliverer(api.pool, sync.id);
-    api.logger.info({ sync: sync.id, webhook: destination.id, count: replayed.length }, 'webhook deliveries replayed');
+    const { replayed, retried } = await deliveries.replay(destination.id, ids);
+    if (replayed.length + retried.length > 0) await wakeDeliverer(api.pool, sync.id);
+    api.logger.info({ sync: sync.id, webhook: destination.id, count: replayed.length, retried: retried.length }, 'webhook deliveries replayed');
     ctx.status = 202;
-    ctx.body = { replayed: replayed.length, ids: replayed };
+    // Deliveries that were waiting out a back-off are tried now (attempts kept): listed when there are any.
+    ctx.body = { replayed: replayed.length, ids: replayed, ...(retried.length > 0 ? { retried_now: retried } : {}) };
   });
 }

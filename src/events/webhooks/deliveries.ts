@@ -138,25 +138,40 @@ export class DeliveryLog {
     return new Map(rows.map((row) => [row.id, row.status]));
   }
 
+  /** When a queued delivery is next due (null: now), as the row says: a retry-now request moves it. */
+  async nextAttemptAt(id: string): Promise<Date | null> {
+    const { rows } = await this.pool.query<{ at: Date | null }>('SELECT next_attempt_at AS at FROM webhook_deliveries WHERE id = $1', [id]);
+    return rows[0]?.at ?? null;
+  }
+
   /**
    * Puts exhausted deliveries (all of them, or those of `ids`) back in the queue with a
    * fresh retry budget, and bumps the destination's replay generation so that its
-   * deliverer looks for them. Returns the ids replayed.
+   * deliverer looks for them.
+   * Exhausted deliveries start again with a fresh budget (replayed); deliveries waiting out a
+   * back-off are tried now, their attempts kept (retried). Both wake the deliverer.
    */
-  async replay(destinationId: string, ids: string[] | undefined): Promise<string[]> {
+  async replay(destinationId: string, ids: string[] | undefined): Promise<{ replayed: string[]; retried: string[] }> {
     return inTransaction(this.pool, async (client) => {
-      const { rows } = await client.query<{ id: string }>(
-        `UPDATE webhook_deliveries
+      const { rows } = await client.query<{ id: string; was: string }>(
+        `UPDATE webhook_deliveries d
             SET status = 'pending', attempts = 0, replays = replays + 1, first_attempt_at = NULL,
                 next_attempt_at = NULL, finished_at = NULL
           WHERE destination_id = $1 AND status = 'exhausted' AND ($2::bigint[] IS NULL OR id = ANY($2::bigint[]))
           RETURNING id`,
         [destinationId, ids ?? null],
       );
-      if (rows.length > 0) {
+      const { rows: waiting } = await client.query<{ id: string }>(
+        `UPDATE webhook_deliveries SET next_attempt_at = now()
+          WHERE destination_id = $1 AND status = 'retrying' AND ($2::bigint[] IS NULL OR id = ANY($2::bigint[]))
+          RETURNING id`,
+        [destinationId, ids ?? null],
+      );
+      if (rows.length + waiting.length > 0) {
         await client.query('UPDATE webhook_destinations SET replay_generation = replay_generation + 1 WHERE id = $1', [destinationId]);
       }
-      return rows.map((row) => row.id).sort((a, b) => (BigInt(a) < BigInt(b) ? -1 : 1));
+      const sorted = (list: Array<{ id: string }>) => list.map((row) => row.id).sort((a, b) => (BigInt(a) < BigInt(b) ? -1 : 1));
+      return { replayed: sorted(rows), retried: sorted(waiting) };
     });
   }
 

@@ -128,6 +128,8 @@ export class DestinationWorker {
   /** Notified when the destination answers 2xx while other lanes wait out a back-off. */
   private readonly answering = new Notifier();
   private answeredAgain = 0;
+  /** Replays asked for: a waiting delivery reads its row again (it may have been moved to now). */
+  private retryRequests = 0;
   private lastAnsweredAgainAt = 0;
   private running: Promise<void> | undefined;
   private skippedAt = 0;
@@ -175,8 +177,13 @@ export class DestinationWorker {
     await this.running;
   }
 
-  /** Replays were requested: lanes with queued rows switch to queue mode. */
+  /**
+   * Replays were requested: lanes with queued rows switch to queue mode, and lanes waiting
+   * out a back-off try now (a user asked to retry them).
+   */
   async refreshQueued(): Promise<void> {
+    this.retryRequests += 1;
+    this.answering.notify();
     const lanes = await this.db(() => this.options.log.queuedLanes(this.id));
     for (const index of lanes) {
       const lane = this.lanes[index];
@@ -472,9 +479,11 @@ export class DestinationWorker {
       const wait = nextAt - Date.now();
       if (wait > 0) {
         const seen = this.answeredAgain;
+        const asked = this.retryRequests;
         await this.answering.wait(wait);
         // The destination answers again: try now rather than at the end of a back-off that may be an hour.
         if (this.answeredAgain !== seen) nextAt = 0;
+        else if (this.retryRequests !== asked) nextAt = (await this.db(() => log.nextAttemptAt(row.id)))?.getTime() ?? 0;
         continue;
       }
       const outcome = await this.attempt(item);
