@@ -204,6 +204,7 @@ export async function startService(config: Config, logger: Logger, tunables: Tun
     if (config.roles.includes('api')) {
       const recovered = await syncService.reconcile();
       if (recovered > 0) logger.warn({ count: recovered }, 'finished interrupted sync creates and deletes');
+      await syncs.fillKeyDigests();
       const markerPools = new IdlePools();
       closers.push(() => markerPools.close());
       const app = createApiApp({

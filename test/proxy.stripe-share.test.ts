@@ -61,6 +61,9 @@ test("the proxy's fetch in the pinned version comes out of the sync's share: a c
   // The key check's requests leave Stripe's window before the sync starts.
   await new Promise((r) => setTimeout(r, 1100));
   const refusedBefore = fake.stats.rateLimited;
+  // GET /v1/account exactly (byPath sums a prefix: /v1/accounts and /v1/account_links are the sync's lists).
+  const lookups = () => ['/v1/account', '/v1/accounts', '/v1/account_'].map((p) => fake.stats.byPath(p).requests).reduce((a, b, i) => (i === 0 ? b : a - b), 0);
+  const lookupsBefore = lookups();
   worker = await startTestService({
     config: { roles: ['sync'], databaseUrl: svc!.controlUrl, secretKeyBase64: SECRET_KEY },
     tunables: { workerTickMs: 250 },
@@ -101,6 +104,9 @@ test("the proxy's fetch in the pinned version comes out of the sync's share: a c
   assert.ok(writes >= 6, `${writes} proxied writes`);
   assert.equal(failures, []);
   assert.is(fake.stats.rateLimited - refusedBefore, 0, 'no request was refused with 429');
+  // The sync's own key: its account is known from the sync, so the proxy asks Stripe nothing
+  // (found by the 45-minute soak: that lookup, on top of the sync's full share, was a 429).
+  assert.is(lookups() - lookupsBefore, 0, 'no account lookup for the sync key');
 });
 
 test.run();

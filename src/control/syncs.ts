@@ -1,4 +1,5 @@
 import { inTransaction } from '../db/sql.ts';
+import { createHash } from 'node:crypto';
 import { TributaryError } from '../errors.ts';
 import type pg from 'pg';
 import type { Secret, SecretBox } from './secrets.ts';
@@ -274,6 +275,16 @@ export class SyncStore {
       await client.query('DELETE FROM decoder_progress WHERE sync_id = $1', [id]);
       await client.query('DELETE FROM syncs WHERE id = $1', [id]);
     });
+  }
+
+  /** Records the key digest of Stripe syncs made before it was kept (migration 13): at start, once. */
+  async fillKeyDigests(): Promise<number> {
+    const { rows } = await this.pool.query<{ id: string }>("SELECT id FROM syncs WHERE kind = 'stripe' AND api_key_sha256 IS NULL AND state = 'active'");
+    for (const { id } of rows) {
+      const digest = createHash('sha256').update((await this.apiKey(id)).reveal()).digest('hex');
+      await this.pool.query('UPDATE syncs SET api_key_sha256 = $2 WHERE id = $1', [id, digest]);
+    }
+    return rows.length;
   }
 
   async apiKey(id: string): Promise<Secret> {

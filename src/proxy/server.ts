@@ -94,7 +94,7 @@ export function createProxyHandler(options: ProxyOptions): ProxyHandler {
       'api.airtable.com': upstreamBase(options.upstreams, 'api.airtable.com'),
       'api.stripe.com': upstreamBase(options.upstreams, 'api.stripe.com'),
     },
-    accounts: new StripeAccounts({ baseUrl: upstreamBase(options.upstreams, 'api.stripe.com'), limiter: options.limiter, logger, maxWaitMs }),
+    accounts: new StripeAccounts({ baseUrl: upstreamBase(options.upstreams, 'api.stripe.com'), limiter: options.limiter, logger, maxWaitMs, pool: options.pool }),
   };
   const inFlight = new Set<Promise<void>>();
 

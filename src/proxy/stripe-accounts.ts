@@ -1,3 +1,4 @@
+import type pg from 'pg';
 import { Secret } from '../control/secrets.ts';
 import type { Logger } from '../log.ts';
 import type { QuotaLimiter } from '../quota/limiter.ts';
@@ -29,6 +30,8 @@ export interface StripeAccountsOptions {
   /** How long an answer is kept (default 10 min; a refusal 1 min). */
   ttlMs?: number;
   maxWaitMs: number;
+  /** The control database: a key a sync was made with has its account recorded there. */
+  pool?: pg.Pool;
 }
 
 interface Known {
@@ -64,6 +67,19 @@ export class StripeAccounts {
   }
 
   private async ask(key: string, digest: string): Promise<string | undefined> {
+    // The sync's own key (the usual case) needs no request: its account was read at creation.
+    // Asking Stripe costs a request the quota can place in the account's window only after the
+    // answer; on top of a sync using its whole share, that one was a 429 for the customer.
+    const recorded = await this.options.pool
+      ?.query<{ account: string }>(
+        "SELECT upstream_account_id AS account FROM syncs WHERE kind = 'stripe' AND state = 'active' AND api_key_sha256 = $1 AND upstream_account_id IS NOT NULL LIMIT 1",
+        [digest],
+      )
+      .then((r) => r.rows[0]?.account);
+    if (recorded) {
+      this.known.set(digest, { accountId: recorded, until: Date.now() + (this.options.ttlMs ?? 10 * 60_000) });
+      return recorded;
+    }
     const client = new StripeClient({
       baseUrl: this.options.baseUrl,
       key: new Secret(key),
