@@ -39,7 +39,7 @@ const CLIENT_EVERY_MS = 250;
 
 interface Arrival {
   at: number;
-  /** The sync's requests (got) or the customer's (stripe-node). */
+  /** The sync's requests (its user agent says Tributary/…) or the customer's (stripe-node). */
   from: 'sync' | 'client' | 'other';
   method: string;
   path: string;
@@ -60,7 +60,7 @@ const onRequest = (message: unknown) => {
   const agent = String(req.headers['user-agent'] ?? '');
   const arrival: Arrival = {
     at: Date.now(),
-    from: agent.startsWith('got') ? 'sync' : agent.startsWith('Stripe/') ? 'client' : 'other',
+    from: agent.startsWith('Tributary/') ? 'sync' : agent.startsWith('Stripe/') ? 'client' : 'other',
     method: req.method ?? '',
     path: (req.url ?? '').split('?')[0]!,
   };

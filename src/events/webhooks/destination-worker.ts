@@ -125,6 +125,8 @@ export class DestinationWorker {
   private readonly flushed = new Notifier();
   private readonly roomFreed = new Notifier();
   private readonly caughtUpWakeup = new Notifier();
+  /** Notified at the end of each flush: the counters it found are saved. */
+  private readonly progressSaved = new Notifier();
   /** Notified when the destination answers 2xx while other lanes wait out a back-off. */
   private readonly answering = new Notifier();
   private answeredAgain = 0;
@@ -155,7 +157,7 @@ export class DestinationWorker {
     this.sign = webhookSigner(options.destination.secret);
     this.topics = new Set(options.destination.topics);
     // Stopping wakes every loop: one abort listener here, not one per wait.
-    const notifiers = [this.flushWakeup, this.flushed, this.roomFreed, this.caughtUpWakeup, this.answering, ...this.lanes.map((lane) => lane.wakeup)];
+    const notifiers = [this.flushWakeup, this.flushed, this.roomFreed, this.caughtUpWakeup, this.answering, this.progressSaved, ...this.lanes.map((lane) => lane.wakeup)];
     this.signal.addEventListener('abort', () => notifiers.forEach((n) => n.close()), { once: true });
   }
 
@@ -380,6 +382,7 @@ export class DestinationWorker {
       this.delivered -= delivered;
       this.failedAttempts -= failed;
     }
+    this.progressSaved.notify();
   }
 
   // ── lanes ───────────────────────────────────────────────────────────────
@@ -501,6 +504,13 @@ export class DestinationWorker {
       lane.failingSince ??= (row.attempts > 0 && row.firstAttemptAt ? row.firstAttemptAt : outcome.at).getTime();
       if (isExhausted(schedule, attempts, lane.failingSince)) {
         const first = firstAttemptAt;
+        // The destination's counters first: whoever sees the delivery exhausted sees its attempts counted.
+        // (A flush already under way may have read the counters before this attempt: then one more.)
+        for (let round = 0; round < 2 && this.failedAttempts > 0 && !this.signal.aborted; round++) {
+          const saved = this.progressSaved.wait(this.options.tuning.flushMs * 5 + 1000);
+          this.flushWakeup.notify();
+          await saved;
+        }
         await this.db(() => log.failed(row.id, attempts, outcome, first, null));
         this.logExhausted(row.eventKey, attempts, outcome);
         return;
