@@ -18,13 +18,6 @@ import { freePort } from './harness/ports.ts';
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 const FILE_TIMEOUT_MS = Number(process.env.TEST_FILE_TIMEOUT_MS || 10 * 60_000);
 const CONCURRENCY = Number(process.env.TEST_CONCURRENCY || 2);
-/**
- * Files that run alone, after the others: the traffic simulation checks that no upstream
- * answered 429, and the fakes count arrivals when their event loop reads them. Beside another
- * file on a 2-core machine, the contention delays those reads by more than the quota's 40 ms
- * margin, and the fake Airtable's lockout would be the machine's, not the service's.
- */
-const ALONE = new Set(['test/simulation.test.ts']);
 
 async function testFiles(dir: string): Promise<string[]> {
   const entries = await readdir(dir, { withFileTypes: true });
@@ -92,8 +85,7 @@ async function main(): Promise<number> {
   const env = { ...process.env, TEST_PG_ADMIN_URL: pg.adminUrl, TRIBUTARY_LOG_LEVEL: process.env.TRIBUTARY_LOG_LEVEL ?? 'warn' };
 
   const results: FileResult[] = [];
-  const alone = files.filter((f) => ALONE.has(path.relative(root, f)));
-  const queue = files.filter((f) => !alone.includes(f));
+  const queue = [...files];
   const runQueue = (list: string[], concurrency: number) =>
     Promise.all(
       Array.from({ length: Math.min(concurrency, list.length) }, async () => {
@@ -108,7 +100,6 @@ async function main(): Promise<number> {
     );
   try {
     await runQueue(queue, CONCURRENCY);
-    await runQueue(alone, 1);
   } finally {
     await pg.stop();
     await rm(dir, { recursive: true, force: true });

@@ -28,26 +28,33 @@ loopDelay.enable();
 const send = (message: unknown) => process.send?.(message);
 const log = (line: string) => send({ log: line });
 
-const stripe = await startFakeStripe({ port: 0 });
-const account = stripe.createAccount();
-stripe.addKey(setUp.stripeKey, { account: account.id });
-account.generate({ seed: setUp.seed, customers: 40 });
+// One upstream a process: the Stripe fake's bursts of work (a test clock advanced bills every
+// subscription on it at once) would otherwise make the Airtable fake read arrivals late too.
+const stripe = setUp.only === 'stripe' ? await startFakeStripe({ port: 0 }) : undefined;
+const account = stripe?.createAccount();
+if (stripe && account) {
+  stripe.addKey(setUp.stripeKey, { account: account.id });
+  account.generate({ seed: setUp.seed, customers: 40 });
+}
 
-const airtable = await startFakeAirtable({ port: 0 });
-airtable.addToken(setUp.airtableToken, { bases: '*' });
-const base = airtable.createBase({ id: setUp.baseId, name: 'Simulation' });
-base.generate({ seed: setUp.seed, tables: [{ name: 'Projects', records: 120 }, { name: 'Tasks', records: 150 }] });
-base.createTable(setUp.clientTable, [
-  { name: 'Name', type: 'singleLineText' },
-  { name: 'Seq', type: 'number', options: { precision: 0 } },
-]);
+const airtable = setUp.only === 'airtable' ? await startFakeAirtable({ port: 0 }) : undefined;
+const base = airtable?.createBase({ id: setUp.baseId, name: 'Simulation' });
+if (airtable && base) {
+  airtable.addToken(setUp.airtableToken, { bases: '*' });
+  base.generate({ seed: setUp.seed, tables: [{ name: 'Projects', records: 120 }, { name: 'Tasks', records: 150 }] });
+  base.createTable(setUp.clientTable, [
+    { name: 'Name', type: 'singleLineText' },
+    { name: 'Seq', type: 'number', options: { precision: 0 } },
+  ]);
+}
+const NONE = { requests: 0, rateLimited: 0 };
 
 let users: { actors: TrafficActor[]; stop: AbortController; running: Promise<unknown> } | undefined;
 
 function addFault(fault: UpstreamFault): void {
   const { upstream, ...rule } = fault;
-  if (upstream === 'stripe') stripe.faults.add({ match: { account: account.id }, ...rule });
-  else airtable.faults.add({ match: { baseId: base.id }, ...rule });
+  if (upstream === 'stripe') stripe?.faults.add({ match: { account: account!.id }, ...rule });
+  else airtable?.faults.add({ match: { baseId: base!.id }, ...rule });
 }
 
 async function handle(request: HostRequest): Promise<unknown> {
@@ -55,18 +62,19 @@ async function handle(request: HostRequest): Promise<unknown> {
     case 'fault':
       return addFault(request.fault);
     case 'clear-faults':
-      airtable.faults.clear();
-      stripe.faults.clear();
+      airtable?.faults.clear();
+      stripe?.faults.clear();
       return undefined;
     case 'stats':
       return {
-        stripe: stripe.stats.byAccount(account.id),
-        airtable: airtable.stats.byBase(base.id),
-        refusals: [...stripe.stats.refusals(), ...airtable.stats.refusals()],
+        stripe: stripe ? stripe.stats.byAccount(account!.id) : NONE,
+        airtable: airtable ? airtable.stats.byBase(base!.id) : NONE,
+        refusals: [...(stripe?.stats.refusals() ?? []), ...(airtable?.stats.refusals() ?? [])],
         loopDelayMs: { p99: loopDelay.percentile(99) / 1e6, max: loopDelay.max / 1e6 },
       };
     case 'users-start': {
       if (users) throw new Error('the Airtable users already run');
+      if (!base) throw new Error('this process has no Airtable base');
       // The same stream of choices as `new Random(seed).fork(salt)` gives in the parent.
       const actors = airtableUsers({ base, random: new Random(setUp.seed).fork(request.salt), log, reserved: [setUp.clientTable] });
       const stop = new AbortController();
@@ -85,13 +93,13 @@ async function handle(request: HostRequest): Promise<unknown> {
     }
     case 'check':
       return request.kind === 'stripe'
-        ? stripeMatchesUpstream({ account, databaseUrl: request.databaseUrl })
-        : airtableMatchesUpstream({ base, databaseUrl: request.databaseUrl });
+        ? stripeMatchesUpstream({ account: account!, databaseUrl: request.databaseUrl })
+        : airtableMatchesUpstream({ base: base!, databaseUrl: request.databaseUrl });
     case 'close':
       users?.stop.abort();
       await users?.running;
-      await airtable.close();
-      await stripe.close();
+      await airtable?.close();
+      await stripe?.close();
       setImmediate(() => process.exit(0));
       return undefined;
   }
@@ -105,4 +113,4 @@ process.on('message', (message: { id: number } & HostRequest) => {
 });
 // The simulation gone (even SIGKILLed): nothing is left running.
 process.on('disconnect', () => process.exit(0));
-send({ ready: { stripeUrl: stripe.url, airtableUrl: airtable.url, stripeAccount: account.id } });
+send({ ready: { stripeUrl: stripe?.url ?? '', airtableUrl: airtable?.url ?? '', stripeAccount: account?.id ?? '' } });

@@ -3,6 +3,8 @@ import type { Violation } from '../types.ts';
 
 /** What the upstreams' process is started with. */
 export interface HostSetUp {
+  /** The one upstream this process plays. */
+  only: 'stripe' | 'airtable';
   seed: number;
   stripeKey: string;
   airtableToken: string;

@@ -7,8 +7,8 @@ import type { HostReady, HostRequest, HostSetUp, UpstreamFault, UpstreamStats, U
 const HOST = path.join(path.dirname(fileURLToPath(import.meta.url)), 'host.ts');
 const ROOT = path.resolve(path.dirname(HOST), '..', '..');
 
-/** The simulation's upstreams, in their own process (host.ts says why), and what the simulation asks of them. */
-export class Upstreams implements HostReady {
+/** One upstream's process (host.ts says why), and what the simulation asks of it. */
+class UpstreamHost implements HostReady {
   private nextId = 0;
   private readonly pending = new Map<number, { resolve(value: unknown): void; reject(error: Error): void }>();
   private readonly exited: Promise<void>;
@@ -38,7 +38,7 @@ export class Upstreams implements HostReady {
   readonly airtableUrl: string;
   readonly stripeAccount: string;
 
-  static async start(setUp: HostSetUp, log: (line: string) => void): Promise<Upstreams> {
+  static async start(setUp: HostSetUp, log: (line: string) => void): Promise<UpstreamHost> {
     const child = fork(HOST, [JSON.stringify(setUp)], { cwd: ROOT, execArgv: ['--import', 'tsx'], serialization: 'advanced', stdio: ['ignore', 'inherit', 'inherit', 'ipc'] });
     const ready = await new Promise<HostReady>((resolve, reject) => {
       child.once('exit', (code) => reject(new Error(`the upstreams' process exited (${code}) before it was ready`)));
@@ -47,7 +47,7 @@ export class Upstreams implements HostReady {
         if (message.log) log(message.log);
       });
     });
-    return new Upstreams(child, ready);
+    return new UpstreamHost(child, ready);
   }
 
   private call<T>(request: HostRequest): Promise<T> {
@@ -95,5 +95,60 @@ export class Upstreams implements HostReady {
     if (this.child.exitCode !== null) return;
     await this.call({ op: 'close' }).catch(() => undefined);
     await this.exited;
+  }
+}
+
+/** The simulation's upstreams: Stripe and Airtable, each in a process of its own. */
+export class Upstreams implements HostReady {
+  private constructor(
+    private readonly stripe: UpstreamHost,
+    private readonly airtable: UpstreamHost,
+  ) {}
+
+  static async start(setUp: Omit<HostSetUp, 'only'>, log: (line: string) => void): Promise<Upstreams> {
+    const [stripe, airtable] = await Promise.all([UpstreamHost.start({ ...setUp, only: 'stripe' }, log), UpstreamHost.start({ ...setUp, only: 'airtable' }, log)]);
+    return new Upstreams(stripe, airtable);
+  }
+
+  get stripeUrl(): string {
+    return this.stripe.stripeUrl;
+  }
+
+  get airtableUrl(): string {
+    return this.airtable.airtableUrl;
+  }
+
+  get stripeAccount(): string {
+    return this.stripe.stripeAccount;
+  }
+
+  addFault(fault: UpstreamFault): Promise<void> {
+    return (fault.upstream === 'stripe' ? this.stripe : this.airtable).addFault(fault);
+  }
+
+  async clearFaults(): Promise<void> {
+    await Promise.all([this.stripe.clearFaults(), this.airtable.clearFaults()]);
+  }
+
+  async stats(): Promise<UpstreamStats> {
+    const [stripe, airtable] = await Promise.all([this.stripe.stats(), this.airtable.stats()]);
+    return {
+      stripe: stripe.stripe,
+      airtable: airtable.airtable,
+      refusals: [...stripe.refusals, ...airtable.refusals],
+      loopDelayMs: { p99: Math.max(stripe.loopDelayMs.p99, airtable.loopDelayMs.p99), max: Math.max(stripe.loopDelayMs.max, airtable.loopDelayMs.max) },
+    };
+  }
+
+  matches(kind: 'stripe' | 'airtable', databaseUrl: string): Promise<Violation[]> {
+    return (kind === 'stripe' ? this.stripe : this.airtable).matches(kind, databaseUrl);
+  }
+
+  airtableUsers(salt: number): TrafficActor {
+    return this.airtable.airtableUsers(salt);
+  }
+
+  async close(): Promise<void> {
+    await Promise.all([this.stripe.close(), this.airtable.close()]);
   }
 }

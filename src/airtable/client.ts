@@ -115,8 +115,8 @@ export class AirtableClient {
     // Every request counts against the base and against the token (many bases may share one).
     this.tokenQuota ??= tokenQuotaOf(this.options.token.reveal(), rule);
     const grant = limiter && (await limiter.acquire(this.options.baseId, rule, { kind: 'sync', ...quota, also: this.tokenQuota, signal }));
-    grant?.sent();
     const response = await exchange({
+      onSent: () => grant?.sent(),
       method,
       url: this.options.baseUrl + path,
       headers: {

@@ -105,8 +105,8 @@ export class StripeClient {
     const key = this.options.key.reveal();
     const grant = limiter && (await limiter.acquire(this.options.quotaKey, this.options.rule ?? stripeRule(key), { kind: 'sync', ...quota, signal }));
     const form = encodeParams(params);
-    grant?.sent();
     const response = await exchange({
+      onSent: () => grant?.sent(),
       method,
       url: this.options.baseUrl + path + (method === 'GET' && form ? `?${form}` : ''),
       headers: {

@@ -28,9 +28,15 @@ export async function exchange(request: {
   body?: string;
   timeoutMs: number;
   signal?: AbortSignal;
+  /**
+   * Called once the request has been handed to the operating system (its last byte written):
+   * the moment the upstream's rate limit begins to count it. A quota grant restamps itself
+   * then, so a request held up between its grant and the wire is counted when it really left.
+   */
+  onSent?: () => void;
 }): Promise<UpstreamResponse> {
   try {
-    const response = await got(request.url, {
+    const pending = got(request.url, {
       method: request.method,
       headers: { 'user-agent': UPSTREAM_USER_AGENT, ...request.headers },
       body: request.body,
@@ -41,6 +47,9 @@ export async function exchange(request: {
       timeout: { request: request.timeoutMs },
       signal: request.signal,
     });
+    const onSent = request.onSent;
+    if (onSent) pending.on('request', (req) => req.once('finish', onSent));
+    const response = await pending;
     return { status: response.statusCode, headers: response.headers, body: response.body };
   } catch (error) {
     if (request.signal?.aborted) throw request.signal.reason;
