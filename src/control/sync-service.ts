@@ -1,8 +1,8 @@
-import { createHash } from 'node:crypto';
 import { TributaryError } from '../errors.ts';
 import { newDatabaseName, newPassword, newSyncId } from '../ids.ts';
 import type { Logger } from '../log.ts';
 import { ident, withClient, withCredentials, withDatabase } from '../db/sql.ts';
+import { hashToken } from './secrets.ts';
 import { AttemptLimiter, checkServerUrl, type ServerUrlPolicy } from './server-url.ts';
 import { checkServer, dropDatabase, provisionDatabase, restoreReaderRole, type SyncDatabase } from './provisioner.ts';
 import { defaultSettings, settingsPatchSchema, type SyncKind, type SyncSettings } from './settings.ts';
@@ -58,7 +58,7 @@ export class SyncService {
     const checked = (await this.options.upstreamChecks?.[input.kind]?.(input)) ?? {};
 
     const databaseName = newDatabaseName();
-    let record: SyncRecord & { readerConnectionLimit: number };
+    let record: SyncRecord;
     try {
       record = await store.insert({
         id: newSyncId(),
@@ -75,7 +75,7 @@ export class SyncService {
         upstreamName: checked.upstreamName ?? null,
         warnings: checked.warnings ?? [],
         // One Stripe key, one sync per account (without an account id, the key is all there is to compare).
-        apiKeySha256: input.kind === 'stripe' ? createHash('sha256').update(input.apiKey).digest('hex') : null,
+        apiKeySha256: input.kind === 'stripe' ? hashToken(input.apiKey) : null,
       });
     } catch (error) {
       if ((error as { code?: string }).code === '23505') {

@@ -1,8 +1,7 @@
 import { inTransaction } from '../db/sql.ts';
-import { createHash } from 'node:crypto';
 import { TributaryError } from '../errors.ts';
 import type pg from 'pg';
-import type { Secret, SecretBox } from './secrets.ts';
+import { hashToken, type Secret, type SecretBox } from './secrets.ts';
 import type { SyncKind, SyncSettings } from './settings.ts';
 
 export type SyncState = 'provisioning' | 'active' | 'deleting';
@@ -132,6 +131,24 @@ const toRecord = (row: SyncRow): SyncRecord => ({
   updatedAt: row.updated_at,
 });
 
+/**
+ * An account's limits and what its syncs hold of them (syncs being deleted no longer count;
+ * nor does `exceptSyncId`, the one being changed), read under a transaction-scoped lock on the
+ * account's syncs: decisions against them cannot interleave. Undefined for an unknown account.
+ */
+async function lockedAccountLimits(tx: pg.PoolClient, accountId: string, exceptSyncId: string | null = null) {
+  await tx.query("SELECT pg_advisory_xact_lock(hashtextextended('syncs of ' || $1, 0))", [accountId]);
+  const { rows } = await tx.query<{ max_syncs: number; budget: number; syncs: number; used: number }>(
+    `SELECT a.max_syncs, a.reader_connection_budget AS budget,
+            (SELECT count(*)::int FROM syncs s WHERE s.account_id = a.id AND s.state <> 'deleting') AS syncs,
+            (SELECT coalesce(sum(s.reader_connection_limit), 0)::int FROM syncs s
+              WHERE s.account_id = a.id AND s.state <> 'deleting' AND s.id IS DISTINCT FROM $2) AS used
+       FROM accounts a WHERE a.id = $1`,
+    [accountId, exceptSyncId],
+  );
+  return rows[0];
+}
+
 /** Associated data binds each sealed value to its row and column. */
 const aad = (id: string, column: string) => `syncs:${id}:${column}`;
 
@@ -148,9 +165,10 @@ export class SyncStore {
    * or one whose reader would overdraw the account's connection budget. The reader gets
    * DEFAULT_READER_CONNECTIONS, or what is left of the budget if less.
    */
-  async insert(sync: NewSync): Promise<SyncRecord & { readerConnectionLimit: number }> {
+  async insert(sync: NewSync): Promise<SyncRecord> {
     return inTransaction(this.pool, async (tx) => {
-      await tx.query("SELECT pg_advisory_xact_lock(hashtextextended('syncs of ' || $1, 0))", [sync.accountId]);
+      const limit = await lockedAccountLimits(tx, sync.accountId);
+      if (!limit) throw new TributaryError('unprocessable', `account ${sync.accountId} does not exist`);
       const { rows: same } = await tx.query<{ id: string }>(
         `SELECT id FROM syncs WHERE account_id = $1 AND kind = $2 AND state <> 'deleting'
             AND (base_id = $3 OR upstream_account_id = $4 OR api_key_sha256 = $5) LIMIT 1`,
@@ -160,15 +178,6 @@ export class SyncStore {
         const what = sync.kind === 'airtable' ? `base ${sync.baseId}` : sync.upstreamAccountId ? `Stripe account ${sync.upstreamAccountId}` : 'this Stripe key';
         throw new TributaryError('conflict', `this account already syncs ${what}: sync ${same[0].id}`);
       }
-      const { rows: limits } = await tx.query<{ max_syncs: number; budget: number; syncs: number; used: number }>(
-        `SELECT a.max_syncs, a.reader_connection_budget AS budget,
-                (SELECT count(*)::int FROM syncs s WHERE s.account_id = a.id AND s.state <> 'deleting') AS syncs,
-                (SELECT coalesce(sum(s.reader_connection_limit), 0)::int FROM syncs s WHERE s.account_id = a.id AND s.state <> 'deleting') AS used
-           FROM accounts a WHERE a.id = $1`,
-        [sync.accountId],
-      );
-      const limit = limits[0];
-      if (!limit) throw new TributaryError('unprocessable', `account ${sync.accountId} does not exist`);
       if (limit.syncs >= limit.max_syncs) {
         throw new TributaryError('conflict', `this account has reached its limit of ${limit.max_syncs} syncs (the operator can raise it)`);
       }
@@ -200,7 +209,7 @@ export class SyncStore {
         sync.apiKeySha256 ?? null,
       ],
       );
-      return { ...toRecord(rows[0]!), readerConnectionLimit: readerLimit };
+      return toRecord(rows[0]!);
     });
   }
 
@@ -211,15 +220,7 @@ export class SyncStore {
    */
   async setReaderConnectionLimit(sync: SyncRecord, limit: number, apply: () => Promise<void>): Promise<void> {
     await inTransaction(this.pool, async (tx) => {
-      await tx.query("SELECT pg_advisory_xact_lock(hashtextextended('syncs of ' || $1, 0))", [sync.accountId]);
-      const { rows } = await tx.query<{ budget: number; others: number }>(
-        `SELECT a.reader_connection_budget AS budget,
-                (SELECT coalesce(sum(s.reader_connection_limit), 0)::int FROM syncs s
-                  WHERE s.account_id = a.id AND s.state <> 'deleting' AND s.id <> $2) AS others
-           FROM accounts a WHERE a.id = $1`,
-        [sync.accountId, sync.id],
-      );
-      const { budget, others } = rows[0]!;
+      const { budget, used: others } = (await lockedAccountLimits(tx, sync.accountId, sync.id))!;
       if (others + limit > budget) {
         throw new TributaryError('conflict', `reader_connection_limit: the account's other readers hold ${others} of its budget of ${budget}; at most ${Math.max(0, budget - others)} is left`);
       }
@@ -281,7 +282,7 @@ export class SyncStore {
   async fillKeyDigests(): Promise<number> {
     const { rows } = await this.pool.query<{ id: string }>("SELECT id FROM syncs WHERE kind = 'stripe' AND api_key_sha256 IS NULL AND state = 'active'");
     for (const { id } of rows) {
-      const digest = createHash('sha256').update((await this.apiKey(id)).reveal()).digest('hex');
+      const digest = hashToken((await this.apiKey(id)).reveal());
       await this.pool.query('UPDATE syncs SET api_key_sha256 = $2 WHERE id = $1', [id, digest]);
     }
     return rows.length;

@@ -1,7 +1,6 @@
-import { createHash } from 'node:crypto';
 import type pg from 'pg';
 import { IdlePools } from '../db/idle-pools.ts';
-import type { Secret } from '../control/secrets.ts';
+import { hashToken, type Secret } from '../control/secrets.ts';
 import type { SyncService } from '../control/sync-service.ts';
 import type { SyncRecord, SyncStore } from '../control/syncs.ts';
 import type { Logger } from '../log.ts';
@@ -35,7 +34,8 @@ interface Entry {
   keyDigest?: Promise<string>;
 }
 
-export const digestOf = (key: string) => createHash('sha256').update(key).digest('hex');
+/** A key's SHA-256, as the syncs table keeps it (`api_key_sha256`): the same as a token's hash. */
+export const digestOf = hashToken;
 
 /**
  * Finds the active syncs a proxied write belongs to, and keeps a small pool per sync
