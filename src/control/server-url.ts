@@ -1,5 +1,5 @@
 import { TributaryError } from '../errors.ts';
-import { firstNonPublic, ipLiteral, type LookupAll, nonPublicKind, systemLookup } from '../http/address.ts';
+import { addressesOf, firstNonPublic, type LookupAll, nonPublicKind, systemLookup } from '../http/address.ts';
 
 /**
  * A sync's `database_url` names a customer-owned server that Tributary connects to on the
@@ -40,12 +40,9 @@ export function parseServerUrl(value: string): URL {
   return url;
 }
 
-/** host:port of a URL, with names resolved: what "the same server" means. */
-async function endpoints(url: URL, lookup: LookupAll): Promise<string[]> {
-  const host = url.hostname.replace(/^\[|\]$/g, '');
+/** address:port for each of a server's addresses: what "the same server" means. */
+function endpoints(addresses: string[], url: URL): string[] {
   const port = url.port || '5432';
-  const literal = ipLiteral(host);
-  const addresses = literal ? [literal] : (await lookup(host).catch(() => [])).map((a) => a.address);
   // Every loopback address is the same machine.
   return addresses.map((a) => `${nonPublicKind(a) === 'loopback' ? 'loopback' : a}:${port}`);
 }
@@ -58,17 +55,23 @@ async function endpoints(url: URL, lookup: LookupAll): Promise<string[]> {
 export async function checkServerUrl(value: string, policy: ServerUrlPolicy): Promise<void> {
   const url = parseServerUrl(value);
   const lookup = policy.lookup ?? systemLookup;
-  const host = url.hostname.replace(/^\[|\]$/g, '');
-  let nonPublic: { address: string; kind: string } | undefined;
+  let addresses: string[];
   try {
-    nonPublic = await firstNonPublic(host, lookup);
+    addresses = await addressesOf(url.hostname, lookup);
   } catch {
     throw refused('unreachable (the host could not be resolved)');
   }
-  const mine = new Set((await Promise.all(policy.ownServers.map((own) => endpoints(new URL(own), lookup)))).flat());
-  if ((await endpoints(url, lookup)).some((endpoint) => mine.has(endpoint))) {
+  const own = await Promise.all(
+    policy.ownServers.map(async (server) => {
+      const ownUrl = new URL(server);
+      return endpoints(await addressesOf(ownUrl.hostname, lookup).catch(() => []), ownUrl);
+    }),
+  );
+  const mine = new Set(own.flat());
+  if (endpoints(addresses, url).some((endpoint) => mine.has(endpoint))) {
     throw refused("names one of Tributary's own servers; leave database_url out to use the shared server");
   }
+  const nonPublic = firstNonPublic(addresses);
   if (nonPublic && !policy.allowPrivate) {
     throw refused(`the host is a ${nonPublic.kind} address; customer-owned servers must be public (the operator can allow private ones with TRIBUTARY_DATABASE_ALLOW_PRIVATE=1)`);
   }

@@ -156,14 +156,19 @@ const refusal = (host: string, address: string, kind: string) =>
   );
 
 /**
- * The first address `host` (a name or an IP literal) resolves to that is not public, with its
- * kind, or undefined when all are. A name that does not resolve, or resolves to nothing,
- * throws an Error with `code` (the resolver's, or ENOTFOUND).
+ * The addresses `host` (a name, or an IP literal with or without brackets) stands for. A name
+ * that does not resolve, or resolves to nothing, throws an Error with `code` (the resolver's,
+ * or ENOTFOUND).
  */
-export async function firstNonPublic(host: string, lookup: LookupAll = systemLookup): Promise<{ address: string; kind: string } | undefined> {
+export async function addressesOf(host: string, lookup: LookupAll = systemLookup): Promise<string[]> {
   const literal = ipLiteral(host);
   const addresses = literal ? [literal] : (await lookup(host)).map((a) => a.address);
   if (addresses.length === 0) throw Object.assign(new Error(`${host} has no addresses`), { code: 'ENOTFOUND' });
+  return addresses;
+}
+
+/** The first of `addresses` that is not public, with its kind; undefined when all are. */
+export function firstNonPublic(addresses: string[]): { address: string; kind: string } | undefined {
   for (const address of addresses) {
     const kind = nonPublicKind(address);
     if (kind) return { address, kind };
@@ -180,7 +185,7 @@ export async function assertPublicDestination(url: URL, lookup: LookupAll = syst
   const host = url.hostname.replace(/^\[|\]$/g, '');
   let bad: { address: string; kind: string } | undefined;
   try {
-    bad = await firstNonPublic(host, lookup);
+    bad = firstNonPublic(await addressesOf(host, lookup));
   } catch (error) {
     const code = (error as { code?: string }).code;
     if (code === 'ENOTFOUND' && /has no addresses/.test((error as Error).message)) throw new TributaryError('unprocessable', `url: the host ${host} has no addresses`);
