@@ -1,5 +1,4 @@
 import type { Refusal } from '../../src/fakes/shared/stats.ts';
-import type { Violation } from '../types.ts';
 
 /** What the upstreams' process is started with. */
 export interface HostSetUp {
@@ -51,4 +50,3 @@ export interface UserCounts {
   refused: Array<[string, number]>;
 }
 
-export type CheckResult = Violation[];

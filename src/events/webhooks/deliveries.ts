@@ -145,16 +145,15 @@ export class DeliveryLog {
   }
 
   /**
-   * Puts exhausted deliveries (all of them, or those of `ids`) back in the queue with a
-   * fresh retry budget, and bumps the destination's replay generation so that its
-   * deliverer looks for them.
-   * Exhausted deliveries start again with a fresh budget (replayed); deliveries waiting out a
-   * back-off are tried now, their attempts kept (retried). Both wake the deliverer.
+   * Of all the destination's deliveries, or those of `ids`: the exhausted ones go back in the
+   * queue with a fresh retry budget (replayed), and those waiting out a back-off are due now,
+   * their attempts kept (retried). Either bumps the destination's replay generation, so that
+   * its deliverer looks for them.
    */
   async replay(destinationId: string, ids: string[] | undefined): Promise<{ replayed: string[]; retried: string[] }> {
     return inTransaction(this.pool, async (client) => {
-      const { rows } = await client.query<{ id: string; was: string }>(
-        `UPDATE webhook_deliveries d
+      const { rows } = await client.query<{ id: string }>(
+        `UPDATE webhook_deliveries
             SET status = 'pending', attempts = 0, replays = replays + 1, first_attempt_at = NULL,
                 next_attempt_at = NULL, finished_at = NULL
           WHERE destination_id = $1 AND status = 'exhausted' AND ($2::bigint[] IS NULL OR id = ANY($2::bigint[]))
