@@ -20,7 +20,7 @@ import { pause } from '../src/time.ts';
 import { CrashablePostgres } from './harness/crashable-postgres.ts';
 import { query } from './harness/postgres.ts';
 import { waitFor } from './harness/process.ts';
-import { createAccount, request, startTestService, STRIPE_TEST_KEYS, stripeSyncBody, type TestService, waitOk } from './harness/service.ts';
+import { createAccount, request, startTestService, STRIPE_TEST_KEYS, stripeSyncBody, type TestService, waitBackfilled, waitOk } from './harness/service.ts';
 
 let dir: string;
 let server: CrashablePostgres;
@@ -105,7 +105,7 @@ test("with every connection slot taken from outside, the service's loops wait, t
   const proxied = new Stripe(STRIPE_TEST_KEYS[0]!, { host: '127.0.0.1', port: svc.service.proxyPort!, protocol: 'http', apiVersion: STRIPE_API_VERSION as never, maxNetworkRetries: 0, timeout: 60_000 });
   const first = await direct.customers.create({ name: 'Before' });
   const second = await direct.customers.create({ name: 'Before' });
-  await waitFor('the backfill', async () => ((await request(svc.api, 'GET', `/api/syncs/${syncId}`, { token: account.token })).body.status.completed_at ? true : undefined), 60_000);
+  await waitBackfilled(svc.api, account.token, syncId, 60_000);
   await waitOk(svc, account.token, syncId, 30_000);
 
   // Changes keep coming while the server is full: batches are in flight when it refuses.

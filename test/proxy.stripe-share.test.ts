@@ -18,8 +18,7 @@ import * as assert from 'uvu/assert';
 import { type FakeStripe, startFakeStripe } from '../src/fakes/stripe/index.ts';
 import { STRIPE_API_VERSION } from '../src/stripe/catalog.ts';
 import { pacedWrites } from './harness/paced.ts';
-import { waitFor } from './harness/process.ts';
-import { createAccount, loudSetUp, request, startTestService, type TestAccount, type TestService } from './harness/service.ts';
+import { createAccount, loudSetUp, request, startTestService, type TestAccount, type TestService, waitBackfilled } from './harness/service.ts';
 
 const KEY = 'sk_test_PROXYSHAREPROXYSHARE012345';
 const SECRET_KEY = randomBytes(32).toString('base64');
@@ -92,11 +91,7 @@ test("the proxy's fetch in the pinned version comes out of the sync's share: a c
     }),
   ]);
   try {
-    await waitFor(
-      'the backfill',
-      async () => ((await request(svc!.api, 'GET', `/api/syncs/${syncId}`, { token: account.token })).body.status.completed_at ? true : undefined),
-      120_000,
-    );
+    await waitBackfilled(svc!.api, account.token, syncId);
   } finally {
     backfilled = true;
     await traffic;

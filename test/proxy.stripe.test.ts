@@ -8,11 +8,10 @@ import Stripe from 'stripe';
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
 import { STRIPE_API_VERSION } from '../src/stripe/catalog.ts';
-import { waitFor } from './harness/process.ts';
 import { withDatabase } from '../src/db/sql.ts';
 import { query, serverAdminUrl } from './harness/postgres.ts';
 import { endToEnd, rawRequest, startProxy, startTap, type TestProxy } from './harness/proxy.ts';
-import { createAccount, request, startTestService, STRIPE_TEST_KEYS, type TestAccount, type TestService } from './harness/service.ts';
+import { createAccount, request, startTestService, STRIPE_TEST_KEYS, type TestAccount, type TestService, waitBackfilled } from './harness/service.ts';
 
 let svc: TestService;
 let account: TestAccount;
@@ -34,11 +33,7 @@ test.before(async () => {
   assert.is(created.status, 201, created.text);
   reader = created.body.database.url;
   admin = withDatabase(serverAdminUrl(), created.body.database.name);
-  await waitFor(
-    'the backfill',
-    async () => ((await request(svc.api, 'GET', `/api/syncs/${created.body.id}`, { token: account.token })).body.status.completed_at ? true : undefined),
-    120_000,
-  );
+  await waitBackfilled(svc.api, account.token, created.body.id);
   proxy = await startProxy(svc);
   accountLookups = svc.stripe!.stats.byPath('/v1/account').requests;
   // Exactly as a user would: only host, port and protocol point at the proxy; stripe-node's own API version.

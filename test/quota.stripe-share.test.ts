@@ -27,9 +27,8 @@ import { QuotaLimiter } from '../src/quota/limiter.ts';
 import { STRIPE_API_VERSION } from '../src/stripe/catalog.ts';
 import { syncShare } from '../src/stripe/runner.ts';
 import { stripeRule } from '../src/stripe/client.ts';
-import { waitFor } from './harness/process.ts';
 import { peak } from './harness/quota.ts';
-import { createAccount, loudSetUp, request, startTestService, type TestAccount, type TestService } from './harness/service.ts';
+import { createAccount, loudSetUp, request, startTestService, type TestAccount, type TestService, waitBackfilled } from './harness/service.ts';
 
 const KEY = 'sk_test_SHARESHARESHARE0123456789';
 /** One secret key for the API and the worker, so the worker can read the sync's API key. */
@@ -119,11 +118,7 @@ test('the sync keeps to its share as Stripe counts it; a customer keeping to the
     }
   })();
   try {
-    await waitFor(
-      'the backfill',
-      async () => ((await request(svc!.api, 'GET', `/api/syncs/${syncId}`, { token: account.token })).body.status.completed_at ? true : undefined),
-      120_000,
-    );
+    await waitBackfilled(svc!.api, account.token, syncId);
   } finally {
     backfilled = true;
     await customer;

@@ -6,9 +6,8 @@
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
 import { loadCatalog, STRIPE_API_VERSION } from '../src/stripe/catalog.ts';
-import { waitFor } from './harness/process.ts';
 import { query } from './harness/postgres.ts';
-import { createAccount, request, startTestService, type TestAccount, type TestService } from './harness/service.ts';
+import { createAccount, request, startTestService, type TestAccount, type TestService, waitBackfilled } from './harness/service.ts';
 import { startStripeMock, type StripeMock } from './harness/stripe-mock.ts';
 
 let mock: StripeMock;
@@ -36,14 +35,7 @@ test('a backfill from stripe-mock lands every listed object in its table, every 
   assert.is(created.status, 201, created.text);
   const syncId = created.body.id;
   const reader = created.body.database.url;
-  const view = await waitFor(
-    'the backfill',
-    async () => {
-      const answer = await request(svc.api, 'GET', `/api/syncs/${syncId}`, { token: account.token });
-      return answer.body.status.completed_at ? answer.body : undefined;
-    },
-    120_000,
-  ).catch((error) => {
+  const view = await waitBackfilled(svc.api, account.token, syncId).catch((error: unknown) => {
     console.error(svc.logs.text.split('\n').slice(-40).join('\n'));
     throw error;
   });

@@ -8,6 +8,7 @@ import { startFakeStripe, type FakeStripe } from '../../src/fakes/stripe/index.t
 import { createLogger } from '../../src/log.ts';
 import { startService, type Service, type Tunables } from '../../src/main.ts';
 import { freshDatabase, serverAdminUrl } from './postgres.ts';
+import { waitFor } from './process.ts';
 
 /** Every log line the service wrote, kept so tests can search them for secrets. */
 export class LogCollector extends Writable {
@@ -193,4 +194,16 @@ export async function waitOk(svc: TestService, token: string, syncId: string, ti
   if (answer.status === 200 && answer.body?.ok === true) return;
   const view = await request(svc.api, 'GET', `/api/syncs/${syncId}`, { token });
   throw new Error(`wait answered ${answer.status} ${answer.text}; last error: ${view.body?.status?.last_error}`);
+}
+
+/** Waits until the sync's first pass (a backfill, or a first cycle) has completed; answers the sync's view then. */
+export async function waitBackfilled(api: string, token: string, syncId: string, timeoutMs = 120_000): Promise<any> {
+  return waitFor(
+    'the backfill',
+    async () => {
+      const answer = await request(api, 'GET', `/api/syncs/${syncId}`, { token });
+      return answer.body?.status?.completed_at ? answer.body : undefined;
+    },
+    timeoutMs,
+  );
 }

@@ -1,8 +1,7 @@
 import Stripe from 'stripe';
 import { type FakeStripe, type FakeStripeAccount, startFakeStripe } from '../../src/fakes/stripe/index.ts';
 import { STRIPE_API_VERSION } from '../../src/stripe/catalog.ts';
-import { waitFor } from './process.ts';
-import { createAccount, request, startTestService, type TestAccount, type TestService, type TestServiceOptions } from './service.ts';
+import { createAccount, request, startTestService, type TestAccount, type TestService, type TestServiceOptions, waitBackfilled } from './service.ts';
 
 export interface StripeSyncSetUp {
   fake: FakeStripe;
@@ -47,6 +46,6 @@ export async function backfilledStripeSync(options: {
   if (created.status !== 201) throw new Error(`sync create failed: ${created.status} ${created.text}`);
   const syncId: string = created.body.id;
   const view = async () => (await request(svc.api, 'GET', `/api/syncs/${syncId}`, { token: account.token })).body;
-  await waitFor('the backfill', async () => ((await view()).status.completed_at ? true : undefined), 120_000);
+  await waitBackfilled(svc.api, account.token, syncId);
   return { fake, upstream, svc, account, syncId, reader: created.body.database.url, stripe, view };
 }
