@@ -18,6 +18,12 @@ import { freePort } from './harness/ports.ts';
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 const FILE_TIMEOUT_MS = Number(process.env.TEST_FILE_TIMEOUT_MS || 10 * 60_000);
 const CONCURRENCY = Number(process.env.TEST_CONCURRENCY || 2);
+/**
+ * Files that run alone, after the others: the traffic simulation starts two PostgreSQL
+ * servers, Kafka, the service and both upstreams on a 2-core machine, and checks timing
+ * (no upstream 429, memory bounded) that another file beside it would only blur.
+ */
+const ALONE = new Set(['test/simulation.test.ts']);
 
 async function testFiles(dir: string): Promise<string[]> {
   const entries = await readdir(dir, { withFileTypes: true });
@@ -85,7 +91,8 @@ async function main(): Promise<number> {
   const env = { ...process.env, TEST_PG_ADMIN_URL: pg.adminUrl, TRIBUTARY_LOG_LEVEL: process.env.TRIBUTARY_LOG_LEVEL ?? 'warn' };
 
   const results: FileResult[] = [];
-  const queue = [...files];
+  const alone = files.filter((f) => ALONE.has(path.relative(root, f)));
+  const queue = files.filter((f) => !alone.includes(f));
   const runQueue = (list: string[], concurrency: number) =>
     Promise.all(
       Array.from({ length: Math.min(concurrency, list.length) }, async () => {
@@ -100,6 +107,7 @@ async function main(): Promise<number> {
     );
   try {
     await runQueue(queue, CONCURRENCY);
+    await runQueue(alone, 1);
   } finally {
     await pg.stop();
     await rm(dir, { recursive: true, force: true });

@@ -6,7 +6,9 @@
  * Why a process: the fakes count each request's arrival for their rate limits. In the
  * simulation's own process, a busy event loop (events folded, Kafka read, checks) reads
  * requests late and bunched, so the fakes saw more requests in a second than were sent and
- * locked the base out for the service's "overrun".
+ * locked the base out for the service's "overrun". Within this process the users' edits and a
+ * test clock's billing hold the loop too, so each fake also sits behind an arrival front that
+ * stamps arrivals on a thread of its own (arrival-front.ts).
  *
  * Protocol (IPC, advanced serialization): `{ id, op, args }` in, `{ id, result }` or
  * `{ id, error }` out; `{ log }` for the users' notable lines; `{ ready }` once started.
@@ -15,6 +17,7 @@ import { monitorEventLoopDelay } from 'node:perf_hooks';
 import { startFakeAirtable } from '../../src/fakes/airtable/index.ts';
 import { startFakeStripe } from '../../src/fakes/stripe/index.ts';
 import { airtableMatchesUpstream } from '../check/airtable-upstream.ts';
+import { startArrivalFront } from './arrival-front.ts';
 import { stripeMatchesUpstream } from '../check/stripe-upstream.ts';
 import { Random } from '../random.ts';
 import { airtableUsers } from '../traffic/airtable.ts';
@@ -30,14 +33,14 @@ const log = (line: string) => send({ log: line });
 
 // One upstream a process: the Stripe fake's bursts of work (a test clock advanced bills every
 // subscription on it at once) would otherwise make the Airtable fake read arrivals late too.
-const stripe = setUp.only === 'stripe' ? await startFakeStripe({ port: 0 }) : undefined;
+const stripe = setUp.only === 'stripe' ? await startFakeStripe({ port: 0, trustArrivalStamps: true }) : undefined;
 const account = stripe?.createAccount();
 if (stripe && account) {
   stripe.addKey(setUp.stripeKey, { account: account.id });
   account.generate({ seed: setUp.seed, customers: 40 });
 }
 
-const airtable = setUp.only === 'airtable' ? await startFakeAirtable({ port: 0 }) : undefined;
+const airtable = setUp.only === 'airtable' ? await startFakeAirtable({ port: 0, trustArrivalStamps: true }) : undefined;
 const base = airtable?.createBase({ id: setUp.baseId, name: 'Simulation' });
 if (airtable && base) {
   airtable.addToken(setUp.airtableToken, { bases: '*' });
@@ -98,6 +101,7 @@ async function handle(request: HostRequest): Promise<unknown> {
     case 'close':
       users?.stop.abort();
       await users?.running;
+      await front.close();
       await airtable?.close();
       await stripe?.close();
       setImmediate(() => process.exit(0));
@@ -113,4 +117,7 @@ process.on('message', (message: { id: number } & HostRequest) => {
 });
 // The simulation gone (even SIGKILLed): nothing is left running.
 process.on('disconnect', () => process.exit(0));
-send({ ready: { stripeUrl: stripe?.url ?? '', airtableUrl: airtable?.url ?? '', stripeAccount: account?.id ?? '' } });
+// Arrivals are stamped by a front in a thread of its own: the users' edits and a test clock's
+// billing run on this loop and would otherwise delay (and bunch) what the fakes count.
+const front = await startArrivalFront((stripe ?? airtable)!.url);
+send({ ready: { stripeUrl: stripe ? front.url : '', airtableUrl: airtable ? front.url : '', stripeAccount: account?.id ?? '' } });

@@ -15,11 +15,11 @@ export interface AcquireOptions {
   /** Sync requests' own cap within the window (Airtable: 3 of 5, or 5 with Turbo). */
   syncLimit?: number;
   /**
-   * The sync's share leaves the rest of the limit to requests this quota never sees (Stripe:
-   * the customer's own requests straight to the account), so it must hold as the upstream
-   * counts it: over the window plus the margin, like the limit. Otherwise the share is kept
-   * over the exact window (Airtable: a sweep at 3 req/s gets 3; the rest of the limit is for
-   * proxied clients, which the quota counts, and the limit's margin guards the upstream).
+   * The sync's share leaves the rest of the limit to requests this quota never sees (the
+   * customer's own requests straight to the upstream, for every kind the service syncs), so
+   * it must hold as the upstream counts it: over the window plus the margin, like the limit.
+   * Without it the share is kept over the exact window, which is right only when every other
+   * request to the upstream goes through this quota.
    */
   shareMargin?: boolean;
   /**

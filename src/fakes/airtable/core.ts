@@ -46,6 +46,7 @@ export interface Core {
   faults: FaultList;
   stats: Stats;
   limiters: { base: SlidingWindowLimiter; token: SlidingWindowLimiter } | undefined;
+  trustArrivalStamps: boolean;
 }
 
 /**

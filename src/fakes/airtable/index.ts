@@ -45,6 +45,11 @@ export interface FakeAirtableOptions {
   webhookTtlMs?: number;
   /** How long webhook payloads are kept; default 7 days. */
   payloadTtlMs?: number;
+  /**
+   * Count a request's arrival by the `x-fake-arrived-at` stamp of a front in another thread
+   * (the simulation's) rather than by when this process reads it. Only for a front you run.
+   */
+  trustArrivalStamps?: boolean;
 }
 
 export interface FakeAirtable {
@@ -84,6 +89,7 @@ export async function startFakeAirtable(options: FakeAirtableOptions = {}): Prom
     limiters: rate === false
       ? undefined
       : { base: new SlidingWindowLimiter(rate.perBasePerSecond, rate.lockoutMs), token: new SlidingWindowLimiter(rate.perTokenPerSecond, rate.lockoutMs) },
+    trustArrivalStamps: options.trustArrivalStamps ?? false,
   };
   const controls = new Map<string, FakeBaseControl>();
 

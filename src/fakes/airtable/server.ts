@@ -2,6 +2,7 @@ import { createServer, type IncomingMessage, type Server, type ServerResponse } 
 import type { Core } from './core.ts';
 import { AirtableApiError, NOT_FOUND_MESSAGE } from './errors.ts';
 import { faultBody } from './faults.ts';
+import { arrivalLatenessMs } from '../shared/arrival.ts';
 import { readBody, requestLine, sendJson } from '../shared/http-io.ts';
 import { RequestContext } from './request-context.ts';
 import { baseIdOfPath, route } from './router.ts';
@@ -38,7 +39,7 @@ function serveAttachment(core: Core, segments: string[], res: ServerResponse): v
 
 async function handle(core: Core, req: IncomingMessage, res: ServerResponse): Promise<void> {
   // Airtable counts a request when it arrives, not when a busy server gets round to it.
-  const arrivedAt = core.world.now();
+  const arrivedAt = core.world.now() - arrivalLatenessMs(req.headers, core.trustArrivalStamps);
   const { method, url } = requestLine(req);
   const segments = splitPath(url.pathname) ?? ['\u0000'];
   const baseId = baseIdOfPath(segments);

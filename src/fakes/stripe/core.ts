@@ -14,4 +14,5 @@ export interface Core {
   faults: FaultList<FaultRule, RequestFacts>;
   stats: Stats;
   limiters: { test: SlidingWindowLimiter; live: SlidingWindowLimiter } | undefined;
+  trustArrivalStamps: boolean;
 }

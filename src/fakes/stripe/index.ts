@@ -59,6 +59,11 @@ export interface FakeStripeOptions {
   rateLimit?: { testPerSecond: number; livePerSecond: number } | false;
   /** The clock's source (ms since the epoch); default Date.now. `clock.advance` moves it on. */
   now?: () => number;
+  /**
+   * Count a request's arrival by the `x-fake-arrived-at` stamp of a front in another thread
+   * (the simulation's) rather than by when this process reads it. Only for a front you run.
+   */
+  trustArrivalStamps?: boolean;
 }
 
 export interface FakeStripe {
@@ -97,6 +102,7 @@ export async function startFakeStripe(options: FakeStripeOptions = {}): Promise<
     faults: stripeFaults(),
     stats: new Stats(),
     limiters: rate === false ? undefined : { test: new SlidingWindowLimiter(rate.testPerSecond), live: new SlidingWindowLimiter(rate.livePerSecond) },
+    trustArrivalStamps: options.trustArrivalStamps ?? false,
   };
   const router = new Router(ROUTES);
   const controls = new Map<string, FakeStripeAccountControl>();

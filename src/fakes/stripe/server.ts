@@ -5,6 +5,7 @@
  * Stripe-Version.
  */
 import { createServer, type IncomingHttpHeaders, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import { arrivalLatenessMs } from '../shared/arrival.ts';
 import { readBody, requestLine, sendJson } from '../shared/http-io.ts';
 import type { AccountState } from './account.ts';
 import { allowed, type KeyEntry, permissionName, presentedKey } from './auth.ts';
@@ -90,6 +91,8 @@ class Pipeline {
   }
 
   async handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
+    // Stripe counts a request when it arrives, not when a busy server gets round to it.
+    const arrivedAt = this.core.clock.nowMs() - arrivalLatenessMs(req.headers, this.core.trustArrivalStamps);
     const reqId = requestId();
     const { method, url } = requestLine(req);
     const pathname = url.pathname;
@@ -122,7 +125,7 @@ class Pipeline {
       livemode = account.livemode;
       logged = true;
       const limiter = this.core.limiters?.[account.livemode ? 'live' : 'test'];
-      const arrival = { key: account.id, at: this.core.clock.nowMs(), method, path: pathname, agent: header(req.headers, 'user-agent') ?? '' };
+      const arrival = { key: account.id, at: arrivedAt, method, path: pathname, agent: header(req.headers, 'user-agent') ?? '' };
       const limited = limiter ? !limiter.allow(account.id, arrival.at) : false;
       this.core.stats.account(account.id, limited);
       if (limited) {

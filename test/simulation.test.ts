@@ -1,0 +1,36 @@
+/**
+ * The traffic simulation's CI profile: both upstreams driven the way real accounts are
+ * (billing, several UI users, proxied and direct client writes), every kind of fault struck
+ * once, then every invariant checked (sim/run.ts). A fixed seed, so a failure here is
+ * reproduced by `npm run simulate -- --minutes 2 --seed <seed>`.
+ */
+import { test } from 'uvu';
+import * as assert from 'uvu/assert';
+import { FAULT_KINDS } from '../sim/faults.ts';
+import { simulate } from '../sim/run.ts';
+import { summarize } from '../sim/summary.ts';
+
+const SEED = Number(process.env.SIM_SEED || 14);
+
+test(`the CI profile (seed ${SEED}): no invariant is violated under traffic and faults`, async () => {
+  const started = Date.now();
+  const report = await simulate({
+    seed: SEED,
+    minutes: 2,
+    upstreams: ['stripe', 'airtable'],
+    kafka: true,
+    faultScale: 0.1,
+    log: (line) => process.stdout.write(`[sim ${((Date.now() - started) / 1000).toFixed(0)} s] ${line}\n`),
+  });
+  const summary = summarize(report);
+  process.stdout.write(summary);
+  assert.equal(report.violations, [], summary);
+  // The run did what it claims: traffic of every actor, every fault, every check.
+  assert.equal(new Set(report.faults.map((f) => f.name)), new Set(FAULT_KINDS), 'every kind of fault struck');
+  const done = (kind: string) => report.operations.get(kind)?.done ?? 0;
+  assert.ok(done('proxy.create') > 0 && done('proxy.update') > 0 && done('wait.ok') > 0, summary);
+  assert.ok((report.checks.get('read-after-write') ?? 0) > 20, summary);
+  for (const name of ['db=upstream', 'events-fold (REST)', 'events (webhooks)', 'events (Kafka)']) assert.ok(report.checks.has(name), `${name} checked`);
+});
+
+test.run();
