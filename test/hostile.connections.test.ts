@@ -2,30 +2,37 @@
  * A server out of connection slots must not end any loop, or the process: with the slots of
  * the server that holds the control database and the sync databases all taken from outside
  * (as one tenant's readers once took 597 of 600), the decoder, appenders, runners, proxy
- * write-through and webhook deliverers fail for a while; once the slots are free they all
- * recover without a restart, and nothing is lost. It once ended the process on an unhandled
- * rejection from the decoder's flush chain.
+ * write-through, webhook deliverers and Kafka relay fail for a while; once the slots are free
+ * they all recover without a restart, and nothing is lost, for a Stripe tenant and an Airtable
+ * tenant alike. It once ended the process on an unhandled rejection from the decoder's flush
+ * chain.
  */
 import { mkdtemp, rm } from 'node:fs/promises';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
+import Airtable from 'airtable';
+import { Kafka, logLevel } from 'kafkajs';
 import pg from 'pg';
 import Stripe from 'stripe';
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
+import { topicName } from '../src/events/log.ts';
 import { STRIPE_API_VERSION } from '../src/stripe/catalog.ts';
 import { pause } from '../src/time.ts';
+import { airtableJs } from './harness/airtable.ts';
 import { CrashablePostgres } from './harness/crashable-postgres.ts';
+import { sharedKafka } from './harness/kafka/index.ts';
 import { query } from './harness/postgres.ts';
 import { waitFor } from './harness/process.ts';
-import { createAccount, request, startTestService, STRIPE_TEST_KEYS, stripeSyncBody, type TestService, waitBackfilled, waitOk } from './harness/service.ts';
+import { AIRTABLE_TEST_TOKEN, airtableSyncBody, createAccount, request, startTestService, STRIPE_TEST_KEYS, stripeSyncBody, type TestService, waitBackfilled, waitOk } from './harness/service.ts';
 
 let dir: string;
 let server: CrashablePostgres;
 let svc: TestService;
 let receiver: http.Server;
+let brokers: string[];
 const received: Array<{ id: string; data: { name?: string } }> = [];
 const unhandled: unknown[] = [];
 const onUnhandled = (reason: unknown) => unhandled.push(reason);
@@ -36,14 +43,16 @@ test.before(async () => {
   // A small server: 60 slots, 10 of them reserved for superusers.
   server = await CrashablePostgres.start('full', dir, 60);
   await query(server.adminUrl, 'CREATE DATABASE ctl');
+  brokers = (await sharedKafka()).brokers;
   svc = await startTestService({
     config: {
       databaseUrl: server.databaseUrl('ctl'),
       targetDatabaseUrl: server.adminUrl,
       roles: ['api', 'proxy', 'sync', 'decoder'],
       webhookAllowPrivate: true,
+      kafkaBrokers: brokers,
     },
-    tunables: { workerTickMs: 250, stripe: { pollIntervalMs: 500 }, webhooks: { schedule: { initialDelayMs: 200, maxDelayMs: 2000 } } },
+    tunables: { workerTickMs: 250, stripe: { pollIntervalMs: 500 }, airtable: { pollIntervalMs: 250 }, webhooks: { schedule: { initialDelayMs: 200, maxDelayMs: 2000 } } },
   });
   receiver = http.createServer((req, res) => {
     let body = '';
@@ -90,6 +99,33 @@ async function fillSlots(): Promise<pg.Client[]> {
   return held;
 }
 
+/** Reads a topic from the start until every `id:name` wanted has been seen (60 s at most). */
+async function kafkaNames(topic: string, wanted: string[]): Promise<boolean> {
+  const consumer = new Kafka({ clientId: 'hostile-connections', brokers, logLevel: logLevel.NOTHING }).consumer({ groupId: `full-${Date.now()}` });
+  const missing = new Set(wanted);
+  await consumer.connect();
+  try {
+    await consumer.subscribe({ topic, fromBeginning: true });
+    return await new Promise<boolean>((resolve, reject) => {
+      const timer = setTimeout(() => resolve(false), 60_000);
+      consumer
+        .run({
+          eachMessage: async ({ message }) => {
+            const event = JSON.parse(message.value!.toString()) as { id: string; data: { name?: string } };
+            missing.delete(`${event.id}:${event.data.name}`);
+            if (missing.size === 0) {
+              clearTimeout(timer);
+              resolve(true);
+            }
+          },
+        })
+        .catch(reject);
+    });
+  } finally {
+    await consumer.disconnect();
+  }
+}
+
 test("with every connection slot taken from outside, the service's loops wait, then recover without a restart, nothing lost", async () => {
   const account = await createAccount(svc);
   const created = await request(svc.api, 'POST', '/api/syncs', { token: account.token, body: stripeSyncBody() });
@@ -108,6 +144,18 @@ test("with every connection slot taken from outside, the service's loops wait, t
   await waitBackfilled(svc.api, account.token, syncId, 60_000);
   await waitOk(svc, account.token, syncId, 30_000);
 
+  // Another tenant, on Airtable, on the same server.
+  const other = await createAccount(svc, 'initech');
+  const base = svc.airtable.createBase({ name: 'Other tenant' });
+  base.createTable('Clients', [{ name: 'Name', type: 'singleLineText' }]);
+  const [changed, written] = base.createRecords('Clients', [{ Name: 'Before' }, { Name: 'Before' }]).map((r) => r.id) as [string, string];
+  const otherSync = await request(svc.api, 'POST', '/api/syncs', { token: other.token, body: airtableSyncBody(base.id) });
+  assert.is(otherSync.status, 201, otherSync.text);
+  const otherId: string = otherSync.body.id;
+  await waitBackfilled(svc.api, other.token, otherId, 60_000);
+  await waitOk(svc, other.token, otherId, 30_000);
+  const clients = new Airtable({ apiKey: AIRTABLE_TEST_TOKEN, endpointUrl: `http://127.0.0.1:${svc.service.proxyPort}/api.airtable.com`, noRetryIfRateLimited: true, requestTimeout: 60_000 }).base(base.id)('Clients');
+
   // Changes keep coming while the server is full: batches are in flight when it refuses.
   const busy = await direct.customers.create({ name: 'Busy 0' });
   let edits = 0;
@@ -122,12 +170,16 @@ test("with every connection slot taken from outside, the service's loops wait, t
   const held = await fillSlots();
   assert.ok(held.length > 0, 'slots were taken');
   let proxiedAnswer: Promise<Stripe.Customer>;
+  let airtableAnswer: Promise<unknown>;
   try {
     // While the server refuses everyone: a change upstream the sync must pick up, and a
     // proxied write whose write-through must wait.
     await direct.customers.update(first.id, { name: 'Changed while full' });
     proxiedAnswer = proxied.customers.update(second.id, { name: 'Proxied while full' });
     proxiedAnswer.catch(() => undefined);
+    base.updateRecord('Clients', changed, { Name: 'Changed while full' });
+    airtableAnswer = airtableJs(clients.update(written, { Name: 'Proxied while full' }));
+    airtableAnswer.catch(() => undefined);
     await pause(4000);
   } finally {
     for (const client of held) await client.end().catch(() => undefined);
@@ -145,7 +197,19 @@ test("with every connection slot taken from outside, the service's loops wait, t
   } else {
     assert.is(answer.name, 'Proxied while full');
   }
+  const airtableResult = await airtableAnswer.catch((error: Error) => error);
+  if (airtableResult instanceof Error) {
+    assert.match(airtableResult.message, /not sent upstream/);
+    assert.is(base.records('Clients').find((r) => r.id === written)?.fields.Name, 'Before', 'not forwarded');
+    await airtableJs(clients.update(written, { Name: 'Proxied while full' }));
+  }
   await waitOk(svc, account.token, syncId, 60_000);
+  await waitOk(svc, other.token, otherId, 60_000);
+  const otherRows = await query<{ id: string; name: string }>(otherSync.body.database.url, 'SELECT id, name FROM clients ORDER BY id');
+  assert.equal(
+    otherRows.map((r) => `${r.id}:${r.name}`).sort(),
+    [`${changed}:Changed while full`, `${written}:Proxied while full`].sort(),
+  );
   const rows = await query<{ id: string; name: string }>(created.body.database.url, 'SELECT id, name FROM customer WHERE id = ANY($1) ORDER BY name', [[busy.id, first.id, second.id]]);
   assert.equal(
     rows.map((r) => r.name),
@@ -155,12 +219,17 @@ test("with every connection slot taken from outside, the service's loops wait, t
     const names = new Set(received.map((e) => `${e.id}:${e.data.name}`));
     return names.has(`${first.id}:Changed while full`) && names.has(`${second.id}:Proxied while full`) && names.has(`${busy.id}:Busy ${edits}`) ? true : undefined;
   }, 60_000);
+  // Kafka: the relay carried on from where it stopped.
+  const onKafka = await kafkaNames(topicName(syncId, 'customer'), [`${first.id}:Changed while full`, `${second.id}:Proxied while full`, `${busy.id}:Busy ${edits}`]);
+  assert.ok(onKafka, 'the changes reached Kafka');
   assert.equal(unhandled, [], 'no unhandled rejection');
   // The loops are the ones that started with the service: it never restarted them.
-  const view = (await request(svc.api, 'GET', `/api/syncs/${syncId}`, { token: account.token })).body;
-  await waitFor('the sync to turn normal', async () => ((await request(svc.api, 'GET', `/api/syncs/${syncId}`, { token: account.token })).body.status.indicator === 'normal' ? true : undefined), 60_000).catch(() => {
-    throw new Error(`the sync stayed ${view.status.indicator}: ${view.status.last_error}`);
-  });
+  for (const [id, token] of [[syncId, account.token], [otherId, other.token]] as const) {
+    const view = (await request(svc.api, 'GET', `/api/syncs/${id}`, { token })).body;
+    await waitFor(`${id} to turn normal`, async () => ((await request(svc.api, 'GET', `/api/syncs/${id}`, { token })).body.status.indicator === 'normal' ? true : undefined), 60_000).catch(() => {
+      throw new Error(`${id} stayed ${view.status.indicator}: ${view.status.last_error}`);
+    });
+  }
 });
 
 test.run();

@@ -28,7 +28,7 @@ parentPort.once('message', () => {
 
 /** The seven statuses, with this thread blocked for the first second. */
 async function sendWhileBusy(url: string, baseId: string): Promise<number[]> {
-  const client = new Worker(CLIENT, { eval: true, workerData: { url, token: TOKEN, path: `/v0/${baseId}/Items?maxRecords=1` } });
+  const client = new Worker(CLIENT, { eval: true, execArgv: [], workerData: { url, token: TOKEN, path: `/v0/${baseId}/Items?maxRecords=1` } });
   const statuses = new Promise<number[]>((resolve, reject) => {
     client.once('message', resolve);
     client.once('error', reject);

@@ -12,7 +12,11 @@ export interface ArrivalFront {
  * answer through unchanged, a dropped or cut answer included.
  */
 export async function startArrivalFront(targetUrl: string): Promise<ArrivalFront> {
-  const worker = new Worker(new URL('./arrival-front-worker.mjs', import.meta.url), { workerData: { targetUrl, header: ARRIVAL_HEADER } });
+  const worker = new Worker(new URL('./arrival-front-worker.mjs', import.meta.url), {
+    workerData: { targetUrl, header: ARRIVAL_HEADER },
+    // Plain JavaScript: none of the parent's loader or input-type flags apply to it.
+    execArgv: [],
+  });
   const port = await new Promise<number>((resolve, reject) => {
     worker.once('message', (message: { port: number }) => resolve(message.port));
     worker.once('error', reject);
