@@ -39,7 +39,7 @@ const command = (slot: string) =>
 
 /** A session on `slot`; handlers not given do nothing. */
 const streamOn = (slot: string, handlers: Partial<ReplicationHandlers> = {}, connectionString = url) =>
-  new ReplicationStream({ connectionString, command: command(slot), handlers: { data: () => undefined, keepalive: () => undefined, ...handlers } });
+  new ReplicationStream({ databaseUrl: connectionString, command: command(slot), handlers: { data: () => undefined, keepalive: () => undefined, ...handlers } });
 
 /** Whether a session is reading the slot. */
 async function slotActive(slot: string): Promise<boolean> {

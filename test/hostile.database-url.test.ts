@@ -4,15 +4,21 @@
  * port, "password authentication failed" for the shared server), `sslrootcert=` read a file
  * path, `?host=` named a socket, and 169.254.169.254 and private ranges were dialled. Now the
  * URL is held to the webhook address policy, takes sslmode only, never names Tributary's own
- * servers, answers from a short fixed list, and is rate-limited per account.
+ * servers, answers from a short fixed list, and is rate-limited per account. A name checked
+ * public once may be pointed elsewhere later (DNS rebinding): every connection to a customer
+ * server resolves the name itself and refuses non-public addresses.
  */
+import { readdir, readFile } from 'node:fs/promises';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
-import { withCredentials } from '../src/db/sql.ts';
+import { connectFailure } from '../src/control/server-url.ts';
+import { publicOnly } from '../src/db/connect.ts';
+import { withClient, withCredentials } from '../src/db/sql.ts';
 import { freePort } from './harness/ports.ts';
 import { serverAdminUrl } from './harness/postgres.ts';
+import { repoRoot } from './harness/process.ts';
 import { createAccount, type HttpAnswer, request, startTestService, stripeSyncBody, type TestService } from './harness/service.ts';
 
 let strict: TestService;
@@ -87,6 +93,34 @@ test('database_url attempts are rate-limited per account', async () => {
   assert.equal(answers, [422, 422, 422, 422, 422, 429]);
   const neighbour = await create(lenient, other.token, `postgres://postgres:x@127.0.0.1:${await freePort()}/postgres`);
   assert.is(neighbour.status, 422, 'another account is not held back');
+});
+
+test('a name that resolves to a non-public address when connecting is refused then (DNS rebinding)', async () => {
+  // The shared server by the name localhost: checked public once, it is loopback by now.
+  const byName = new URL(serverAdminUrl());
+  byName.hostname = 'localhost';
+  const plain = await withClient(byName.toString(), async (client) => (await client.query('SELECT 1 AS one')).rows[0].one);
+  assert.is(plain, 1, 'an unmarked URL connects');
+  const error = await withClient(publicOnly(byName.toString()), async () => 'connected').catch((e: NodeJS.ErrnoException) => e);
+  assert.instance(error, Error);
+  assert.is((error as NodeJS.ErrnoException).code, 'EPRIVATEADDRESS');
+  assert.is(connectFailure(error), 'refused (the host resolves to a non-public address)');
+});
+
+test('every connection the service makes to a database goes through the connection settings that keep the mark', async () => {
+  // Only the control database's own clients (and connect.ts itself) may take a bare connection string.
+  const control = new Set(['src/db/connect.ts', 'src/main.ts', 'src/events/bus.ts', 'src/sync/pass-signals.ts', 'src/db/migrate.ts', 'src/db/embedded.ts']);
+  const bare: string[] = [];
+  const walk = async (dir: string): Promise<void> => {
+    for (const entry of await readdir(`${repoRoot}/${dir}`, { withFileTypes: true })) {
+      const file = `${dir}/${entry.name}`;
+      if (entry.isDirectory()) {
+        if (entry.name !== 'fakes') await walk(file);
+      } else if (file.endsWith('.ts') && !control.has(file) && /connectionString:/.test(await readFile(`${repoRoot}/${file}`, 'utf8'))) bare.push(file);
+    }
+  };
+  await walk('src');
+  assert.equal(bare, []);
 });
 
 test.run();

@@ -88,6 +88,7 @@ export function connectFailure(error: unknown): string {
   if (code === '3D000') return 'the database in the URL does not exist';
   if (code === 'ECONNREFUSED') return 'refused (nothing accepts connections at that host and port)';
   if (code === 'ENOTFOUND' || code === 'EAI_AGAIN') return 'unreachable (the host could not be resolved)';
+  if (code === 'EPRIVATEADDRESS') return 'refused (the host resolves to a non-public address)';
   if (code === 'ETIMEDOUT' || code === 'EHOSTUNREACH' || code === 'ENETUNREACH' || /timeout/i.test(message)) return 'unreachable (no answer in time)';
   if (/ssl|tls|certificate/i.test(message) || (typeof code === 'string' && code.startsWith('ERR_TLS'))) return 'TLS failed';
   if (code === '53300' || code === '57P03') return 'the server accepts no connections now';

@@ -2,6 +2,7 @@ import { TributaryError } from '../errors.ts';
 import { newDatabaseName, newPassword, newSyncId } from '../ids.ts';
 import type { Logger } from '../log.ts';
 import { ident, withClient, withCredentials, withDatabase } from '../db/sql.ts';
+import { publicOnly, unmarked } from '../db/connect.ts';
 import { hashToken } from './secrets.ts';
 import { AttemptLimiter, checkServerUrl, type ServerUrlPolicy } from './server-url.ts';
 import { checkServer, dropDatabase, provisionDatabase, restoreReaderRole, type SyncDatabase } from './provisioner.ts';
@@ -47,13 +48,22 @@ export class SyncService {
 
   constructor(private readonly options: SyncServiceOptions) {}
 
+  private get serverUrlPolicy(): ServerUrlPolicy {
+    return this.options.serverUrlPolicy ?? { allowPrivate: true, ownServers: [] };
+  }
+
+  /** A customer server's URL as Tributary connects to it: at public addresses only, unless the operator allows others. */
+  private pinned(url: string): string {
+    return this.serverUrlPolicy.allowPrivate ? url : publicOnly(url);
+  }
+
   async create(input: CreateSyncInput): Promise<SyncRecord> {
     const { store, logger } = this.options;
     const settings = { ...defaultSettings[input.kind], ...input.settings } as SyncSettings;
     if (input.databaseUrl !== null) {
       this.serverAttempts.take(input.accountId);
-      await checkServerUrl(input.databaseUrl, this.options.serverUrlPolicy ?? { allowPrivate: true, ownServers: [] });
-      await checkServer(input.databaseUrl);
+      await checkServerUrl(input.databaseUrl, this.serverUrlPolicy);
+      await checkServer(this.pinned(input.databaseUrl));
     }
     const checked = (await this.options.upstreamChecks?.[input.kind]?.(input)) ?? {};
 
@@ -140,7 +150,7 @@ export class SyncService {
       parsed.hostname = this.options.publicHost;
       url = parsed.toString();
     }
-    return withCredentials(url, record.databaseRole, (await this.options.store.databasePassword(record.id)).reveal());
+    return withCredentials(unmarked(url), record.databaseRole, (await this.options.store.databasePassword(record.id)).reveal());
   }
 
   /** The operator's CONNECTION LIMIT for the sync's reader, within its account's budget. */
@@ -166,7 +176,7 @@ export class SyncService {
   private async database(record: SyncRecord): Promise<SyncDatabase> {
     const custom = await this.options.store.customServerUrl(record.id);
     return {
-      adminUrl: custom?.reveal() ?? this.options.sharedServerUrl,
+      adminUrl: custom ? this.pinned(custom.reveal()) : this.options.sharedServerUrl,
       name: record.databaseName,
       role: record.databaseRole,
     };

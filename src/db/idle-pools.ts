@@ -1,4 +1,5 @@
 import pg from 'pg';
+import { connectionConfig } from './connect.ts';
 
 export interface IdlePoolsOptions {
   /** Connections per database (default 2). */
@@ -38,7 +39,7 @@ export class IdlePools {
       return entry.pool;
     }
     const pool = new pg.Pool({
-      connectionString: url,
+      ...connectionConfig(url),
       max: this.options.max ?? 2,
       idleTimeoutMillis: this.options.idleConnectionMs ?? 30_000,
       connectionTimeoutMillis: 10_000,

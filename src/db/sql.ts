@@ -1,4 +1,5 @@
 import pg from 'pg';
+import { connectionConfig } from './connect.ts';
 
 /** Quotes an identifier once, at the edge; values always travel as parameters. */
 export function ident(name: string): string {
@@ -22,7 +23,7 @@ export function withCredentials(url: string, user: string, password: string): st
 
 /** Runs `fn` on a short-lived client and always closes it. */
 export async function withClient<T>(url: string, fn: (client: pg.Client) => Promise<T>): Promise<T> {
-  const client = new pg.Client({ connectionString: url, connectionTimeoutMillis: 10_000 });
+  const client = new pg.Client({ ...connectionConfig(url), connectionTimeoutMillis: 10_000 });
   client.on('error', () => undefined); // a dropped connection surfaces as a rejected query instead
   await client.connect();
   try {

@@ -1,6 +1,7 @@
 import { EventEmitter } from 'node:events';
 import type { Duplex } from 'node:stream';
 import pg from 'pg';
+import { connectionConfig } from '../db/connect.ts';
 import { formatLsn, lsnToBigInt } from './pgoutput.ts';
 
 /** What a replication session calls, in the order the server sent it. */
@@ -16,7 +17,7 @@ export interface ReplicationHandlers {
 
 export interface ReplicationOptions {
   /** A URL whose role has the REPLICATION right. */
-  connectionString: string;
+  databaseUrl: string;
   /** Session settings (`-c name=value …`). */
   options?: string;
   /** The START_REPLICATION command. */
@@ -65,7 +66,7 @@ export class ReplicationStream {
    */
   async run(): Promise<void> {
     const client = new pg.Client({
-      connectionString: this.options.connectionString,
+      ...connectionConfig(this.options.databaseUrl),
       options: this.options.options,
       replication: 'database',
       connectionTimeoutMillis: 10_000,

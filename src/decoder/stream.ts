@@ -146,7 +146,7 @@ export class Decoder {
     this.inFlight = 0;
 
     const replication = new ReplicationStream({
-      connectionString: this.options.databaseUrl,
+      databaseUrl: this.options.databaseUrl,
       options: SESSION,
       // 0/0: the server starts at the slot's confirmed position.
       command: `START_REPLICATION SLOT ${ident(this.options.slot)} LOGICAL 0/0 (proto_version '1', publication_names '${PUBLICATION}', messages 'true')`,

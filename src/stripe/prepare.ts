@@ -1,4 +1,5 @@
 import pg from 'pg';
+import { connectionConfig } from '../db/connect.ts';
 import type { Logger } from '../log.ts';
 import { ensureTables } from './tables.ts';
 import { ensureUpcomingQueue } from './upcoming.ts';
@@ -9,7 +10,7 @@ import { ensureUpcomingQueue } from './upcoming.ts';
  * table the runner has not built yet. The runner's own ensureTables then finds them built.
  */
 export async function prepareStripeDatabase(adminUrl: string, logger: Logger): Promise<void> {
-  const pool = new pg.Pool({ connectionString: adminUrl, max: 1 });
+  const pool = new pg.Pool({ ...connectionConfig(adminUrl), max: 1 });
   pool.on('error', () => undefined);
   try {
     await ensureTables(pool, logger);

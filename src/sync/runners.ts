@@ -2,6 +2,7 @@ import pg from 'pg';
 import { AirtableClient } from '../airtable/client.ts';
 import { AirtableRunner } from '../airtable/runner.ts';
 import { loadWebhookState, removeWebhook } from '../airtable/webhook.ts';
+import { connectionConfig } from '../db/connect.ts';
 import type { SyncService } from '../control/sync-service.ts';
 import type { AirtableSettings, StripeSettings } from '../control/settings.ts';
 import { StripeRunner } from '../stripe/runner.ts';
@@ -42,7 +43,7 @@ function rateLimitCounter(control: pg.Pool, syncId: string, logger: Logger): () 
 }
 
 function targetPool(url: string, logger: Logger): pg.Pool {
-  const pool = new pg.Pool({ connectionString: url, max: 4 });
+  const pool = new pg.Pool({ ...connectionConfig(url), max: 4 });
   pool.on('error', (err) => logger.warn({ err }, 'idle sync-database connection failed'));
   // A connection the server ends while it is checked out (the database dropped WITH FORCE as
   // the sync is deleted mid-cycle) can emit 'error' twice; pg-pool listens once, and an
