@@ -98,7 +98,7 @@ const everyType: AirtableField[] = [
 ];
 const table: AirtableTable = { id: 'tblA', name: 'Everything 🧪', primaryFieldId: 'fldA28', fields: everyType };
 
-test('every field type gets the seed’s column type', () => {
+test('every field type gets its documented column type', () => {
   const [mapping] = mapBase([table], defaultSettings.airtable);
   const types = Object.fromEntries(mapping!.columns.map((c) => [c.upstreamType + (c.fieldId ?? ''), c.type]));
   const expected: Record<string, string> = {

@@ -22,7 +22,7 @@ test.before(async () => {
 });
 test.after(async () => svc.stop());
 
-/** Every refusal is a 4xx with CONTRACT §3's error object; never a 500, never HTML. */
+/** Every refusal is a 4xx with the API's error object; never a 500, never HTML. */
 function assertClientError(answer: HttpAnswer, status: number, what: string): void {
   assert.is(answer.status, status, `${what}: ${answer.text}`);
   assert.type(answer.body?.error?.code, 'string', `${what}: error.code`);

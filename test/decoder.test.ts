@@ -1,6 +1,6 @@
 /**
  * The WAL decoder on a real sync database and a real control database: the event shapes
- * of CONTRACT §7 for every column type Tributary makes, what is no event, unchanged TOASTed
+ * documented in the README for every column type Tributary makes, what is no event, unchanged TOASTed
  * values, and a restart that neither loses nor repeats anything.
  */
 import { randomBytes } from 'node:crypto';

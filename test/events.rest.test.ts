@@ -1,5 +1,5 @@
 /**
- * The event REST interface (CONTRACT §7) on a real control database and a real HTTP server,
+ * The event REST interface on a real control database and a real HTTP server,
  * driven by the real @upstash/kafka client where it can be: fetch, long polls, consumer
  * groups with auto and manual commits, partition sharing and hand-over, account isolation,
  * and the 4xx answers to bad input. Events are put in the log with EventAppender, the

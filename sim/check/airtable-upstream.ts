@@ -34,7 +34,7 @@ export interface AirtableCheckOptions {
   cap?: number;
 }
 
-/** The settings that choose a column's type (CONTRACT §3): every combination is a mapping the sync may have built. */
+/** The settings that choose a column's type: every combination is a mapping the sync may have built. */
 const TYPE_SETTINGS: Array<Pick<AirtableSettings, 'lookup_as' | 'intelligent_cast'>> = [
   { lookup_as: 'text[]', intelligent_cast: true },
   { lookup_as: 'text[]', intelligent_cast: false },
@@ -66,7 +66,7 @@ const key = (c: Pick<ColumnMapping, 'fieldId' | 'name'>) => c.fieldId ?? `:${c.n
 
 export async function airtableMatchesUpstream(options: AirtableCheckOptions): Promise<Violation[]> {
   const schema = options.schema ?? 'public';
-  // The sync's bookkeeping schema: `public_swap` beside `public` (CONTRACT §6); a placed sync's
+  // The sync's bookkeeping schema: `public_swap` beside `public`; a placed sync's
   // schema `x` is assumed to keep it in `x_swap` (the product has no placed syncs yet).
   const swap = schema === 'public' ? 'public_swap' : `${schema}_swap`;
   const cap = options.cap;

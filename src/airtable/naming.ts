@@ -1,5 +1,5 @@
 /**
- * Upstream names → PostgreSQL names, per the seed: snake_case, emoji and punctuation
+ * Upstream names → PostgreSQL names: snake_case, emoji and punctuation
  * removed. Clashes are settled by upstream id order, so a name never moves from one
  * field to another between cycles just because fields were reordered upstream.
  */
@@ -33,7 +33,7 @@ export interface Named {
 
 /**
  * Assigns each item a unique snake_case name. `reserved` names (like `id` on a table)
- * get an underscore appended, as the seed asks; an empty result falls back to a name
+ * get an underscore appended; an empty result falls back to a name
  * built from the upstream id; later clashes get `_2`, `_3`, … in id order.
  */
 export function assignNames(items: Named[], options: { reserved?: string[]; fallbackPrefix: string }): Map<string, string> {

@@ -31,7 +31,7 @@ export interface AirtableRunnerOptions {
   logger: Logger;
   /** How often webhook payloads are read; each read costs one request of the sync's quota. */
   pollIntervalMs?: number;
-  /** Pause between cycles (0: the next cycle starts at once, as the seed describes). */
+  /** Pause between cycles (0: the next cycle starts at once, a continuous sync). */
   cycleGapMs?: number;
   /** Change capture through Airtable webhooks; off means sweeps alone. */
   changeCapture?: boolean;

@@ -48,7 +48,7 @@ const BATCH_ROWS = 1000;
 /**
  * Lists a whole table and writes every record: upserts into a live table in `public`,
  * COPY into a fresh rebuild in `public_swap`. Only a listing that reached its last page
- * proves which rows are gone (DESIGN rule 2): any failure before that throws, and
+ * proves which rows are gone: any failure before that throws, and
  * nothing is deleted. Seen ids go to a temporary table, so memory stays flat however
  * large the table is.
  */

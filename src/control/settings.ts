@@ -1,6 +1,6 @@
 import { z } from 'zod';
 
-/** Per-sync settings of CONTRACT §3. Airtable uses all four; Stripe only `turbo`. */
+/** Per-sync settings (the management API's `settings`). Airtable uses all four; Stripe only `turbo`. */
 export const airtableSettingsSchema = z
   .object({
     turbo: z.boolean(),

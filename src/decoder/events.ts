@@ -59,7 +59,7 @@ function rowJson(info: TableInfo, values: RawValue[]): string {
 }
 
 /**
- * The event of one row change, in CONTRACT §7's shape and key order, written straight as
+ * The event of one row change, in the documented shape and key order, written straight as
  * JSON text (the decoder's hot path: no object per row). `prior` is the old row (REPLICA
  * IDENTITY FULL). An update that changed no column is no event. When `priorInfo` is given
  * (a swapped-in table), `prior` has that table's columns and only columns in both are compared.

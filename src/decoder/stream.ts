@@ -55,7 +55,7 @@ const SESSION = '-c TimeZone=UTC -c DateStyle=ISO,MDY -c IntervalStyle=postgres 
 
 /**
  * Reads one sync database's WAL through its slot (pgoutput) and logs every committed row
- * change as an event. The ordering rule (DESIGN.md 4): log the events, then tell the slot.
+ * change as an event. The ordering rule: log the events, then tell the slot.
  * The slot is acknowledged only up to transactions whose events are durable, so after a
  * crash the server sends them again, and the log's progress row says which of them are
  * already in (their events are skipped, not duplicated).

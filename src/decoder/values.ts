@@ -1,5 +1,5 @@
 /**
- * Column text as pgoutput sends it → the natural JSON value of CONTRACT §7: numbers,
+ * Column text as pgoutput sends it → the natural JSON value an event carries: numbers,
  * booleans, arrays, objects, ISO timestamps. The replication session runs with
  * TimeZone=UTC and DateStyle=ISO (stream.ts), so timestamps arrive as
  * `2024-05-01 12:00:00.5+00`.

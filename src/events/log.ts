@@ -50,7 +50,7 @@ export interface TopicInfo {
   partitions: number;
 }
 
-/** The topic name of a collection, as CONTRACT §7 gives it. */
+/** The topic name of a collection, as the README's Events section gives it. */
 export function topicName(syncId: string, collection: string): string {
   return `svc.${syncId}.${collection}`;
 }

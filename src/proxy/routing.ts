@@ -1,7 +1,7 @@
 import { upstreamBase } from '../upstream/http.ts';
 import { refuse } from './errors.ts';
 
-/** The only hosts the proxy forwards to (CONTRACT §5): it is never an open proxy. */
+/** The only hosts the proxy forwards to: it is never an open proxy. */
 export const UPSTREAM_HOSTS = ['api.airtable.com', 'api.stripe.com'] as const;
 export type UpstreamHost = (typeof UPSTREAM_HOSTS)[number];
 

@@ -69,7 +69,7 @@ const CONNECT_REFUSAL = (() => {
 })();
 
 /**
- * The write-through proxy (CONTRACT §5): `{proxy_url}/{upstream_host}/<path>`, or a bare
+ * The write-through proxy: `{proxy_url}/{upstream_host}/<path>`, or a bare
  * `/v0/…` (Airtable) or `/v1/…` (Stripe) path, forwarded to the upstream unchanged but for
  * hop-by-hop headers and Host; client requests wait for the quota they share with the
  * syncs (first in line, bounded); a 2xx answer to a write is written to the matching

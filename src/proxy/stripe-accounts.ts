@@ -6,7 +6,7 @@ import { StripeClient, StripeError, type StripeObject, stripeQuotaKey, stripeRul
 import { digestOf } from './targets.ts';
 
 /**
- * The Stripe key a request carries: HTTP basic with the key as user name (curl, the seed's
+ * The Stripe key a request carries: HTTP basic with the key as user name (curl's
  * shape) or `Authorization: Bearer` (stripe-node). Undefined when there is none.
  */
 export function stripeKeyOf(authorization: string | undefined): string | undefined {

@@ -25,7 +25,7 @@ export interface StripeRunnerOptions {
   limiter?: QuotaLimiter;
   loadSettings(): Promise<StripeSettings>;
   logger: Logger;
-  /** How often the events feed is read (the seed: twice a second). */
+  /** How often the events feed is read (default: twice a second). */
   pollIntervalMs?: number;
   /** Wait requests for this sync, which start the next read of the feed early (PassSignals). */
   passRequests?: PassRequests;

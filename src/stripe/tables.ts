@@ -6,7 +6,7 @@ import type { Row } from '../writer/upsert.ts';
 import { type CatalogColumn, type CatalogList, type CatalogTable, loadCatalog, STRIPE_API_VERSION } from './catalog.ts';
 import type { StripeObject } from './client.ts';
 
-/** Upcoming invoices have no id; CONTRACT §6 keys them by customer or subscription. */
+/** Upcoming invoices have no id; the database keys them by customer or subscription. */
 export const UPCOMING = {
   customer: { table: 'upcoming_customer_invoice', key: 'customer_id' },
   subscription: { table: 'upcoming_subscription_invoice', key: 'subscription_id' },

@@ -6,7 +6,7 @@ import { rowOf, stripeTables, UPCOMING } from './tables.ts';
 import { pause } from '../time.ts';
 
 /**
- * Upcoming invoices have no id and no events of their own (UPSTREAMS): an event that can
+ * Upcoming invoices have no id and no events of their own: an event that can
  * change one (its customer, subscription, invoice items, invoices) marks it for a refetch.
  * Marks live in the sync database, written with the event's changes, so a crash loses none.
  */

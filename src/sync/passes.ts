@@ -3,7 +3,7 @@ import { notFound } from '../errors.ts';
 import { pause } from '../time.ts';
 
 /**
- * Sync passes and the wait endpoint (DESIGN rule 6). A pass is a unit of sync work that
+ * Sync passes and the wait endpoint. A pass is a unit of sync work that
  * reads upstream after it starts and leaves the sync database holding everything upstream
  * had at its start (what counts as one is up to each runner). Its start is taken from the
  * control database's clock; so is a waiter's arrival, so the two compare across machines.

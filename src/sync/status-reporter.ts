@@ -9,7 +9,7 @@ export const HISTORY_EVERY_MS = 5_000;
 
 /**
  * Where a sync says how it is doing: the control database (API, console, indicator)
- * and the sync database's `_sync_meta` (the seed's "sync running" test for SQL users).
+ * and the sync database's `_sync_meta` (how SQL users tell that the sync is running).
  */
 export class StatusReporter {
   private lastProgressAt = 0;

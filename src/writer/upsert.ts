@@ -14,7 +14,7 @@ export interface MarkOptions {
 
 /**
  * Writes rows that are new or differ from what the table holds, and nothing else
- * (DESIGN rule 1). Unchanged rows are filtered out before the INSERT, so they are not
+ *. Unchanged rows are filtered out before the INSERT, so they are not
  * even locked: a sweep over an unchanged base writes no WAL and makes no events.
  * Returns how many rows were inserted or updated.
  */

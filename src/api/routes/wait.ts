@@ -31,7 +31,7 @@ function timeoutOf(ctx: Context): number {
 }
 
 /**
- * GET /api/wait/:id (DESIGN rule 6): answers once (1) a pass of the sync that started after
+ * GET /api/wait/:id: answers once (1) a pass of the sync that started after
  * the request arrived has completed and then (2) the decoder has logged every change the
  * sync database had committed at that moment.
  */

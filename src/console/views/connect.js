@@ -2,7 +2,7 @@ import { api, ApiError } from '../api.js';
 import { field, h, setFieldError, showNotice, toast } from '../dom.js';
 import { navigate } from '../nav.js';
 
-/** The permissions a restricted Stripe key needs (the seed's table). */
+/** The permissions a restricted Stripe key needs, by permission group. */
 export const STRIPE_PERMISSIONS = [
   ['core', 'Read'],
   ['checkout', 'Read'],

@@ -9,7 +9,7 @@ import { deleteScramUsers, upsertScramUsers } from './scram.ts';
 const { AclOperationTypes, AclPermissionTypes, AclResourceTypes, ResourcePatternTypes } = kafkajs;
 
 /**
- * What an account's event credentials may do on Kafka (CONTRACT §7), enforced by the
+ * What an account's event credentials may do on Kafka, enforced by the
  * broker's authorizer:
  *
  * - its event username/password are a SCRAM-SHA-256 user;

@@ -5,7 +5,7 @@ import type { Logger } from '../../log.ts';
 const { Kafka: KafkaClient, logLevel } = kafkajs;
 
 /**
- * How Tributary reaches the Kafka cluster it publishes to (CONTRACT §2, `KAFKA_BROKERS`).
+ * How Tributary reaches the Kafka cluster it publishes to (`KAFKA_BROKERS`).
  * The connection must be allowed to create topics, write to them, manage ACLs and SCRAM
  * users: a PLAINTEXT listener whose principal is a super user, or `sasl` credentials of one.
  */

@@ -1,5 +1,5 @@
 /**
- * Kafka delivery (CONTRACT §7, when KAFKA_BROKERS is set): the relay that publishes each
+ * Kafka delivery (when KAFKA_BROKERS is set): the relay that publishes each
  * sync's event log, the process's shared publisher, and the accounts' SCRAM users and ACLs.
  */
 export { KafkaAccess, accountGroupPrefix, syncTopicPrefix, type AccountCredentials, type AccountGrants, type KafkaAccessOptions } from './access.ts';

@@ -7,7 +7,7 @@ import { kafkaTopicName } from './config.ts';
 import { advanceRelayCursor, loadRelayCursor } from './cursor.ts';
 import { kafkaErrorTypes, type KafkaPublisher, type OutgoingBatch } from './publisher.ts';
 
-/** The Kafka header that carries an event's idempotency key (CONTRACT §7). */
+/** The Kafka header that carries an event's idempotency key. */
 export const EVENT_ID_HEADER = 'svc-event-id';
 
 export interface KafkaRelayOptions {

@@ -7,7 +7,7 @@ export interface RestMessage {
   offset: number;
   /** When the change committed, in milliseconds since the epoch. */
   timestamp: number;
-  /** The event's idempotency key (CONTRACT §7: "field key/header on REST"). */
+  /** The event's idempotency key: a field on REST, a header on Kafka. */
   key: string;
   /** The event JSON, as a string. */
   value: string;

@@ -28,7 +28,7 @@ export interface EventsRestOptions {
 export type EventsRestHandler = http.RequestListener & { close(): Promise<void> };
 
 /**
- * The event REST interface of CONTRACT §7 (the Upstash Kafka REST shapes), served on
+ * The event REST interface (the Upstash Kafka REST shapes), served on
  * TRIBUTARY_EVENTS_PORT. Every request but /healthz needs the account's event credentials
  * (HTTP basic auth); an account only ever sees its own topics and consumer groups.
  */

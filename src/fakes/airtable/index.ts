@@ -1,5 +1,5 @@
 /**
- * A strict local Airtable API server (see shared/spec/UPSTREAMS.md, Airtable half): records,
+ * A strict local Airtable API server: records,
  * metadata, webhooks, rate limits and fault injection, over real HTTP, plus an in-process
  * control API per base. Used by the sync, the proxy, tests, benchmarks and the demo.
  *

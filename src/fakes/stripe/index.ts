@@ -1,5 +1,5 @@
 /**
- * A strict, stateful local Stripe API server (see shared/spec/UPSTREAMS.md, Stripe half):
+ * A strict, stateful local Stripe API server:
  * the v1 endpoints of the main billing and payments resources over real HTTP, with Stripe's
  * authentication, restricted keys, per-account rate limits, idempotency, errors, list
  * pagination, expansion and events; an in-process control API per account and a seeded
