@@ -1,5 +1,6 @@
 import type pg from 'pg';
 import { ident, inTransaction } from '../db/sql.ts';
+import { MESSAGE_PREFIX } from '../db/messages.ts';
 import { ensureMarks, marksSince } from '../writer/marks.ts';
 import { commentStatements, createTableStatements, qualified } from '../writer/shape.ts';
 import type { TableMapping } from './schema.ts';
@@ -23,11 +24,12 @@ async function columnsOf(client: pg.PoolClient, schema: string, table: string): 
 
 const textArray = (alias: string, columns: Column[]) => `ARRAY[${columns.map((c) => `${alias}.${ident(c.name)}::text`).join(', ')}]`;
 const rowMessage = (kind: string, priorArray: string, nextArray: string) =>
-  `pg_logical_emit_message(true, 'tributary.swap.row', json_build_array(${kind}, ${priorArray}, ${nextArray})::text)`;
+  `pg_logical_emit_message(true, '${MESSAGE_PREFIX.swapRow}', json_build_array(${kind}, ${priorArray}, ${nextArray})::text)`;
 
 /** Tells the decoder the columns of the rows that follow, and the table they are events of. */
 async function announceColumns(client: pg.PoolClient, table: string, prior: Column[], next: Column[]): Promise<void> {
-  await client.query("SELECT pg_logical_emit_message(true, 'tributary.swap.columns', $1)", [
+  await client.query('SELECT pg_logical_emit_message(true, $1, $2)', [
+    MESSAGE_PREFIX.swapColumns,
     JSON.stringify({ table, prior: prior.map((c) => [c.name, c.oid]), next: next.map((c) => [c.name, c.oid]) }),
   ]);
 }
@@ -153,7 +155,8 @@ async function swapInTransaction(db: pg.Pool, mapping: TableMapping, guard: Swap
     }
     await client.query(`ALTER TABLE public_swap.${ident(mapping.name)} SET SCHEMA public`);
     await saveBuilt(client, mapping);
-    await client.query("SELECT pg_logical_emit_message(true, 'tributary.swap', $1)", [
+    await client.query('SELECT pg_logical_emit_message(true, $1, $2)', [
+      MESSAGE_PREFIX.swap,
       JSON.stringify({ table: mapping.name, upstream_id: mapping.tableId, previous: previous?.db_name ?? null }),
     ]);
   }, [...LOCK_TIMEOUT, ...TEXT_FORMAT]);
@@ -180,7 +183,8 @@ export async function dropTable(db: pg.Pool, mapping: TableMapping): Promise<voi
     }
     await client.query(`DROP TABLE IF EXISTS public.${ident(name)}`);
     await client.query('DELETE FROM public_swap._tables WHERE upstream_id = $1', [mapping.tableId]);
-    await client.query("SELECT pg_logical_emit_message(true, 'tributary.drop', $1)", [
+    await client.query('SELECT pg_logical_emit_message(true, $1, $2)', [
+      MESSAGE_PREFIX.drop,
       JSON.stringify({ table: mapping.name, upstream_id: mapping.tableId }),
     ]);
   }, [...LOCK_TIMEOUT, ...TEXT_FORMAT]);

@@ -4,7 +4,7 @@ import { ident, withClient } from '../db/sql.ts';
 import { toError } from '../errors.ts';
 import { EventAppender, type NewEvent } from '../events/append.ts';
 import { type EventBus, WAITS_CHANNEL } from '../events/bus.ts';
-import { WAIT_PREFIX } from './wait.ts';
+import { MESSAGE_PREFIX } from '../db/messages.ts';
 import type { Logger } from '../log.ts';
 import { type CollectionRules, rowEvent, type TableInfo, tableInfo } from './events.ts';
 import { lsnToBigInt, type PgoutputMessage, PgoutputParser, type RawValue } from './pgoutput.ts';
@@ -203,7 +203,7 @@ export class Decoder {
         return undefined;
       case 'message':
         if (message.transactional) this.swapMessage(message.prefix, message.content);
-        else if (message.prefix === WAIT_PREFIX) return this.waitReached(message.content);
+        else if (message.prefix === MESSAGE_PREFIX.wait) return this.waitReached(message.content);
         return undefined;
       case 'commit':
         return this.commit(message.commitLsn, message.endLsn);
@@ -237,7 +237,7 @@ export class Decoder {
   private swapMessage(prefix: string, content: string): void {
     const txn = this.txn;
     if (!txn) return;
-    if (prefix === 'tributary.swap.columns') {
+    if (prefix === MESSAGE_PREFIX.swapColumns) {
       const body = JSON.parse(content) as { table: string; prior: Array<[string, number]>; next: Array<[string, number]> };
       const relation = (columns: Array<[string, number]>) => ({
         schema: 'public',
@@ -247,7 +247,7 @@ export class Decoder {
       const next = tableInfo(relation(body.next), this.options.rules);
       const prior = tableInfo(relation(body.prior.length > 0 ? body.prior : body.next), this.options.rules);
       txn.swap = next && prior ? { next, prior } : undefined;
-    } else if (prefix === 'tributary.swap.row') {
+    } else if (prefix === MESSAGE_PREFIX.swapRow) {
       const meta = this.meta(txn);
       if (txn.logged || !txn.swap) return;
       const [kind, prior, next] = JSON.parse(content) as ['inserted' | 'updated' | 'deleted', RawValue[] | null, RawValue[] | null];

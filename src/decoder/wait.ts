@@ -1,11 +1,11 @@
 import { randomUUID } from 'node:crypto';
 import type pg from 'pg';
 import type { IdlePools } from '../db/idle-pools.ts';
+import { MESSAGE_PREFIX } from '../db/messages.ts';
 import { withClient } from '../db/sql.ts';
 import type { EventBus } from '../events/bus.ts';
 
 /** Prefix of the WAL marker a waiter writes into a sync database. */
-export const WAIT_PREFIX = 'tributary.wait';
 
 /**
  * Waits until the sync's decoder has made durable every change committed in the sync
@@ -28,7 +28,7 @@ export async function waitForDecoder(options: {
       // The walsender sends only WAL that is on disk, and nothing flushes a lone message until
       // the WAL writer's next round (up to wal_writer_delay, 200 ms). Taking a transaction id
       // makes this statement's commit flush the WAL, message included (any server version).
-      const { rows } = await client.query<{ lsn: string }>('SELECT pg_logical_emit_message(false, $1, $2)::text AS lsn, txid_current()', [WAIT_PREFIX, token]);
+      const { rows } = await client.query<{ lsn: string }>('SELECT pg_logical_emit_message(false, $1, $2)::text AS lsn, txid_current()', [MESSAGE_PREFIX.wait, token]);
       return rows[0]!.lsn;
     };
     const pool = options.pools?.get(options.databaseUrl);

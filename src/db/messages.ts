@@ -1,0 +1,16 @@
+/**
+ * Prefixes of the logical messages (`pg_logical_emit_message`) written into sync databases.
+ * The decoder reads the swap and wait ones; the others mark the WAL for anyone reading it.
+ */
+export const MESSAGE_PREFIX = {
+  /** Transactional: the columns of a table a rebuild swaps in, before its row differences. */
+  swapColumns: 'tributary.swap.columns',
+  /** Transactional: one row difference of a swap, decoded as if it were a row change. */
+  swapRow: 'tributary.swap.row',
+  /** Transactional: a rebuilt table was swapped in. */
+  swap: 'tributary.swap',
+  /** Transactional: a table was dropped with its upstream one. */
+  drop: 'tributary.drop',
+  /** Not transactional: a wait marker, answered once the decoder has read past it. */
+  wait: 'tributary.wait',
+} as const;
