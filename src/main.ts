@@ -7,7 +7,7 @@ import { prepareStripeDatabase } from './stripe/prepare.ts';
 import type { SyncRecord } from './control/syncs.ts';
 import { DEFAULT_MARGIN_MS, QuotaLimiter } from './quota/limiter.ts';
 import { runnerFactory, upstreamCleanup } from './sync/runners.ts';
-import { SyncWorker } from './sync/worker.ts';
+import { LeaseWorker } from './lease/worker.ts';
 import { upstreamBase } from './upstream/http.ts';
 import { AccountStore } from './control/accounts.ts';
 import { adminTokenFile, secretKeyFile } from './control/bootstrap-files.ts';
@@ -230,7 +230,7 @@ export async function startService(config: Config, logger: Logger, tunables: Tun
       if (passes) closers.push(() => passes.stop());
     }
     if (config.roles.includes('sync')) {
-      const worker = new SyncWorker({
+      const worker = new LeaseWorker({
         control: pool,
         workerId: `${os.hostname()}:${process.pid}:${randomUUID().slice(0, 8)}`,
         logger: logger.child({ part: 'sync' }),
@@ -244,7 +244,7 @@ export async function startService(config: Config, logger: Logger, tunables: Tun
       const { leaseMs, ...decoderTunables } = tunables.decoder ?? {};
       const publisher = kafkaOn ? createKafkaPublisher({ brokers: config.kafkaBrokers, logger: logger.child({ part: 'kafka' }) }) : undefined;
       if (publisher) closers.push(() => publisher.close());
-      const decoders = new SyncWorker({
+      const decoders = new LeaseWorker({
         control: pool,
         workerId: `${os.hostname()}:${process.pid}:${randomUUID().slice(0, 8)}`,
         logger: logger.child({ part: 'decoder' }),

@@ -1,6 +1,7 @@
 import { createHash } from 'node:crypto';
 import type { Secret } from '../control/secrets.ts';
 import type { AcquireOptions, QuotaLimiter, QuotaRule } from '../quota/limiter.ts';
+import { type Backoff, backoffDelay } from '../retry.ts';
 import { pause } from '../time.ts';
 import { exchange, jsonOf, UpstreamUnreachable } from '../upstream/http.ts';
 import type { AirtableRecord, AirtableTable, ListPage } from './types.ts';
@@ -79,6 +80,8 @@ function classify(status: number, body: ErrorBody | undefined): AirtableError {
 }
 
 const LOCKOUT_MS = 30_000;
+/** A transient failure (5xx, network, a cut body): 500 ms doubling to 8 s before the next attempt. */
+const AIRTABLE_BACKOFF: Backoff = { initialMs: 500, maxMs: 8000 };
 
 /** The Airtable Web API, as the sync and the creation check use it; every call goes through the quota. */
 export class AirtableClient {
@@ -104,7 +107,7 @@ export class AirtableClient {
         const retryable = locked || error instanceof UpstreamUnreachable || (error instanceof AirtableError && error.kind === 'transient');
         if (!retryable || attempt >= attempts || this.options.signal?.aborted) throw error;
         // A 429 locks the base out for 30 s; hammering it would only extend the lockout.
-        await pause(locked ? (this.options.lockoutMs ?? LOCKOUT_MS) : Math.min(8000, 500 * 2 ** (attempt - 1)) * (0.75 + Math.random() / 2), this.options.signal);
+        await pause(locked ? (this.options.lockoutMs ?? LOCKOUT_MS) : backoffDelay(AIRTABLE_BACKOFF, attempt), this.options.signal);
       }
     }
   }

@@ -6,6 +6,7 @@ import type { Logger } from '../log.ts';
 import type { QuotaLimiter } from '../quota/limiter.ts';
 import { type PassRequests, untilNextPass } from '../sync/passes.ts';
 import { StatusReporter } from '../sync/status-reporter.ts';
+import { backoffDelay, CYCLE_BACKOFF, FATAL_PAUSE_MS } from '../retry.ts';
 import { pause } from '../time.ts';
 import { writeFetched } from '../writer/fetched.ts';
 import { ensureMarks, MARK_CLOCK_MARGIN_MS, pruneMarks } from '../writer/marks.ts';
@@ -157,7 +158,7 @@ export class AirtableRunner {
         }
         failures++;
         await this.status.failed(error.message, fatal ? 'fatal' : 'transient').catch(() => undefined);
-        await pause(fatal ? 60_000 : Math.min(60_000, 1000 * 2 ** Math.min(failures, 6)), this.signal);
+        await pause(fatal ? FATAL_PAUSE_MS : backoffDelay(CYCLE_BACKOFF, failures), this.signal);
       }
     }
   }

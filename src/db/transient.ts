@@ -1,4 +1,4 @@
-import { pause } from '../time.ts';
+import { type Backoff, retry, type RetryOptions } from '../retry.ts';
 
 /**
  * Errors that say the database is away for now, not that the statement is wrong: the
@@ -22,35 +22,14 @@ export function isTransientDbError(error: unknown): boolean {
   );
 }
 
-export interface RetryTransientOptions {
-  /** Give up (rethrow the last error) once this much time has passed since the first attempt. */
-  patienceMs: number;
-  /** First pause; it doubles up to maxPauseMs, with jitter. */
-  firstPauseMs?: number;
-  maxPauseMs?: number;
-  signal?: AbortSignal;
-  /** Told of each transient failure before its pause. */
-  onRetry?(error: unknown, attempt: number): void;
-}
+/** The wait between attempts at a database that is away: 200 ms, doubling to 2 s. */
+export const DATABASE_BACKOFF: Backoff = { initialMs: 200, maxMs: 2000 };
 
 /**
  * Runs `work` again while it fails with a transient database error, with growing pauses,
  * for at most `patienceMs`. Other errors, and the last transient one, are thrown. `work`
  * must be safe to repeat (an upsert, an idempotent write).
  */
-export async function retryTransient<T>(work: () => Promise<T>, options: RetryTransientOptions): Promise<T> {
-  const deadline = Date.now() + options.patienceMs;
-  const maxPause = options.maxPauseMs ?? 2000;
-  let wait = options.firstPauseMs ?? 200;
-  for (let attempt = 1; ; attempt++) {
-    try {
-      return await work();
-    } catch (error) {
-      const left = deadline - Date.now();
-      if (!isTransientDbError(error) || left <= 0 || options.signal?.aborted) throw error;
-      options.onRetry?.(error, attempt);
-      await pause(Math.min(left, wait * (0.75 + Math.random() / 2)), options.signal);
-      wait = Math.min(maxPause, wait * 2);
-    }
-  }
+export function retryTransient<T>(work: () => Promise<T>, options: Omit<RetryOptions, 'backoff' | 'classify'> & { patienceMs: number }): Promise<T> {
+  return retry(work, { ...options, backoff: DATABASE_BACKOFF, classify: (error) => (isTransientDbError(error) ? 'retry' : 'fatal') });
 }

@@ -4,7 +4,7 @@ import type { SyncStore } from '../control/syncs.ts';
 import type { EventBus } from '../events/bus.ts';
 import type { Logger } from '../log.ts';
 import { stripeTables, UPCOMING } from '../stripe/tables.ts';
-import type { Runner } from '../sync/worker.ts';
+import type { Runner } from '../lease/worker.ts';
 import type { CollectionRules } from './events.ts';
 import { Decoder, type DecoderOptions } from './stream.ts';
 

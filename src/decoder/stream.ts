@@ -5,6 +5,7 @@ import { toError } from '../errors.ts';
 import { EventAppender, type NewEvent } from '../events/append.ts';
 import { type EventBus, WAITS_CHANNEL } from '../events/bus.ts';
 import { MESSAGE_PREFIX } from '../db/messages.ts';
+import { FailureCount } from '../retry.ts';
 import type { Logger } from '../log.ts';
 import { type CollectionRules, rowEvent, type TableInfo, tableInfo } from './events.ts';
 import { lsnToBigInt, type PgoutputMessage, PgoutputParser, type RawValue } from './pgoutput.ts';
@@ -115,7 +116,11 @@ export class Decoder {
   }
 
   private async loop(): Promise<void> {
+    // A session that logged something starts the back-off over: a failure after hours of
+    // work is retried at once, a server that stays away is asked less and less often.
+    const failures = new FailureCount({ initialMs: this.options.retryMs ?? 1000, maxMs: 10 * (this.options.retryMs ?? 1000) });
     while (!this.stopped) {
+      const before = this.loggedCommit;
       try {
         await this.stream();
       } catch (error) {
@@ -123,9 +128,11 @@ export class Decoder {
         this.options.logger.warn({ err: toError(error) }, 'decoder stream failed; resuming from the slot');
       }
       if (this.stopped) break;
+      if (this.loggedCommit !== before) failures.reset();
+      const delay = failures.next();
       await new Promise<void>((resolve) => {
         this.wake = resolve;
-        setTimeout(resolve, this.options.retryMs ?? 1000);
+        setTimeout(resolve, delay);
       });
     }
   }

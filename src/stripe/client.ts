@@ -1,6 +1,7 @@
 import { createHash } from 'node:crypto';
 import type { Secret } from '../control/secrets.ts';
 import type { AcquireOptions, QuotaLimiter, QuotaRule } from '../quota/limiter.ts';
+import { type Backoff, backoffDelay } from '../retry.ts';
 import { pause } from '../time.ts';
 import { exchange, jsonOf, UpstreamUnreachable } from '../upstream/http.ts';
 import { STRIPE_API_VERSION } from './catalog.ts';
@@ -30,6 +31,9 @@ export class StripeError extends Error {
 export function stripeRule(key: string): QuotaRule {
   return { limit: isTestKey(key) ? 25 : 100, windowMs: 1000 };
 }
+
+/** A transient failure or a 429 (Stripe has no lockout): 250 ms doubling to 8 s before the next attempt. */
+const STRIPE_BACKOFF: Backoff = { initialMs: 250, maxMs: 8000 };
 
 export const isTestKey = (key: string) => /^(sk|rk)_test_/.test(key);
 
@@ -95,7 +99,7 @@ export class StripeClient {
         }
         if (!retryable || attempt >= attempts || this.options.signal?.aborted) throw error;
         // Stripe has no lockout: a 429 only means this second is spent.
-        await pause(Math.min(8000, 250 * 2 ** (attempt - 1)) * (0.75 + Math.random() / 2), this.options.signal);
+        await pause(backoffDelay(STRIPE_BACKOFF, attempt), this.options.signal);
       }
     }
   }

@@ -12,7 +12,7 @@ import type { QuotaLimiter } from '../quota/limiter.ts';
 import { upstreamBase } from '../upstream/http.ts';
 import type { PassRequests } from './passes.ts';
 import { guardReader } from './reader-guard.ts';
-import type { Runner } from './worker.ts';
+import type { Runner } from '../lease/worker.ts';
 
 export interface RunnerFactoryOptions {
   control: pg.Pool;

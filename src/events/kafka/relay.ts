@@ -1,4 +1,5 @@
 import type pg from 'pg';
+import { type Backoff, FailureCount } from '../../retry.ts';
 import { toError } from '../../errors.ts';
 import type { Logger } from '../../log.ts';
 import type { EventBus } from '../bus.ts';
@@ -91,7 +92,7 @@ async function runRelay(options: KafkaRelayOptions, logger: Logger, outer: Abort
   const maxBatchBytes = options.maxBatchBytes ?? 512 * 1024;
   const readAhead = Math.max(batchSize, options.readAhead ?? 4 * batchSize);
   const cursorEveryMs = options.cursorEveryMs ?? 100;
-  const backoff = new Backoff(options.retry?.initialMs ?? 100, options.retry?.maxMs ?? 10_000);
+  const backoff = new FailureCount(relayBackoff(options));
   const partitionsOf = new Map<string, number>();
 
   const cursor = await retrying(signal, backoff, logger, 'reading the Kafka relay cursor', () => loadRelayCursor(pool, syncId));
@@ -108,7 +109,7 @@ async function runRelay(options: KafkaRelayOptions, logger: Logger, outer: Abort
   const taken = new Wakeup();
   signal.addEventListener('abort', () => (arrived.wake(), taken.wake()), { once: true });
 
-  const readBackoff = new Backoff(options.retry?.initialMs ?? 100, options.retry?.maxMs ?? 10_000);
+  const readBackoff = new FailureCount(relayBackoff(options));
   // What the decoder in this process commits arrives here without a read of the log.
   const feed = bus.subscribeLogged(syncId, readAhead);
   signal.addEventListener('abort', () => feed.close(), { once: true });
@@ -150,7 +151,7 @@ async function runRelay(options: KafkaRelayOptions, logger: Logger, outer: Abort
   // database never holds up publishing, and a round does not cost a commit of its own. The
   // cursor lags `sent` by about cursorEveryMs; a crash resends that much (at-least-once).
   let sent = cursor;
-  const saveBackoff = new Backoff(options.retry?.initialMs ?? 100, options.retry?.maxMs ?? 10_000);
+  const saveBackoff = new FailureCount(relayBackoff(options));
   let saving: Promise<void> = Promise.resolve();
   let saveWanted: string | undefined;
   let saveRunning = false;
@@ -294,7 +295,7 @@ export function toBatches(events: LoggedEvent[]): OutgoingBatch[] {
  * Runs `work` until it succeeds, with back-off between failures, or until `signal` aborts
  * (then undefined). Logs the first failure and every tenth after it, and the recovery.
  */
-async function retrying<T>(signal: AbortSignal, backoff: Backoff, logger: Logger, what: string, work: () => Promise<T>): Promise<T | undefined> {
+async function retrying<T>(signal: AbortSignal, backoff: FailureCount, logger: Logger, what: string, work: () => Promise<T>): Promise<T | undefined> {
   for (let attempt = 1; !signal.aborted; attempt++) {
     try {
       const result = await raceAbort(work(), signal);
@@ -312,6 +313,11 @@ async function retrying<T>(signal: AbortSignal, backoff: Backoff, logger: Logger
     }
   }
   return undefined;
+}
+
+/** The relay's back-off: 100 ms doubling to 10 s, in the upper half so relays of many syncs do not retry in lockstep. */
+function relayBackoff(options: KafkaRelayOptions): Backoff {
+  return { initialMs: options.retry?.initialMs ?? 100, maxMs: options.retry?.maxMs ?? 10_000, jitter: 'upper' };
 }
 
 const ABORTED = Symbol('aborted');
@@ -344,24 +350,6 @@ function raceAbort<T>(work: Promise<T>, signal: AbortSignal): Promise<T | typeof
   });
 }
 
-class Backoff {
-  private current: number;
-  constructor(
-    private readonly initialMs: number,
-    private readonly maxMs: number,
-  ) {
-    this.current = initialMs;
-  }
-  next(): number {
-    const delay = this.current;
-    this.current = Math.min(this.maxMs, this.current * 2);
-    // Full jitter on the upper half: relays of many syncs do not retry in lockstep.
-    return delay / 2 + Math.random() * (delay / 2);
-  }
-  reset(): void {
-    this.current = this.initialMs;
-  }
-}
 
 function sleep(ms: number, signal: AbortSignal): Promise<void> {
   return new Promise((resolve) => {

@@ -1,4 +1,4 @@
-import type { Runner } from '../../sync/worker.ts';
+import type { Runner } from '../../lease/worker.ts';
 import { startKafkaRelay, type KafkaRelay, type KafkaRelayOptions } from './relay.ts';
 
 /**

@@ -10,7 +10,11 @@ import { laneOf } from './lanes.ts';
 import { isExhausted, retryDelay, type RetrySchedule } from './schedule.ts';
 import type { Sender } from './send.ts';
 import { webhookSigner, type WebhookSigner } from './signature.ts';
+import { type Backoff, retry } from '../../retry.ts';
 import { Notifier, sleep, Stopped } from './wait.ts';
+
+/** Bookkeeping in the control database: 200 ms doubling to 10 s, until it succeeds or the worker stops. */
+const BOOKKEEPING_BACKOFF: Backoff = { initialMs: 200, maxMs: 10_000 };
 
 /** How often a destination answering again may cut short the back-off of its waiting lanes. */
 const ANSWERED_AGAIN_GAP_MS = 5_000;
@@ -554,17 +558,16 @@ export class DestinationWorker {
 
   /** Bookkeeping in the control database, retried until it succeeds or the worker stops. */
   private async db<T>(work: () => Promise<T>): Promise<T> {
-    let delay = 200;
-    for (;;) {
+    if (this.signal.aborted) throw new Stopped();
+    try {
+      return await retry(work, {
+        backoff: BOOKKEEPING_BACKOFF,
+        signal: this.signal,
+        onRetry: (error) => this.logger.warn({ err: toError(error) }, 'webhook bookkeeping failed; retrying'),
+      });
+    } catch (error) {
       if (this.signal.aborted) throw new Stopped();
-      try {
-        return await work();
-      } catch (error) {
-        if (this.signal.aborted) throw new Stopped();
-        this.logger.warn({ err: toError(error) }, 'webhook bookkeeping failed; retrying');
-        await sleep(delay, this.signal);
-        delay = Math.min(delay * 2, 10_000);
-      }
+      throw error;
     }
   }
 }

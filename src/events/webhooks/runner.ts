@@ -1,4 +1,4 @@
-import type { Runner } from '../../sync/worker.ts';
+import type { Runner } from '../../lease/worker.ts';
 import { startWebhookDeliverer, type WebhookDeliverer, type WebhookDelivererOptions } from './deliverer.ts';
 
 /** Webhook delivery for one sync as a leased runner, started beside the sync's decoder. */

@@ -1,3 +1,5 @@
+import { backoffDelay } from '../../retry.ts';
+
 /**
  * When a failed delivery is tried again. Exponential back-off with full jitter: the wait
  * before attempt n+1 is uniform in [0, min(maxDelayMs, initialDelayMs * factor^(n-1))].
@@ -37,8 +39,7 @@ export function retrySchedule(overrides: Partial<RetrySchedule> = {}): RetrySche
 
 /** The wait after `failures` failed attempts (1 = after the first). */
 export function retryDelay(schedule: RetrySchedule, failures: number, random: () => number = Math.random): number {
-  const ceiling = Math.min(schedule.maxDelayMs, schedule.initialDelayMs * schedule.factor ** Math.max(0, failures - 1));
-  return Math.floor(random() * ceiling);
+  return backoffDelay({ initialMs: schedule.initialDelayMs, maxMs: schedule.maxDelayMs, factor: schedule.factor, jitter: 'full' }, failures, random);
 }
 
 /** Whether a delivery that has just failed for the `failures`-th time is given up on. */

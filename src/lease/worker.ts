@@ -8,7 +8,7 @@ export interface Runner {
   stop(): Promise<void>;
 }
 
-export interface SyncWorkerOptions {
+export interface LeaseWorkerOptions {
   control: pg.Pool;
   workerId: string;
   logger: Logger;
@@ -27,18 +27,18 @@ export interface SyncWorkerOptions {
  * number of processes share the work and a dead one's syncs move on once its leases
  * lapse. A sync that is deleted, or whose lease another worker took, is stopped here.
  */
-export class SyncWorker {
+export class LeaseWorker {
   private readonly runners = new Map<string, Runner>();
   private timer: NodeJS.Timeout | undefined;
   private ticking: Promise<void> = Promise.resolve();
   private stopped = false;
 
-  constructor(private readonly options: SyncWorkerOptions) {}
+  constructor(private readonly options: LeaseWorkerOptions) {}
 
   start(): void {
     const loop = () => {
       this.ticking = this.tick()
-        .catch((err: unknown) => this.options.logger.warn({ err: toError(err) }, 'sync worker tick failed'))
+        .catch((err: unknown) => this.options.logger.warn({ err: toError(err) }, 'lease worker tick failed'))
         .finally(() => {
           if (!this.stopped) this.timer = setTimeout(loop, this.options.tickMs ?? 2000);
         });
