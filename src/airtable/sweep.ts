@@ -1,10 +1,10 @@
 import type pg from 'pg';
-import { ident } from '../db/sql.ts';
 import type { Logger } from '../log.ts';
 import { qualified } from '../writer/shape.ts';
 import { BatchWriter } from '../writer/batch.ts';
 import { openCopy } from '../writer/copy.ts';
 import type { TableShape } from '../writer/shape.ts';
+import { deleteUnlisted } from '../writer/delete.ts';
 import { writeFetched } from '../writer/fetched.ts';
 import { ensureMarks } from '../writer/marks.ts';
 import type { Row } from '../writer/upsert.ts';
@@ -83,13 +83,11 @@ export async function sweepTable(
         throw error;
       }
       if (options.deleteMissing) {
-        const deleted = await client.query(
-          `DELETE FROM ${qualified(shape)} t
-            WHERE NOT EXISTS (SELECT 1 FROM sweep_seen s WHERE s.id = t.${ident('id')})
-              AND (t.created_time IS NULL OR t.created_time < $1)`,
-          [new Date(listingStarted - (ctx.createdMarginMs ?? CREATED_MARGIN_MS))],
-        );
-        result.deleted = deleted.rowCount ?? 0;
+        result.deleted = await deleteUnlisted(client, shape, {
+          seen: 'sweep_seen',
+          createdColumn: 'created_time',
+          createdBefore: new Date(listingStarted - (ctx.createdMarginMs ?? CREATED_MARGIN_MS)),
+        });
       }
       return result;
     }

@@ -1,6 +1,7 @@
 import type pg from 'pg';
 import { ident, inTransaction } from '../db/sql.ts';
 import type { Logger } from '../log.ts';
+import { deleteUnversionedSince } from '../writer/delete.ts';
 import { type CatalogList, loadCatalog } from './catalog.ts';
 import { type StripeClient, StripeError, type StripeList, type StripeObject } from './client.ts';
 import { clearStates, loadState, loadStates, saveState } from '../sync/state.ts';
@@ -176,11 +177,7 @@ export async function runBackfill(options: BackfillOptions, state: BackfillState
 async function removeUnseen(db: pg.Pool, since: number, partial: Set<string>): Promise<void> {
   for (const table of new Set(loadCatalog().tables.map((t) => t.table))) {
     if (partial.has(table)) continue;
-    await db.query(
-      `DELETE FROM public.${ident(table)} t
-        WHERE NOT EXISTS (SELECT 1 FROM public_swap._stripe_versions v WHERE v.tbl = $1 AND v.id = t.id AND v.version >= $2)`,
-      [table, since],
-    );
+    await deleteUnversionedSince(db, { schema: 'public', name: table, key: 'id' }, { versions: 'public_swap._stripe_versions', tableName: table, since });
   }
 }
 

@@ -1,6 +1,5 @@
 import type pg from 'pg';
-import { ident } from '../db/sql.ts';
-import { qualified } from '../writer/shape.ts';
+import { deleteChildrenExcept } from '../writer/delete.ts';
 import { deleteRows, type Row, upsertRows } from '../writer/upsert.ts';
 import { type CatalogList, loadCatalog, tableForObject } from './catalog.ts';
 import type { StripeObject } from './client.ts';
@@ -93,8 +92,7 @@ export async function applyChanges(client: pg.ClientBase, changes: Change[], lis
   if (inline.changes.length > 0) await applyGuarded(client, inline.changes, result);
   for (const r of inline.removals) {
     const shape = stripeTables().get(r.table)!.shape;
-    const gone = await client.query(`DELETE FROM ${qualified(shape)} WHERE ${ident(r.link)} = $1 AND NOT (id = ANY($2::text[]))`, [r.parentId, r.keep]);
-    result.deleted += gone.rowCount ?? 0;
+    result.deleted += await deleteChildrenExcept(client, shape, { link: r.link, parentId: r.parentId, keep: r.keep });
   }
   if (inline.covered.length > 0) {
     await client.query(

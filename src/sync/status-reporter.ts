@@ -1,6 +1,7 @@
 import type pg from 'pg';
 import type { Logger } from '../log.ts';
 import { confirmPass, passStarted, PASSES_CHANNEL, type PassStart } from './passes.ts';
+import { recordCycleEnd, recordCycleStart } from '../writer/sync-meta.ts';
 
 export type ErrorKind = 'transient' | 'fatal';
 
@@ -23,7 +24,7 @@ export class StatusReporter {
 
   async cycleStarted(at: Date): Promise<void> {
     await this.options.control.query('UPDATE syncs SET started_at = $2 WHERE id = $1', [this.options.syncId, at]);
-    await this.options.target.query('UPDATE public._sync_meta SET started_at = $1', [at]);
+    await recordCycleStart(this.options.target, at);
   }
 
   /**
@@ -46,10 +47,7 @@ export class StatusReporter {
   async cycleCompleted(started: Date, finished: Date, confirms?: PassStart): Promise<void> {
     const seconds = (finished.getTime() - started.getTime()) / 1000;
     await this.progressWrite.catch(() => undefined);
-    await this.options.target.query(
-      'UPDATE public._sync_meta SET completed_at = $1, duration_last = make_interval(secs => $2)',
-      [finished, seconds],
-    );
+    await recordCycleEnd(this.options.target, finished, seconds);
     await this.options.control.query(
       `WITH c AS (
          UPDATE syncs SET completed_at = $2, duration_last = make_interval(secs => $3),

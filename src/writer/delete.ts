@@ -1,0 +1,44 @@
+import type pg from 'pg';
+import { ident } from '../db/sql.ts';
+import { qualified, type TableShape } from './shape.ts';
+
+type Db = pg.Pool | pg.ClientBase;
+type Table = Pick<TableShape, 'schema' | 'name' | 'key'>;
+
+/**
+ * The rows a complete listing did not see: gone upstream. `seen` is a one-column table of the
+ * keys listed (a session's temporary table). Rows created after `createdBefore` stay: the
+ * listing may have passed their place before they were made. Returns how many went.
+ */
+export async function deleteUnlisted(client: Db, shape: Table, options: { seen: string; createdColumn: string; createdBefore: Date }): Promise<number> {
+  const result = await client.query(
+    `DELETE FROM ${qualified(shape)} t
+      WHERE NOT EXISTS (SELECT 1 FROM ${ident(options.seen)} s WHERE s.id = t.${ident(shape.key)})
+        AND (t.${ident(options.createdColumn)} IS NULL OR t.${ident(options.createdColumn)} < $1)`,
+    [options.createdBefore],
+  );
+  return result.rowCount ?? 0;
+}
+
+/**
+ * The rows whose newest version is older than `since` in a version table (`tbl`, `id`,
+ * `version`): a listing begun at `since` would have written them again had they still been
+ * there. Returns how many went.
+ */
+export async function deleteUnversionedSince(client: Db, shape: Table, options: { versions: string; tableName: string; since: number }): Promise<number> {
+  const result = await client.query(
+    `DELETE FROM ${qualified(shape)} t
+      WHERE NOT EXISTS (SELECT 1 FROM ${options.versions} v WHERE v.tbl = $1 AND v.id = t.${ident(shape.key)} AND v.version >= $2)`,
+    [options.tableName, options.since],
+  );
+  return result.rowCount ?? 0;
+}
+
+/** A parent's child rows (by `link`) other than those in `keep`: a whole list read says they are gone. */
+export async function deleteChildrenExcept(client: Db, shape: Table, options: { link: string; parentId: string; keep: string[] }): Promise<number> {
+  const result = await client.query(`DELETE FROM ${qualified(shape)} WHERE ${ident(options.link)} = $1 AND NOT (${ident(shape.key)} = ANY($2::text[]))`, [
+    options.parentId,
+    options.keep,
+  ]);
+  return result.rowCount ?? 0;
+}
