@@ -10,6 +10,7 @@
  */
 import { readdir, readFile } from 'node:fs/promises';
 import http from 'node:http';
+import os from 'node:os';
 import type { AddressInfo } from 'node:net';
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
@@ -76,6 +77,15 @@ test("Tributary's own servers are never a customer's, even with private servers 
   const viaLocalhost = new URL(shared);
   viaLocalhost.hostname = 'localhost';
   refused(await create(lenient, token, viaLocalhost.toString()), 422, /names one of Tributary's own servers/, 'the shared server by another name');
+  // 0.0.0.0 and :: reach the local host too, and so does any address of this machine's interfaces.
+  const others = Object.values(os.networkInterfaces()).flatMap((list) => list ?? []).filter((i) => !i.internal && i.family === 'IPv4').map((i) => i.address);
+  for (const [i, host] of ['0.0.0.0', '[::]', ...others].entries()) {
+    const another = new URL(shared);
+    another.hostname = host;
+    // An account each: the checks are rate-limited per account.
+    const { token: own } = await createAccount(lenient, `oracle ${i}`);
+    refused(await create(lenient, own, another.toString()), 422, /names one of Tributary's own servers/, `the shared server at ${host}`);
+  }
 });
 
 test('connection failures answer from a short fixed list that echoes nothing', async () => {

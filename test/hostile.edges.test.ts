@@ -68,8 +68,18 @@ test('a delivery id past the bigint range is a 400, not a 500', async () => {
   assert.is(hook.status, 201, hook.text);
   const replay = (ids: string[]) => request(svc.api, 'POST', `/api/syncs/${syncId}/webhooks/${hook.body.id}/deliveries/replay`, { token: alice.token, body: { ids } });
   refused(await replay(['9999999999999999999']), 400, '19 digits past the range', /ids\.0: must be a delivery id/);
+  const twenty = await replay(['99999999999999999999']);
+  refused(twenty, 400, '20 digits', /ids\.0: must be a delivery id/);
+  assert.is(twenty.body.error.message.split('must be a delivery id').length, 2, `said once: ${twenty.body.error.message}`);
   // The largest bigint is a valid id (it names no delivery).
   assert.is((await replay(['9223372036854775807'])).status < 500, true);
+  // A page of deliveries after an id: the same range.
+  const list = (after: string) => request(svc.api, 'GET', `/api/syncs/${syncId}/webhooks/${hook.body.id}/deliveries?after=${after}`, { token: alice.token });
+  refused(await list('9223372036854775808'), 400, 'after, one past the range', /after: must be a delivery id/);
+  refused(await list('9999999999999999999'), 400, 'after, 19 nines', /after: must be a delivery id/);
+  assert.is((await list('9223372036854775807')).status, 200);
+  assert.is((await list('0')).status, 200);
+  assert.ok(!svc.logs.text.includes('"level":50'), 'nothing was logged as an error');
 });
 
 test("webhook destinations in IPv6's special-purpose blocks are refused", async () => {

@@ -43,6 +43,12 @@ test('the operator sets how many syncs an account may have', async () => {
   const third = await create(account.token, airtableSyncBody(TEST_BASES[2]));
   assert.is(third.status, 409, third.text);
   assert.match(third.body.error.message, /limit of 2 syncs/);
+  // Refused before the upstream is asked: a bogus key gets the limit, and Airtable sees no request.
+  const asked = svc.airtable.stats.requests;
+  const bogus = await create(account.token, { ...airtableSyncBody(TEST_BASES[3]), api_key: 'patBOGUS.0123456789abcdef' });
+  assert.is(bogus.status, 409, bogus.text);
+  assert.match(bogus.body.error.message, /limit of 2 syncs/);
+  assert.is(svc.airtable.stats.requests, asked, 'no upstream request for a sync past the limit');
   assert.is((await limits(account.id, { max_syncs: 3 })).status, 200);
   assert.is((await create(account.token, airtableSyncBody(TEST_BASES[2]))).status, 201);
   assert.is((await request(svc.api, 'PATCH', `/api/accounts/${account.id}`, { token: account.token, body: { max_syncs: 50 } })).status, 403, 'the account cannot raise its own');

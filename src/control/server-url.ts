@@ -1,5 +1,6 @@
 import { TributaryError } from '../errors.ts';
-import { addressesOf, firstNonPublic, type LookupAll, nonPublicKind, systemLookup } from '../http/address.ts';
+import os from 'node:os';
+import { addressesOf, aKind, firstNonPublic, type LookupAll, nonPublicKind, systemLookup } from '../http/address.ts';
 
 /**
  * A sync's `database_url` names a customer-owned server that Tributary connects to on the
@@ -40,11 +41,22 @@ export function parseServerUrl(value: string): URL {
   return url;
 }
 
+/**
+ * Whether connecting to `address` reaches this machine: a loopback address, the unspecified
+ * one (0.0.0.0 and :: are routed to the local host), or an address of one of its interfaces.
+ */
+function isThisMachine(address: string): boolean {
+  const kind = nonPublicKind(address);
+  if (kind === 'loopback' || kind === 'unspecified') return true;
+  const bare = address.replace(/^::ffff:/i, '').toLowerCase();
+  return Object.values(os.networkInterfaces()).some((list) => list?.some((i) => i.address.toLowerCase() === bare));
+}
+
 /** address:port for each of a server's addresses: what "the same server" means. */
 function endpoints(addresses: string[], url: URL): string[] {
   const port = url.port || '5432';
-  // Every loopback address is the same machine.
-  return addresses.map((a) => `${nonPublicKind(a) === 'loopback' ? 'loopback' : a}:${port}`);
+  // Every way of reaching this machine is the same machine.
+  return addresses.map((a) => `${isThisMachine(a) ? 'this machine' : a}:${port}`);
 }
 
 /**
@@ -73,7 +85,7 @@ export async function checkServerUrl(value: string, policy: ServerUrlPolicy): Pr
   }
   const nonPublic = firstNonPublic(addresses);
   if (nonPublic && !policy.allowPrivate) {
-    throw refused(`the host is a ${nonPublic.kind} address; customer-owned servers must be public (the operator can allow private ones with TRIBUTARY_DATABASE_ALLOW_PRIVATE=1)`);
+    throw refused(`the host is ${aKind(nonPublic.kind)} address; customer-owned servers must be public (the operator can allow private ones with TRIBUTARY_DATABASE_ALLOW_PRIVATE=1)`);
   }
 }
 

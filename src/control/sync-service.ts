@@ -60,6 +60,8 @@ export class SyncService {
   async create(input: CreateSyncInput): Promise<SyncRecord> {
     const { store, logger } = this.options;
     const settings = { ...defaultSettings[input.kind], ...input.settings } as SyncSettings;
+    const apiKeySha256 = input.kind === 'stripe' ? hashToken(input.apiKey) : null;
+    await store.precheck({ accountId: input.accountId, kind: input.kind, baseId: input.baseId, upstreamAccountId: null, apiKeySha256 });
     if (input.databaseUrl !== null) {
       this.serverAttempts.take(input.accountId);
       await checkServerUrl(input.databaseUrl, this.serverUrlPolicy);
@@ -85,7 +87,7 @@ export class SyncService {
         upstreamName: checked.upstreamName ?? null,
         warnings: checked.warnings ?? [],
         // One Stripe key, one sync per account (without an account id, the key is all there is to compare).
-        apiKeySha256: input.kind === 'stripe' ? hashToken(input.apiKey) : null,
+        apiKeySha256,
       });
     } catch (error) {
       if ((error as { code?: string }).code === '23505') {

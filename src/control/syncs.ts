@@ -138,7 +138,11 @@ const toRecord = (row: SyncRow): SyncRecord => ({
  */
 async function lockedAccountLimits(tx: pg.PoolClient, accountId: string, exceptSyncId: string | null = null) {
   await tx.query("SELECT pg_advisory_xact_lock(hashtextextended('syncs of ' || $1, 0))", [accountId]);
-  const { rows } = await tx.query<{ max_syncs: number; budget: number; syncs: number; used: number }>(
+  return accountLimits(tx, accountId, exceptSyncId);
+}
+
+async function accountLimits(db: pg.Pool | pg.PoolClient, accountId: string, exceptSyncId: string | null = null) {
+  const { rows } = await db.query<{ max_syncs: number; budget: number; syncs: number; used: number }>(
     `SELECT a.max_syncs, a.reader_connection_budget AS budget,
             (SELECT count(*)::int FROM syncs s WHERE s.account_id = a.id AND s.state <> 'deleting') AS syncs,
             (SELECT coalesce(sum(s.reader_connection_limit), 0)::int FROM syncs s
@@ -147,6 +151,33 @@ async function lockedAccountLimits(tx: pg.PoolClient, accountId: string, exceptS
     [accountId, exceptSyncId],
   );
   return rows[0];
+}
+
+type Admission = Pick<NewSync, 'accountId' | 'kind' | 'baseId' | 'upstreamAccountId' | 'apiKeySha256'>;
+
+/**
+ * Refuses a new sync past its account's limits (see SyncStore.insert); otherwise answers the
+ * CONNECTION LIMIT its reader gets.
+ */
+async function admit(db: pg.Pool | pg.PoolClient, limit: Awaited<ReturnType<typeof accountLimits>>, sync: Admission): Promise<number> {
+  if (!limit) throw new TributaryError('unprocessable', `account ${sync.accountId} does not exist`);
+  const { rows: same } = await db.query<{ id: string }>(
+    `SELECT id FROM syncs WHERE account_id = $1 AND kind = $2 AND state <> 'deleting'
+        AND (base_id = $3 OR upstream_account_id = $4 OR api_key_sha256 = $5) LIMIT 1`,
+    [sync.accountId, sync.kind, sync.baseId, sync.upstreamAccountId, sync.apiKeySha256 ?? null],
+  );
+  if (same[0]) {
+    const what = sync.kind === 'airtable' ? `base ${sync.baseId}` : sync.upstreamAccountId ? `Stripe account ${sync.upstreamAccountId}` : 'this Stripe key';
+    throw new TributaryError('conflict', `this account already syncs ${what}: sync ${same[0].id}`);
+  }
+  if (limit.syncs >= limit.max_syncs) {
+    throw new TributaryError('conflict', `this account has reached its limit of ${limit.max_syncs} syncs (the operator can raise it)`);
+  }
+  const readerLimit = Math.min(DEFAULT_READER_CONNECTIONS, limit.budget - limit.used);
+  if (readerLimit < 1) {
+    throw new TributaryError('conflict', `this account's readers already hold its whole connection budget of ${limit.budget} (the operator can raise it)`);
+  }
+  return readerLimit;
 }
 
 /** Associated data binds each sealed value to its row and column. */
@@ -165,26 +196,17 @@ export class SyncStore {
    * or one whose reader would overdraw the account's connection budget. The reader gets
    * DEFAULT_READER_CONNECTIONS, or what is left of the budget if less.
    */
+  /**
+   * The same limits, read without the lock, before anything is asked of the upstream: a
+   * refused sync costs no upstream request and no database_url check. insert() decides again.
+   */
+  async precheck(sync: Admission): Promise<void> {
+    await admit(this.pool, await accountLimits(this.pool, sync.accountId), sync);
+  }
+
   async insert(sync: NewSync): Promise<SyncRecord> {
     return inTransaction(this.pool, async (tx) => {
-      const limit = await lockedAccountLimits(tx, sync.accountId);
-      if (!limit) throw new TributaryError('unprocessable', `account ${sync.accountId} does not exist`);
-      const { rows: same } = await tx.query<{ id: string }>(
-        `SELECT id FROM syncs WHERE account_id = $1 AND kind = $2 AND state <> 'deleting'
-            AND (base_id = $3 OR upstream_account_id = $4 OR api_key_sha256 = $5) LIMIT 1`,
-        [sync.accountId, sync.kind, sync.baseId, sync.upstreamAccountId, sync.apiKeySha256 ?? null],
-      );
-      if (same[0]) {
-        const what = sync.kind === 'airtable' ? `base ${sync.baseId}` : sync.upstreamAccountId ? `Stripe account ${sync.upstreamAccountId}` : 'this Stripe key';
-        throw new TributaryError('conflict', `this account already syncs ${what}: sync ${same[0].id}`);
-      }
-      if (limit.syncs >= limit.max_syncs) {
-        throw new TributaryError('conflict', `this account has reached its limit of ${limit.max_syncs} syncs (the operator can raise it)`);
-      }
-      const readerLimit = Math.min(DEFAULT_READER_CONNECTIONS, limit.budget - limit.used);
-      if (readerLimit < 1) {
-        throw new TributaryError('conflict', `this account's readers already hold its whole connection budget of ${limit.budget} (the operator can raise it)`);
-      }
+      const readerLimit = await admit(tx, await lockedAccountLimits(tx, sync.accountId), sync);
       const { rows } = await tx.query<SyncRow>(
         `INSERT INTO syncs (id, account_id, kind, base_id, upstream_account_id, api_key_enc, settings,
            database_name, database_role, database_password_enc, database_server_enc, upstream_name, upstream_warnings,

@@ -138,6 +138,9 @@ export function nonPublicKind(address: string): string | undefined {
   return 'not an IP address';
 }
 
+/** "a loopback address", "an unspecified address": the article for a kind. */
+export const aKind = (kind: string) => `${/^[aeiou]/.test(kind) ? 'an' : 'a'} ${kind}`;
+
 export type LookupAll = (host: string) => Promise<Array<{ address: string; family: number }>>;
 
 export const systemLookup: LookupAll = (host) => dns.promises.lookup(host, { all: true, verbatim: true });
@@ -151,7 +154,7 @@ export function ipLiteral(hostname: string): string | undefined {
 const refusal = (host: string, address: string, kind: string) =>
   new TributaryError(
     'unprocessable',
-    `url: ${host === address ? host : `${host} resolves to ${address}, which`} is a ${kind} address; webhook destinations must be ` +
+    `url: ${host === address ? host : `${host} resolves to ${address}, which`} is ${aKind(kind)} address; webhook destinations must be ` +
       'public (the operator can allow private destinations with TRIBUTARY_WEBHOOK_ALLOW_PRIVATE=1)',
   );
 
@@ -209,7 +212,7 @@ export function pinnedLookup(lookup: LookupAll = systemLookup) {
         if (all.length === 0 || bad) {
           const error: NodeJS.ErrnoException = new Error(
             bad
-              ? `${hostname} resolves to ${bad.address}, a ${nonPublicKind(bad.address)} address; refused`
+              ? `${hostname} resolves to ${bad.address}, ${aKind(nonPublicKind(bad.address) ?? '')} address; refused`
               : `${hostname} has no addresses`,
           );
           error.code = 'EPRIVATEADDRESS';

@@ -72,7 +72,7 @@ export function stripeCheck(options: { baseUrl: string; limiter?: QuotaLimiter }
     } catch (error) {
       if (error instanceof TributaryError) throw error;
       if (error instanceof StripeError && error.kind === 'auth') {
-        throw new TributaryError('unprocessable', `the Stripe key was rejected: ${error.message}`);
+        throw new TributaryError('unprocessable', error.message);
       }
       if (error instanceof UpstreamUnreachable || (error instanceof StripeError && (error.kind === 'transient' || error.kind === 'rate_limited'))) {
         throw new TributaryError('unavailable', `Stripe could not be reached to check the key: ${error.message}`, { expose: true });

@@ -67,12 +67,16 @@ const createWebhook = (sync: SyncRecord) => {
     .strict();
 };
 
-/** A delivery id: a positive bigint, so at most 9223372036854775807. */
-const deliveryId = z
-  .string()
-  .regex(/^[1-9][0-9]{0,18}$/, 'must be a delivery id')
-  // Digits of equal length compare as numbers do (zod runs this even when the regex failed).
-  .refine((id) => id.length < 19 || id <= '9223372036854775807', 'must be a delivery id');
+const MAX_BIGINT = 9223372036854775807n;
+
+/** A delivery id: a positive bigint, so at most 9223372036854775807 (`after` may also be 0). */
+function isDeliveryId(text: string, options: { zero?: boolean } = {}): boolean {
+  if (!/^\d{1,19}$/.test(text)) return false;
+  const value = BigInt(text);
+  return value <= MAX_BIGINT && (value > 0n || options.zero === true);
+}
+
+const deliveryId = z.string().refine((id) => isDeliveryId(id), 'must be a delivery id');
 
 const replayBody = z.object({ ids: z.array(deliveryId).min(1).max(MAX_REPLAY_IDS).optional() }).strict();
 
@@ -196,7 +200,7 @@ export function webhookRoutes(router: Router, api: ApiOptions & WebhookApiOption
       throw new TributaryError('invalid_request', `status: must be one of ${DELIVERY_STATUSES.join(', ')}`);
     }
     const after = queryText(ctx, 'after');
-    if (after !== undefined && !/^\d{1,19}$/.test(after)) throw new TributaryError('invalid_request', 'after: must be a delivery id');
+    if (after !== undefined && !isDeliveryId(after, { zero: true })) throw new TributaryError('invalid_request', 'after: must be a delivery id (at most 9223372036854775807)');
     const page = await deliveries.list(destination.id, {
       ...(status ? { status: status as DeliveryStatus } : {}),
       ...(after ? { after } : {}),

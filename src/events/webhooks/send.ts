@@ -1,5 +1,5 @@
 import { Exchange, Http1Pool, type Http1Result, type LookupFunction, type Origin } from './http1.ts';
-import { ipLiteral, nonPublicKind, pinnedLookup, systemLookup, type LookupAll } from '../../http/address.ts';
+import { aKind, ipLiteral, nonPublicKind, pinnedLookup, systemLookup, type LookupAll } from '../../http/address.ts';
 
 /** What one POST came to. `status` is set when the receiver answered at all. */
 export interface SendResult {
@@ -80,7 +80,7 @@ export function createSender(options: SenderOptions): Sender {
     if (!options.allowPrivate) {
       const literal = ipLiteral(url.hostname);
       const kind = literal && nonPublicKind(literal);
-      if (kind) return Promise.resolve({ ok: false, error: `${literal} is a ${kind} address; refused` });
+      if (kind) return Promise.resolve({ ok: false, error: `${literal} is ${aKind(kind)} address; refused` });
     }
     if (signal?.aborted) return Promise.resolve({ ok: false, error: 'stopped' });
     let target = targets.get(url);
