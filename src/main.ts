@@ -1,9 +1,9 @@
 import { randomUUID } from 'node:crypto';
 import os from 'node:os';
 import pg from 'pg';
-import { airtableCheck } from './airtable/check.ts';
-import { stripeCheck } from './stripe/check.ts';
-import { prepareStripeDatabase } from './stripe/prepare.ts';
+import { airtableKind, type AirtableTunables } from './airtable/kind.ts';
+import { SourceKinds } from './kinds/registry.ts';
+import { stripeKind, type StripeTunables } from './stripe/kind.ts';
 import type { SyncRecord } from './control/syncs.ts';
 import { DEFAULT_MARGIN_MS, QuotaLimiter } from './quota/limiter.ts';
 import { runnerFactory, upstreamCleanup } from './sync/runners.ts';
@@ -77,8 +77,8 @@ async function loadAdminToken(config: Config, logger: Logger): Promise<string> {
  */
 /** Knobs tests turn to make time pass faster; production uses the defaults. */
 export interface Tunables {
-  airtable?: { pollIntervalMs?: number; cycleGapMs?: number; timeScale?: number };
-  stripe?: { pollIntervalMs?: number };
+  airtable?: AirtableTunables;
+  stripe?: StripeTunables;
   workerTickMs?: number;
   decoder?: { flushMs?: number; maxBatch?: number; retryMs?: number; lagReportMs?: number; leaseMs?: number };
   webhooks?: { schedule?: Partial<RetrySchedule> };
@@ -136,19 +136,17 @@ export async function startService(config: Config, logger: Logger, tunables: Tun
 
     const accounts = new AccountStore(pool, box);
     const syncs = new SyncStore(pool, box);
+    // The upstreams this service syncs: each kind is one folder and one object.
+    const kinds = new SourceKinds([airtableKind, stripeKind]);
     const limiter = new QuotaLimiter({ pool, marginMs: DEFAULT_MARGIN_MS / (tunables.airtable?.timeScale ?? 1) });
-    const airtableBase = upstreamBase(config.upstreams, 'api.airtable.com');
     // Created after the service exists, since cleanup needs the service's database URLs.
     let cleanup: ((sync: SyncRecord) => Promise<void>) | undefined;
     const syncService: SyncService = new SyncService({
       store: syncs,
       sharedServerUrl,
       serverUrlPolicy: { allowPrivate: config.databaseAllowPrivate, ownServers: [controlUrl, sharedServerUrl] },
-      upstreamChecks: {
-        airtable: airtableCheck({ baseUrl: airtableBase, limiter }),
-        stripe: stripeCheck({ baseUrl: upstreamBase(config.upstreams, 'api.stripe.com'), limiter }),
-      },
-      prepareDatabase: { stripe: (adminUrl) => prepareStripeDatabase(adminUrl, logger.child({ part: 'control' })) },
+      kinds,
+      kindContext: (kind) => ({ baseUrl: upstreamBase(config.upstreams, kind.upstreamHost), limiter, logger: logger.child({ part: 'control' }) }),
       upstreamCleanup: (sync) => cleanup?.(sync) ?? Promise.resolve(),
       // The embedded server is reached where the service is; an external one at its own host unless told otherwise.
       publicHost: config.publicHostSet || (!config.databaseUrl && !config.targetDatabaseUrl) ? config.publicHost : undefined,
@@ -159,7 +157,18 @@ export async function startService(config: Config, logger: Logger, tunables: Tun
       ? new PassSignals({ url: controlUrl, logger: logger.child({ part: 'passes' }) })
       : undefined;
     const metrics = new ServiceMetrics({ pool });
-    const runnerOptions = { control: pool, store: syncs, syncService, limiter, upstreams: config.upstreams, logger, passRequests: passes, ...tunables };
+    const runnerOptions = {
+      control: pool,
+      store: syncs,
+      syncService,
+      limiter,
+      upstreams: config.upstreams,
+      logger,
+      passRequests: passes,
+      kinds,
+      tunables: tunables as Record<string, unknown>,
+      readerCheckMs: tunables.readerCheckMs,
+    };
     cleanup = upstreamCleanup(runnerOptions);
     const ports: Partial<Record<'api' | 'proxy' | 'events', number>> = {};
     // Read when an answer is made: with port 0 the real port is known only once listening.
@@ -213,6 +222,7 @@ export async function startService(config: Config, logger: Logger, tunables: Tun
         accounts,
         syncs,
         syncService,
+        kinds,
         authenticate: authenticator(accounts, adminToken),
         events,
         logger,
@@ -249,6 +259,7 @@ export async function startService(config: Config, logger: Logger, tunables: Tun
         workerId: `${os.hostname()}:${process.pid}:${randomUUID().slice(0, 8)}`,
         logger: logger.child({ part: 'decoder' }),
         makeRunner: decoderFactory({
+          kinds,
           control: pool,
           store: syncs,
           syncService,

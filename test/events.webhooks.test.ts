@@ -26,6 +26,9 @@ import { createLogger } from '../src/log.ts';
 import { newDatabaseName, newSyncId } from '../src/ids.ts';
 import { freshDatabase } from './harness/postgres.ts';
 import { request } from './harness/service.ts';
+import { airtableKind } from '../src/airtable/kind.ts';
+import { SourceKinds } from '../src/kinds/registry.ts';
+import { stripeKind } from '../src/stripe/kind.ts';
 
 // ── the world: one control database, an API app on it, a bus, real receivers ──
 
@@ -93,6 +96,7 @@ test.before(async () => {
     accounts,
     syncs,
     syncService,
+    kinds: new SourceKinds([airtableKind, stripeKind]),
     authenticate: authenticator(accounts, adminToken),
     events: { restUrl: 'http://127.0.0.1:1', kafkaBrokers: [] },
     logger,

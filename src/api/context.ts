@@ -3,6 +3,7 @@ import type pg from 'pg';
 import type { AccountStore } from '../control/accounts.ts';
 import type { SyncService } from '../control/sync-service.ts';
 import type { SyncStore } from '../control/syncs.ts';
+import type { SourceKinds } from '../kinds/registry.ts';
 import type { Logger } from '../log.ts';
 import type { Authenticator } from './auth.ts';
 import type { EventEndpoints } from './views.ts';
@@ -13,6 +14,8 @@ export interface ApiOptions {
   accounts: AccountStore;
   syncs: SyncStore;
   syncService: SyncService;
+  /** The kinds of sync: how each names its tables' upstream and their events. */
+  kinds: SourceKinds;
   authenticate: Authenticator;
   events: EventEndpoints;
   logger: Logger;

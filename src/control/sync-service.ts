@@ -1,5 +1,7 @@
 import { TributaryError } from '../errors.ts';
 import { newDatabaseName, newPassword, newSyncId } from '../ids.ts';
+import type { KindContext, SourceKind, UpstreamFacts } from '../kinds/kind.ts';
+import type { SourceKinds } from '../kinds/registry.ts';
 import type { Logger } from '../log.ts';
 import { ident, withClient, withCredentials, withDatabase } from '../db/sql.ts';
 import { publicOnly, unmarked } from '../db/connect.ts';
@@ -19,10 +21,6 @@ export interface CreateSyncInput {
 }
 
 /** What a sync kind adds at creation; the Airtable and Stripe parts plug in here. */
-export interface UpstreamCheck {
-  /** Throws a TributaryError('unprocessable') when the key cannot read what the sync needs. */
-  (input: CreateSyncInput): Promise<{ upstreamAccountId?: string; upstreamName?: string; warnings?: string[] } | void>;
-}
 
 export interface SyncServiceOptions {
   store: SyncStore;
@@ -30,14 +28,16 @@ export interface SyncServiceOptions {
   sharedServerUrl: string;
   /** Host name handed out in database URLs for the shared server (for a server bound to a wildcard). */
   publicHost?: string;
-  upstreamChecks?: Partial<Record<SyncKind, UpstreamCheck>>;
+  /**
+   * The kinds of sync, which check a key before a sync is made and build what a new sync
+   * database needs before the sync is announced (so a proxied write right after the 201 has
+   * somewhere to go); absent (tests of other parts): neither happens.
+   */
+  kinds?: SourceKinds;
+  /** What a kind's check may use: the upstream's base URL, the quota. */
+  kindContext?: (kind: SourceKind) => KindContext;
   /** What a customer-owned server URL must be (server-url.ts); absent: shape checks only, private allowed. */
   serverUrlPolicy?: ServerUrlPolicy;
-  /**
-   * Builds a kind's tables and bookkeeping in a new sync database (its admin URL) before the
-   * sync is announced, so a proxied write right after the 201 has somewhere to go.
-   */
-  prepareDatabase?: Partial<Record<SyncKind, (adminUrl: string) => Promise<void>>>;
   /** Removes what a sync made upstream (Airtable's webhook); failures are logged, not fatal. */
   upstreamCleanup?: (sync: SyncRecord) => Promise<void>;
   logger: Logger;
@@ -67,7 +67,8 @@ export class SyncService {
       await checkServerUrl(input.databaseUrl, this.serverUrlPolicy);
       await checkServer(this.pinned(input.databaseUrl));
     }
-    const checked = (await this.options.upstreamChecks?.[input.kind]?.(input)) ?? {};
+    const kind = this.options.kinds?.get(input.kind);
+    const checked: UpstreamFacts = kind && this.options.kindContext ? await kind.check(input, this.options.kindContext(kind)) : {};
 
     const databaseName = newDatabaseName();
     let record: SyncRecord;
@@ -101,7 +102,7 @@ export class SyncService {
     try {
       const db = await this.database(record);
       await provisionDatabase(db, (await store.databasePassword(record.id)).reveal(), logger, record.readerConnectionLimit);
-      await this.options.prepareDatabase?.[record.kind]?.(withDatabase(db.adminUrl, db.name));
+      await this.options.kinds?.get(record.kind).prepareDatabase?.(withDatabase(db.adminUrl, db.name), this.options.logger);
       await store.setState(record.id, 'active');
     } catch (cause) {
       logger.error({ err: cause, sync: record.id }, 'provisioning failed; cleaning up');

@@ -2,31 +2,10 @@ import type pg from 'pg';
 import type { SyncService } from '../control/sync-service.ts';
 import type { SyncStore } from '../control/syncs.ts';
 import type { EventBus } from '../events/bus.ts';
+import type { SourceKinds } from '../kinds/registry.ts';
 import type { Logger } from '../log.ts';
-import { stripeTables, UPCOMING } from '../stripe/tables.ts';
 import type { Runner } from '../lease/worker.ts';
-import type { CollectionRules } from './events.ts';
 import { Decoder, type DecoderOptions } from './stream.ts';
-
-/** Tables of Tributary's own (`_sync_meta`) are bookkeeping, not records: no events. */
-const isOwnTable = (table: string) => table.startsWith('_');
-
-const airtableRules: CollectionRules = {
-  collectionOf: (table) => (isOwnTable(table) ? undefined : table),
-  keyOf: () => 'id',
-};
-
-const upcomingKeys = new Map<string, string>(Object.values(UPCOMING).map((u) => [u.table, u.key]));
-
-/** Stripe collections are object types (`checkout.session`); the upcoming tables keep their names. */
-const stripeRules: CollectionRules = {
-  collectionOf: (table) => {
-    if (isOwnTable(table)) return undefined;
-    if (upcomingKeys.has(table)) return table;
-    return stripeTables().get(table)?.object;
-  },
-  keyOf: (table) => upcomingKeys.get(table) ?? 'id',
-};
 
 export interface DecoderFactoryOptions {
   control: pg.Pool;
@@ -34,6 +13,8 @@ export interface DecoderFactoryOptions {
   syncService: SyncService;
   bus: EventBus;
   logger: Logger;
+  /** The kinds of sync, which say which tables' changes are events and under which collection. */
+  kinds: SourceKinds;
   /** Partitions of each new topic. */
   partitions?: number;
   tunables?: Pick<DecoderOptions, 'flushMs' | 'maxBatch' | 'retryMs' | 'lagReportMs'>;
@@ -53,7 +34,7 @@ export function decoderFactory(options: DecoderFactoryOptions): (syncId: string)
       slot: sync.databaseName,
       control: options.control,
       bus: options.bus,
-      rules: sync.kind === 'stripe' ? stripeRules : airtableRules,
+      rules: options.kinds.get(sync.kind).events,
       logger: options.logger.child({ sync: sync.id }),
       partitions: options.partitions,
       ...options.tunables,

@@ -1,12 +1,8 @@
 import pg from 'pg';
-import { AirtableClient } from '../airtable/client.ts';
-import { AirtableRunner } from '../airtable/runner.ts';
-import { loadWebhookState, removeWebhook } from '../airtable/webhook.ts';
 import { connectionConfig } from '../db/connect.ts';
 import type { SyncService } from '../control/sync-service.ts';
-import type { AirtableSettings, StripeSettings } from '../control/settings.ts';
-import { StripeRunner } from '../stripe/runner.ts';
 import type { SyncRecord, SyncStore } from '../control/syncs.ts';
+import type { SourceKinds } from '../kinds/registry.ts';
 import type { Logger } from '../log.ts';
 import type { QuotaLimiter } from '../quota/limiter.ts';
 import { upstreamBase } from '../upstream/http.ts';
@@ -21,9 +17,10 @@ export interface RunnerFactoryOptions {
   limiter: QuotaLimiter;
   upstreams: Map<string, string>;
   logger: Logger;
-  /** Tunables for tests: webhook poll interval, pause between cycles. */
-  airtable?: { pollIntervalMs?: number; cycleGapMs?: number; timeScale?: number };
-  stripe?: { pollIntervalMs?: number };
+  /** The kinds of sync this service runs. */
+  kinds: SourceKinds;
+  /** Each kind's tunables for tests and benchmarks, by kind name. */
+  tunables?: Record<string, unknown>;
   /** Wait requests (PassSignals): a sync someone waits on starts its next pass early. */
   passRequests?: PassRequests;
   /** How often a running sync puts its reader role back as provisioned (default 5 min). */
@@ -57,35 +54,21 @@ export function runnerFactory(options: RunnerFactoryOptions): (syncId: string) =
   return async (syncId) => {
     const sync = await options.store.get(syncId);
     if (!sync || sync.state !== 'active') throw new Error(`sync ${syncId} is not active`);
+    const kind = options.kinds.get(sync.kind);
     const logger = options.logger.child({ sync: sync.id });
     const target = targetPool(await options.syncService.adminUrl(sync), logger);
-    const shared = { passRequests: options.passRequests, onRateLimited: rateLimitCounter(options.control, sync.id, logger) };
-    const runner = sync.kind === 'stripe'
-      ? new StripeRunner({
-          syncId: sync.id,
-          accountId: sync.upstreamAccountId,
-          control: options.control,
-          target,
-          key: await options.store.apiKey(sync.id),
-          baseUrl: upstreamBase(options.upstreams, 'api.stripe.com'),
-          limiter: options.limiter,
-          loadSettings: async () => ((await options.store.get(sync.id))?.settings ?? sync.settings) as StripeSettings,
-          logger,
-          ...shared,
-          ...options.stripe,
-        })
-      : new AirtableRunner({
-      syncId: sync.id,
-      baseId: sync.baseId!,
+    const runner = kind.runner({
+      sync,
       control: options.control,
       target,
-      token: await options.store.apiKey(sync.id),
-      baseUrl: upstreamBase(options.upstreams, 'api.airtable.com'),
+      key: await options.store.apiKey(sync.id),
+      baseUrl: upstreamBase(options.upstreams, kind.upstreamHost),
       limiter: options.limiter,
-      loadSettings: async () => ((await options.store.get(sync.id))?.settings ?? sync.settings) as AirtableSettings,
       logger,
-      ...shared,
-      ...options.airtable,
+      loadSettings: async () => (await options.store.get(sync.id))?.settings ?? sync.settings,
+      passRequests: options.passRequests,
+      onRateLimited: rateLimitCounter(options.control, sync.id, logger),
+      tunables: options.tunables?.[kind.name],
     });
     let guard: { stop(): void } | undefined;
     return {
@@ -102,23 +85,21 @@ export function runnerFactory(options: RunnerFactoryOptions): (syncId: string) =
   };
 }
 
-/** Upstream leftovers of a deleted sync: Airtable's webhook (a base may only have 10). */
-export function upstreamCleanup(options: Pick<RunnerFactoryOptions, 'store' | 'syncService' | 'upstreams' | 'limiter' | 'logger'>) {
+/** What a deleted sync left upstream, removed by its kind (Airtable's webhook). */
+export function upstreamCleanup(options: Pick<RunnerFactoryOptions, 'kinds' | 'store' | 'syncService' | 'upstreams' | 'limiter' | 'logger'>) {
   return async (sync: SyncRecord): Promise<void> => {
-    if (sync.kind !== 'airtable') return;
+    const kind = options.kinds.get(sync.kind);
+    if (!kind.cleanup) return;
     const target = targetPool(await options.syncService.adminUrl(sync), options.logger);
     try {
-      const state = await loadWebhookState(target);
-      if (!state) return;
-      const client = new AirtableClient({
-        baseUrl: upstreamBase(options.upstreams, 'api.airtable.com'),
-        token: await options.store.apiKey(sync.id),
-        baseId: sync.baseId!,
+      await kind.cleanup({
+        sync,
+        target,
+        key: await options.store.apiKey(sync.id),
+        baseUrl: upstreamBase(options.upstreams, kind.upstreamHost),
         limiter: options.limiter,
-        quota: { kind: 'client', maxWaitMs: 10_000 },
-        attempts: 2,
+        logger: options.logger,
       });
-      await removeWebhook(client, state.id);
     } finally {
       await target.end();
     }

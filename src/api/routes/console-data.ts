@@ -4,7 +4,6 @@ import type pg from 'pg';
 import type { SyncRecord } from '../../control/syncs.ts';
 import { ident, withClient } from '../../db/sql.ts';
 import { TributaryError, notFound } from '../../errors.ts';
-import { stripeTables, UPCOMING } from '../../stripe/tables.ts';
 import { ownOrigin } from '../auth.ts';
 import type { ApiOptions } from '../context.ts';
 import { findSync } from './syncs.ts';
@@ -32,17 +31,12 @@ interface TableInfo {
   topic: string | null;
 }
 
-const upcomingTables = new Set<string>(Object.values(UPCOMING).map((u) => u.table));
-
-/** The collection of a table's events (as the decoder names it) and its upstream name. */
-function describe(sync: SyncRecord, name: string, comment: string | null): Pick<TableInfo, 'upstream_name' | 'upstream_id' | 'topic'> {
-  if (sync.kind === 'airtable') {
-    const match = /^Airtable table "(.*)" \((tbl[A-Za-z0-9]+)\)$/s.exec(comment ?? '');
-    return { upstream_name: match?.[1] ?? null, upstream_id: match?.[2] ?? null, topic: `svc.${sync.id}.${name}` };
-  }
-  if (upcomingTables.has(name)) return { upstream_name: `upcoming invoice (${name.replace(/^upcoming_|_invoice$/g, '')})`, upstream_id: null, topic: `svc.${sync.id}.${name}` };
-  const object = stripeTables().get(name)?.object ?? null;
-  return { upstream_name: object, upstream_id: null, topic: object ? `svc.${sync.id}.${object}` : null };
+/** The collection of a table's events (as the decoder names it) and its upstream name, as the sync's kind says. */
+function describe(api: ApiOptions, sync: SyncRecord, name: string, comment: string | null): Pick<TableInfo, 'upstream_name' | 'upstream_id' | 'topic'> {
+  const kind = api.kinds.get(sync.kind);
+  const { upstreamName, upstreamId } = kind.describeTable(name, comment);
+  const collection = kind.events.collectionOf(name);
+  return { upstream_name: upstreamName, upstream_id: upstreamId, topic: collection === undefined ? null : `svc.${sync.id}.${collection}` };
 }
 
 interface SyncDatabaseView {
@@ -93,7 +87,7 @@ async function readSyncDatabase(api: ApiOptions, sync: SyncRecord): Promise<Sync
           : null,
         tables: listed.map((t) => ({
           name: t.name,
-          ...describe(sync, t.name, t.comment),
+          ...describe(api, sync, t.name, t.comment),
           rows: exactCount.get(t.name) ?? Math.max(0, Number(t.estimate)),
           rows_estimated: !exactCount.has(t.name),
         })),

@@ -1,0 +1,61 @@
+import type { AirtableSettings } from '../control/settings.ts';
+import type { CleanupContext, RunnerContext, SourceKind } from '../kinds/kind.ts';
+import { airtableCheck } from './check.ts';
+import { AirtableClient } from './client.ts';
+import { AirtableRunner, type AirtableRunnerOptions } from './runner.ts';
+import { loadWebhookState, removeWebhook } from './webhook.ts';
+
+/** The COMMENT a synced table carries: its Airtable name and id. */
+const TABLE_COMMENT = /^Airtable table "(.*)" \((tbl[A-Za-z0-9]+)\)$/s;
+
+/** Airtable tunables for tests and benchmarks: webhook poll interval, pause between cycles, time scale. */
+export type AirtableTunables = Pick<AirtableRunnerOptions, 'pollIntervalMs' | 'cycleGapMs' | 'timeScale'>;
+
+/** An Airtable base, one table per Airtable table, one event collection per table. */
+export const airtableKind: SourceKind = {
+  name: 'airtable',
+  upstreamHost: 'api.airtable.com',
+  events: {
+    // Tables of Tributary's own (`_sync_meta`) are bookkeeping, not records.
+    collectionOf: (table) => (table.startsWith('_') ? undefined : table),
+    keyOf: () => 'id',
+  },
+  describeTable(_table, comment) {
+    const match = TABLE_COMMENT.exec(comment ?? '');
+    return { upstreamName: match?.[1] ?? null, upstreamId: match?.[2] ?? null };
+  },
+  async check(input, context) {
+    return (await airtableCheck({ baseUrl: context.baseUrl, limiter: context.limiter })(input)) ?? {};
+  },
+  runner(context: RunnerContext) {
+    const { sync } = context;
+    return new AirtableRunner({
+      syncId: sync.id,
+      baseId: sync.baseId!,
+      control: context.control,
+      target: context.target,
+      token: context.key,
+      baseUrl: context.baseUrl,
+      limiter: context.limiter,
+      loadSettings: () => context.loadSettings() as Promise<AirtableSettings>,
+      logger: context.logger,
+      passRequests: context.passRequests,
+      onRateLimited: context.onRateLimited,
+      ...(context.tunables as AirtableTunables | undefined),
+    });
+  },
+  // A base may only have 10 webhooks: a deleted sync's goes with it.
+  async cleanup(context: CleanupContext) {
+    const state = await loadWebhookState(context.target);
+    if (!state) return;
+    const client = new AirtableClient({
+      baseUrl: context.baseUrl,
+      token: context.key,
+      baseId: context.sync.baseId!,
+      limiter: context.limiter,
+      quota: { kind: 'client', maxWaitMs: 10_000 },
+      attempts: 2,
+    });
+    await removeWebhook(client, state.id);
+  },
+};

@@ -1,0 +1,71 @@
+import type pg from 'pg';
+import type { CreateSyncInput } from '../control/sync-service.ts';
+import type { SyncRecord } from '../control/syncs.ts';
+import type { Secret } from '../control/secrets.ts';
+import type { CollectionRules } from '../decoder/events.ts';
+import type { Runner } from '../lease/worker.ts';
+import type { Logger } from '../log.ts';
+import type { QuotaLimiter } from '../quota/limiter.ts';
+import type { PassRequests } from '../sync/passes.ts';
+
+/**
+ * One upstream Tributary syncs from (Airtable, Stripe, …), as the core sees it. Each kind is a
+ * folder that exports one of these; the registry main.ts builds hands them to the parts that
+ * need them, which know no upstream by name.
+ */
+export interface SourceKind {
+  /** The `kind` of a sync in the API and the control database. */
+  readonly name: string;
+  /** The upstream's API host, which TRIBUTARY_UPSTREAMS may point at a fake. */
+  readonly upstreamHost: string;
+  /** Which tables' changes are events, under which collection, keyed by which column. */
+  readonly events: CollectionRules;
+  /** A table's upstream name and id for the console, from its name and its COMMENT. */
+  describeTable(table: string, comment: string | null): { upstreamName: string | null; upstreamId: string | null };
+  /** Checks the key before a sync is made; throws a TributaryError('unprocessable') when it cannot read what the sync needs. */
+  check(input: CreateSyncInput, context: KindContext): Promise<UpstreamFacts>;
+  /** Builds what must exist in a new sync database before its creation is answered. */
+  prepareDatabase?(adminUrl: string, logger: Logger): Promise<void>;
+  /** The loop that keeps one sync's database in step with its upstream. */
+  runner(context: RunnerContext): Runner;
+  /** Removes what a deleted sync left upstream (Airtable's webhook); failures are logged by the caller. */
+  cleanup?(context: CleanupContext): Promise<void>;
+}
+
+/** What a kind learnt about the upstream while checking the key. */
+export interface UpstreamFacts {
+  upstreamAccountId?: string;
+  upstreamName?: string;
+  warnings?: string[];
+}
+
+/** The service's parts a kind may use. */
+export interface KindContext {
+  /** The upstream's base URL (https://api.… or a fake's). */
+  baseUrl: string;
+  limiter?: QuotaLimiter;
+  logger: Logger;
+}
+
+export interface CleanupContext extends KindContext {
+  sync: SyncRecord;
+  /** The sync's own database. */
+  target: pg.Pool;
+  key: Secret;
+}
+
+export interface RunnerContext extends KindContext {
+  sync: SyncRecord;
+  /** The control database (status) and the sync's own database (data). */
+  control: pg.Pool;
+  target: pg.Pool;
+  key: Secret;
+  /** The sync's settings as they are now (a PATCH applies from the next cycle). */
+  loadSettings(): Promise<unknown>;
+  /** Wait requests for this sync, which start the next pass early. */
+  passRequests?: PassRequests;
+  /** Told of every 429 the upstream answers the sync. */
+  onRateLimited(): void;
+  /** The kind's own tunables (tests and benchmarks), as `tunables[kind]` gives them. */
+  tunables?: unknown;
+}

@@ -1,0 +1,25 @@
+import type { SourceKind } from './kind.ts';
+
+/** The kinds this service syncs, by name. */
+export class SourceKinds {
+  private readonly kinds = new Map<string, SourceKind>();
+
+  constructor(kinds: SourceKind[] = []) {
+    for (const kind of kinds) this.register(kind);
+  }
+
+  register(kind: SourceKind): void {
+    if (this.kinds.has(kind.name)) throw new Error(`the kind ${kind.name} is registered twice`);
+    this.kinds.set(kind.name, kind);
+  }
+
+  get(name: string): SourceKind {
+    const kind = this.kinds.get(name);
+    if (!kind) throw new Error(`no kind ${name} is registered`);
+    return kind;
+  }
+
+  names(): string[] {
+    return [...this.kinds.keys()];
+  }
+}

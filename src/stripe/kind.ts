@@ -1,0 +1,52 @@
+import type { StripeSettings } from '../control/settings.ts';
+import type { RunnerContext, SourceKind } from '../kinds/kind.ts';
+import { stripeCheck } from './check.ts';
+import { prepareStripeDatabase } from './prepare.ts';
+import { StripeRunner, type StripeRunnerOptions } from './runner.ts';
+import { stripeTables, UPCOMING } from './tables.ts';
+
+/** Stripe tunables for tests: how often the events feed is read. */
+export type StripeTunables = Pick<StripeRunnerOptions, 'pollIntervalMs'>;
+
+const upcomingKeys = new Map<string, string>(Object.values(UPCOMING).map((u) => [u.table, u.key]));
+
+/** A Stripe account: one table per object type, whose collections are object types (`checkout.session`). */
+export const stripeKind: SourceKind = {
+  name: 'stripe',
+  upstreamHost: 'api.stripe.com',
+  events: {
+    collectionOf: (table) => {
+      if (table.startsWith('_')) return undefined;
+      // The upcoming invoices' tables keep their names: they are no object type of Stripe's.
+      if (upcomingKeys.has(table)) return table;
+      return stripeTables().get(table)?.object;
+    },
+    keyOf: (table) => upcomingKeys.get(table) ?? 'id',
+  },
+  describeTable(table) {
+    if (upcomingKeys.has(table)) return { upstreamName: `upcoming invoice (${table.replace(/^upcoming_|_invoice$/g, '')})`, upstreamId: null };
+    return { upstreamName: stripeTables().get(table)?.object ?? null, upstreamId: null };
+  },
+  check(input, context) {
+    return stripeCheck({ baseUrl: context.baseUrl, limiter: context.limiter })(input);
+  },
+  // Built before the sync is announced, so a proxied write right after finds its tables.
+  prepareDatabase: prepareStripeDatabase,
+  runner(context: RunnerContext) {
+    const { sync } = context;
+    return new StripeRunner({
+      syncId: sync.id,
+      accountId: sync.upstreamAccountId,
+      control: context.control,
+      target: context.target,
+      key: context.key,
+      baseUrl: context.baseUrl,
+      limiter: context.limiter,
+      loadSettings: () => context.loadSettings() as Promise<StripeSettings>,
+      logger: context.logger,
+      passRequests: context.passRequests,
+      onRateLimited: context.onRateLimited,
+      ...(context.tunables as StripeTunables | undefined),
+    });
+  },
+};
