@@ -22,7 +22,7 @@ import { rowOf, shapeOf } from '../src/airtable/tables.ts';
 import type { AirtableRecord } from '../src/airtable/types.ts';
 import { provisionDatabase } from '../src/control/provisioner.ts';
 import { Secret } from '../src/control/secrets.ts';
-import { defaultSettings } from '../src/control/settings.ts';
+import { AIRTABLE_DEFAULT_SETTINGS } from '../src/airtable/settings.ts';
 import { withDatabase } from '../src/db/sql.ts';
 import { newDatabaseName } from '../src/ids.ts';
 import { createLogger } from '../src/log.ts';
@@ -55,7 +55,7 @@ async function main() {
   await provisionDatabase({ adminUrl: postgres.adminUrl, name, role: `${name}_ro` }, 'bench-password', logger);
   const db = new pg.Pool({ connectionString: withDatabase(postgres.adminUrl, name), max: 4 });
   const client = new AirtableClient({ baseUrl: fake.url, token: new Secret(fake.token), baseId: fake.baseId });
-  const mappings = mapBase(await client.schema(), defaultSettings.airtable);
+  const mappings = mapBase(await client.schema(), AIRTABLE_DEFAULT_SETTINGS);
   const context = { airtable: client, db, logger, skip: () => false };
   try {
     // 1. End to end.

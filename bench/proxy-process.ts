@@ -16,13 +16,14 @@ import { listen } from '../src/http/listen.ts';
 import { createLogger } from '../src/log.ts';
 import { createProxyHandler } from '../src/proxy/server.ts';
 import { QuotaLimiter } from '../src/quota/limiter.ts';
+import { builtInKinds } from '../src/kinds/built-in.ts';
 
 async function proxy(): Promise<void> {
   const config = loadConfig(process.env);
   const logger = createLogger({ level: 'warn' });
   const pool = new pg.Pool({ connectionString: config.databaseUrl, max: 10 });
   const syncs = new SyncStore(pool, SecretBox.fromBase64(config.secretKeyBase64!));
-  const syncService = new SyncService({ store: syncs, sharedServerUrl: config.targetDatabaseUrl!, logger });
+  const syncService = new SyncService({ store: syncs, sharedServerUrl: config.targetDatabaseUrl!, logger, kinds: builtInKinds() });
   const handler = createProxyHandler({
     pool,
     syncs,

@@ -1,9 +1,9 @@
 import { randomUUID } from 'node:crypto';
 import os from 'node:os';
 import pg from 'pg';
-import { airtableKind, type AirtableTunables } from './airtable/kind.ts';
-import { SourceKinds } from './kinds/registry.ts';
-import { stripeKind, type StripeTunables } from './stripe/kind.ts';
+import type { AirtableTunables } from './airtable/kind.ts';
+import { builtInKinds } from './kinds/built-in.ts';
+import type { StripeTunables } from './stripe/kind.ts';
 import type { SyncRecord } from './control/syncs.ts';
 import { DEFAULT_MARGIN_MS, QuotaLimiter } from './quota/limiter.ts';
 import { runnerFactory, upstreamCleanup } from './sync/runners.ts';
@@ -137,7 +137,7 @@ export async function startService(config: Config, logger: Logger, tunables: Tun
     const accounts = new AccountStore(pool, box);
     const syncs = new SyncStore(pool, box);
     // The upstreams this service syncs: each kind is one folder and one object.
-    const kinds = new SourceKinds([airtableKind, stripeKind]);
+    const kinds = builtInKinds();
     const limiter = new QuotaLimiter({ pool, marginMs: DEFAULT_MARGIN_MS / (tunables.airtable?.timeScale ?? 1) });
     // Created after the service exists, since cleanup needs the service's database URLs.
     let cleanup: ((sync: SyncRecord) => Promise<void>) | undefined;
@@ -213,7 +213,7 @@ export async function startService(config: Config, logger: Logger, tunables: Tun
     if (config.roles.includes('api')) {
       const recovered = await syncService.reconcile();
       if (recovered > 0) logger.warn({ count: recovered }, 'finished interrupted sync creates and deletes');
-      await syncs.fillKeyDigests();
+      await syncs.fillKeyDigests(kinds.names().filter((name) => kinds.get(name).keyNamesAccount));
       const markerPools = new IdlePools();
       closers.push(() => markerPools.close());
       const app = createApiApp({

@@ -5,7 +5,7 @@ import { assignNames, snakeCase } from '../src/airtable/naming.ts';
 import { planMigration } from '../src/airtable/plan.ts';
 import { mapBase } from '../src/airtable/schema.ts';
 import type { AirtableField, AirtableTable } from '../src/airtable/types.ts';
-import { defaultSettings } from '../src/control/settings.ts';
+import { AIRTABLE_DEFAULT_SETTINGS } from '../src/airtable/settings.ts';
 
 test('table and field names become snake_case without emoji or punctuation', () => {
   const cases: Array<[string, string]> = [
@@ -99,7 +99,7 @@ const everyType: AirtableField[] = [
 const table: AirtableTable = { id: 'tblA', name: 'Everything 🧪', primaryFieldId: 'fldA28', fields: everyType };
 
 test('every field type gets its documented column type', () => {
-  const [mapping] = mapBase([table], defaultSettings.airtable);
+  const [mapping] = mapBase([table], AIRTABLE_DEFAULT_SETTINGS);
   const types = Object.fromEntries(mapping!.columns.map((c) => [c.upstreamType + (c.fieldId ?? ''), c.type]));
   const expected: Record<string, string> = {
     multipleAttachments: 'text[]', autoNumber: 'numeric', barcode: 'numeric', button: 'text', checkbox: 'boolean',
@@ -123,7 +123,7 @@ test('every field type gets its documented column type', () => {
 });
 
 test('Intelligent cast off makes every link text[]; lookup_as text makes lookups text', () => {
-  const [mapping] = mapBase([table], { ...defaultSettings.airtable, intelligent_cast: false, lookup_as: 'text' });
+  const [mapping] = mapBase([table], { ...AIRTABLE_DEFAULT_SETTINGS, intelligent_cast: false, lookup_as: 'text' });
   const byField = new Map(mapping!.columns.map((c) => [c.fieldId, c]));
   assert.is(byField.get('fldA17')!.type, 'text[]');
   assert.is(byField.get('fldA18')!.type, 'text[]');
@@ -166,9 +166,9 @@ test('a plan sweeps unchanged tables, rebuilds reshaped ones, recomments renamed
     primaryFieldId: 'fld1',
     fields: [{ id: 'fld1', name: fieldName, type: 'singleLineText' }],
   });
-  const before = mapBase([base('Keep', 'Title'), base('Reshape', 'Title'), base('Rename', 'Title'), base('Gone', 'Title')], defaultSettings.airtable);
+  const before = mapBase([base('Keep', 'Title'), base('Reshape', 'Title'), base('Rename', 'Title'), base('Gone', 'Title')], AIRTABLE_DEFAULT_SETTINGS);
   const built = new Map(before.map((m) => [m.tableId, m]));
-  const after = mapBase([base('Keep', 'Title'), base('Reshape', 'Heading'), base('Rename', 'title'), base('New', 'Title')], defaultSettings.airtable);
+  const after = mapBase([base('Keep', 'Title'), base('Reshape', 'Heading'), base('Rename', 'title'), base('New', 'Title')], AIRTABLE_DEFAULT_SETTINGS);
   const plan = planMigration(after, built);
   assert.equal(plan.sweep.map((m) => m.name), ['keep']);
   assert.equal(plan.rebuild.map((m) => m.name), ['reshape', 'new']);

@@ -11,7 +11,7 @@ import { mapBase, type TableMapping } from '../src/airtable/schema.ts';
 import { prepareRebuild, swapIn } from '../src/airtable/swap.ts';
 import { shapeOf } from '../src/airtable/tables.ts';
 import { provisionDatabase } from '../src/control/provisioner.ts';
-import { defaultSettings } from '../src/control/settings.ts';
+import { AIRTABLE_DEFAULT_SETTINGS } from '../src/airtable/settings.ts';
 import { withDatabase } from '../src/db/sql.ts';
 import { newDatabaseName } from '../src/ids.ts';
 import { createLogger } from '../src/log.ts';
@@ -31,7 +31,7 @@ test.before(async () => {
   db = new pg.Pool({ connectionString: url, max: 4 });
   [mapping] = mapBase(
     [{ id: 'tblTasksTasksTas', name: 'Tasks', primaryFieldId: 'fldLabelLabelLab', fields: [{ id: 'fldLabelLabelLab', name: 'Label', type: 'singleLineText' }] }],
-    defaultSettings.airtable,
+    AIRTABLE_DEFAULT_SETTINGS,
   ) as [TableMapping];
   await prepareRebuild(db, mapping);
   await swapIn(db, mapping);

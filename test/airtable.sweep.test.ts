@@ -6,7 +6,7 @@ import { mapBase, type TableMapping } from '../src/airtable/schema.ts';
 import { sweepTable, type SweepContext } from '../src/airtable/sweep.ts';
 import { prepareRebuild, swapIn } from '../src/airtable/swap.ts';
 import { Secret } from '../src/control/secrets.ts';
-import { defaultSettings } from '../src/control/settings.ts';
+import { AIRTABLE_DEFAULT_SETTINGS } from '../src/airtable/settings.ts';
 import { provisionDatabase } from '../src/control/provisioner.ts';
 import { withDatabase } from '../src/db/sql.ts';
 import { newDatabaseName } from '../src/ids.ts';
@@ -35,7 +35,7 @@ test.before(async () => {
   await provisionDatabase({ adminUrl: serverAdminUrl(), name, role: `${name}_ro` }, 'unused-password', logger);
   db = new pg.Pool({ connectionString: withDatabase(serverAdminUrl(), name) });
   const tables = await client().schema();
-  [mapping] = mapBase(tables, defaultSettings.airtable) as [TableMapping];
+  [mapping] = mapBase(tables, AIRTABLE_DEFAULT_SETTINGS) as [TableMapping];
   await prepareRebuild(db, mapping);
   await swapIn(db, mapping);
 });

@@ -26,9 +26,7 @@ import { createLogger } from '../src/log.ts';
 import { newDatabaseName, newSyncId } from '../src/ids.ts';
 import { freshDatabase } from './harness/postgres.ts';
 import { request } from './harness/service.ts';
-import { airtableKind } from '../src/airtable/kind.ts';
-import { SourceKinds } from '../src/kinds/registry.ts';
-import { stripeKind } from '../src/stripe/kind.ts';
+import { builtInKinds } from '../src/kinds/built-in.ts';
 
 // ── the world: one control database, an API app on it, a bus, real receivers ──
 
@@ -90,13 +88,14 @@ test.before(async () => {
   syncs = new SyncStore(pool, box);
   store = new WebhookStore(pool, box);
   deliveries = new DeliveryLog(pool);
-  const syncService = new SyncService({ store: syncs, sharedServerUrl: url, logger });
+  const kinds = builtInKinds();
+  const syncService = new SyncService({ store: syncs, sharedServerUrl: url, logger, kinds });
   const apiOptions = {
     pool,
     accounts,
     syncs,
     syncService,
-    kinds: new SourceKinds([airtableKind, stripeKind]),
+    kinds,
     authenticate: authenticator(accounts, adminToken),
     events: { restUrl: 'http://127.0.0.1:1', kafkaBrokers: [] },
     logger,
@@ -133,6 +132,7 @@ async function newSync(accountId: string): Promise<string> {
     kind: 'stripe',
     baseId: null,
     upstreamAccountId: null,
+    upstreamLabel: 'this Stripe key',
     apiKey: 'sk_test_notused',
     settings: { turbo: false } as never,
     databaseName,

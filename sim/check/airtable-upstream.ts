@@ -15,7 +15,7 @@
  * read-only reader's: the reader has no USAGE on that schema).
  */
 import pg from 'pg';
-import { defaultSettings, type AirtableSettings } from '../../src/control/settings.ts';
+import { AIRTABLE_DEFAULT_SETTINGS, type AirtableSettings } from '../../src/airtable/settings.ts';
 import { withClient } from '../../src/db/sql.ts';
 import type { FakeBase, TableJson } from '../../src/fakes/airtable/index.ts';
 import { mapBase, type ColumnMapping, type TableMapping } from '../../src/airtable/schema.ts';
@@ -73,7 +73,7 @@ export async function airtableMatchesUpstream(options: AirtableCheckOptions): Pr
   const out: Violation[] = [];
   const tables = upstreamTables(options.base);
   // Names do not depend on settings; the type of a link or lookup column does.
-  const desired = TYPE_SETTINGS.map((s) => new Map(mapBase(tables as AirtableTable[], { ...defaultSettings.airtable, ...s }).map((m) => [m.tableId, m])));
+  const desired = TYPE_SETTINGS.map((s) => new Map(mapBase(tables as AirtableTable[], { ...AIRTABLE_DEFAULT_SETTINGS, ...s }).map((m) => [m.tableId, m])));
 
   await withClient(options.databaseUrl, async (db: pg.Client) => {
     const { rows: mappingRows } = await db.query<{ upstream_id: string; mapping: TableMapping }>(

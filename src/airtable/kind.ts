@@ -1,4 +1,5 @@
-import type { AirtableSettings } from '../control/settings.ts';
+import { z } from 'zod';
+import { AIRTABLE_DEFAULT_SETTINGS, type AirtableSettings, airtableSettingsSchema } from './settings.ts';
 import type { CleanupContext, RunnerContext, SourceKind } from '../kinds/kind.ts';
 import { airtableCheck } from './check.ts';
 import { AirtableClient } from './client.ts';
@@ -15,6 +16,12 @@ export type AirtableTunables = Pick<AirtableRunnerOptions, 'pollIntervalMs' | 'c
 export const airtableKind: SourceKind = {
   name: 'airtable',
   upstreamHost: 'api.airtable.com',
+  createFields: {
+    base_id: z.string().regex(/^app[A-Za-z0-9]{14}$/, 'must be an Airtable base id (app followed by 14 letters or digits)'),
+    api_key: z.string().min(1).max(512).regex(/^\S+$/, 'must not contain white space'),
+  },
+  settings: { schema: airtableSettingsSchema, defaults: AIRTABLE_DEFAULT_SETTINGS },
+  describeUpstream: (sync) => `base ${sync.baseId}`,
   events: {
     // Tables of Tributary's own (`_sync_meta`) are bookkeeping, not records.
     collectionOf: (table) => (table.startsWith('_') ? undefined : table),

@@ -1,4 +1,4 @@
-import type { AirtableSettings } from '../control/settings.ts';
+import type { AirtableSettings } from './settings.ts';
 import type { ConverterName } from './cells.ts';
 import { assignNames } from './naming.ts';
 import type { AirtableField, AirtableTable } from './types.ts';

@@ -8,7 +8,7 @@ import { publicOnly, unmarked } from '../db/connect.ts';
 import { hashToken } from './secrets.ts';
 import { AttemptLimiter, checkServerUrl, type ServerUrlPolicy } from './server-url.ts';
 import { checkServer, dropDatabase, provisionDatabase, restoreReaderRole, type SyncDatabase } from './provisioner.ts';
-import { defaultSettings, settingsPatchSchema, type SyncKind, type SyncSettings } from './settings.ts';
+import type { SyncKind, SyncSettings } from './settings.ts';
 import type { SyncRecord, SyncStore } from './syncs.ts';
 
 export interface CreateSyncInput {
@@ -29,12 +29,12 @@ export interface SyncServiceOptions {
   /** Host name handed out in database URLs for the shared server (for a server bound to a wildcard). */
   publicHost?: string;
   /**
-   * The kinds of sync, which check a key before a sync is made and build what a new sync
-   * database needs before the sync is announced (so a proxied write right after the 201 has
-   * somewhere to go); absent (tests of other parts): neither happens.
+   * The kinds of sync: their settings, the check of a key before a sync is made, and what a
+   * new sync database needs before the sync is announced (so a proxied write right after the
+   * 201 has somewhere to go).
    */
-  kinds?: SourceKinds;
-  /** What a kind's check may use: the upstream's base URL, the quota. */
+  kinds: SourceKinds;
+  /** What a kind's check may use: the upstream's base URL, the quota. Absent (tests of other parts): no check. */
   kindContext?: (kind: SourceKind) => KindContext;
   /** What a customer-owned server URL must be (server-url.ts); absent: shape checks only, private allowed. */
   serverUrlPolicy?: ServerUrlPolicy;
@@ -59,16 +59,16 @@ export class SyncService {
 
   async create(input: CreateSyncInput): Promise<SyncRecord> {
     const { store, logger } = this.options;
-    const settings = { ...defaultSettings[input.kind], ...input.settings } as SyncSettings;
-    const apiKeySha256 = input.kind === 'stripe' ? hashToken(input.apiKey) : null;
-    await store.precheck({ accountId: input.accountId, kind: input.kind, baseId: input.baseId, upstreamAccountId: null, apiKeySha256 });
+    const kind = this.options.kinds.get(input.kind);
+    const settings: SyncSettings = { ...kind.settings.defaults, ...input.settings };
+    const apiKeySha256 = kind.keyNamesAccount ? hashToken(input.apiKey) : null;
+    await store.precheck({ accountId: input.accountId, kind: input.kind, baseId: input.baseId, upstreamAccountId: null, apiKeySha256, upstreamLabel: kind.describeUpstream({ baseId: input.baseId, upstreamAccountId: null }) });
     if (input.databaseUrl !== null) {
       this.serverAttempts.take(input.accountId);
       await checkServerUrl(input.databaseUrl, this.serverUrlPolicy);
       await checkServer(this.pinned(input.databaseUrl));
     }
-    const kind = this.options.kinds?.get(input.kind);
-    const checked: UpstreamFacts = kind && this.options.kindContext ? await kind.check(input, this.options.kindContext(kind)) : {};
+    const checked: UpstreamFacts = this.options.kindContext ? await kind.check(input, this.options.kindContext(kind)) : {};
 
     const databaseName = newDatabaseName();
     let record: SyncRecord;
@@ -89,6 +89,7 @@ export class SyncService {
         warnings: checked.warnings ?? [],
         // One Stripe key, one sync per account (without an account id, the key is all there is to compare).
         apiKeySha256,
+        upstreamLabel: kind.describeUpstream({ baseId: input.baseId, upstreamAccountId: checked.upstreamAccountId ?? null }),
       });
     } catch (error) {
       if ((error as { code?: string }).code === '23505') {
@@ -102,7 +103,7 @@ export class SyncService {
     try {
       const db = await this.database(record);
       await provisionDatabase(db, (await store.databasePassword(record.id)).reveal(), logger, record.readerConnectionLimit);
-      await this.options.kinds?.get(record.kind).prepareDatabase?.(withDatabase(db.adminUrl, db.name), this.options.logger);
+      await kind.prepareDatabase?.(withDatabase(db.adminUrl, db.name), this.options.logger);
       await store.setState(record.id, 'active');
     } catch (cause) {
       logger.error({ err: cause, sync: record.id }, 'provisioning failed; cleaning up');
@@ -114,11 +115,12 @@ export class SyncService {
   }
 
   async updateSettings(record: SyncRecord, patch: unknown): Promise<SyncRecord> {
-    const parsed = settingsPatchSchema[record.kind].safeParse(patch);
+    const parsed = this.options.kinds.get(record.kind).settings.schema.partial().strict().safeParse(patch);
     if (!parsed.success) {
-      throw new TributaryError('invalid_request', `settings: ${parsed.error.issues.map((i) => `${i.path.join('.') || 'settings'}: ${i.message}`).join('; ')}`);
+      // "settings: turbo: Expected boolean", or "settings: Unrecognized key(s) in object: 'x'".
+      throw new TributaryError('invalid_request', `settings: ${parsed.error.issues.map((i) => (i.path.length > 0 ? `${i.path.join('.')}: ${i.message}` : i.message)).join('; ')}`);
     }
-    const updated = await this.options.store.updateSettings(record.id, { ...record.settings, ...parsed.data } as SyncSettings);
+    const updated = await this.options.store.updateSettings(record.id, { ...record.settings, ...parsed.data });
     if (!updated) throw new TributaryError('conflict', 'the sync is being created or deleted');
     return updated;
   }

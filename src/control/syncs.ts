@@ -153,7 +153,10 @@ async function accountLimits(db: pg.Pool | pg.PoolClient, accountId: string, exc
   return rows[0];
 }
 
-type Admission = Pick<NewSync, 'accountId' | 'kind' | 'baseId' | 'upstreamAccountId' | 'apiKeySha256'>;
+type Admission = Pick<NewSync, 'accountId' | 'kind' | 'baseId' | 'upstreamAccountId' | 'apiKeySha256'> & {
+  /** What the upstream is called in a 409 ("base app…", "this Stripe key"): its kind says. */
+  upstreamLabel: string;
+};
 
 /**
  * Refuses a new sync past its account's limits (see SyncStore.insert); otherwise answers the
@@ -167,8 +170,7 @@ async function admit(db: pg.Pool | pg.PoolClient, limit: Awaited<ReturnType<type
     [sync.accountId, sync.kind, sync.baseId, sync.upstreamAccountId, sync.apiKeySha256 ?? null],
   );
   if (same[0]) {
-    const what = sync.kind === 'airtable' ? `base ${sync.baseId}` : sync.upstreamAccountId ? `Stripe account ${sync.upstreamAccountId}` : 'this Stripe key';
-    throw new TributaryError('conflict', `this account already syncs ${what}: sync ${same[0].id}`);
+    throw new TributaryError('conflict', `this account already syncs ${sync.upstreamLabel}: sync ${same[0].id}`);
   }
   if (limit.syncs >= limit.max_syncs) {
     throw new TributaryError('conflict', `this account has reached its limit of ${limit.max_syncs} syncs (the operator can raise it)`);
@@ -204,7 +206,7 @@ export class SyncStore {
     await admit(this.pool, await accountLimits(this.pool, sync.accountId), sync);
   }
 
-  async insert(sync: NewSync): Promise<SyncRecord> {
+  async insert(sync: NewSync & Pick<Admission, 'upstreamLabel'>): Promise<SyncRecord> {
     return inTransaction(this.pool, async (tx) => {
       const readerLimit = await admit(tx, await lockedAccountLimits(tx, sync.accountId), sync);
       const { rows } = await tx.query<SyncRow>(
@@ -300,9 +302,9 @@ export class SyncStore {
     });
   }
 
-  /** Records the key digest of Stripe syncs made before it was kept (migration 13): at start, once. */
-  async fillKeyDigests(): Promise<number> {
-    const { rows } = await this.pool.query<{ id: string }>("SELECT id FROM syncs WHERE kind = 'stripe' AND api_key_sha256 IS NULL AND state = 'active'");
+  /** Records the key digest of syncs whose key names an account (`kinds`), made before it was kept (migration 13): at start, once. */
+  async fillKeyDigests(kinds: string[]): Promise<number> {
+    const { rows } = await this.pool.query<{ id: string }>("SELECT id FROM syncs WHERE kind = ANY($1) AND api_key_sha256 IS NULL AND state = 'active'", [kinds]);
     for (const { id } of rows) {
       const digest = hashToken((await this.apiKey(id)).reveal());
       await this.pool.query('UPDATE syncs SET api_key_sha256 = $2 WHERE id = $1', [id, digest]);

@@ -1,4 +1,5 @@
 import type pg from 'pg';
+import type { z } from 'zod';
 import type { CreateSyncInput } from '../control/sync-service.ts';
 import type { SyncRecord } from '../control/syncs.ts';
 import type { Secret } from '../control/secrets.ts';
@@ -18,6 +19,21 @@ export interface SourceKind {
   readonly name: string;
   /** The upstream's API host, which TRIBUTARY_UPSTREAMS may point at a fake. */
   readonly upstreamHost: string;
+  /**
+   * The fields of a create request that are this kind's own, as zod checks them: `api_key`'s
+   * shape, and `base_id` when a sync is of one object within the upstream account (Airtable's
+   * base). `settings` comes from `settings` below.
+   */
+  readonly createFields: { api_key: z.ZodTypeAny; base_id?: z.ZodTypeAny };
+  /** Every setting with its default; a create or PATCH may give any of them. */
+  readonly settings: { schema: z.AnyZodObject; defaults: Record<string, unknown> };
+  /**
+   * A key names one upstream account (Stripe's do): an account syncs each key once, and the
+   * key's digest is kept to find its sync (the proxy). Otherwise one key may serve several syncs.
+   */
+  readonly keyNamesAccount?: boolean;
+  /** What a second sync of the same upstream is called in the 409 (`base app…`, `this Stripe key`). */
+  describeUpstream(sync: { baseId: string | null; upstreamAccountId: string | null }): string;
   /** Which tables' changes are events, under which collection, keyed by which column. */
   readonly events: CollectionRules;
   /** A table's upstream name and id for the console, from its name and its COMMENT. */

@@ -1,4 +1,5 @@
-import type { StripeSettings } from '../control/settings.ts';
+import { z } from 'zod';
+import { STRIPE_DEFAULT_SETTINGS, type StripeSettings, stripeSettingsSchema } from './settings.ts';
 import type { RunnerContext, SourceKind } from '../kinds/kind.ts';
 import { stripeCheck } from './check.ts';
 import { prepareStripeDatabase } from './prepare.ts';
@@ -14,6 +15,15 @@ const upcomingKeys = new Map<string, string>(Object.values(UPCOMING).map((u) => 
 export const stripeKind: SourceKind = {
   name: 'stripe',
   upstreamHost: 'api.stripe.com',
+  createFields: {
+    api_key: z
+      .string()
+      .max(512)
+      .regex(/^(sk|rk)_(test|live)_[A-Za-z0-9]+$/, 'must be a Stripe secret or restricted key (sk_test_…, rk_test_…, sk_live_…, rk_live_…)'),
+  },
+  settings: { schema: stripeSettingsSchema, defaults: STRIPE_DEFAULT_SETTINGS },
+  keyNamesAccount: true,
+  describeUpstream: (sync) => (sync.upstreamAccountId ? `Stripe account ${sync.upstreamAccountId}` : 'this Stripe key'),
   events: {
     collectionOf: (table) => {
       if (table.startsWith('_')) return undefined;

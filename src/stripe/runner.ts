@@ -1,6 +1,6 @@
 import type pg from 'pg';
 import type { Secret } from '../control/secrets.ts';
-import type { StripeSettings } from '../control/settings.ts';
+import type { StripeSettings } from './settings.ts';
 import { toError } from '../errors.ts';
 import type { Logger } from '../log.ts';
 import type { QuotaLimiter } from '../quota/limiter.ts';

@@ -14,6 +14,7 @@ import { serverAdminUrl } from './postgres.ts';
 import { waitForCycle } from './airtable.ts';
 import type { Tunables } from '../../src/main.ts';
 import { AIRTABLE_TEST_TOKEN, createAccount, request, startTestService, type TestService } from './service.ts';
+import { builtInKinds } from '../../src/kinds/built-in.ts';
 
 export interface TestProxy {
   url: string;
@@ -35,7 +36,7 @@ export async function startProxy(
   const box = SecretBox.fromBase64((await secretKeyFile(svc.dataDir)).value);
   const logger = createLogger({ level: 'debug', destination: svc.logs }).child({ part: 'proxy' });
   const syncs = new SyncStore(pool, box);
-  const syncService = new SyncService({ store: syncs, sharedServerUrl: serverAdminUrl(), logger });
+  const syncService = new SyncService({ store: syncs, sharedServerUrl: serverAdminUrl(), logger, kinds: builtInKinds() });
   const limiter = new QuotaLimiter({ pool });
   const { noLimiter, ...rest } = options;
   const handler = createProxyHandler({

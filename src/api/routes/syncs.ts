@@ -1,9 +1,9 @@
 import type Router from '@koa/router';
 import type { Context } from 'koa';
 import { z } from 'zod';
-import { airtableSettingsSchema, stripeSettingsSchema } from '../../control/settings.ts';
 import type { SyncRecord } from '../../control/syncs.ts';
 import { TributaryError, notFound } from '../../errors.ts';
+import type { SourceKind } from '../../kinds/kind.ts';
 import type { Principal } from '../auth.ts';
 import { readJson, validate } from '../body.ts';
 import type { ApiOptions } from '../context.ts';
@@ -25,28 +25,27 @@ const common = {
   database_url: databaseUrl.optional(),
 };
 
-const createSync = z.discriminatedUnion('kind', [
-  z
+/** The create request of one kind: the common fields and the kind's own. */
+function createSchema(kind: SourceKind) {
+  return z
     .object({
-      kind: z.literal('airtable'),
-      base_id: z.string().regex(/^app[A-Za-z0-9]{14}$/, 'must be an Airtable base id (app followed by 14 letters or digits)'),
-      api_key: z.string().min(1).max(512).regex(/^\S+$/, 'must not contain white space'),
-      settings: airtableSettingsSchema.partial().strict().optional(),
+      kind: z.literal(kind.name),
+      api_key: kind.createFields.api_key,
+      ...(kind.createFields.base_id ? { base_id: kind.createFields.base_id } : {}),
+      settings: kind.settings.schema.partial().strict().optional(),
       ...common,
     })
-    .strict(),
-  z
-    .object({
-      kind: z.literal('stripe'),
-      api_key: z
-        .string()
-        .max(512)
-        .regex(/^(sk|rk)_(test|live)_[A-Za-z0-9]+$/, 'must be a Stripe secret or restricted key (sk_test_…, rk_test_…, sk_live_…, rk_live_…)'),
-      settings: stripeSettingsSchema.partial().strict().optional(),
-      ...common,
-    })
-    .strict(),
-]);
+    .strict();
+}
+
+/** Validates a create request against its kind's schema; an unknown kind names the known ones. */
+function createInput(api: ApiOptions, body: unknown) {
+  const named = z.object({ kind: z.string() }).passthrough().safeParse(body);
+  const kind = named.success && api.kinds.names().includes(named.data.kind) ? api.kinds.get(named.data.kind) : undefined;
+  if (!kind) throw new TributaryError('invalid_request', `kind: must be one of ${api.kinds.names().join(', ')}`);
+  const input = validate(createSchema(kind), body) as { api_key: string; base_id?: string; settings?: Record<string, unknown>; account_id?: string; database_url?: string };
+  return { kind, input };
+}
 
 const patchSync = z
   .object({
@@ -90,12 +89,12 @@ function queryFlag(ctx: Context, name: string): boolean {
 export function syncRoutes(router: Router, api: ApiOptions): void {
   router.post('/api/syncs', async (ctx) => {
     const principal = await api.authenticate(ctx);
-    const input = validate(createSync, await readJson(ctx, api.bodyLimit));
+    const { kind, input } = createInput(api, await readJson(ctx, api.bodyLimit));
     const accountId = await ownerOf(api, principal, input.account_id);
     const sync = await api.syncService.create({
       accountId,
-      kind: input.kind,
-      baseId: input.kind === 'airtable' ? input.base_id : null,
+      kind: kind.name,
+      baseId: input.base_id ?? null,
       apiKey: input.api_key,
       settings: input.settings ?? {},
       databaseUrl: input.database_url ?? null,
