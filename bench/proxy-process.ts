@@ -25,6 +25,7 @@ async function proxy(): Promise<void> {
   const syncs = new SyncStore(pool, SecretBox.fromBase64(config.secretKeyBase64!));
   const syncService = new SyncService({ store: syncs, sharedServerUrl: config.targetDatabaseUrl!, logger, kinds: builtInKinds() });
   const handler = createProxyHandler({
+    kinds: builtInKinds(),
     pool,
     syncs,
     syncService,

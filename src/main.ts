@@ -303,6 +303,7 @@ export async function startService(config: Config, logger: Logger, tunables: Tun
         pool,
         syncs,
         syncService,
+        kinds,
         limiter,
         upstreams: config.upstreams,
         logger: logger.child({ part: 'proxy' }),

@@ -132,7 +132,7 @@ async function newSync(accountId: string): Promise<string> {
     kind: 'stripe',
     baseId: null,
     upstreamAccountId: null,
-    upstreamLabel: 'this Stripe key',
+    describeUpstream: () => 'this Stripe key',
     apiKey: 'sk_test_notused',
     settings: { turbo: false } as never,
     databaseName,

@@ -62,7 +62,7 @@ export class SyncService {
     const kind = this.options.kinds.get(input.kind);
     const settings: SyncSettings = { ...kind.settings.defaults, ...input.settings };
     const apiKeySha256 = kind.keyNamesAccount ? hashToken(input.apiKey) : null;
-    await store.precheck({ accountId: input.accountId, kind: input.kind, baseId: input.baseId, upstreamAccountId: null, apiKeySha256, upstreamLabel: kind.describeUpstream({ baseId: input.baseId, upstreamAccountId: null }) });
+    await store.precheck({ accountId: input.accountId, kind: input.kind, baseId: input.baseId, upstreamAccountId: null, apiKeySha256, describeUpstream: kind.describeUpstream });
     if (input.databaseUrl !== null) {
       this.serverAttempts.take(input.accountId);
       await checkServerUrl(input.databaseUrl, this.serverUrlPolicy);
@@ -89,7 +89,7 @@ export class SyncService {
         warnings: checked.warnings ?? [],
         // One Stripe key, one sync per account (without an account id, the key is all there is to compare).
         apiKeySha256,
-        upstreamLabel: kind.describeUpstream({ baseId: input.baseId, upstreamAccountId: checked.upstreamAccountId ?? null }),
+        describeUpstream: kind.describeUpstream,
       });
     } catch (error) {
       if ((error as { code?: string }).code === '23505') {

@@ -154,8 +154,8 @@ async function accountLimits(db: pg.Pool | pg.PoolClient, accountId: string, exc
 }
 
 type Admission = Pick<NewSync, 'accountId' | 'kind' | 'baseId' | 'upstreamAccountId' | 'apiKeySha256'> & {
-  /** What the upstream is called in a 409 ("base app…", "this Stripe key"): its kind says. */
-  upstreamLabel: string;
+  /** What an existing sync's upstream is called in a 409 ("base app…", "Stripe account acct_…"): its kind says. */
+  describeUpstream(existing: { baseId: string | null; upstreamAccountId: string | null }): string;
 };
 
 /**
@@ -164,13 +164,14 @@ type Admission = Pick<NewSync, 'accountId' | 'kind' | 'baseId' | 'upstreamAccoun
  */
 async function admit(db: pg.Pool | pg.PoolClient, limit: Awaited<ReturnType<typeof accountLimits>>, sync: Admission): Promise<number> {
   if (!limit) throw new TributaryError('unprocessable', `account ${sync.accountId} does not exist`);
-  const { rows: same } = await db.query<{ id: string }>(
-    `SELECT id FROM syncs WHERE account_id = $1 AND kind = $2 AND state <> 'deleting'
+  const { rows: same } = await db.query<{ id: string; base_id: string | null; upstream_account_id: string | null }>(
+    `SELECT id, base_id, upstream_account_id FROM syncs WHERE account_id = $1 AND kind = $2 AND state <> 'deleting'
         AND (base_id = $3 OR upstream_account_id = $4 OR api_key_sha256 = $5) LIMIT 1`,
     [sync.accountId, sync.kind, sync.baseId, sync.upstreamAccountId, sync.apiKeySha256 ?? null],
   );
   if (same[0]) {
-    throw new TributaryError('conflict', `this account already syncs ${sync.upstreamLabel}: sync ${same[0].id}`);
+    const what = sync.describeUpstream({ baseId: same[0].base_id, upstreamAccountId: same[0].upstream_account_id });
+    throw new TributaryError('conflict', `this account already syncs ${what}: sync ${same[0].id}`);
   }
   if (limit.syncs >= limit.max_syncs) {
     throw new TributaryError('conflict', `this account has reached its limit of ${limit.max_syncs} syncs (the operator can raise it)`);
@@ -206,7 +207,7 @@ export class SyncStore {
     await admit(this.pool, await accountLimits(this.pool, sync.accountId), sync);
   }
 
-  async insert(sync: NewSync & Pick<Admission, 'upstreamLabel'>): Promise<SyncRecord> {
+  async insert(sync: NewSync & Pick<Admission, 'describeUpstream'>): Promise<SyncRecord> {
     return inTransaction(this.pool, async (tx) => {
       const readerLimit = await admit(tx, await lockedAccountLimits(tx, sync.accountId), sync);
       const { rows } = await tx.query<SyncRow>(

@@ -6,6 +6,7 @@ import type { Secret } from '../control/secrets.ts';
 import type { CollectionRules } from '../decoder/events.ts';
 import type { Runner } from '../lease/worker.ts';
 import type { Logger } from '../log.ts';
+import type { KindProxy } from '../proxy/plan.ts';
 import type { QuotaLimiter } from '../quota/limiter.ts';
 import type { PassRequests } from '../sync/passes.ts';
 
@@ -44,6 +45,8 @@ export interface SourceKind {
   prepareDatabase?(adminUrl: string, logger: Logger): Promise<void>;
   /** The loop that keeps one sync's database in step with its upstream. */
   runner(context: RunnerContext): Runner;
+  /** Its part of the write-through proxy; a kind without one is not proxied. */
+  readonly proxy?: KindProxy;
   /** Removes what a deleted sync left upstream (Airtable's webhook); failures are logged by the caller. */
   cleanup?(context: CleanupContext): Promise<void>;
 }

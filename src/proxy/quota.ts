@@ -1,11 +1,6 @@
-import { AIRTABLE_RULE } from '../airtable/client.ts';
 import { TributaryError } from '../errors.ts';
 import type { QuotaGrant, QuotaLimiter, QuotaRule } from '../quota/limiter.ts';
 import { ProxyError } from './errors.ts';
-
-/** The base's rule, on the same time scale as the sync's (tests speed both up together). */
-export const airtableRule = (timeScale = 1): QuotaRule =>
-  timeScale === 1 ? AIRTABLE_RULE : { ...AIRTABLE_RULE, windowMs: AIRTABLE_RULE.windowMs / timeScale };
 
 export interface ClientQueueOptions {
   limiter: QuotaLimiter;

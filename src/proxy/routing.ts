@@ -1,15 +1,18 @@
 import { upstreamBase } from '../upstream/http.ts';
 import { refuse } from './errors.ts';
 
-/** The only hosts the proxy forwards to: it is never an open proxy. */
-export const UPSTREAM_HOSTS = ['api.airtable.com', 'api.stripe.com'] as const;
-export type UpstreamHost = (typeof UPSTREAM_HOSTS)[number];
-
-/** Bare upstream paths, for clients without a base-path option (stripe-node): routed by version prefix. */
-const BY_PREFIX: Record<string, UpstreamHost> = { v0: 'api.airtable.com', v1: 'api.stripe.com' };
+/**
+ * The only hosts the proxy forwards to (the registered kinds'): it is never an open proxy.
+ * Bare upstream paths, for clients without a base-path option (stripe-node), are routed by
+ * their first segment (`v0`, `v1`).
+ */
+export interface ProxyHosts {
+  hosts: string[];
+  byPrefix: Map<string, string>;
+}
 
 export interface ProxyRoute {
-  host: UpstreamHost;
+  host: string;
   /** The upstream path exactly as the client wrote it (still percent-encoded), starting with `/`. */
   path: string;
   /** The raw query without `?`, or '' when there was none. */
@@ -26,7 +29,7 @@ export interface UpstreamTarget {
   host: string;
 }
 
-export function upstreamTarget(upstreams: Map<string, string>, host: UpstreamHost): UpstreamTarget {
+export function upstreamTarget(upstreams: Map<string, string>, host: string): UpstreamTarget {
   const url = new URL(upstreamBase(upstreams, host));
   const protocol = url.protocol === 'http:' ? 'http:' : 'https:';
   return {
@@ -67,7 +70,7 @@ function checkSegments(path: string): void {
  * (`/{upstream_host}/<path>` or a bare `/v0/…`, `/v1/…`); absolute URLs, authority forms,
  * `//host` and `user@host` tricks are refused, and nothing in the path can change the host.
  */
-export function routeOf(target: string | undefined): ProxyRoute {
+export function routeOf(target: string | undefined, known: ProxyHosts): ProxyRoute {
   const raw = target ?? '';
   if (!raw.startsWith('/')) {
     if (/^[a-z][a-z0-9+.-]*:/i.test(raw)) {
@@ -83,15 +86,15 @@ export function routeOf(target: string | undefined): ProxyRoute {
   checkSegments(pathPart);
 
   const first = pathPart.slice(1).split('/')[0] ?? '';
-  const byPrefix = BY_PREFIX[first];
+  const byPrefix = known.byPrefix.get(first);
   if (byPrefix) return { host: byPrefix, path: pathPart, query, hasQuery: q >= 0 };
-  if (first === '') throw refuse('not_found', 'nothing here: send /{upstream_host}/{path}, with upstream_host api.airtable.com or api.stripe.com');
+  if (first === '') throw refuse('not_found', `nothing here: send /{upstream_host}/{path}, with upstream_host ${known.hosts.join(' or ')}`);
   const host = first.toLowerCase();
-  if (!(UPSTREAM_HOSTS as readonly string[]).includes(host)) {
-    throw refuse('forbidden', `the proxy only forwards to ${UPSTREAM_HOSTS.join(' and ')}; "${short(first)}" is refused`);
+  if (!known.hosts.includes(host)) {
+    throw refuse('forbidden', `the proxy only forwards to ${known.hosts.join(' and ')}; "${short(first)}" is refused`);
   }
   const rest = pathPart.slice(1 + first.length);
-  return { host: host as UpstreamHost, path: rest === '' ? '/' : rest, query, hasQuery: q >= 0 };
+  return { host, path: rest === '' ? '/' : rest, query, hasQuery: q >= 0 };
 }
 
 /** The path and query sent upstream. */

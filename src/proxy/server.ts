@@ -13,10 +13,10 @@ import { decoded, DEFAULT_MAX_BODY_BYTES, declaredLength, jsonOf, readAll, sizeL
 import { ProxyError, refuse, sendProxyError } from './errors.ts';
 import { Forwarder } from './forward.ts';
 import { ALLOWED_METHODS, checkRequestHeaders, clientResponseHeaders, upstreamRequestHeaders } from './headers.ts';
-import { airtableQuota, type Plan, planAirtable, planStripe, type PlanContext } from './plan.ts';
+import type { SourceKinds } from '../kinds/registry.ts';
+import type { Plan, PlanRequest, PlanQuota, ProxyKindContext } from './plan.ts';
 import { ClientQueue } from './quota.ts';
-import { routeOf, upstreamTarget, UPSTREAM_HOSTS, type UpstreamHost, type UpstreamTarget } from './routing.ts';
-import { StripeAccounts } from './stripe-accounts.ts';
+import { type ProxyHosts, type ProxyRoute, routeOf, upstreamTarget, type UpstreamTarget } from './routing.ts';
 import { SyncTargets } from './targets.ts';
 
 export interface ProxyOptions {
@@ -24,6 +24,8 @@ export interface ProxyOptions {
   pool: pg.Pool;
   syncs: SyncStore;
   syncService: SyncService;
+  /** The kinds of sync: those with a proxy part name the hosts forwarded to and plan their requests. */
+  kinds: SourceKinds;
   /** The quota shared with the syncs. Absent = no limiting at all (benchmarks against an unlimited fake only). */
   limiter?: QuotaLimiter;
   /** TRIBUTARY_UPSTREAMS: upstream host → base URL; absent hosts are the real https ones. */
@@ -83,19 +85,27 @@ export function createProxyHandler(options: ProxyOptions): ProxyHandler {
   const maxWaitMs = options.queue?.maxWaitMs ?? 10_000;
   const writeThroughPatience = options.writeThroughPatienceMs ?? 30_000;
   const queue = options.limiter && new ClientQueue({ limiter: options.limiter, maxWaitMs, maxWaiting: options.queue?.maxWaiting });
-  const where = Object.fromEntries(UPSTREAM_HOSTS.map((h) => [h, upstreamTarget(options.upstreams, h)])) as Record<UpstreamHost, UpstreamTarget>;
-  const context: PlanContext = {
-    targets,
-    limiter: options.limiter,
-    timeScale: options.timeScale ?? 1,
-    maxWaitMs,
-    logger,
-    baseUrls: {
-      'api.airtable.com': upstreamBase(options.upstreams, 'api.airtable.com'),
-      'api.stripe.com': upstreamBase(options.upstreams, 'api.stripe.com'),
-    },
-    accounts: new StripeAccounts({ baseUrl: upstreamBase(options.upstreams, 'api.stripe.com'), limiter: options.limiter, logger, maxWaitMs, pool: options.pool }),
-  };
+  // Each proxied kind: where its host is reached, its context, and its planner (made once).
+  interface ProxiedKind {
+    where: UpstreamTarget;
+    early?: (req: http.IncomingMessage, route: ProxyRoute) => PlanQuota | undefined;
+    plan: (request: PlanRequest) => Promise<Plan>;
+  }
+  const byHost = new Map<string, ProxiedKind>();
+  const known: ProxyHosts = { hosts: [], byPrefix: new Map() };
+  for (const name of options.kinds.names()) {
+    const kind = options.kinds.get(name);
+    if (!kind.proxy) continue;
+    const proxy = kind.proxy;
+    const context: ProxyKindContext = { targets, limiter: options.limiter, pool: options.pool, timeScale: options.timeScale ?? 1, maxWaitMs, logger, baseUrl: upstreamBase(options.upstreams, kind.upstreamHost) };
+    byHost.set(kind.upstreamHost, {
+      where: upstreamTarget(options.upstreams, kind.upstreamHost),
+      ...(proxy.earlyQuota ? { early: (req: http.IncomingMessage, route: ProxyRoute) => proxy.earlyQuota!(context, req, route) } : {}),
+      plan: proxy.planner(context),
+    });
+    known.hosts.push(kind.upstreamHost);
+    known.byPrefix.set(proxy.barePrefix, kind.upstreamHost);
+  }
   const inFlight = new Set<Promise<void>>();
 
   async function handle(req: http.IncomingMessage, res: http.ServerResponse, seen: { host: string }): Promise<void> {
@@ -110,7 +120,8 @@ export function createProxyHandler(options: ProxyOptions): ProxyHandler {
       throw refuse('method_not_allowed', `${method.slice(0, 20)} is not forwarded; methods: ${ALLOWED_METHODS.join(', ')}`, { allow: ALLOWED_METHODS.join(', ') });
     }
     checkRequestHeaders(req);
-    const route = routeOf(req.url);
+    const route = routeOf(req.url, known);
+    const kind = byHost.get(route.host)!;
     seen.host = route.host;
     const declared = declaredLength(req.headers);
     if (declared !== undefined && declared > maxBody) throw tooLarge(maxBody);
@@ -124,12 +135,12 @@ export function createProxyHandler(options: ProxyOptions): ProxyHandler {
     let plan: Plan;
     let grant: QuotaGrant | undefined;
     try {
-      // An Airtable request's quota is known from its path: asked for while its body arrives.
-      const airtable = route.host === 'api.airtable.com' ? { quota: airtableQuota(context, req, route) } : undefined;
-      const taking = queue && airtable?.quota && queue.take(airtable.quota.key, airtable.quota.rule, gone.signal, airtable.quota.also);
+      // A quota known from the path (Airtable's) is asked for while the body arrives.
+      const early = kind.early?.(req, route);
+      const taking = queue && early && queue.take(early.key, early.rule, gone.signal, early.also);
       taking?.catch(() => undefined); // a plan that fails first ends it (below)
       try {
-        plan = airtable ? await planAirtable(context, req, route, buffered, airtable.quota) : await planStripe(context, req, route);
+        plan = await kind.plan({ req, route, readBody: buffered, ...(early ? { early } : {}) });
       } catch (error) {
         gone.abort(error);
         throw error;
@@ -149,11 +160,11 @@ export function createProxyHandler(options: ProxyOptions): ProxyHandler {
     const body: Buffer | Readable | undefined = plan.body !== undefined ? plan.body : hasBody ? req.pipe(sizeLimit(maxBody)) : undefined;
     if (body && !Buffer.isBuffer(body)) req.once('error', (error) => body.destroy(error));
     const upstream = await forwarder.send({
-      target: where[route.host],
+      target: kind.where,
       name: route.host,
       method,
       path: plan.path,
-      headers: upstreamRequestHeaders(req, where[route.host].host, plan.body?.length),
+      headers: upstreamRequestHeaders(req, kind.where.host, plan.body?.length),
       body,
     });
     const receivedAt = Date.now();

@@ -1,6 +1,6 @@
 import type pg from 'pg';
 import { IdlePools } from '../db/idle-pools.ts';
-import { hashToken, type Secret } from '../control/secrets.ts';
+import type { Secret } from '../control/secrets.ts';
 import type { SyncService } from '../control/sync-service.ts';
 import type { SyncRecord, SyncStore } from '../control/syncs.ts';
 import type { Logger } from '../log.ts';
@@ -30,12 +30,7 @@ interface Entry {
   target: SyncTarget;
   url: string;
   lastUsed: number;
-  /** sha256 of the stored key, for Stripe syncs whose account id is unknown. */
-  keyDigest?: Promise<string>;
 }
-
-/** A key's SHA-256, as the syncs table keeps it (`api_key_sha256`): the same as a token's hash. */
-export const digestOf = hashToken;
 
 /**
  * Finds the active syncs a proxied write belongs to, and keeps a small pool per sync
@@ -64,13 +59,13 @@ export class SyncTargets {
     this.sweeper.unref();
   }
 
-  /** Active Airtable syncs of a base: every one is written (several accounts may sync one base). */
-  async airtable(baseId: string): Promise<SyncTarget[]> {
-    const ids = await this.listed(`airtable:${baseId}`, async () => {
-      const { rows } = await this.options.pool.query<{ id: string }>(
-        "SELECT id FROM syncs WHERE state = 'active' AND kind = 'airtable' AND base_id = $1 ORDER BY id",
-        [baseId],
-      );
+  /**
+   * The active syncs a kind's condition on the syncs table selects (a constant SQL condition
+   * of the kind's proxy, with its parameters), under `cacheKey` for listTtlMs.
+   */
+  async where(cacheKey: string, condition: string, params: unknown[]): Promise<SyncTarget[]> {
+    const ids = await this.listed(cacheKey, async () => {
+      const { rows } = await this.options.pool.query<{ id: string }>(`SELECT id FROM syncs WHERE state = 'active' AND (${condition}) ORDER BY id`, params);
       return rows.map((r) => r.id);
     });
     return this.targets(ids);
@@ -85,37 +80,6 @@ export class SyncTargets {
     // A failed lookup is not remembered.
     ids.catch(() => this.lists.delete(key));
     return ids;
-  }
-
-  /**
-   * Active Stripe syncs of an account: those whose account id is known and matches, and
-   * those whose account is unknown (a restricted key that cannot read /v1/account) but
-   * whose stored key is the very key of the request.
-   */
-  async stripe(accountId: string | undefined, keyDigest: string | undefined): Promise<SyncTarget[]> {
-    const ids = await this.listed(`stripe:${accountId ?? ''}:${keyDigest ?? ''}`, async () => {
-      const { rows } = await this.options.pool.query<{ id: string; upstream_account_id: string | null }>(
-        "SELECT id, upstream_account_id FROM syncs WHERE state = 'active' AND kind = 'stripe' AND (upstream_account_id = $1 OR upstream_account_id IS NULL) ORDER BY id",
-        [accountId ?? null],
-      );
-      const out: string[] = [];
-      for (const row of rows) {
-        if (accountId !== undefined && row.upstream_account_id === accountId) out.push(row.id);
-        else if (row.upstream_account_id === null && keyDigest !== undefined && (await this.keyDigest(row.id)) === keyDigest) out.push(row.id);
-      }
-      return out;
-    });
-    return this.targets(ids);
-  }
-
-  private async keyDigest(id: string): Promise<string | undefined> {
-    await this.targets([id]);
-    const entry = this.entries.get(id);
-    if (!entry) return undefined;
-    const digest = (entry.keyDigest ??= entry.target.key().then((key) => digestOf(key.reveal())));
-    // A failed read (the control database away) is not remembered: the next request asks again.
-    digest.catch(() => entry.keyDigest === digest && (entry.keyDigest = undefined));
-    return digest;
   }
 
   private async targets(ids: string[]): Promise<SyncTarget[]> {

@@ -3,6 +3,7 @@ import { STRIPE_DEFAULT_SETTINGS, type StripeSettings, stripeSettingsSchema } fr
 import type { RunnerContext, SourceKind } from '../kinds/kind.ts';
 import { stripeCheck } from './check.ts';
 import { prepareStripeDatabase } from './prepare.ts';
+import { stripePlanner } from './proxy/plan.ts';
 import { StripeRunner, type StripeRunnerOptions } from './runner.ts';
 import { stripeTables, UPCOMING } from './tables.ts';
 
@@ -23,6 +24,7 @@ export const stripeKind: SourceKind = {
   },
   settings: { schema: stripeSettingsSchema, defaults: STRIPE_DEFAULT_SETTINGS },
   keyNamesAccount: true,
+  proxy: { barePrefix: 'v1', planner: stripePlanner },
   describeUpstream: (sync) => (sync.upstreamAccountId ? `Stripe account ${sync.upstreamAccountId}` : 'this Stripe key'),
   events: {
     collectionOf: (table) => {

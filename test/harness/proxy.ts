@@ -36,13 +36,15 @@ export async function startProxy(
   const box = SecretBox.fromBase64((await secretKeyFile(svc.dataDir)).value);
   const logger = createLogger({ level: 'debug', destination: svc.logs }).child({ part: 'proxy' });
   const syncs = new SyncStore(pool, box);
-  const syncService = new SyncService({ store: syncs, sharedServerUrl: serverAdminUrl(), logger, kinds: builtInKinds() });
+  const kinds = builtInKinds();
+  const syncService = new SyncService({ store: syncs, sharedServerUrl: serverAdminUrl(), logger, kinds });
   const limiter = new QuotaLimiter({ pool });
   const { noLimiter, ...rest } = options;
   const handler = createProxyHandler({
     pool,
     syncs,
     syncService,
+    kinds,
     limiter: noLimiter ? undefined : limiter,
     upstreams: new Map([
       ['api.airtable.com', svc.airtable.url],

@@ -1,5 +1,5 @@
-import type { TableMapping } from '../airtable/schema.ts';
-import { refuse } from './errors.ts';
+import type { TableMapping } from '../schema.ts';
+import { refuse } from '../../proxy/errors.ts';
 
 /**
  * `svc-translate: 1`: the request may name tables and columns as the database does; they

@@ -1,16 +1,18 @@
-import { AirtableClient } from '../airtable/client.ts';
-import type { TableMapping } from '../airtable/schema.ts';
-import { rowOf, shapeOf } from '../airtable/tables.ts';
-import type { AirtableRecord } from '../airtable/types.ts';
-import { toError } from '../errors.ts';
-import type { Logger } from '../log.ts';
-import type { QuotaLimiter, QuotaRule } from '../quota/limiter.ts';
-import { ensureMarks } from '../writer/marks.ts';
-import { deleteRows, upsertRows } from '../writer/upsert.ts';
-import type { SyncTarget, SyncTargets } from './targets.ts';
+import { AirtableClient } from '../client.ts';
+import type { TableMapping } from '../schema.ts';
+import { rowOf, shapeOf } from '../tables.ts';
+import type { AirtableRecord } from '../types.ts';
+import { toError } from '../../errors.ts';
+import type { Logger } from '../../log.ts';
+import type { QuotaLimiter, QuotaRule } from '../../quota/limiter.ts';
+import { ensureMarks } from '../../writer/marks.ts';
+import { deleteRows, upsertRows } from '../../writer/upsert.ts';
+import type { WriteResult } from '../../proxy/plan.ts';
+import type { SyncTarget } from '../../proxy/targets.ts';
 
 export interface AirtableWriteContext {
-  targets: SyncTargets;
+  /** The syncs of the written base. */
+  targets(): Promise<SyncTarget[]>;
   limiter?: QuotaLimiter;
   /** Where api.airtable.com is reached, for the fetches below. */
   baseUrl: string;
@@ -27,13 +29,6 @@ export interface AirtableWrite {
   method: string;
   /** The request asked for fields keyed by id (`returnFieldsByFieldId`). */
   byFieldId: boolean;
-}
-
-export interface WriteResult {
-  syncs: number;
-  written: number;
-  deleted: number;
-  fetched: boolean;
 }
 
 /** Field types Airtable computes: a write answer may lack them (not yet computed, or empty). */
@@ -139,7 +134,7 @@ export async function writeThroughAirtable(ctx: AirtableWriteContext, write: Air
   const result: WriteResult = { syncs: 0, written: 0, deleted: 0, fetched: false };
   const { upserts, deletes } = recordsOfAnswer(write.method, answer);
   if (upserts.length === 0 && deletes.length === 0) return result;
-  const targets = await ctx.targets.airtable(write.baseId);
+  const targets = await ctx.targets();
   if (targets.length === 0) return result;
 
   // First from the answer alone; a sync whose mapping says the answer is not enough writes

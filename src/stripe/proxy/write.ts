@@ -1,15 +1,16 @@
-import { Secret } from '../control/secrets.ts';
-import { inTransaction } from '../db/sql.ts';
-import { toError } from '../errors.ts';
-import type { Logger } from '../log.ts';
-import type { QuotaLimiter, QuotaRule } from '../quota/limiter.ts';
-import { STRIPE_API_VERSION } from '../stripe/catalog.ts';
-import { syncShare } from '../stripe/runner.ts';
-import { StripeClient, type StripeObject } from '../stripe/client.ts';
-import { retrievePath } from '../stripe/events.ts';
-import { applyChanges, type Change } from '../stripe/store.ts';
-import type { WriteResult } from './airtable-write.ts';
-import { digestOf, type SyncTargets } from './targets.ts';
+import { Secret } from '../../control/secrets.ts';
+import { inTransaction } from '../../db/sql.ts';
+import { toError } from '../../errors.ts';
+import type { Logger } from '../../log.ts';
+import type { QuotaLimiter, QuotaRule } from '../../quota/limiter.ts';
+import { STRIPE_API_VERSION } from '../catalog.ts';
+import { syncShare } from '../runner.ts';
+import { StripeClient, type StripeObject } from '../client.ts';
+import { retrievePath } from '../events.ts';
+import { applyChanges, type Change } from '../store.ts';
+import type { WriteResult } from '../../proxy/plan.ts';
+import { hashToken as digestOf } from '../../control/secrets.ts';
+import type { SyncTargets } from '../../proxy/targets.ts';
 
 export interface StripeWriteContext {
   targets: SyncTargets;
@@ -60,6 +61,19 @@ export function isStripeWrite(method: string, path: string): boolean {
   return !/\/(create_preview|upcoming|search)(\/|$)/.test(clean);
 }
 
+/**
+ * Active Stripe syncs of an account: those whose account id is known and matches, and those
+ * whose account is unknown (a restricted key that cannot read /v1/account) but whose key is
+ * the very key of the request (by digest).
+ */
+function syncsOfAccount(targets: SyncTargets, accountId: string | undefined, keyDigest: string | undefined) {
+  return targets.where(
+    `stripe:${accountId ?? ''}:${keyDigest ?? ''}`,
+    "kind = 'stripe' AND (upstream_account_id = $1 OR (upstream_account_id IS NULL AND api_key_sha256 = $2))",
+    [accountId ?? null, keyDigest ?? null],
+  );
+}
+
 const isObject = (v: unknown): v is StripeObject => typeof v === 'object' && v !== null && !Array.isArray(v);
 
 /**
@@ -74,7 +88,7 @@ export async function writeThroughStripe(ctx: StripeWriteContext, write: StripeW
   if (!isObject(answer) || typeof answer.id !== 'string' || typeof answer.object !== 'string') return result;
   if (answer.object === 'list' || answer.object === 'search_result') return result;
   const account = write.onBehalfOf ?? write.accountId;
-  const targets = await ctx.targets.stripe(account, write.onBehalfOf ? undefined : digestOf(write.key));
+  const targets = await syncsOfAccount(ctx.targets, account, write.onBehalfOf ? undefined : digestOf(write.key));
   if (targets.length === 0) return result;
 
   const deleted = answer.deleted === true;

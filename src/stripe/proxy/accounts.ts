@@ -1,9 +1,9 @@
 import type pg from 'pg';
-import { Secret } from '../control/secrets.ts';
-import type { Logger } from '../log.ts';
-import type { QuotaLimiter } from '../quota/limiter.ts';
-import { StripeClient, StripeError, type StripeObject, stripeQuotaKey, stripeRule } from '../stripe/client.ts';
-import { digestOf } from './targets.ts';
+import { Secret } from '../../control/secrets.ts';
+import type { Logger } from '../../log.ts';
+import type { QuotaLimiter } from '../../quota/limiter.ts';
+import { StripeClient, StripeError, type StripeObject, stripeQuotaKey, stripeRule } from '../client.ts';
+import { hashToken as digestOf } from '../../control/secrets.ts';
 
 /**
  * The Stripe key a request carries: HTTP basic with the key as user name (curl's
