@@ -3,6 +3,7 @@ import os from 'node:os';
 import pg from 'pg';
 import type { AirtableTunables } from './airtable/kind.ts';
 import { builtInKinds } from './kinds/built-in.ts';
+import type { SourceKinds } from './kinds/registry.ts';
 import type { StripeTunables } from './stripe/kind.ts';
 import type { SyncRecord } from './control/syncs.ts';
 import { DEFAULT_MARGIN_MS, QuotaLimiter } from './quota/limiter.ts';
@@ -93,7 +94,12 @@ export function tunablesFromEnv(env: NodeJS.ProcessEnv): Tunables {
   return scale === 1 ? {} : { airtable: { timeScale: scale } };
 }
 
-export async function startService(config: Config, logger: Logger, tunables: Tunables = {}): Promise<Service> {
+/** What startService is built of beyond its configuration: the kinds of sync (default: the built-in ones). */
+export interface ServiceParts {
+  kinds?: SourceKinds;
+}
+
+export async function startService(config: Config, logger: Logger, tunables: Tunables = {}, parts: ServiceParts = {}): Promise<Service> {
   const closers: Array<() => Promise<void>> = [];
   const stop = async () => {
     for (const close of closers.reverse()) await close();
@@ -137,7 +143,7 @@ export async function startService(config: Config, logger: Logger, tunables: Tun
     const accounts = new AccountStore(pool, box);
     const syncs = new SyncStore(pool, box);
     // The upstreams this service syncs: each kind is one folder and one object.
-    const kinds = builtInKinds();
+    const kinds = parts.kinds ?? builtInKinds();
     const limiter = new QuotaLimiter({ pool, marginMs: DEFAULT_MARGIN_MS / (tunables.airtable?.timeScale ?? 1) });
     // Created after the service exists, since cleanup needs the service's database URLs.
     let cleanup: ((sync: SyncRecord) => Promise<void>) | undefined;

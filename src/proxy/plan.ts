@@ -62,8 +62,8 @@ export interface PlanRequest {
 
 /** A kind's part of the proxy: how its requests are routed, counted, planned and written through. */
 export interface KindProxy {
-  /** The first path segment of a bare path (`/v0/…`) that belongs to this kind's host. */
-  readonly barePrefix: string;
+  /** The first path segment of a bare path (`/v0/…`) that belongs to this kind's host, if it has one. */
+  readonly barePrefix?: string;
   /**
    * The quota of a request known from its path and credentials alone, so the proxy can ask
    * for it while the body still arrives. Optional: otherwise the plan's quota is waited for.

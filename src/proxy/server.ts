@@ -104,7 +104,7 @@ export function createProxyHandler(options: ProxyOptions): ProxyHandler {
       plan: proxy.planner(context),
     });
     known.hosts.push(kind.upstreamHost);
-    known.byPrefix.set(proxy.barePrefix, kind.upstreamHost);
+    if (proxy.barePrefix) known.byPrefix.set(proxy.barePrefix, kind.upstreamHost);
   }
   const inFlight = new Set<Promise<void>>();
 

@@ -9,6 +9,7 @@ import { createLogger } from '../../src/log.ts';
 import { startService, type Service, type Tunables } from '../../src/main.ts';
 import { freshDatabase, serverAdminUrl } from './postgres.ts';
 import { waitFor } from './process.ts';
+import type { SourceKinds } from '../../src/kinds/registry.ts';
 
 /** Every log line the service wrote, kept so tests can search them for secrets. */
 export class LogCollector extends Writable {
@@ -45,6 +46,8 @@ export interface TestServiceOptions {
   airtable?: Parameters<typeof startFakeAirtable>[0];
   /** Where api.stripe.com points (a fake Stripe or stripe-mock). */
   stripeUrl?: string;
+  /** The kinds of sync (default: the built-in ones). */
+  kinds?: SourceKinds;
 }
 
 export interface TestService {
@@ -94,7 +97,7 @@ export async function startTestService(options: TestServiceOptions = {}): Promis
       ...overrides,
     },
   );
-  const service = await startService(config, createLogger({ level: 'debug', destination: logs }), options.tunables);
+  const service = await startService(config, createLogger({ level: 'debug', destination: logs }), options.tunables, { kinds: options.kinds });
   return {
     service,
     airtable,
