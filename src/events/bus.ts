@@ -1,5 +1,4 @@
-import pg from 'pg';
-import { toError } from '../errors.ts';
+import { ListenConnection } from '../db/listen.ts';
 import type { Logger } from '../log.ts';
 import type { LoggedEvent } from './log.ts';
 import { LoggedFeed } from './logged-feed.ts';
@@ -26,55 +25,32 @@ export class EventBus {
   private readonly listeners = new Map<string, Set<Listener>>();
   private readonly tokens = new Map<string, () => void>();
   private readonly feeds = new Map<string, Set<LoggedFeed>>();
-  private client: pg.Client | undefined;
   private stopped = false;
-  private retry: NodeJS.Timeout | undefined;
+  private readonly connection: ListenConnection;
 
-  constructor(private readonly options: { url: string; logger: Logger; reconnectMs?: number }) {}
-
-  async start(): Promise<void> {
-    const client = new pg.Client({ connectionString: this.options.url });
-    client.on('notification', (message) => {
-      if (message.channel === EVENTS_CHANNEL && message.payload) this.publish(message.payload);
-      if (message.channel === WAITS_CHANNEL && message.payload) this.tokens.get(message.payload)?.();
+  constructor(options: { url: string; logger: Logger; reconnectMs?: number }) {
+    this.connection = new ListenConnection({
+      ...options,
+      channels: [EVENTS_CHANNEL, WAITS_CHANNEL],
+      what: 'event bus',
+      onNotification: (channel, payload) => {
+        if (channel === EVENTS_CHANNEL) this.publish(payload);
+        if (channel === WAITS_CHANNEL) this.tokens.get(payload)?.();
+      },
+      // Whatever was logged while we were not listening: wake everyone once.
+      onListening: () => {
+        for (const syncId of this.listeners.keys()) this.publish(syncId);
+      },
     });
-    client.on('error', (err) => {
-      // Only the current connection's loss matters: one that failed to start was ended below.
-      if (this.client !== client) return;
-      this.options.logger.warn({ err: toError(err) }, 'event bus connection lost; reconnecting');
-      this.reconnectLater();
-    });
-    try {
-      await client.connect();
-      await client.query(`LISTEN ${EVENTS_CHANNEL}; LISTEN ${WAITS_CHANNEL}`);
-    } catch (error) {
-      await client.end().catch(() => undefined);
-      throw error;
-    }
-    if (this.stopped) {
-      await client.end().catch(() => undefined);
-      return;
-    }
-    this.client = client;
-    // Whatever was logged while we were not listening: wake everyone once.
-    for (const syncId of this.listeners.keys()) this.publish(syncId);
   }
 
-  private reconnectLater(): void {
-    const old = this.client;
-    this.client = undefined;
-    old?.end().catch(() => undefined);
-    if (this.stopped || this.retry) return;
-    this.retry = setTimeout(() => {
-      this.retry = undefined;
-      this.start().catch(() => this.reconnectLater());
-    }, this.options.reconnectMs ?? 1000);
+  start(): Promise<void> {
+    return this.connection.start();
   }
 
   async stop(): Promise<void> {
     this.stopped = true;
-    clearTimeout(this.retry);
-    await this.client?.end().catch(() => undefined);
+    await this.connection.stop();
     for (const set of this.listeners.values()) for (const wake of set) wake();
   }
 

@@ -1,5 +1,4 @@
-import pg from 'pg';
-import { toError } from '../errors.ts';
+import { ListenConnection } from '../db/listen.ts';
 import type { Logger } from '../log.ts';
 import { PASS_WANTED_CHANNEL, PASSES_CHANNEL, type PassCompletions, type PassRequests } from './passes.ts';
 import { Wakeups } from './wakeups.ts';
@@ -15,45 +14,32 @@ export class PassSignals implements PassRequests, PassCompletions {
   private readonly requests = new Wakeups();
   private readonly completions = new Wakeups();
   private readonly stopping = new AbortController();
-  private client: pg.Client | undefined;
-  private retry: NodeJS.Timeout | undefined;
+  private readonly connection: ListenConnection;
 
-  constructor(private readonly options: { url: string; logger: Logger; reconnectMs?: number }) {}
+  constructor(options: { url: string; logger: Logger; reconnectMs?: number }) {
+    this.connection = new ListenConnection({
+      ...options,
+      channels: [PASS_WANTED_CHANNEL, PASSES_CHANNEL],
+      what: 'pass signal',
+      onNotification: (channel, payload) => {
+        if (channel === PASS_WANTED_CHANNEL) this.requests.bump(payload);
+        if (channel === PASSES_CHANNEL) this.completions.bump(payload);
+      },
+      // Whatever was sent while nobody listened: everyone waiting looks again.
+      onListening: () => {
+        this.requests.bumpWaiting();
+        this.completions.bumpWaiting();
+      },
+    });
+  }
 
-  async start(): Promise<void> {
-    const client = new pg.Client({ connectionString: this.options.url });
-    client.on('notification', (message) => {
-      if (!message.payload) return;
-      if (message.channel === PASS_WANTED_CHANNEL) this.requests.bump(message.payload);
-      if (message.channel === PASSES_CHANNEL) this.completions.bump(message.payload);
-    });
-    client.on('error', (err) => {
-      this.options.logger.warn({ err: toError(err) }, 'pass signal connection lost; reconnecting');
-      this.reconnectLater();
-    });
-    try {
-      await client.connect();
-      await client.query(`LISTEN ${PASS_WANTED_CHANNEL}; LISTEN ${PASSES_CHANNEL}`);
-    } catch (error) {
-      await client.end().catch(() => undefined);
-      throw error;
-    }
-    if (this.stopping.signal.aborted) {
-      await client.end().catch(() => undefined);
-      return;
-    }
-    this.client = client;
-    // Whatever was sent while nobody listened: everyone waiting looks again.
-    this.requests.bumpWaiting();
-    this.completions.bumpWaiting();
+  start(): Promise<void> {
+    return this.connection.start();
   }
 
   async stop(): Promise<void> {
     this.stopping.abort(new Error('the service is shutting down'));
-    clearTimeout(this.retry);
-    const client = this.client;
-    this.client = undefined;
-    await client?.end().catch(() => undefined);
+    await this.connection.stop();
   }
 
   /** Aborted when the process shuts down: long waits end instead of holding the listener open. */
@@ -62,7 +48,7 @@ export class PassSignals implements PassRequests, PassCompletions {
   }
 
   get listening(): boolean {
-    return this.client !== undefined;
+    return this.connection.listening;
   }
 
   requestMark(syncId: string): number {
@@ -79,17 +65,5 @@ export class PassSignals implements PassRequests, PassCompletions {
 
   completedSince(syncId: string, mark: number, timeoutMs: number, signal?: AbortSignal): Promise<boolean> {
     return this.completions.since(syncId, mark, timeoutMs, signal);
-  }
-
-  private reconnectLater(): void {
-    const old = this.client;
-    this.client = undefined;
-    old?.end().catch(() => undefined);
-    if (this.stopping.signal.aborted || this.retry) return;
-    this.retry = setTimeout(() => {
-      this.retry = undefined;
-      if (this.stopping.signal.aborted) return;
-      this.start().catch(() => this.reconnectLater());
-    }, this.options.reconnectMs ?? 1000);
   }
 }
