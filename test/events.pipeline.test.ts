@@ -10,8 +10,8 @@ import Stripe from 'stripe';
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
 import type { FakeBase } from '../src/fakes/airtable/index.ts';
-import { startFakeStripe, type FakeStripe } from '../src/fakes/stripe/index.ts';
 import { STRIPE_API_VERSION } from '../src/stripe/catalog.ts';
+import { type FakeProcess, startFakeProcess } from './harness/fake-process.ts';
 import { waitForCycle } from './harness/airtable.ts';
 import { query } from './harness/postgres.ts';
 import { waitFor } from './harness/process.ts';
@@ -20,7 +20,7 @@ import { AIRTABLE_TEST_TOKEN, createAccount, request, loudSetUp, startTestServic
 type Event = { collection: string; data: Record<string, unknown>; event: string; id: string; table_db_name: string; changes?: Record<string, unknown> };
 
 let svc: TestService;
-let fake: FakeStripe;
+let fake: FakeProcess;
 let account: TestAccount;
 let base: FakeBase;
 let airtableSync: string;
@@ -49,9 +49,10 @@ async function lastSeq(syncId: string): Promise<number> {
 }
 
 test.before(loudSetUp(async () => {
-  fake = await startFakeStripe();
-  const upstream = fake.createAccount();
-  fake.addKey(STRIPE_KEY, { account: upstream.id });
+  // In a process of its own: beside the service in this one, the fake reads the sync's
+  // requests late and bunched, counts more of them in a second than were sent, and answers
+  // this test's own requests 429.
+  fake = await startFakeProcess({ kind: 'stripe', key: STRIPE_KEY });
   svc = await startTestService({
     config: { roles: ['api', 'sync', 'decoder', 'events'], webhookAllowPrivate: true },
     tunables: {
