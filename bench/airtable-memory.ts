@@ -8,7 +8,7 @@
  * own, so its peak RSS (VmHWM) is its own. Compared with the size of the base's data as
  * JSON, the volume that flows through the service.
  */
-import { startFakeAirtable } from '../src/fakes/airtable/index.ts';
+import { startFakeAirtable } from '../fakes/airtable/index.ts';
 import { arg, createAirtableSync, mb, startPostgres, startServiceProcess, waitForFirstCycle } from './lib.ts';
 
 const records = arg('records', 1_000_000);

@@ -12,7 +12,7 @@
  *    database (real time, whatever the scale: change capture polls once a second).
  */
 import pg from 'pg';
-import { startFakeAirtable } from '../src/fakes/airtable/index.ts';
+import { startFakeAirtable } from '../fakes/airtable/index.ts';
 import { arg, createAirtableSync, percentile, sleep, startPostgres, startServiceProcess, waitForFirstCycle } from './lib.ts';
 
 const records = arg('records', 100_000);

@@ -13,7 +13,7 @@
  * Weight: what a cold load moved over the wire for the console's own files (gzip).
  */
 import type { Browser, Page } from 'playwright-core';
-import { startFakeAirtable } from '../src/fakes/airtable/index.ts';
+import { startFakeAirtable } from '../fakes/airtable/index.ts';
 import { launchBrowser } from '../test/harness/browser.ts';
 import { api, arg, percentile, sleep, startPostgres, startServiceProcess } from './lib.ts';
 

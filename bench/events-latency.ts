@@ -15,7 +15,7 @@ import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { Kafka, logLevel, Partitioners } from 'kafkajs';
 import pg from 'pg';
-import { startFakeAirtable } from '../src/fakes/airtable/index.ts';
+import { startFakeAirtable } from '../fakes/airtable/index.ts';
 import { createTableStatements } from '../src/writer/shape.ts';
 import { startKafka } from '../test/harness/kafka/index.ts';
 import { api, arg, percentile, sleep, startPostgres, startServiceProcess } from './lib.ts';

@@ -22,7 +22,7 @@ import { randomBytes } from 'node:crypto';
 import http from 'node:http';
 import path from 'node:path';
 import { createInterface } from 'node:readline';
-import { startFakeAirtable } from '../src/fakes/airtable/index.ts';
+import { startFakeAirtable } from '../fakes/airtable/index.ts';
 import { api, arg, percentile, root, sleep, startPostgres, startServiceProcess, waitForFirstCycle } from './lib.ts';
 
 const BENCH_TOKEN = `patBENCH0000000000.${'0123456789abcdef'.repeat(4)}`;

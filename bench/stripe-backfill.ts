@@ -14,7 +14,7 @@
  *    answer until the database row shows the change.
  */
 import pg from 'pg';
-import { startFakeStripe } from '../src/fakes/stripe/index.ts';
+import { startFakeStripe } from '../fakes/stripe/index.ts';
 import { runStripeSyncEngineBackfill } from './peers/stripe-sync-engine.ts';
 import { api, arg, percentile, sleep, startPostgres, startServiceProcess } from './lib.ts';
 

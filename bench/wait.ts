@@ -15,8 +15,8 @@
  *   into step with that interval.
  */
 import pg from 'pg';
-import { startFakeAirtable } from '../src/fakes/airtable/index.ts';
-import { startFakeStripe } from '../src/fakes/stripe/index.ts';
+import { startFakeAirtable } from '../fakes/airtable/index.ts';
+import { startFakeStripe } from '../fakes/stripe/index.ts';
 import { api, arg, createAirtableSync, percentile, sleep, startPostgres, startServiceProcess, waitForFirstCycle } from './lib.ts';
 
 const writes = arg('writes', 40);

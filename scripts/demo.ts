@@ -13,10 +13,10 @@ import { readFile, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { loadConfig } from '../src/config.ts';
 import { adminTokenFile } from '../src/control/bootstrap-files.ts';
-import { DEFAULT_FAKE_TOKEN } from '../src/fakes/airtable/cli.ts';
-import { startFakeAirtable } from '../src/fakes/airtable/index.ts';
-import { DEFAULT_FAKE_STRIPE_ACCOUNT, DEFAULT_FAKE_STRIPE_KEY } from '../src/fakes/stripe/cli.ts';
-import { startFakeStripe } from '../src/fakes/stripe/index.ts';
+import { DEFAULT_FAKE_TOKEN } from '../fakes/airtable/cli.ts';
+import { startFakeAirtable } from '../fakes/airtable/index.ts';
+import { DEFAULT_FAKE_STRIPE_ACCOUNT, DEFAULT_FAKE_STRIPE_KEY } from '../fakes/stripe/cli.ts';
+import { startFakeStripe } from '../fakes/stripe/index.ts';
 import { createLogger } from '../src/log.ts';
 import { startService } from '../src/main.ts';
 

@@ -4,7 +4,7 @@ import os from 'node:os';
 import path from 'node:path';
 import pg from 'pg';
 import Stripe from 'stripe';
-import type { Refusal } from '../src/fakes/shared/stats.ts';
+import type { Refusal } from '../fakes/shared/stats.ts';
 import { UPCOMING } from '../src/stripe/tables.ts';
 import { pause } from '../src/time.ts';
 import { CrashablePostgres } from '../test/harness/crashable-postgres.ts';

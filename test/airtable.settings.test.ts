@@ -1,6 +1,6 @@
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
-import { ALL_SCOPES } from '../src/fakes/airtable/index.ts';
+import { ALL_SCOPES } from '../fakes/airtable/index.ts';
 import { waitForCycle } from './harness/airtable.ts';
 import { query } from './harness/postgres.ts';
 import { AIRTABLE_TEST_TOKEN, createAccount, request, startTestService, type TestAccount, type TestService } from './harness/service.ts';

@@ -10,7 +10,7 @@ import { AIRTABLE_DEFAULT_SETTINGS } from '../src/airtable/settings.ts';
 import { provisionDatabase } from '../src/control/provisioner.ts';
 import { withDatabase } from '../src/db/sql.ts';
 import { newDatabaseName } from '../src/ids.ts';
-import { startFakeAirtable, type FakeAirtable, type FakeBase } from '../src/fakes/airtable/index.ts';
+import { startFakeAirtable, type FakeAirtable, type FakeBase } from '../fakes/airtable/index.ts';
 import { createLogger } from '../src/log.ts';
 import { serverAdminUrl } from './harness/postgres.ts';
 

@@ -1,6 +1,6 @@
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
-import type { FakeBase } from '../src/fakes/airtable/index.ts';
+import type { FakeBase } from '../fakes/airtable/index.ts';
 import { waitForCycle, waitForRows } from './harness/airtable.ts';
 import { errorOf, query } from './harness/postgres.ts';
 import { AIRTABLE_TEST_TOKEN, createAccount, request, startTestService, type TestAccount, type TestService } from './harness/service.ts';

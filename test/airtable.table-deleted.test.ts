@@ -7,7 +7,7 @@
  */
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
-import type { FakeBase } from '../src/fakes/airtable/index.ts';
+import type { FakeBase } from '../fakes/airtable/index.ts';
 import { query } from './harness/postgres.ts';
 import { waitFor } from './harness/process.ts';
 import { AIRTABLE_TEST_TOKEN, createAccount, loudSetUp, request, startTestService, type TestAccount, type TestService, waitOk as waitOkOf } from './harness/service.ts';

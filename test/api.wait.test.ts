@@ -7,8 +7,8 @@
 import Stripe from 'stripe';
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
-import type { FakeBase } from '../src/fakes/airtable/index.ts';
-import { startFakeStripe, type FakeStripe } from '../src/fakes/stripe/index.ts';
+import type { FakeBase } from '../fakes/airtable/index.ts';
+import { startFakeStripe, type FakeStripe } from '../fakes/stripe/index.ts';
 import { STRIPE_API_VERSION } from '../src/stripe/catalog.ts';
 import { query } from './harness/postgres.ts';
 import { AIRTABLE_TEST_TOKEN, createAccount, request, loudSetUp, startTestService, type TestAccount, type TestService } from './harness/service.ts';

@@ -15,7 +15,7 @@ import type { Browser, BrowserContext, Page } from 'playwright-core';
 import Stripe from 'stripe';
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
-import type { FakeBase } from '../src/fakes/airtable/index.ts';
+import type { FakeBase } from '../fakes/airtable/index.ts';
 import { STRIPE_API_VERSION } from '../src/stripe/catalog.ts';
 import { launchBrowser, screenshot } from './harness/browser.ts';
 import { query } from './harness/postgres.ts';

@@ -13,7 +13,7 @@ import { Kafka, logLevel } from 'kafkajs';
 import pg from 'pg';
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
-import { startFakeAirtable, type FakeAirtable } from '../src/fakes/airtable/index.ts';
+import { startFakeAirtable, type FakeAirtable } from '../fakes/airtable/index.ts';
 import { createTableStatements } from '../src/writer/shape.ts';
 import { sharedKafka } from './harness/kafka/index.ts';
 import { freshDatabase, query, serverAdminUrl } from './harness/postgres.ts';

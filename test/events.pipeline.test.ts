@@ -9,7 +9,7 @@ import type { AddressInfo } from 'node:net';
 import Stripe from 'stripe';
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
-import type { FakeBase } from '../src/fakes/airtable/index.ts';
+import type { FakeBase } from '../fakes/airtable/index.ts';
 import { STRIPE_API_VERSION } from '../src/stripe/catalog.ts';
 import { type FakeProcess, startFakeProcess } from './harness/fake-process.ts';
 import { waitForCycle } from './harness/airtable.ts';

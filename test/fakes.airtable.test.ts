@@ -8,7 +8,7 @@ import Airtable from 'airtable';
 import { createHmac } from 'node:crypto';
 import { createServer, type IncomingHttpHeaders, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { type FakeAirtable, type FakeBase, startFakeAirtable } from '../src/fakes/airtable/index.ts';
+import { type FakeAirtable, type FakeBase, startFakeAirtable } from '../fakes/airtable/index.ts';
 
 const TOKEN = 'patTESTtoken000001.0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef';
 const READ_ONLY = 'patTESTreadonly001.0123456789abcdef';

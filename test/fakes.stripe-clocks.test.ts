@@ -8,8 +8,8 @@ import * as assert from 'uvu/assert';
 import Stripe from 'stripe';
 import { Random } from '../sim/random.ts';
 import { stripeBilling } from '../sim/traffic/stripe.ts';
-import { type FakeStripe, type FakeStripeAccount, startFakeStripe } from '../src/fakes/stripe/index.ts';
-import { objectFields } from '../src/fakes/stripe/spec/index.ts';
+import { type FakeStripe, type FakeStripeAccount, startFakeStripe } from '../fakes/stripe/index.ts';
+import { objectFields } from '../fakes/stripe/spec/index.ts';
 
 const API_VERSION = '2026-08-26.dahlia';
 const DAY = 86_400;

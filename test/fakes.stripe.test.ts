@@ -5,8 +5,8 @@
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
 import Stripe from 'stripe';
-import { type FakeStripe, type FakeStripeAccount, startFakeStripe, type StripeObject } from '../src/fakes/stripe/index.ts';
-import { objectFields } from '../src/fakes/stripe/spec/index.ts';
+import { type FakeStripe, type FakeStripeAccount, startFakeStripe, type StripeObject } from '../fakes/stripe/index.ts';
+import { objectFields } from '../fakes/stripe/spec/index.ts';
 
 const API_VERSION = '2026-08-26.dahlia';
 const KEY = 'sk_test_51TestKey0000000000000000abcd';

@@ -8,7 +8,7 @@ import Airtable from 'airtable';
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
 import { AIRTABLE_RULE } from '../src/airtable/client.ts';
-import type { FakeBase } from '../src/fakes/airtable/index.ts';
+import type { FakeBase } from '../fakes/airtable/index.ts';
 import { airtableJs as ok } from './harness/airtable.ts';
 import { query } from './harness/postgres.ts';
 import { airtableSyncBehindProxy, endToEnd, rawRequest, rawSocket, startProxy, startTap, type TestProxy } from './harness/proxy.ts';

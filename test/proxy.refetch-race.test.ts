@@ -6,7 +6,7 @@
 import Airtable from 'airtable';
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
-import type { FakeBase } from '../src/fakes/airtable/index.ts';
+import type { FakeBase } from '../fakes/airtable/index.ts';
 import { airtableJs as ok } from './harness/airtable.ts';
 import { query } from './harness/postgres.ts';
 import { waitFor } from './harness/process.ts';

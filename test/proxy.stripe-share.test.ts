@@ -15,7 +15,7 @@ import { randomBytes } from 'node:crypto';
 import Stripe from 'stripe';
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
-import { type FakeStripe, startFakeStripe } from '../src/fakes/stripe/index.ts';
+import { type FakeStripe, startFakeStripe } from '../fakes/stripe/index.ts';
 import { STRIPE_API_VERSION } from '../src/stripe/catalog.ts';
 import { pacedWrites } from './harness/paced.ts';
 import { createAccount, loudSetUp, request, startTestService, type TestAccount, type TestService, waitBackfilled } from './harness/service.ts';

@@ -9,7 +9,7 @@ import Airtable from 'airtable';
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
 import { withDatabase } from '../src/db/sql.ts';
-import type { FakeBase } from '../src/fakes/airtable/index.ts';
+import type { FakeBase } from '../fakes/airtable/index.ts';
 import { airtableJs as ok, waitForCycle } from './harness/airtable.ts';
 import { waitFor } from './harness/process.ts';
 import { query, serverAdminUrl } from './harness/postgres.ts';

@@ -2,7 +2,7 @@
  * The Stripe sync's share of the account's limit (80 %: 20 of test mode's 25 requests/s)
  * leaves the rest to the customer's own requests, which go straight to Stripe and which the
  * quota never sees. So the share must hold as Stripe counts it: by arrival, in any sliding
- * second. Stripe (and the strict fake, src/fakes/shared/rate-limit.ts) counts arrival times,
+ * second. Stripe (and the strict fake, fakes/shared/rate-limit.ts) counts arrival times,
  * which jitter against the limiter's grant times; kept over the exact second, the share let
  * the sync's 21st request follow its 1st by 1 ms more than a second, and the fake counted
  * 21 to 23 of the sync's requests in one second, enough to refuse a customer who kept to
@@ -22,7 +22,7 @@ import pg from 'pg';
 import Stripe from 'stripe';
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
-import { type FakeStripe, startFakeStripe } from '../src/fakes/stripe/index.ts';
+import { type FakeStripe, startFakeStripe } from '../fakes/stripe/index.ts';
 import { QuotaLimiter } from '../src/quota/limiter.ts';
 import { STRIPE_API_VERSION } from '../src/stripe/catalog.ts';
 import { syncShare } from '../src/stripe/runner.ts';

@@ -10,7 +10,7 @@ import * as assert from 'uvu/assert';
 import { AIRTABLE_RULE, AirtableClient } from '../src/airtable/client.ts';
 import { Secret } from '../src/control/secrets.ts';
 import { migrateControlDatabase } from '../src/db/migrate.ts';
-import { startFakeAirtable, type FakeAirtable } from '../src/fakes/airtable/index.ts';
+import { startFakeAirtable, type FakeAirtable } from '../fakes/airtable/index.ts';
 import { createLogger } from '../src/log.ts';
 import { QuotaLimiter } from '../src/quota/limiter.ts';
 import { freshDatabase } from './harness/postgres.ts';

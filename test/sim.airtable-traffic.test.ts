@@ -5,7 +5,7 @@
  */
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
-import { type FakeAirtable, type FakeBase, type RecordJson, type TableJson, startFakeAirtable } from '../src/fakes/airtable/index.ts';
+import { type FakeAirtable, type FakeBase, type RecordJson, type TableJson, startFakeAirtable } from '../fakes/airtable/index.ts';
 import { Random } from '../sim/random.ts';
 import { airtableUsers } from '../sim/traffic/airtable.ts';
 import type { TrafficActor } from '../sim/types.ts';

@@ -8,7 +8,7 @@
 import { Worker } from 'node:worker_threads';
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
-import { type FakeAirtable, startFakeAirtable } from '../src/fakes/airtable/index.ts';
+import { type FakeAirtable, startFakeAirtable } from '../fakes/airtable/index.ts';
 import { type ArrivalFront, startArrivalFront } from '../sim/upstreams/arrival-front.ts';
 
 const TOKEN = 'patArrival.0123456789abcdef';

@@ -6,8 +6,8 @@
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
 import { withDatabase } from '../src/db/sql.ts';
-import type { FakeBase } from '../src/fakes/airtable/index.ts';
-import { type FakeStripe, type FakeStripeAccount, startFakeStripe } from '../src/fakes/stripe/index.ts';
+import type { FakeBase } from '../fakes/airtable/index.ts';
+import { type FakeStripe, type FakeStripeAccount, startFakeStripe } from '../fakes/stripe/index.ts';
 import { airtableMatchesUpstream } from '../sim/check/airtable-upstream.ts';
 import { stripeMatchesUpstream } from '../sim/check/stripe-upstream.ts';
 import type { Violation } from '../sim/types.ts';

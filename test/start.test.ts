@@ -8,7 +8,7 @@ import { freshDatabase, query } from './harness/postgres.ts';
 import { freePort } from './harness/ports.ts';
 import { repoRoot, spawnTributary, waitFor, type Spawned } from './harness/process.ts';
 import { request, startHarnessStripe } from './harness/service.ts';
-import type { FakeStripe } from '../src/fakes/stripe/index.ts';
+import type { FakeStripe } from '../fakes/stripe/index.ts';
 import { migrateControlDatabase } from '../src/db/migrate.ts';
 import { createLogger } from '../src/log.ts';
 

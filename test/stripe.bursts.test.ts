@@ -7,7 +7,7 @@
 import Stripe from 'stripe';
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
-import type { FakeStripe } from '../src/fakes/stripe/index.ts';
+import type { FakeStripe } from '../fakes/stripe/index.ts';
 import { stripeTables } from '../src/stripe/tables.ts';
 import { query } from './harness/postgres.ts';
 import { pacedWrites } from './harness/paced.ts';

@@ -7,7 +7,7 @@ import * as assert from 'uvu/assert';
 import { mkdtemp, rm } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
-import { type FakeStripe, type FakeStripeAccount, startFakeStripe } from '../src/fakes/stripe/index.ts';
+import { type FakeStripe, type FakeStripeAccount, startFakeStripe } from '../fakes/stripe/index.ts';
 import { freshDatabase, query, serverAdminUrl } from './harness/postgres.ts';
 import { freePort } from './harness/ports.ts';
 import { type Spawned, spawnTributary, waitFor } from './harness/process.ts';

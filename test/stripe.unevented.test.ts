@@ -12,7 +12,7 @@
 import Stripe from 'stripe';
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
-import type { FakeStripe, FakeStripeAccount } from '../src/fakes/stripe/index.ts';
+import type { FakeStripe, FakeStripeAccount } from '../fakes/stripe/index.ts';
 import { stripeMatchesUpstream } from '../sim/check/stripe-upstream.ts';
 import { query } from './harness/postgres.ts';
 import { pacedWrites } from './harness/paced.ts';

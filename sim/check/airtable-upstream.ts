@@ -17,7 +17,7 @@
 import pg from 'pg';
 import { AIRTABLE_DEFAULT_SETTINGS, type AirtableSettings } from '../../src/airtable/settings.ts';
 import { withClient } from '../../src/db/sql.ts';
-import type { FakeBase, TableJson } from '../../src/fakes/airtable/index.ts';
+import type { FakeBase, TableJson } from '../../fakes/airtable/index.ts';
 import { mapBase, type ColumnMapping, type TableMapping } from '../../src/airtable/schema.ts';
 import { rowOf } from '../../src/airtable/tables.ts';
 import type { AirtableTable } from '../../src/airtable/types.ts';

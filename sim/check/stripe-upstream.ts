@@ -22,7 +22,7 @@
  */
 import pg from 'pg';
 import { withClient } from '../../src/db/sql.ts';
-import type { FakeStripeAccount, StripeObject } from '../../src/fakes/stripe/index.ts';
+import type { FakeStripeAccount, StripeObject } from '../../fakes/stripe/index.ts';
 import { type CatalogTable, loadCatalog } from '../../src/stripe/catalog.ts';
 import { PARENT_COLUMN, rowOf, stripeTables, type StripeTable, UPCOMING } from '../../src/stripe/tables.ts';
 import type { Violation } from '../types.ts';

@@ -18,7 +18,7 @@
  * state (a record deleted meanwhile, a name taken) is counted `no`; anything else refused is
  * logged once per kind (with "unexpected" in the line), since it means a wrong value was sent.
  */
-import type { FakeBase, FieldJson, FieldSpec, RecordJson, TableJson } from '../../src/fakes/airtable/index.ts';
+import type { FakeBase, FieldJson, FieldSpec, RecordJson, TableJson } from '../../fakes/airtable/index.ts';
 import type { Random } from '../random.ts';
 import { OpCounts, type TrafficActor } from '../types.ts';
 

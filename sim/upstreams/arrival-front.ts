@@ -1,5 +1,5 @@
 import { Worker } from 'node:worker_threads';
-import { ARRIVAL_HEADER } from '../../src/fakes/shared/arrival.ts';
+import { ARRIVAL_HEADER } from '../../fakes/shared/arrival.ts';
 
 export interface ArrivalFront {
   url: string;

@@ -14,8 +14,8 @@
  * `{ id, error }` out; `{ log }` for the users' notable lines; `{ ready }` once started.
  */
 import { monitorEventLoopDelay } from 'node:perf_hooks';
-import { startFakeAirtable } from '../../src/fakes/airtable/index.ts';
-import { startFakeStripe } from '../../src/fakes/stripe/index.ts';
+import { startFakeAirtable } from '../../fakes/airtable/index.ts';
+import { startFakeStripe } from '../../fakes/stripe/index.ts';
 import { airtableMatchesUpstream } from '../check/airtable-upstream.ts';
 import { startArrivalFront } from './arrival-front.ts';
 import { stripeMatchesUpstream } from '../check/stripe-upstream.ts';

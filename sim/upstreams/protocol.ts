@@ -1,4 +1,4 @@
-import type { Refusal } from '../../src/fakes/shared/stats.ts';
+import type { Refusal } from '../../fakes/shared/stats.ts';
 
 /** What the upstreams' process is started with. */
 export interface HostSetUp {

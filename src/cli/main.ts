@@ -29,6 +29,19 @@ async function client(values: Record<string, string | boolean | undefined>): Pro
   return { url, token: await resolveToken(values.token as string | undefined, process.env) };
 }
 
+/**
+ * The fakes live beside the product, not in it (fakes/): a source checkout has them, the
+ * production image does not.
+ */
+async function fakes<T>(load: () => Promise<T>): Promise<T> {
+  try {
+    return await load();
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code !== 'ERR_MODULE_NOT_FOUND') throw error;
+    throw new Error('the fakes are not part of this installation: run `tributary fake` from a source checkout (git clone, npm install)');
+  }
+}
+
 /** A non-negative whole-number option, or its default. */
 function wholeNumber(values: Record<string, unknown>, name: string, fallback: number): number {
   const value = values[name] === undefined ? fallback : Number(values[name]);
@@ -87,7 +100,7 @@ const commands: Record<string, Command> = {
     summary: 'run the local fake Airtable with a seeded "Demo" base (for trying Tributary without an Airtable account)',
     options: { port: { type: 'string' }, records: { type: 'string' }, seed: { type: 'string' }, 'no-rate-limit': { type: 'boolean' } },
     async run(values) {
-      const { runFakeAirtableCli } = await import('../fakes/airtable/cli.ts');
+      const { runFakeAirtableCli } = await fakes(() => import('../../fakes/airtable/cli.ts'));
       const fake = await runFakeAirtableCli({
         port: wholeNumber(values, 'port', 9101),
         records: wholeNumber(values, 'records', 1000),
@@ -104,7 +117,7 @@ const commands: Record<string, Command> = {
     summary: 'run the local fake Stripe with a generated account (for trying Tributary without a Stripe account)',
     options: { port: { type: 'string' }, customers: { type: 'string' }, seed: { type: 'string' }, 'no-rate-limit': { type: 'boolean' } },
     async run(values) {
-      const { runFakeStripeCli } = await import('../fakes/stripe/cli.ts');
+      const { runFakeStripeCli } = await fakes(() => import('../../fakes/stripe/cli.ts'));
       const fake = await runFakeStripeCli({
         port: wholeNumber(values, 'port', 9102),
         customers: wholeNumber(values, 'customers', 100),

@@ -6,8 +6,8 @@
  * that base's or account's request counts.
  */
 import { createInterface } from 'node:readline';
-import { startFakeAirtable } from '../../src/fakes/airtable/index.ts';
-import { startFakeStripe } from '../../src/fakes/stripe/index.ts';
+import { startFakeAirtable } from '../../fakes/airtable/index.ts';
+import { startFakeStripe } from '../../fakes/stripe/index.ts';
 
 const [kind, secret, records, seed] = process.argv.slice(2) as [string, string, string, string];
 let stats: () => { requests: number; rateLimited: number };

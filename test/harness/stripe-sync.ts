@@ -1,5 +1,5 @@
 import Stripe from 'stripe';
-import { type FakeStripe, type FakeStripeAccount, startFakeStripe } from '../../src/fakes/stripe/index.ts';
+import { type FakeStripe, type FakeStripeAccount, startFakeStripe } from '../../fakes/stripe/index.ts';
 import { STRIPE_API_VERSION } from '../../src/stripe/catalog.ts';
 import { createAccount, request, startTestService, type TestAccount, type TestService, type TestServiceOptions, waitBackfilled } from './service.ts';
 

@@ -1,7 +1,7 @@
 /**
  * Regenerates the fake's committed slices of Stripe's OpenAPI spec (the one stripe-mock embeds,
  * pinned with the product's API version):
- *   node --import tsx src/fakes/stripe/spec/extract.ts [dir holding spec3.json and fixtures3.json]
+ *   node --import tsx fakes/stripe/spec/extract.ts [dir holding spec3.json and fixtures3.json]
  * - params.json: the parameters every endpoint accepts (query for GET/DELETE, form body for
  *   POST), so the fake rejects unknown or mistyped parameters the way Stripe does;
  * - paths.json: every path, what it answers (list, search, one object), for the endpoints the
