@@ -1,9 +1,11 @@
 import { createHash, createHmac, pbkdf2Sync, randomBytes } from 'node:crypto';
-import type pg from 'pg';
+import pg from 'pg';
 import { TributaryError } from '../errors.ts';
 import type { Logger } from '../log.ts';
 import { ident, withClient, withDatabase } from '../db/sql.ts';
-import { CREATE_MARKS_TABLE } from '../writer/marks.ts';
+import { connectionConfig } from '../db/connect.ts';
+import { CORE } from '../syncdb/core.ts';
+import { type MigrationSet, migrateSyncDatabase } from '../syncdb/migrate.ts';
 import { connectFailure } from './server-url.ts';
 
 /** Every sync database carries one publication of this name, covering schema `public`. */
@@ -80,7 +82,8 @@ const largeObjectWriters = ['lo_create(oid)', 'lo_creat(integer)', 'lo_from_byte
  * - one publication over schema `public` and one logical slot for the decoder; tables
  *   rebuilt in `public_swap` are outside the publication until they are swapped in.
  */
-export async function provisionDatabase(db: SyncDatabase, password: string, logger: Logger, connectionLimit = 5): Promise<void> {
+/** Creates a sync's database, its reader role, publication and slot, and its bookkeeping (core and `migrations`, its kind's steps). */
+export async function provisionDatabase(db: SyncDatabase, password: string, logger: Logger, connectionLimit = 5, migrations: MigrationSet[] = []): Promise<void> {
   const role = ident(db.role);
   const database = ident(db.name);
   await withClient(db.adminUrl, async (admin) => {
@@ -108,22 +111,20 @@ export async function provisionDatabase(db: SyncDatabase, password: string, logg
     await admin.query('ALTER TABLE public._sync_meta REPLICA IDENTITY FULL');
     await admin.query('INSERT INTO public._sync_meta VALUES (NULL, NULL, NULL)');
     await admin.query("COMMENT ON TABLE public._sync_meta IS 'Tributary: when the last sync started and completed'");
-    // The sync's own bookkeeping, out of readers' sight and outside the publication.
-    await admin.query(
-      `CREATE TABLE public_swap._tables (
-         upstream_id text PRIMARY KEY,
-         db_name text NOT NULL UNIQUE,
-         mapping jsonb NOT NULL,
-         built_at timestamptz NOT NULL DEFAULT now()
-       )`,
-    );
-    await admin.query('CREATE TABLE public_swap._state (key text PRIMARY KEY, value jsonb NOT NULL)');
-    await admin.query(CREATE_MARKS_TABLE);
     await admin.query(`CREATE PUBLICATION ${ident(PUBLICATION)} FOR TABLES IN SCHEMA public`);
     await admin.query('COMMIT');
     // Created after the publication so that the decoder sees every table from the first change on.
     await admin.query("SELECT pg_create_logical_replication_slot($1, 'pgoutput')", [db.name]);
   });
+  // The sync's own bookkeeping, out of readers' sight and outside the publication: numbered
+  // steps, the same a runner applies to a database made by an older release.
+  const pool = new pg.Pool({ ...connectionConfig(withDatabase(db.adminUrl, db.name)), max: 1 });
+  pool.on('error', () => undefined);
+  try {
+    await migrateSyncDatabase(pool, [CORE, ...migrations], logger);
+  } finally {
+    await pool.end();
+  }
   logger.info({ database: db.name }, 'sync database provisioned');
 }
 

@@ -7,6 +7,7 @@ import type { CollectionRules } from '../decoder/events.ts';
 import type { Runner } from '../lease/worker.ts';
 import type { Logger } from '../log.ts';
 import type { KindProxy } from '../proxy/plan.ts';
+import type { SyncDbMigration } from '../syncdb/migrate.ts';
 import type { QuotaLimiter } from '../quota/limiter.ts';
 import type { PassRequests } from '../sync/passes.ts';
 
@@ -41,6 +42,8 @@ export interface SourceKind {
   describeTable(table: string, comment: string | null): { upstreamName: string | null; upstreamId: string | null };
   /** Checks the key before a sync is made; throws a TributaryError('unprocessable') when it cannot read what the sync needs. */
   check(input: CreateSyncInput, context: KindContext): Promise<UpstreamFacts>;
+  /** The kind's own bookkeeping in a sync database, as numbered steps (src/syncdb/migrate.ts). */
+  readonly syncDatabaseMigrations?: SyncDbMigration[];
   /** Builds what must exist in a new sync database before its creation is answered. */
   prepareDatabase?(adminUrl: string, logger: Logger): Promise<void>;
   /** The loop that keeps one sync's database in step with its upstream. */

@@ -1,4 +1,11 @@
+import { CORE } from '../syncdb/core.ts';
+import type { MigrationSet } from '../syncdb/migrate.ts';
 import type { SourceKind } from './kind.ts';
+
+/** The steps of a sync database of `kind`: the core's, then the kind's own. */
+export function schemaOf(kind: SourceKind): MigrationSet[] {
+  return [CORE, ...(kind.syncDatabaseMigrations ? [{ scope: kind.name, migrations: kind.syncDatabaseMigrations }] : [])];
+}
 
 /** The kinds this service syncs, by name. */
 export class SourceKinds {

@@ -2,6 +2,7 @@ import { z } from 'zod';
 import { STRIPE_DEFAULT_SETTINGS, type StripeSettings, stripeSettingsSchema } from './settings.ts';
 import type { RunnerContext, SourceKind } from '../kinds/kind.ts';
 import { stripeCheck } from './check.ts';
+import { STRIPE_MIGRATIONS } from './migrations.ts';
 import { prepareStripeDatabase } from './prepare.ts';
 import { stripePlanner } from './proxy/plan.ts';
 import { StripeRunner, type StripeRunnerOptions } from './runner.ts';
@@ -24,6 +25,7 @@ export const stripeKind: SourceKind = {
   },
   settings: { schema: stripeSettingsSchema, defaults: STRIPE_DEFAULT_SETTINGS },
   keyNamesAccount: true,
+  syncDatabaseMigrations: STRIPE_MIGRATIONS,
   proxy: { barePrefix: 'v1', planner: stripePlanner },
   describeUpstream: (sync) => (sync.upstreamAccountId ? `Stripe account ${sync.upstreamAccountId}` : 'this Stripe key'),
   events: {

@@ -2,7 +2,6 @@ import pg from 'pg';
 import { connectionConfig } from '../db/connect.ts';
 import type { Logger } from '../log.ts';
 import { ensureTables } from './tables.ts';
-import { ensureUpcomingQueue } from './upcoming.ts';
 
 /**
  * A new sync database's Stripe tables and bookkeeping, built when the sync is created (before
@@ -14,7 +13,6 @@ export async function prepareStripeDatabase(adminUrl: string, logger: Logger): P
   pool.on('error', () => undefined);
   try {
     await ensureTables(pool, logger);
-    await ensureUpcomingQueue(pool);
   } finally {
     await pool.end();
   }

@@ -13,7 +13,7 @@ import { StripeClient, StripeError, stripeQuotaKey, stripeRule } from './client.
 import { CursorExpired, EVENTS_KEY, type EventsCursor, pollEvents } from './events.ts';
 import { loadState, saveState } from '../sync/state.ts';
 import { ensureTables } from './tables.ts';
-import { ensureUpcomingQueue, markAllUpcoming, refreshUpcoming } from './upcoming.ts';
+import { markAllUpcoming, refreshUpcoming } from './upcoming.ts';
 
 export interface StripeRunnerOptions {
   syncId: string;
@@ -95,7 +95,6 @@ export class StripeRunner {
       try {
         const client = this.client(await this.options.loadSettings());
         await ensureTables(this.options.target, this.options.logger);
-        await ensureUpcomingQueue(this.options.target);
         await this.backfill(client, again);
         again = false;
         failures = 0;

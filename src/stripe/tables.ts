@@ -5,6 +5,9 @@ import { commentStatements, createTableStatements, qualified, type TableShape } 
 import type { Row } from '../writer/upsert.ts';
 import { type CatalogColumn, type CatalogList, type CatalogTable, loadCatalog, STRIPE_API_VERSION } from './catalog.ts';
 import type { StripeObject } from './client.ts';
+import { CORE } from '../syncdb/core.ts';
+import { migrateSyncDatabase } from '../syncdb/migrate.ts';
+import { STRIPE_SCHEMA } from './migrations.ts';
 
 /** Upcoming invoices have no id; the database keys them by customer or subscription. */
 export const UPCOMING = {
@@ -111,16 +114,9 @@ export function rowOf(table: StripeTable, object: StripeObject, extra?: Row): Ro
  * transaction; what was built is kept in `public_swap._tables` under `stripe:<table>`.
  */
 export async function ensureTables(pool: pg.Pool, logger: Logger): Promise<void> {
+  // The bookkeeping first, in case this database predates a step of it.
+  await migrateSyncDatabase(pool, [CORE, STRIPE_SCHEMA], logger);
   const created = await inTransaction(pool, async (client) => {
-    await client.query(
-      `CREATE TABLE IF NOT EXISTS public_swap._stripe_versions (
-         tbl text NOT NULL, id text NOT NULL, version bigint NOT NULL, deleted boolean NOT NULL DEFAULT false,
-         PRIMARY KEY (tbl, id))`,
-    );
-    await client.query(
-      `CREATE TABLE IF NOT EXISTS public_swap._stripe_covered (
-         list text NOT NULL, parent_id text NOT NULL, PRIMARY KEY (list, parent_id))`,
-    );
     const { rows } = await client.query<{ db_name: string; mapping: { columns: string[] } }>(
       "SELECT db_name, mapping FROM public_swap._tables WHERE upstream_id LIKE 'stripe:%'",
     );

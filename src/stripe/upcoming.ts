@@ -14,14 +14,6 @@ const TOUCHES = /^(customer|invoice|invoiceitem|subscription_schedule|customer\.
 
 type Kind = keyof typeof UPCOMING;
 
-export async function ensureUpcomingQueue(db: pg.Pool): Promise<void> {
-  await db.query(
-    `CREATE TABLE IF NOT EXISTS public_swap._stripe_upcoming_due (
-       kind text NOT NULL CHECK (kind IN ('customer', 'subscription')), id text NOT NULL,
-       marked_at timestamptz NOT NULL DEFAULT clock_timestamp(), PRIMARY KEY (kind, id))`,
-  );
-}
-
 function idOf(value: unknown): string | undefined {
   if (typeof value === 'string') return value;
   if (value && typeof value === 'object' && typeof (value as { id?: unknown }).id === 'string') return (value as { id: string }).id;

@@ -2,7 +2,8 @@ import pg from 'pg';
 import { connectionConfig } from '../db/connect.ts';
 import type { SyncService } from '../control/sync-service.ts';
 import type { SyncRecord, SyncStore } from '../control/syncs.ts';
-import type { SourceKinds } from '../kinds/registry.ts';
+import { type SourceKinds, schemaOf } from '../kinds/registry.ts';
+import { migrateSyncDatabase } from '../syncdb/migrate.ts';
 import type { Logger } from '../log.ts';
 import type { QuotaLimiter } from '../quota/limiter.ts';
 import { upstreamBase } from '../upstream/http.ts';
@@ -57,6 +58,11 @@ export function runnerFactory(options: RunnerFactoryOptions): (syncId: string) =
     const kind = options.kinds.get(sync.kind);
     const logger = options.logger.child({ sync: sync.id });
     const target = targetPool(await options.syncService.adminUrl(sync), logger);
+    // A database made by an older release gets the bookkeeping steps it lacks before the runner reads it.
+    await migrateSyncDatabase(target, schemaOf(kind), logger).catch(async (error: unknown) => {
+      await target.end();
+      throw error;
+    });
     const runner = kind.runner({
       sync,
       control: options.control,

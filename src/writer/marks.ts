@@ -1,4 +1,6 @@
 import type pg from 'pg';
+import { CORE, MARKS_TABLE } from '../syncdb/core.ts';
+import { migrateSyncDatabase } from '../syncdb/migrate.ts';
 
 /**
  * Marks of records written by someone other than the sweep (the proxy, on a client's
@@ -11,7 +13,7 @@ import type pg from 'pg';
  * statement sees every mark of every write that got there first, and every write that comes
  * later is newer.
  */
-export const MARKS_TABLE = 'public_swap._recent_writes';
+export { MARKS_TABLE };
 
 /** A marked write: the upstream table (marks are kept per upstream table) and when (ms, the writer's clock). */
 export interface Mark {
@@ -28,38 +30,21 @@ export const MARKS_LOCK_TIMEOUT_MS = 10_000;
 /** How long marks are kept: far longer than a page takes to arrive. */
 export const MARK_TTL_MS = 10 * 60_000;
 
-export const CREATE_MARKS_TABLE = `CREATE TABLE IF NOT EXISTS ${MARKS_TABLE} (
-  tbl text NOT NULL,
-  id  text NOT NULL,
-  at  bigint NOT NULL,
-  PRIMARY KEY (tbl, id)
-)`;
-
-/** Databases (by pool) whose marks table is known to exist. */
-const ready = new WeakMap<pg.Pool, Promise<void>>();
+/** Databases (by pool) whose bookkeeping is known to be up to date. */
+const ready = new WeakMap<pg.Pool, Promise<unknown>>();
 
 /**
- * Creates the marks table if this database predates it (new databases get it when
- * provisioned); asked of the database once per pool.
+ * Brings the database's own schema up to date (the marks table among it) if it predates it:
+ * asked of the database once per pool.
  */
-export function ensureMarks(pool: pg.Pool): Promise<void> {
+export function ensureMarks(pool: pg.Pool): Promise<unknown> {
   let known = ready.get(pool);
   if (!known) {
-    known = createMarks(pool);
+    known = migrateSyncDatabase(pool, [CORE]);
     known.catch(() => ready.delete(pool)); // asked again next time
     ready.set(pool, known);
   }
   return known;
-}
-
-async function createMarks(pool: pg.Pool): Promise<void> {
-  try {
-    await pool.query(CREATE_MARKS_TABLE);
-  } catch (error) {
-    // Two sessions creating it at once: the other one won.
-    const code = (error as { code?: string }).code;
-    if (code !== '23505' && code !== '42P07') throw error;
-  }
 }
 
 /**

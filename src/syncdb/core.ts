@@ -1,0 +1,37 @@
+import type { SyncDbMigration } from './migrate.ts';
+
+/** The marks of recent proxied writes (src/writer/marks.ts). */
+export const MARKS_TABLE = 'public_swap._recent_writes';
+
+/**
+ * What every sync database keeps in `public_swap`, whatever its kind. The first step adopts a
+ * database made before the steps were numbered: it creates only what is missing.
+ */
+export const CORE_MIGRATIONS: SyncDbMigration[] = [
+  {
+    version: 1,
+    name: 'bookkeeping: built tables, state, recent writes',
+    async up(client) {
+      await client.query(
+        `CREATE TABLE IF NOT EXISTS public_swap._tables (
+           upstream_id text PRIMARY KEY,
+           db_name text NOT NULL UNIQUE,
+           mapping jsonb NOT NULL,
+           built_at timestamptz NOT NULL DEFAULT now()
+         )`,
+      );
+      await client.query('CREATE TABLE IF NOT EXISTS public_swap._state (key text PRIMARY KEY, value jsonb NOT NULL)');
+      // Rows a proxied write put in (marks.ts): a fetch older than the mark does not undo them.
+      await client.query(
+        `CREATE TABLE IF NOT EXISTS ${MARKS_TABLE} (
+           tbl text NOT NULL,
+           id  text NOT NULL,
+           at  bigint NOT NULL,
+           PRIMARY KEY (tbl, id)
+         )`,
+      );
+    },
+  },
+];
+
+export const CORE = { scope: 'core', migrations: CORE_MIGRATIONS };
