@@ -18,6 +18,7 @@ import { sweepTable, type SweepContext } from './sweep.ts';
 import { dropTable, prepareRebuild, refreshComments, swapIn } from './swap.ts';
 import { loadBuilt, rowOf, shapeOf } from './tables.ts';
 import { ensureWebhook, needsRefresh, readPayloads, refreshWebhook, saveWebhookState, type WebhookPayload, type WebhookState } from './webhook.ts';
+import { RefetchQueue } from './refetch-queue.ts';
 
 export interface AirtableRunnerOptions {
   syncId: string;
@@ -47,8 +48,6 @@ export interface AirtableRunnerOptions {
 const RECENT_TTL_MS = 10 * 60_000;
 /** Rounds of fetching proxied records again before a rebuilt table goes in regardless. */
 const SWAP_ROUNDS = 5;
-/** Times running a record's fetch is held back for a proxied write before it is left to change capture. */
-const HOLDS_IN_A_ROW = 3;
 
 /**
  * Keeps one base in step: continuous cycles (schema, then every table swept or rebuilt)
@@ -65,14 +64,10 @@ export class AirtableRunner {
   private live = new Map<string, TableMapping>();
   /** Records written by change capture, with the time their fetch began. */
   private readonly recent = new Map<string, number>();
-  /** Debounced records and when they become due. */
-  private readonly pending = new Map<string, { tableId: string; id: string; due: number }>();
-  /** How many times running a record's fetch was held back (fetchLater). */
-  private readonly holds = new Map<string, number>();
+  /** Debounced records and fetches held back for proxied writes (refetch-queue.ts). */
+  private readonly queue: RefetchQueue;
   /** The latest fetch by id (refetch): the next one waits for it. */
   private refetching: Promise<unknown> = Promise.resolve();
-  /** Debounced or held fetches taken out of `pending` and not yet written. */
-  private fetchesInFlight = 0;
   /** Changes seen while a table is rebuilt in public_swap: fetched again once it is swapped in. */
   private readonly rebuilding = new Map<string, Set<string>>();
   private running: Promise<void> | undefined;
@@ -86,8 +81,6 @@ export class AirtableRunner {
    * capture poll counts as a pass until cycle number `needsCycle` (or a later one) completes.
    */
   private needsCycle = 0;
-  /** Debounced writes that failed (left to the sweep). */
-  private debounceFailures = 0;
   /** Ends the pause between cycles early, while there is one. */
   private endGap: (() => void) | undefined;
   /** Ends the pause between capture polls early, while there is one. */
@@ -101,10 +94,17 @@ export class AirtableRunner {
 
   constructor(private readonly options: AirtableRunnerOptions) {
     this.status = new StatusReporter({ control: options.control, target: options.target, syncId: options.syncId, logger: options.logger });
+    this.queue = new RefetchQueue({
+      fetch: (tableId, ids) => this.refetch(this.client(this.settings!, true), tableId, ids),
+      // Left to the sweep, which no longer skips them: until a new cycle, no capture poll is a pass.
+      onFailed: () => (this.needsCycle = this.cyclesBegun + 1),
+      onDrained: () => this.pollWanted && this.pollSoon(),
+      logger: options.logger,
+    });
   }
 
   start(): void {
-    const loops = [this.cycleLoop(), this.captureLoop(), this.debounceLoop()];
+    const loops = [this.cycleLoop(), this.captureLoop(), this.queue.run(this.signal, () => this.settings !== undefined)];
     this.running = Promise.all(loops).then(() => undefined);
   }
 
@@ -213,7 +213,7 @@ export class AirtableRunner {
     const settings = this.settings!;
     const pass = await this.status.passStarted();
     const number = ++this.cyclesBegun;
-    const debounceFailures = this.debounceFailures;
+    const failuresAtStart = this.queue.failures;
     const started = new Date();
     await this.status.cycleStarted(started);
     if (this.options.changeCapture !== false) {
@@ -263,7 +263,7 @@ export class AirtableRunner {
         const changed = this.rebuilding.get(mapping.tableId)!;
         this.rebuilding.delete(mapping.tableId);
         if (changed.size > 0) await this.refetch(client, mapping.tableId, [...changed]);
-        this.fetchLater(mapping.tableId, leftover);
+        this.queue.hold(mapping.tableId, leftover);
         records += result.listed;
         this.options.logger.info({ table: mapping.name, records: result.listed }, 'table built and swapped in');
       } else {
@@ -281,8 +281,7 @@ export class AirtableRunner {
     await this.pruneRecent();
     this.loading = false;
     if (this.needsCycle !== 0 && number >= this.needsCycle) this.needsCycle = 0;
-    const complete = this.pending.size === 0 && this.fetchesInFlight === 0 && this.debounceFailures === debounceFailures;
-    await this.status.cycleCompleted(started, new Date(), complete ? pass : undefined);
+    await this.status.cycleCompleted(started, new Date(), this.isPass(failuresAtStart, 'cycle') ? pass : undefined);
     if (this.captureParked || this.pollWanted || this.requestPending) this.pollSoon();
   }
 
@@ -294,9 +293,9 @@ export class AirtableRunner {
       onPage,
       skip: (tableId, id, fetchedAt) => {
         const key = `${tableId}/${id}`;
-        return this.pending.has(key) || (this.recent.get(key) ?? 0) > fetchedAt;
+        return this.queue.has(tableId, id) || (this.recent.get(key) ?? 0) > fetchedAt;
       },
-      held: (tableId, ids) => this.fetchLater(tableId, ids),
+      held: (tableId, ids) => this.queue.hold(tableId, ids),
     };
   }
 
@@ -355,34 +354,14 @@ export class AirtableRunner {
     }
     // Gone upstream when fetched: a proxied write cannot bring a deleted record back.
     await deleteRows(this.options.target, shape, ids.filter((id) => !found.has(id)));
-    this.fetchLater(mapping.tableId, held);
+    this.queue.hold(mapping.tableId, held);
     const heldSet = new Set(held);
     for (const id of ids) {
       if (heldSet.has(id)) continue;
       this.recent.set(`${mapping.tableId}/${id}`, fetchedAt);
-      this.holds.delete(`${mapping.tableId}/${id}`);
+      this.queue.written(mapping.tableId, id);
     }
     return fetchedAt;
-  }
-
-  /**
-   * Records whose fetch a proxied write may have overtaken: fetched again once the clock margin
-   * has passed. A record held HOLDS_IN_A_ROW times running (written through the proxy again and
-   * again) is left as the proxy wrote it: change capture brings any later upstream change.
-   */
-  private fetchLater(tableId: string, ids: string[]): void {
-    const due = Date.now() + MARK_CLOCK_MARGIN_MS + 100;
-    for (const id of ids) {
-      const key = `${tableId}/${id}`;
-      const times = (this.holds.get(key) ?? 0) + 1;
-      if (times > HOLDS_IN_A_ROW) {
-        this.holds.delete(key);
-        continue;
-      }
-      this.holds.set(key, times);
-      const item = this.pending.get(key);
-      this.pending.set(key, { tableId, id, due: Math.max(due, item?.due ?? 0) });
-    }
   }
 
   /**
@@ -409,6 +388,17 @@ export class AirtableRunner {
       for (const id of ids) fetched.set(id, fetchedAt);
       this.options.logger.debug({ table: mapping.name, records: ids.length, round }, 'proxied writes fetched again before the swap');
     }
+  }
+
+  /**
+   * The pass rule, written once. A cycle is a pass (everything it writes was read after it
+   * started) and a capture poll is one (everything it read is written) unless the refetch queue
+   * still holds records back or one of its writes failed meanwhile; a poll is also none while
+   * a table is being rebuilt or something only a full cycle catches is missed (needsCycle).
+   */
+  private isPass(failuresAtStart: number, kind: 'cycle' | 'poll'): boolean {
+    if (!this.queue.quietSince(failuresAtStart)) return false;
+    return kind === 'cycle' || (this.needsCycle === 0 && [...this.rebuilding.values()].every((held) => held.size === 0));
   }
 
   private get captureReady(): boolean {
@@ -459,7 +449,7 @@ export class AirtableRunner {
    */
   private async pollOnce(client: AirtableClient): Promise<void> {
     const pass = await this.status.passStarted();
-    const debounceFailures = this.debounceFailures;
+    const failuresAtStart = this.queue.failures;
     // Refreshed here, not only per cycle: a cycle of a large base can outlast a short-lived webhook.
     if (needsRefresh(this.webhook!)) this.webhook = await refreshWebhook(client, this.options.target, this.webhook!);
     const webhook = this.webhook!;
@@ -470,12 +460,7 @@ export class AirtableRunner {
       this.webhook = { ...webhook, cursor };
       await saveWebhookState(this.options.target, this.webhook);
     }
-    const settled =
-      this.needsCycle === 0 &&
-      this.pending.size === 0 &&
-      this.fetchesInFlight === 0 &&
-      this.debounceFailures === debounceFailures &&
-      [...this.rebuilding.values()].every((held) => held.size === 0);
+    const settled = this.isPass(failuresAtStart, 'poll');
     if (settled) await this.status.passCompleted(pass);
     // Someone waits: poll again once the cycle or the debounced writes that hold it up are done.
     this.pollWanted = pass.wanted && !settled;
@@ -505,7 +490,7 @@ export class AirtableRunner {
     }
     const debounceMs = this.settings?.debounce_ms ?? 0;
     for (const [tableId, ids] of destroyed) {
-      for (const id of ids) this.pending.delete(`${tableId}/${id}`);
+      for (const id of ids) this.queue.forget(tableId, id);
       const rebuildingSet = this.rebuilding.get(tableId);
       if (rebuildingSet) for (const id of ids) rebuildingSet.add(id);
       const mapping = this.live.get(tableId);
@@ -517,39 +502,10 @@ export class AirtableRunner {
         for (const id of ids.keys()) rebuildingSet.add(id);
       } else if (debounceMs > 0) {
         // Written once the record has been stable for debounce_ms since its last change.
-        for (const [id, at] of ids) this.pending.set(`${tableId}/${id}`, { tableId, id, due: at + debounceMs });
+        for (const [id, at] of ids) this.queue.debounce(tableId, id, at + debounceMs);
       } else {
         await this.refetch(client, tableId, [...ids.keys()]);
       }
-    }
-  }
-
-  private async debounceLoop(): Promise<void> {
-    while (!this.signal.aborted) {
-      await pause(100, this.signal);
-      if (this.pending.size === 0 || !this.settings || this.signal.aborted) continue;
-      const now = Date.now();
-      const due = new Map<string, string[]>();
-      for (const [key, item] of this.pending) {
-        if (item.due > now) continue;
-        this.pending.delete(key);
-        (due.get(item.tableId) ?? due.set(item.tableId, []).get(item.tableId)!).push(item.id);
-      }
-      // Out of `pending` but not written yet: no poll counts as a pass meanwhile.
-      this.fetchesInFlight += due.size;
-      for (const [tableId, ids] of due) {
-        try {
-          await this.refetch(this.client(this.settings, true), tableId, ids);
-        } catch (thrown) {
-          // Left to the sweep, which no longer skips them: until a new cycle, no capture poll is a pass.
-          this.debounceFailures++;
-          this.needsCycle = this.cyclesBegun + 1;
-          this.options.logger.warn({ error: toError(thrown).message }, 'writing debounced records failed');
-        } finally {
-          this.fetchesInFlight--;
-        }
-      }
-      if (due.size > 0 && this.pending.size === 0 && this.pollWanted) this.pollSoon();
     }
   }
 }
