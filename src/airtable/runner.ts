@@ -17,8 +17,10 @@ import { mapBase, type TableMapping } from './schema.ts';
 import { sweepTable, type SweepContext } from './sweep.ts';
 import { dropTable, prepareRebuild, refreshComments, swapIn } from './swap.ts';
 import { loadBuilt, rowOf, shapeOf } from './tables.ts';
-import { ensureWebhook, needsRefresh, readPayloads, refreshWebhook, saveWebhookState, type WebhookPayload, type WebhookState } from './webhook.ts';
+import { ensureWebhook } from './webhook.ts';
+import { ChangeCapture } from './capture.ts';
 import { RefetchQueue } from './refetch-queue.ts';
+import { AirtableSyncState, interruptible } from './sync-state.ts';
 
 export interface AirtableRunnerOptions {
   syncId: string;
@@ -57,54 +59,35 @@ const SWAP_ROUNDS = 5;
  */
 export class AirtableRunner {
   private readonly abort = new AbortController();
-  private readonly status: StatusReporter;
-  private settings: AirtableSettings | undefined;
-  private webhook: WebhookState | undefined;
-  /** Tables as built in `public`, by upstream id. */
-  private live = new Map<string, TableMapping>();
+  readonly status: StatusReporter;
+  /** Debounced records and fetches held back for proxied writes (refetch-queue.ts). */
+  readonly queue: RefetchQueue;
+  /** What the cycle loop, change capture and the refetch queue share about the base. */
+  private readonly state = new AirtableSyncState();
+  /** Change capture from the base's webhook payloads (capture.ts). */
+  private readonly capture: ChangeCapture;
   /** Records written by change capture, with the time their fetch began. */
   private readonly recent = new Map<string, number>();
-  /** Debounced records and fetches held back for proxied writes (refetch-queue.ts). */
-  private readonly queue: RefetchQueue;
   /** The latest fetch by id (refetch): the next one waits for it. */
   private refetching: Promise<unknown> = Promise.resolve();
-  /** Changes seen while a table is rebuilt in public_swap: fetched again once it is swapped in. */
-  private readonly rebuilding = new Map<string, Set<string>>();
   private running: Promise<void> | undefined;
-  /** True while a cycle builds every table from scratch (first load): no payload can apply yet. */
-  private loading = false;
-  /** Cycles begun by this runner, numbered from 1. */
-  private cyclesBegun = 0;
-  /**
-   * Non-zero: change capture has missed something only a full cycle catches (a schema change,
-   * a table not built yet, a new webhook's blind spot, a debounced write that failed), so no
-   * capture poll counts as a pass until cycle number `needsCycle` (or a later one) completes.
-   */
-  private needsCycle = 0;
   /** Ends the pause between cycles early, while there is one. */
-  private endGap: (() => void) | undefined;
-  /** Ends the pause between capture polls early, while there is one. */
-  private endCapturePause: (() => void) | undefined;
-  /** The wait-request mark taken when the latest capture poll started. */
-  private captureMark = 0;
-  /** A capture poll someone waited on could not count as a pass: poll again once that may have changed. */
-  private pollWanted = false;
-  /** The capture loop pauses while polls cannot run (first load, no webhook yet): a cycle's end ends that pause. */
-  private captureParked = false;
+  private endPause: (() => void) | undefined;
 
-  constructor(private readonly options: AirtableRunnerOptions) {
+  constructor(readonly options: AirtableRunnerOptions) {
     this.status = new StatusReporter({ control: options.control, target: options.target, syncId: options.syncId, logger: options.logger });
     this.queue = new RefetchQueue({
-      fetch: (tableId, ids) => this.refetch(this.client(this.settings!, true), tableId, ids),
+      fetch: (tableId, ids) => this.refetch(this.client(true), tableId, ids),
       // Left to the sweep, which no longer skips them: until a new cycle, no capture poll is a pass.
-      onFailed: () => (this.needsCycle = this.cyclesBegun + 1),
-      onDrained: () => this.pollWanted && this.pollSoon(),
+      onFailed: () => this.state.needCycle(),
+      onDrained: () => this.capture.pollWanted && this.capture.pollSoon(),
       logger: options.logger,
     });
+    this.capture = new ChangeCapture(this.state, this);
   }
 
   start(): void {
-    const loops = [this.cycleLoop(), this.captureLoop(), this.queue.run(this.signal, () => this.settings !== undefined)];
+    const loops = [this.cycleLoop(), this.capture.run(), this.queue.run(this.signal, () => this.state.settings !== undefined)];
     this.running = Promise.all(loops).then(() => undefined);
   }
 
@@ -113,12 +96,13 @@ export class AirtableRunner {
     await this.running;
   }
 
-  private get signal(): AbortSignal {
+  get signal(): AbortSignal {
     return this.abort.signal;
   }
 
   /** `urgent`: change capture, which someone is waiting on, goes before sweep pages. */
-  private client(settings: AirtableSettings, urgent = false): AirtableClient {
+  client(urgent = false): AirtableClient {
+    const settings = this.state.settings!;
     return new AirtableClient({
       baseUrl: this.options.baseUrl,
       token: this.options.token,
@@ -143,8 +127,8 @@ export class AirtableRunner {
       const mark = this.options.passRequests?.requestMark(this.options.syncId) ?? 0;
       const began = Date.now();
       try {
-        this.settings = await this.options.loadSettings();
-        await this.cycle(this.client(this.settings));
+        this.state.settings = await this.options.loadSettings();
+        await this.cycle(this.client());
         failures = 0;
         const gap = this.options.cycleGapMs ?? 0;
         if (gap > 0) await this.betweenCycles(gap, mark, began);
@@ -168,9 +152,9 @@ export class AirtableRunner {
    * cycle read the schema (INVALID_PERMISSIONS_OR_MODEL_NOT_FOUND), not a key that lost the base.
    */
   private async modelWentAway(error: Error): Promise<boolean> {
-    if (!(error instanceof AirtableError && error.status === 403) || !this.settings) return false;
+    if (!(error instanceof AirtableError && error.status === 403) || !this.state.settings) return false;
     try {
-      await this.client(this.settings).schema();
+      await this.client().schema();
       return true;
     } catch {
       return false;
@@ -183,25 +167,17 @@ export class AirtableRunner {
    * waits on but that only a cycle can complete (endGap).
    */
   private async betweenCycles(gapMs: number, mark: number, began: number): Promise<void> {
-    const requests = this.webhook ? undefined : this.options.passRequests;
-    await this.interruptible(
-      (end) => (this.endGap = end),
+    const requests = this.state.webhook ? undefined : this.options.passRequests;
+    await interruptible(
+      this.signal,
+      (end) => (this.endPause = end),
       (signal) => untilNextPass({ requests, syncId: this.options.syncId, mark, intervalMs: gapMs, lastStart: began, signal }),
     );
   }
 
-  /** Runs a pause that ends when the runner stops or when the `end` handed to `expose` is called. */
-  private async interruptible(expose: (end: (() => void) | undefined) => void, wait: (signal: AbortSignal) => Promise<void>): Promise<void> {
-    const pauseEnds = new AbortController();
-    const end = () => pauseEnds.abort();
-    this.signal.addEventListener('abort', end, { once: true });
-    expose(end);
-    try {
-      await wait(pauseEnds.signal);
-    } finally {
-      expose(undefined);
-      this.signal.removeEventListener('abort', end);
-    }
+  /** Ends the pause between cycles: a capture poll someone waits on needs a cycle. */
+  endGap(): void {
+    this.endPause?.();
   }
 
   /**
@@ -210,31 +186,31 @@ export class AirtableRunner {
    * still held back (or one of their writes failed meanwhile).
    */
   private async cycle(client: AirtableClient): Promise<void> {
-    const settings = this.settings!;
+    const settings = this.state.settings!;
     const pass = await this.status.passStarted();
-    const number = ++this.cyclesBegun;
+    const number = ++this.state.cyclesBegun;
     const failuresAtStart = this.queue.failures;
     const started = new Date();
     await this.status.cycleStarted(started);
     if (this.options.changeCapture !== false) {
       // Before listing: every change from here on is either in the listing or in a payload.
-      const previous = this.webhook?.id;
-      this.webhook = await ensureWebhook(client, this.options.target, this.options.logger);
+      const previous = this.state.webhook?.id;
+      this.state.webhook = await ensureWebhook(client, this.options.target, this.options.logger);
       // A webhook new to this runner: what happened before it is only in this cycle's listing.
-      if (this.webhook && this.webhook.id !== previous) this.needsCycle = Math.max(this.needsCycle, number);
+      if (this.state.webhook && this.state.webhook.id !== previous) this.state.needsCycle = Math.max(this.state.needsCycle, number);
     }
     const desired = mapBase(await client.schema(), settings);
     const built = await loadBuilt(this.options.target);
-    this.live = new Map(built);
+    this.state.live = new Map(built);
     const plan = planMigration(desired, built);
     for (const gone of plan.drop) {
       await dropTable(this.options.target, gone);
-      this.live.delete(gone.tableId);
+      this.state.live.delete(gone.tableId);
     }
 
     const rebuild = new Set(plan.rebuild.map((m) => m.tableId));
     // Payloads wait (Airtable keeps them a week) while nothing is live: the quota goes to the load.
-    this.loading = plan.sweep.length + plan.recomment.length === 0;
+    this.state.loading = plan.sweep.length + plan.recomment.length === 0;
     const recomment = new Set(plan.recomment.map((m) => m.tableId));
     let records = 0;
     for (const [index, mapping] of desired.entries()) {
@@ -245,7 +221,7 @@ export class AirtableRunner {
           .catch((error: unknown) => this.options.logger.debug({ err: toError(error) }, 'could not record progress'));
       if (rebuild.has(mapping.tableId)) {
         const rebuildFrom = Date.now();
-        this.rebuilding.set(mapping.tableId, new Set());
+        this.state.rebuilding.set(mapping.tableId, new Set());
         let result: Awaited<ReturnType<typeof sweepTable>>;
         let leftover: string[];
         try {
@@ -256,19 +232,19 @@ export class AirtableRunner {
           leftover = await this.swapInAfterProxiedWrites(client, mapping, rebuildFrom);
         } catch (error) {
           // The old table stays live: changes meanwhile go to it, not to a set nobody reads.
-          this.rebuilding.delete(mapping.tableId);
+          this.state.rebuilding.delete(mapping.tableId);
           throw error;
         }
-        this.live.set(mapping.tableId, mapping);
-        const changed = this.rebuilding.get(mapping.tableId)!;
-        this.rebuilding.delete(mapping.tableId);
+        this.state.live.set(mapping.tableId, mapping);
+        const changed = this.state.rebuilding.get(mapping.tableId)!;
+        this.state.rebuilding.delete(mapping.tableId);
         if (changed.size > 0) await this.refetch(client, mapping.tableId, [...changed]);
         this.queue.hold(mapping.tableId, leftover);
         records += result.listed;
         this.options.logger.info({ table: mapping.name, records: result.listed }, 'table built and swapped in');
       } else {
         if (recomment.has(mapping.tableId)) await refreshComments(this.options.target, mapping);
-        this.live.set(mapping.tableId, mapping);
+        this.state.live.set(mapping.tableId, mapping);
         const result = await sweepTable(this.sweepContext(client, (n) => progress('sweep', n)), mapping, 'public', {
           deleteMissing: true,
         });
@@ -279,10 +255,10 @@ export class AirtableRunner {
       }
     }
     await this.pruneRecent();
-    this.loading = false;
-    if (this.needsCycle !== 0 && number >= this.needsCycle) this.needsCycle = 0;
+    this.state.loading = false;
+    if (this.state.needsCycle !== 0 && number >= this.state.needsCycle) this.state.needsCycle = 0;
     await this.status.cycleCompleted(started, new Date(), this.isPass(failuresAtStart, 'cycle') ? pass : undefined);
-    if (this.captureParked || this.pollWanted || this.requestPending) this.pollSoon();
+    if (this.capture.captureParked || this.capture.pollWanted || this.capture.requestPending) this.capture.pollSoon();
   }
 
   private sweepContext(client: AirtableClient, onPage: (listed: number) => Promise<void>): SweepContext {
@@ -311,9 +287,9 @@ export class AirtableRunner {
    * For change capture, debounced and held records alike: one fetch by id at a time, so that of
    * two fetches of a record the later one is also written later.
    */
-  private refetch(client: AirtableClient, tableId: string, ids: string[]): Promise<void> {
+  refetch(client: AirtableClient, tableId: string, ids: string[]): Promise<void> {
     const run = this.refetching.catch(() => undefined).then(async () => {
-      const mapping = this.live.get(tableId);
+      const mapping = this.state.live.get(tableId);
       if (!mapping || ids.length === 0) return;
       await this.refetchInto(client, mapping, 'public', ids);
     });
@@ -334,7 +310,7 @@ export class AirtableRunner {
     } catch (error) {
       // Deleted upstream since its changes were reported: the next cycle drops the table.
       if (!(await client.tableGone(error, mapping.tableId))) throw error;
-      this.needsCycle = this.cyclesBegun + 1;
+      this.state.needCycle();
       return fetchedAt;
     }
     const shape = shapeOf(mapping, schema);
@@ -396,128 +372,8 @@ export class AirtableRunner {
    * still holds records back or one of its writes failed meanwhile; a poll is also none while
    * a table is being rebuilt or something only a full cycle catches is missed (needsCycle).
    */
-  private isPass(failuresAtStart: number, kind: 'cycle' | 'poll'): boolean {
+  isPass(failuresAtStart: number, kind: 'cycle' | 'poll'): boolean {
     if (!this.queue.quietSince(failuresAtStart)) return false;
-    return kind === 'cycle' || (this.needsCycle === 0 && [...this.rebuilding.values()].every((held) => held.size === 0));
+    return kind === 'cycle' || (this.state.needsCycle === 0 && this.state.nothingRebuilding);
   }
-
-  private get captureReady(): boolean {
-    return this.webhook !== undefined && this.settings !== undefined && !this.loading;
-  }
-
-  /** True when a wait request arrived since the latest capture poll started. */
-  private get requestPending(): boolean {
-    return (this.options.passRequests?.requestMark(this.options.syncId) ?? 0) !== this.captureMark;
-  }
-
-  /** Starts the next capture poll now (if polls can run; else as soon as they can). */
-  private pollSoon(): void {
-    this.endCapturePause?.();
-  }
-
-  private async captureLoop(): Promise<void> {
-    const { passRequests, syncId } = this.options;
-    this.captureMark = passRequests?.requestMark(syncId) ?? 0;
-    let lastStart = Date.now();
-    while (!this.signal.aborted) {
-      // While polls cannot run, wait requests are left pending; the cycle's end ends this pause.
-      this.captureParked = !this.captureReady;
-      const requests = this.captureParked ? undefined : passRequests;
-      await this.interruptible(
-        (end) => (this.endCapturePause = end),
-        (signal) => untilNextPass({ requests, syncId, mark: this.captureMark, intervalMs: this.options.pollIntervalMs ?? 1000, lastStart, signal }),
-      );
-      this.captureParked = false;
-      if (!this.captureReady || this.signal.aborted) continue;
-      // Marked before the poll starts, so a request that arrives during it wakes the next one.
-      this.captureMark = passRequests?.requestMark(syncId) ?? 0;
-      lastStart = Date.now();
-      try {
-        await this.pollOnce(this.client(this.settings!, true));
-      } catch (thrown) {
-        if (this.signal.aborted) break;
-        // The next poll tries again from the same cursor; the sweep covers anything meanwhile.
-        this.options.logger.warn({ error: toError(thrown).message }, 'reading Airtable webhook payloads failed');
-      }
-    }
-  }
-
-  /**
-   * One read of the webhook's payloads, applied. It is a pass when everything it read is
-   * written: nothing held back by debounce or by a table being rebuilt, and nothing that only
-   * a full cycle can catch (see needsCycle).
-   */
-  private async pollOnce(client: AirtableClient): Promise<void> {
-    const pass = await this.status.passStarted();
-    const failuresAtStart = this.queue.failures;
-    // Refreshed here, not only per cycle: a cycle of a large base can outlast a short-lived webhook.
-    if (needsRefresh(this.webhook!)) this.webhook = await refreshWebhook(client, this.options.target, this.webhook!);
-    const webhook = this.webhook!;
-    const { payloads, cursor } = await readPayloads(client, webhook);
-    if (payloads.length > 0) await this.applyPayloads(client, payloads);
-    if (cursor !== webhook.cursor) {
-      // Saved only after the changes are written: a crash re-reads them (at least once).
-      this.webhook = { ...webhook, cursor };
-      await saveWebhookState(this.options.target, this.webhook);
-    }
-    const settled = this.isPass(failuresAtStart, 'poll');
-    if (settled) await this.status.passCompleted(pass);
-    // Someone waits: poll again once the cycle or the debounced writes that hold it up are done.
-    this.pollWanted = pass.wanted && !settled;
-    if (this.pollWanted && this.needsCycle !== 0) this.endGap?.();
-  }
-
-  private async applyPayloads(client: AirtableClient, payloads: WebhookPayload[]): Promise<void> {
-    const changed = new Map<string, Map<string, number>>();
-    const destroyed = new Map<string, Set<string>>();
-    const entry = <V>(map: Map<string, V>, key: string, make: () => V) => map.get(key) ?? map.set(key, make()).get(key)!;
-    for (const payload of payloads) {
-      const at = Date.parse(payload.timestamp) || Date.now();
-      if (schemaChanged(payload)) this.needsCycle = this.cyclesBegun + 1;
-      for (const [tableId, change] of Object.entries(payload.changedTablesById ?? {})) {
-        // A table that is neither built nor being built: its records arrive with the next cycle.
-        if (!this.live.has(tableId) && !this.rebuilding.has(tableId)) this.needsCycle = this.cyclesBegun + 1;
-        const ids = [...Object.keys(change.createdRecordsById ?? {}), ...Object.keys(change.changedRecordsById ?? {})];
-        for (const id of ids) {
-          entry(changed, tableId, () => new Map()).set(id, at);
-          destroyed.get(tableId)?.delete(id);
-        }
-        for (const id of change.destroyedRecordIds ?? []) {
-          entry(destroyed, tableId, () => new Set()).add(id);
-          changed.get(tableId)?.delete(id);
-        }
-      }
-    }
-    const debounceMs = this.settings?.debounce_ms ?? 0;
-    for (const [tableId, ids] of destroyed) {
-      for (const id of ids) this.queue.forget(tableId, id);
-      const rebuildingSet = this.rebuilding.get(tableId);
-      if (rebuildingSet) for (const id of ids) rebuildingSet.add(id);
-      const mapping = this.live.get(tableId);
-      if (mapping) await deleteRows(this.options.target, shapeOf(mapping, 'public'), [...ids]);
-    }
-    for (const [tableId, ids] of changed) {
-      const rebuildingSet = this.rebuilding.get(tableId);
-      if (rebuildingSet) {
-        for (const id of ids.keys()) rebuildingSet.add(id);
-      } else if (debounceMs > 0) {
-        // Written once the record has been stable for debounce_ms since its last change.
-        for (const [id, at] of ids) this.queue.debounce(tableId, id, at + debounceMs);
-      } else {
-        await this.refetch(client, tableId, [...ids.keys()]);
-      }
-    }
-  }
-}
-
-/** Fields or tables created, changed or removed: only a cycle's schema read and rebuild bring them in. */
-function schemaChanged(payload: WebhookPayload): boolean {
-  if (Object.keys(payload.createdTablesById ?? {}).length > 0 || (payload.destroyedTableIds ?? []).length > 0) return true;
-  return Object.values(payload.changedTablesById ?? {}).some(
-    (change) =>
-      Object.keys(change.createdFieldsById ?? {}).length > 0 ||
-      Object.keys(change.changedFieldsById ?? {}).length > 0 ||
-      (change.destroyedFieldIds ?? []).length > 0 ||
-      change.changedMetadata !== undefined,
-  );
 }
