@@ -17,8 +17,8 @@ import { from as copyFrom } from 'pg-copy-streams';
 import { AirtableClient } from '../src/airtable/client.ts';
 import { mapBase } from '../src/airtable/schema.ts';
 import { sweepTable } from '../src/airtable/sweep.ts';
-import { prepareRebuild } from '../src/airtable/swap.ts';
-import { rowOf, shapeOf } from '../src/airtable/tables.ts';
+import { prepareRebuild } from '../src/writer/swap.ts';
+import { builtTable, rowOf, shapeOf } from '../src/airtable/tables.ts';
 import type { AirtableRecord } from '../src/airtable/types.ts';
 import { provisionDatabase } from '../src/control/provisioner.ts';
 import { Secret } from '../src/control/secrets.ts';
@@ -62,7 +62,7 @@ async function main() {
     let started = performance.now();
     let listed = 0;
     for (const mapping of mappings) {
-      await prepareRebuild(db, mapping);
+      await prepareRebuild(db, builtTable(mapping));
       listed += (await sweepTable(context, mapping, 'public_swap', { deleteMissing: false })).listed;
     }
     const endToEnd = listed / ((performance.now() - started) / 1000);

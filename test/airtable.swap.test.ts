@@ -8,8 +8,8 @@ import pg from 'pg';
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
 import { mapBase, type TableMapping } from '../src/airtable/schema.ts';
-import { prepareRebuild, swapIn } from '../src/airtable/swap.ts';
-import { shapeOf } from '../src/airtable/tables.ts';
+import { prepareRebuild, swapIn } from '../src/writer/swap.ts';
+import { builtTable, shapeOf } from '../src/airtable/tables.ts';
 import { provisionDatabase } from '../src/control/provisioner.ts';
 import { AIRTABLE_DEFAULT_SETTINGS } from '../src/airtable/settings.ts';
 import { withDatabase } from '../src/db/sql.ts';
@@ -33,8 +33,8 @@ test.before(async () => {
     [{ id: 'tblTasksTasksTas', name: 'Tasks', primaryFieldId: 'fldLabelLabelLab', fields: [{ id: 'fldLabelLabelLab', name: 'Label', type: 'singleLineText' }] }],
     AIRTABLE_DEFAULT_SETTINGS,
   ) as [TableMapping];
-  await prepareRebuild(db, mapping);
-  await swapIn(db, mapping);
+  await prepareRebuild(db, builtTable(mapping));
+  await swapIn(db, builtTable(mapping));
 });
 test.after(async () => db?.end());
 
@@ -42,7 +42,7 @@ test.after(async () => db?.end());
 async function rebuiltCopy(label: string): Promise<void> {
   await db.query(`TRUNCATE public.tasks`);
   await db.query(`INSERT INTO public.tasks (id, label) SELECT 'rec' || g, 'old ' || g FROM generate_series(1, ${ROWS}) g`);
-  await prepareRebuild(db, mapping);
+  await prepareRebuild(db, builtTable(mapping));
   await db.query(`INSERT INTO public_swap.tasks (id, label) SELECT 'rec' || g, '${label} ' || g FROM generate_series(1, ${ROWS}) g`);
 }
 
@@ -59,7 +59,7 @@ async function proxiedWrite(id: string, label: string): Promise<void> {
 test('a proxied write on a fresh connection during a guarded swap: both finish, no deadlock', async () => {
   await rebuiltCopy('new');
   const since = Date.now();
-  const swap = swapIn(db, mapping, { since, covered: () => true });
+  const swap = swapIn(db, builtTable(mapping), { since, covered: () => true });
   await new Promise((r) => setTimeout(r, 150)); // the swap is comparing the tables
   const write = proxiedWrite('rec1', 'proxied');
   const [swapped] = await Promise.all([swap, write]);
@@ -72,7 +72,7 @@ test('a write to the old table while the swap compares the tables commits after 
   // Committed between the comparison and the swap, it would be an event before the swap's,
   // whose differences (computed before it) then carry an older prior than it wrote.
   await rebuiltCopy('new');
-  const swap = swapIn(db, mapping);
+  const swap = swapIn(db, builtTable(mapping));
   await new Promise((r) => setTimeout(r, 150)); // the swap is comparing the tables
   const fresh = new pg.Pool({ connectionString: url, max: 1 });
   try {
@@ -90,13 +90,13 @@ test('a record written meanwhile and not fetched again holds the swap back; the 
   await rebuiltCopy('newer');
   const since = Date.now();
   await proxiedWrite('rec7', 'proxied');
-  const held = await swapIn(db, mapping, { since, covered: () => false });
+  const held = await swapIn(db, builtTable(mapping), { since, covered: () => false });
   assert.equal(held.map((m) => m.id), ['rec7']);
   const { rows } = await db.query("SELECT label FROM public.tasks WHERE id IN ('rec7', 'rec8') ORDER BY id");
   assert.equal(rows.map((r) => r.label), ['proxied', 'old 8'], 'nothing swapped');
   // Fetched again into the new table: now it goes in.
   await db.query("UPDATE public_swap.tasks SET label = 'proxied' WHERE id = 'rec7'");
-  assert.equal(await swapIn(db, mapping, { since, covered: () => true }), []);
+  assert.equal(await swapIn(db, builtTable(mapping), { since, covered: () => true }), []);
   const after = await db.query("SELECT label FROM public.tasks WHERE id IN ('rec7', 'rec8') ORDER BY id");
   assert.equal(after.rows.map((r) => r.label), ['proxied', 'newer 8']);
 });

@@ -4,7 +4,8 @@ import pg from 'pg';
 import { AirtableClient, AirtableError } from '../src/airtable/client.ts';
 import { mapBase, type TableMapping } from '../src/airtable/schema.ts';
 import { sweepTable, type SweepContext } from '../src/airtable/sweep.ts';
-import { prepareRebuild, swapIn } from '../src/airtable/swap.ts';
+import { prepareRebuild, swapIn } from '../src/writer/swap.ts';
+import { builtTable } from '../src/airtable/tables.ts';
 import { Secret } from '../src/control/secrets.ts';
 import { AIRTABLE_DEFAULT_SETTINGS } from '../src/airtable/settings.ts';
 import { provisionDatabase } from '../src/control/provisioner.ts';
@@ -36,8 +37,8 @@ test.before(async () => {
   db = new pg.Pool({ connectionString: withDatabase(serverAdminUrl(), name) });
   const tables = await client().schema();
   [mapping] = mapBase(tables, AIRTABLE_DEFAULT_SETTINGS) as [TableMapping];
-  await prepareRebuild(db, mapping);
-  await swapIn(db, mapping);
+  await prepareRebuild(db, builtTable(mapping));
+  await swapIn(db, builtTable(mapping));
 });
 test.after(async () => {
   await db.end();

@@ -19,7 +19,8 @@ import { newDatabaseName } from '../src/ids.ts';
 import { createLogger } from '../src/log.ts';
 import { createTableStatements } from '../src/writer/shape.ts';
 import type { ColumnMapping, TableMapping } from '../src/airtable/schema.ts';
-import { prepareRebuild, swapIn } from '../src/airtable/swap.ts';
+import { prepareRebuild, swapIn } from '../src/writer/swap.ts';
+import { builtTable } from '../src/airtable/tables.ts';
 import { freshDatabase, serverAdminUrl } from './harness/postgres.ts';
 
 const logger = createLogger({ level: 'silent' });
@@ -237,9 +238,9 @@ test('a swapped-in table: its first build is inserts, a rebuild gives only the r
   });
   const v1: TableMapping = { tableId: 'tblSwap', upstreamName: 'Swap', name: 'swapped', columns: [column('id', 'text'), column('name', 'text'), column('points', 'numeric')] };
   const before = (await loggedEvents(1007)).length;
-  await prepareRebuild(target, v1);
+  await prepareRebuild(target, builtTable(v1));
   await target.query(`INSERT INTO public_swap.swapped VALUES ('recA', 'a', 1), ('recB', 'b', 2), ('recC', 'c', 3)`);
-  await swapIn(target, v1);
+  await swapIn(target, builtTable(v1));
   const first = (await loggedEvents(before + 3)).slice(before);
   assert.equal(first.map((e) => [e.event.event, e.event.id, e.event.data]), [
     ['inserted', 'recA', { id: 'recA', name: 'a', points: 1 }],
@@ -248,10 +249,10 @@ test('a swapped-in table: its first build is inserts, a rebuild gives only the r
   ]);
 
   const v2: TableMapping = { ...v1, columns: [...v1.columns, column('notes', 'text')] };
-  await prepareRebuild(target, v2);
+  await prepareRebuild(target, builtTable(v2));
   // recA unchanged (but has a value in the new column), recB changed, recC gone, recD new.
   await target.query(`INSERT INTO public_swap.swapped VALUES ('recA', 'a', 1, 'new column'), ('recB', 'B', 2, NULL), ('recD', 'd', 4, NULL)`);
-  await swapIn(target, v2);
+  await swapIn(target, builtTable(v2));
   const second = (await loggedEvents(before + 6)).slice(before + 3);
   const byId = Object.fromEntries(second.map((e) => [e.event.id, e.event]));
   assert.equal(second.length, 3, JSON.stringify(second.map((e) => e.event)));

@@ -15,8 +15,8 @@ import { AIRTABLE_RULE, AirtableClient, AirtableError } from './client.ts';
 import { planMigration } from './plan.ts';
 import { mapBase, type TableMapping } from './schema.ts';
 import { sweepTable, type SweepContext } from './sweep.ts';
-import { dropTable, prepareRebuild, refreshComments, swapIn } from './swap.ts';
-import { loadBuilt, rowOf, shapeOf } from './tables.ts';
+import { dropTable, prepareRebuild, refreshComments, swapIn } from '../writer/swap.ts';
+import { builtTable, loadBuilt, rowOf, shapeOf } from './tables.ts';
 import { ensureWebhook } from './webhook.ts';
 import { ChangeCapture } from './capture.ts';
 import { RefetchQueue } from './refetch-queue.ts';
@@ -204,7 +204,7 @@ export class AirtableRunner {
     this.state.live = new Map(built);
     const plan = planMigration(desired, built);
     for (const gone of plan.drop) {
-      await dropTable(this.options.target, gone);
+      await dropTable(this.options.target, builtTable(gone));
       this.state.live.delete(gone.tableId);
     }
 
@@ -225,7 +225,7 @@ export class AirtableRunner {
         let result: Awaited<ReturnType<typeof sweepTable>>;
         let leftover: string[];
         try {
-          await prepareRebuild(this.options.target, mapping);
+          await prepareRebuild(this.options.target, builtTable(mapping));
           result = await sweepTable(this.sweepContext(client, (n) => progress('rebuild', n)), mapping, 'public_swap', {
             deleteMissing: false,
           });
@@ -243,7 +243,7 @@ export class AirtableRunner {
         records += result.listed;
         this.options.logger.info({ table: mapping.name, records: result.listed }, 'table built and swapped in');
       } else {
-        if (recomment.has(mapping.tableId)) await refreshComments(this.options.target, mapping);
+        if (recomment.has(mapping.tableId)) await refreshComments(this.options.target, builtTable(mapping));
         this.state.live.set(mapping.tableId, mapping);
         const result = await sweepTable(this.sweepContext(client, (n) => progress('sweep', n)), mapping, 'public', {
           deleteMissing: true,
@@ -354,7 +354,7 @@ export class AirtableRunner {
       // The last round swaps whatever it finds, and returns the records still to fetch again.
       const leftover: string[] = [];
       const last = { since, covered: (id: string, at: number) => covered(id, at) || (leftover.push(id), true) };
-      const marks = await swapIn(this.options.target, mapping, round < SWAP_ROUNDS ? { since, covered } : last);
+      const marks = await swapIn(this.options.target, builtTable(mapping), round < SWAP_ROUNDS ? { since, covered } : last);
       if (marks.length === 0) return leftover;
       const newest = marks.reduce((latest, m) => Math.max(latest, m.at), 0);
       await pause(Math.max(0, newest + MARK_CLOCK_MARGIN_MS + 1 - Date.now()), this.signal);

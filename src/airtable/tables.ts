@@ -1,5 +1,6 @@
 import type pg from 'pg';
 import type { TableShape } from '../writer/shape.ts';
+import type { BuiltTable } from '../writer/swap.ts';
 import { encoderFor, escapeText, type Encoder } from '../writer/copy.ts';
 import type { Row } from '../writer/upsert.ts';
 import { converters } from './cells.ts';
@@ -70,10 +71,8 @@ export async function loadBuilt(db: pg.Pool | pg.ClientBase): Promise<Map<string
   return new Map(rows.map((r) => [r.upstream_id, r.mapping]));
 }
 
-export async function saveBuilt(db: pg.ClientBase, mapping: TableMapping): Promise<void> {
-  await db.query(
-    `INSERT INTO public_swap._tables (upstream_id, db_name, mapping) VALUES ($1, $2, $3)
-     ON CONFLICT (upstream_id) DO UPDATE SET db_name = excluded.db_name, mapping = excluded.mapping, built_at = now()`,
-    [mapping.tableId, mapping.name, JSON.stringify(mapping)],
-  );
+/** A table's mapping as the writer's rebuild and swap take it (writer/swap.ts). */
+export function builtTable(mapping: TableMapping): BuiltTable {
+  return { tableId: mapping.tableId, name: mapping.name, shapeIn: (schema) => shapeOf(mapping, schema), record: mapping };
 }
+

@@ -240,7 +240,7 @@ export class Decoder {
     if (event) txn.events.push(event);
   }
 
-  /** The differences a swap emitted (src/airtable/swap.ts), as if they were row changes. */
+  /** The differences a swap emitted (src/writer/swap.ts), as if they were row changes. */
   private swapMessage(prefix: string, content: string): void {
     const txn = this.txn;
     if (!txn) return;

@@ -9,7 +9,7 @@ type Convert = (text: string) => unknown;
 
 const asText: Convert = (text) => text;
 /**
- * pgoutput prints a boolean `t`/`f`, but a rebuild's differences (airtable/swap.ts) come as
+ * pgoutput prints a boolean `t`/`f`, but a rebuild's differences (writer/swap.ts) come as
  * `column::text`, and the cast to text spells it `true`/`false`: both are read here.
  */
 const asBoolean: Convert = (text) => text === 't' || text === 'true';

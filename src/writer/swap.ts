@@ -1,10 +1,30 @@
 import type pg from 'pg';
 import { ident, inTransaction } from '../db/sql.ts';
 import { MESSAGE_PREFIX } from '../db/messages.ts';
-import { ensureMarks, marksSince } from '../writer/marks.ts';
-import { commentStatements, createTableStatements, qualified } from '../writer/shape.ts';
-import type { TableMapping } from './schema.ts';
-import { saveBuilt, shapeOf } from './tables.ts';
+import { ensureMarks, marksSince } from './marks.ts';
+import { commentStatements, createTableStatements, qualified, type TableShape } from './shape.ts';
+
+/**
+ * A table built from an upstream one, as a rebuild and its swap see it: the upstream table's
+ * id (the key of `public_swap._tables`), its name in `public` (and in `public_swap` while it
+ * is rebuilt), its shape in either schema, and the record of how it was built that
+ * `public_swap._tables` keeps.
+ */
+export interface BuiltTable {
+  tableId: string;
+  name: string;
+  shapeIn(schema: 'public' | 'public_swap'): TableShape;
+  record: unknown;
+}
+
+/** Records how a table was built, with the table's change (same transaction). */
+async function saveBuilt(client: pg.ClientBase, table: BuiltTable): Promise<void> {
+  await client.query(
+    `INSERT INTO public_swap._tables (upstream_id, db_name, mapping) VALUES ($1, $2, $3)
+     ON CONFLICT (upstream_id) DO UPDATE SET db_name = excluded.db_name, mapping = excluded.mapping, built_at = now()`,
+    [table.tableId, table.name, JSON.stringify(table.record)],
+  );
+}
 
 /** Readers hold locks only for a query; a stuck one must not stall the sync forever. */
 const LOCK_TIMEOUT = ["lock_timeout = '30s'"];
@@ -76,8 +96,8 @@ async function emitDifferences(client: pg.PoolClient, table: string, previous: s
 }
 
 /** A fresh, empty table in public_swap for a rebuild; a leftover of an interrupted one goes first. */
-export async function prepareRebuild(db: pg.Pool, mapping: TableMapping): Promise<void> {
-  const shape = shapeOf(mapping, 'public_swap');
+export async function prepareRebuild(db: pg.Pool, mapping: BuiltTable): Promise<void> {
+  const shape = mapping.shapeIn('public_swap');
   await inTransaction(db, async (client) => {
     await client.query(`DROP TABLE IF EXISTS ${qualified(shape)}`);
     for (const statement of createTableStatements(shape)) await client.query(statement);
@@ -109,7 +129,7 @@ export interface SwapGuard {
  * the new mapping commits with it. A logical message marks the swap in the WAL for the
  * decoder. Returns the marks that held it back (see SwapGuard), or none once swapped.
  */
-export async function swapIn(db: pg.Pool, mapping: TableMapping, guard?: SwapGuard): Promise<Array<{ id: string; at: number }>> {
+export async function swapIn(db: pg.Pool, mapping: BuiltTable, guard?: SwapGuard): Promise<Array<{ id: string; at: number }>> {
   if (guard) await ensureMarks(db);
   try {
     await swapInTransaction(db, mapping, guard);
@@ -120,7 +140,7 @@ export async function swapIn(db: pg.Pool, mapping: TableMapping, guard?: SwapGua
   }
 }
 
-async function swapInTransaction(db: pg.Pool, mapping: TableMapping, guard: SwapGuard | undefined): Promise<void> {
+async function swapInTransaction(db: pg.Pool, mapping: BuiltTable, guard: SwapGuard | undefined): Promise<void> {
   await inTransaction(db, async (client) => {
     const { rows } = await client.query<{ upstream_id: string; db_name: string }>(
       'SELECT upstream_id, db_name FROM public_swap._tables WHERE upstream_id = $1 OR db_name = $2 FOR UPDATE',
@@ -163,15 +183,15 @@ async function swapInTransaction(db: pg.Pool, mapping: TableMapping, guard: Swap
 }
 
 /** Same shape, new upstream names: only the COMMENTs and the stored mapping change. */
-export async function refreshComments(db: pg.Pool, mapping: TableMapping): Promise<void> {
+export async function refreshComments(db: pg.Pool, mapping: BuiltTable): Promise<void> {
   await inTransaction(db, async (client) => {
-    for (const statement of commentStatements(shapeOf(mapping, 'public'))) await client.query(statement);
+    for (const statement of commentStatements(mapping.shapeIn('public'))) await client.query(statement);
     await saveBuilt(client, mapping);
   }, LOCK_TIMEOUT);
 }
 
 /** The upstream table is gone: so is ours. */
-export async function dropTable(db: pg.Pool, mapping: TableMapping): Promise<void> {
+export async function dropTable(db: pg.Pool, mapping: BuiltTable): Promise<void> {
   await inTransaction(db, async (client) => {
     const { rows } = await client.query<{ db_name: string }>('SELECT db_name FROM public_swap._tables WHERE upstream_id = $1', [
       mapping.tableId,
