@@ -1,7 +1,7 @@
 /**
  * The product tree holds only the product: the fakes, the simulation and the tests live beside
  * it, the production image copies none of them, and `tributary fake` in such an image says the
- * fakes are not installed instead of failing obscurely.
+ * fakes are not installed instead of failing obscurely. The core knows no upstream by name.
  */
 import { execFile } from 'node:child_process';
 import { cp, mkdtemp, readdir, readFile, rm, symlink } from 'node:fs/promises';
@@ -37,6 +37,24 @@ test('nothing under src/ imports the fakes, but for the CLI loading them on dema
   await walk('src');
   assert.equal(imports.filter((line) => !/^src\/cli\/main\.ts: .*await fakes\(\(\) => import\(/.test(line)), [], imports.join('\n'));
   assert.is(imports.length, 2, 'the CLI loads the two fakes on demand');
+});
+
+test('the core imports no upstream folder: each kind reaches it through src/kinds/ alone', async () => {
+  const core = ['sync', 'decoder', 'events', 'api', 'proxy', 'control', 'writer', 'db', 'lease', 'quota', 'syncdb'];
+  const crossings: string[] = [];
+  const walk = async (dir: string): Promise<void> => {
+    for (const entry of await readdir(path.join(repoRoot, dir), { withFileTypes: true })) {
+      const file = `${dir}/${entry.name}`;
+      if (entry.isDirectory()) await walk(file);
+      else if (entry.name.endsWith('.ts')) {
+        for (const line of (await readFile(path.join(repoRoot, file), 'utf8')).split('\n')) {
+          if (/from '(\.\.\/)+(airtable|stripe)\//.test(line)) crossings.push(`${file}: ${line.trim()}`);
+        }
+      }
+    }
+  };
+  for (const folder of core) await walk(`src/${folder}`);
+  assert.equal(crossings, []);
 });
 
 test('`tributary fake` where only the product is installed names what is missing', async () => {
