@@ -27,7 +27,11 @@ test('--help lists every command, and each command has its own help', async () =
   }
   const unknown = await cli(['teleport']);
   assert.is(unknown.code, 2);
+  assert.match(unknown.output, /unknown command "teleport"/);
   assert.match(unknown.output, /Commands:/);
+  const unknownSub = await cli(['syncs', 'bogus']);
+  assert.is(unknownSub.code, 2);
+  assert.match(unknownSub.output, /unknown command "syncs bogus"/);
 });
 
 test('accounts and syncs are managed end to end from the CLI', async () => {
@@ -62,9 +66,11 @@ test('API errors and bad flags are reported on stderr with a non-zero exit', asy
   const missing = await cli(['syncs', 'show', 'syn_nothere000000000']);
   assert.is(missing.code, 1);
   assert.match(missing.output, /404 not_found: sync syn_nothere000000000 not found/);
+  // A command line it cannot read is a usage error (2), naming the option and the usage.
   const badFlag = await cli(['syncs', 'list', '--bogus']);
-  assert.is(badFlag.code, 1);
-  assert.match(badFlag.output, /bogus/);
+  assert.is(badFlag.code, 2);
+  assert.match(badFlag.output, /--bogus/);
+  assert.match(badFlag.output, /tributary syncs list/);
   const badBool = await cli(['syncs', 'settings', 'syn_x', '--turbo', 'maybe']);
   assert.is(badBool.code, 1);
   assert.match(badBool.output, /--turbo takes true or false/);

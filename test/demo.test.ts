@@ -74,7 +74,7 @@ function words(line: string): string[] {
   return out;
 }
 
-/** A printed curl command as the request it makes (-H, -u, -d; GET unless there is a body). */
+/** A printed curl command as the request it makes (-s, -H, -u, -d; GET unless there is a body). */
 async function curl(line: string): Promise<{ status: number; text: string }> {
   const args = words(line);
   assert.is(args[0], 'curl');
@@ -92,6 +92,8 @@ async function curl(line: string): Promise<{ status: number; text: string }> {
     } else if (arg === '-d') {
       body = args[++i]!;
       if (!headers.has('content-type')) headers.set('content-type', 'application/x-www-form-urlencoded');
+    } else if (arg === '-s') {
+      // Quiet: no progress meter when piped. Nothing to do for the request.
     } else if (arg.startsWith('-')) {
       throw new Error(`the test does not know curl's ${arg}`);
     } else {
@@ -147,6 +149,7 @@ test('the printout names both syncs, the tokens and every command', () => {
   assert.match(demo.stdout, /trb_/);
   assert.is(printed('psql ').length, 2);
   assert.is(printed('curl ').length, 5);
+  assert.ok(printed('curl ').every((l) => l.startsWith('curl -s ')), 'each is quiet when piped (no progress meter)');
   assert.ok(printed('curl ').some((l) => l.includes('/api.airtable.com/v0/appTributaryDemo1/Projects')), 'an Airtable curl through the proxy');
   assert.ok(printed('curl ').some((l) => l.includes('/v1/customers') && l.includes(' -u sk_test_')), 'a Stripe curl through the proxy');
   assert.not.match(demo.stderr, /has not caught up/);

@@ -230,8 +230,15 @@ export async function main(argv: string[]): Promise<number> {
   const command = name ? commands[name] : undefined;
   if (!command) {
     const wanted = !first || first === '--help' || first === '-h' || first === 'help';
-    (wanted ? process.stdout : process.stderr).write(overview());
-    return wanted ? 0 : 2;
+    if (wanted) {
+      process.stdout.write(overview());
+      return 0;
+    }
+    // "syncs bogus" names both words when the first is a group of commands.
+    const group = Object.keys(commands).some((known) => known.startsWith(`${first} `));
+    const named = group && second !== undefined ? `${first} ${second}` : first;
+    process.stderr.write(`tributary: unknown command "${named}"\n\n${overview()}`);
+    return 2;
   }
   const rest = argv.slice(name!.split(' ').length);
   try {
@@ -249,6 +256,12 @@ export async function main(argv: string[]): Promise<number> {
     await command.run(values, positionals);
     return 0;
   } catch (error) {
+    const code = (error as NodeJS.ErrnoException).code ?? '';
+    // A command line it cannot read (an unknown option, a missing value) is a usage error.
+    if (code.startsWith('ERR_PARSE_ARGS')) {
+      process.stderr.write(`tributary ${name}: ${(error as Error).message}\n${command.usage}\n`);
+      return 2;
+    }
     process.stderr.write(`tributary ${name}: ${(error as Error).message}\n`);
     return 1;
   }
