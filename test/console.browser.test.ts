@@ -824,6 +824,20 @@ test('sign out: back to the sign-in page, and the old cookie is worthless', asyn
   assert.is(replayed.status, 401);
   await page.reload();
   await page.getByLabel('API token', { exact: true }).waitFor();
+});
+
+test("the operator's list of every sync names each one's account", async () => {
+  await page.getByLabel('API token', { exact: true }).fill(svc.adminToken);
+  await page.getByRole('button', { name: 'Sign in' }).click();
+  await page.getByRole('heading', { name: 'Syncs' }).waitFor();
+  const row = page.locator('tr[data-sync]').first();
+  await row.waitFor();
+  await page.locator('td[data-label="Account"]', { hasText: 'acme' }).first().waitFor();
+  const accounts = await page.locator('td[data-label="Account"]').allTextContents();
+  assert.ok(accounts.length > 0 && accounts.every((name) => !name.startsWith('acc_')), `names, not ids: ${accounts.join(', ')}`);
+  await screenshot(page, SHOTS, '20-operator-syncs');
+  await page.getByRole('button', { name: 'Sign out' }).click();
+  await page.getByLabel('API token', { exact: true }).waitFor();
   // Every refusal along the way was a 4xx with a message: the server never failed a request.
   assert.equal(svc.logs.lines.filter((line) => line.includes('"request failed"')), []);
 });

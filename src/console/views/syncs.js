@@ -45,13 +45,20 @@ export async function syncsView(ctx) {
     h('div', { class: 'status-cell' }, indicator(sync.status, { reason: sync.status.indicator !== 'normal' }), progressBar(sync.status)),
     sync.status.lag_seconds === null ? h('span', { class: 'muted' }, '—') : duration(sync.status.lag_seconds),
     ago(sync.status.completed_at),
-    ...(admin ? [sync.account_id] : []),
+    ...(admin ? [accountCell(sync.account_id)] : []),
   ];
+  /** The operator sees whose sync it is by name; the id stays at hand on hover. */
+  let accountNames = new Map();
+  const accountCell = (id) => h('span', { title: id }, accountNames.get(id) ?? id);
 
   const refresh = async () => {
     let answer;
     try {
       answer = await api('GET', '/api/syncs');
+      // A new account may own a listed sync: its name is asked for again when one is unknown.
+      if (admin && answer.data.some((sync) => !accountNames.has(sync.account_id))) {
+        accountNames = new Map((await api('GET', '/api/accounts')).data.map((account) => [account.id, account.name]));
+      }
     } catch (error) {
       problem.replaceChildren(notice('error', `Could not refresh the syncs: ${error.message}`));
       return;
