@@ -8,7 +8,6 @@
  * public once may be pointed elsewhere later (DNS rebinding): every connection to a customer
  * server resolves the name itself and refuses non-public addresses.
  */
-import { readdir, readFile } from 'node:fs/promises';
 import http from 'node:http';
 import os from 'node:os';
 import type { AddressInfo } from 'node:net';
@@ -19,7 +18,7 @@ import { publicOnly } from '../src/db/connect.ts';
 import { withClient, withCredentials } from '../src/db/sql.ts';
 import { freePort } from './harness/ports.ts';
 import { serverAdminUrl } from './harness/postgres.ts';
-import { repoRoot } from './harness/process.ts';
+import { sourceFiles } from './harness/process.ts';
 import { createAccount, type HttpAnswer, request, startTestService, stripeSyncBody, type TestService } from './harness/service.ts';
 
 let strict: TestService;
@@ -120,16 +119,9 @@ test('a name that resolves to a non-public address when connecting is refused th
 test('every connection the service makes to a database goes through the connection settings that keep the mark', async () => {
   // Only the control database's own clients (and connect.ts itself) may take a bare connection string.
   const control = new Set(['src/db/connect.ts', 'src/main.ts', 'src/db/listen.ts', 'src/db/migrate.ts', 'src/db/embedded.ts']);
-  const bare: string[] = [];
-  const walk = async (dir: string): Promise<void> => {
-    for (const entry of await readdir(`${repoRoot}/${dir}`, { withFileTypes: true })) {
-      const file = `${dir}/${entry.name}`;
-      if (entry.isDirectory()) {
-        if (entry.name !== 'fakes') await walk(file);
-      } else if (file.endsWith('.ts') && !control.has(file) && /connectionString:/.test(await readFile(`${repoRoot}/${file}`, 'utf8'))) bare.push(file);
-    }
-  };
-  await walk('src');
+  const bare = (await sourceFiles('src'))
+    .filter(({ file, text }) => !control.has(file) && /connectionString:/.test(text))
+    .map(({ file }) => file);
   assert.equal(bare, []);
 });
 

@@ -4,14 +4,13 @@
  * through the API, syncs, emits events, is listed by the console, takes a write through the
  * proxy that a read right after sees, and answers the wait endpoint.
  */
-import { readdir, readFile } from 'node:fs/promises';
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
 import { builtInKinds } from '../src/kinds/built-in.ts';
 import { NOTES_HOST, notesKind } from './kinds/notes/kind.ts';
 import { NotesUpstream } from './kinds/notes/upstream.ts';
 import { query } from './harness/postgres.ts';
-import { repoRoot, waitFor } from './harness/process.ts';
+import { sourceFiles, waitFor } from './harness/process.ts';
 import { createAccount, loudSetUp, request, startTestService, type TestAccount, type TestService, waitOk } from './harness/service.ts';
 
 const KEY = 'nk_thirdkind01';
@@ -98,15 +97,7 @@ test('a kind registered from outside the product syncs, emits events, proxies a 
 });
 
 test('the product does not know the third kind: nothing under src/ names it', async () => {
-  const named: string[] = [];
-  const walk = async (dir: string): Promise<void> => {
-    for (const entry of await readdir(`${repoRoot}/${dir}`, { withFileTypes: true })) {
-      const file = `${dir}/${entry.name}`;
-      if (entry.isDirectory()) await walk(file);
-      else if (/\.(ts|js)$/.test(entry.name) && /api\.notes\.test|notesKind/.test(await readFile(`${repoRoot}/${file}`, 'utf8'))) named.push(file);
-    }
-  };
-  await walk('src');
+  const named = (await sourceFiles('src', /\.(ts|js)$/)).filter(({ text }) => /api\.notes\.test|notesKind/.test(text)).map(({ file }) => file);
   assert.equal(named, []);
 });
 

@@ -4,13 +4,13 @@
  * fakes are not installed instead of failing obscurely. The core knows no upstream by name.
  */
 import { execFile } from 'node:child_process';
-import { cp, mkdtemp, readdir, readFile, rm, symlink } from 'node:fs/promises';
+import { cp, mkdtemp, readFile, rm, symlink } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { promisify } from 'node:util';
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
-import { repoRoot } from './harness/process.ts';
+import { repoRoot, sourceFiles } from './harness/process.ts';
 
 const run = promisify(execFile);
 
@@ -23,18 +23,9 @@ test('the production image copies the product alone', async () => {
 
 test('nothing under src/ imports the fakes, but for the CLI loading them on demand', async () => {
   const imports: string[] = [];
-  const walk = async (dir: string): Promise<void> => {
-    for (const entry of await readdir(path.join(repoRoot, dir), { withFileTypes: true })) {
-      const file = `${dir}/${entry.name}`;
-      if (entry.isDirectory()) await walk(file);
-      else if (entry.name.endsWith('.ts')) {
-        for (const line of (await readFile(path.join(repoRoot, file), 'utf8')).split('\n')) {
-          if (/from '[./]*fakes\/|import\('[./]*fakes\//.test(line)) imports.push(`${file}: ${line.trim()}`);
-        }
-      }
-    }
-  };
-  await walk('src');
+  for (const { file, text } of await sourceFiles('src')) {
+    for (const line of text.split('\n')) if (/from '[./]*fakes\/|import\('[./]*fakes\//.test(line)) imports.push(`${file}: ${line.trim()}`);
+  }
   assert.equal(imports.filter((line) => !/^src\/cli\/main\.ts: .*await fakes\(\(\) => import\(/.test(line)), [], imports.join('\n'));
   assert.is(imports.length, 2, 'the CLI loads the two fakes on demand');
 });
@@ -42,18 +33,11 @@ test('nothing under src/ imports the fakes, but for the CLI loading them on dema
 test('the core imports no upstream folder: each kind reaches it through src/kinds/ alone', async () => {
   const core = ['sync', 'decoder', 'events', 'api', 'proxy', 'control', 'writer', 'db', 'lease', 'quota', 'syncdb'];
   const crossings: string[] = [];
-  const walk = async (dir: string): Promise<void> => {
-    for (const entry of await readdir(path.join(repoRoot, dir), { withFileTypes: true })) {
-      const file = `${dir}/${entry.name}`;
-      if (entry.isDirectory()) await walk(file);
-      else if (entry.name.endsWith('.ts')) {
-        for (const line of (await readFile(path.join(repoRoot, file), 'utf8')).split('\n')) {
-          if (/from '(\.\.\/)+(airtable|stripe)\//.test(line)) crossings.push(`${file}: ${line.trim()}`);
-        }
-      }
+  for (const folder of core) {
+    for (const { file, text } of await sourceFiles(`src/${folder}`)) {
+      for (const line of text.split('\n')) if (/from '(\.\.\/)+(airtable|stripe)\//.test(line)) crossings.push(`${file}: ${line.trim()}`);
     }
-  };
-  for (const folder of core) await walk(`src/${folder}`);
+  }
   assert.equal(crossings, []);
 });
 

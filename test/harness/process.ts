@@ -1,4 +1,5 @@
 import { spawn, type ChildProcess } from 'node:child_process';
+import { readdir, readFile } from 'node:fs/promises';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 
@@ -39,4 +40,14 @@ export async function waitFor<T>(what: string, probe: () => Promise<T | undefine
     if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
     await new Promise((r) => setTimeout(r, 200));
   }
+}
+
+/** Every file under `dir` (relative to the repository) whose name `match`es, with its text, in path order. */
+export async function sourceFiles(dir: string, match = /\.ts$/): Promise<Array<{ file: string; text: string }>> {
+  const entries = await readdir(path.join(repoRoot, dir), { recursive: true, withFileTypes: true });
+  const files = entries
+    .filter((entry) => entry.isFile() && match.test(entry.name))
+    .map((entry) => path.relative(repoRoot, path.join(entry.parentPath ?? entry.path, entry.name)))
+    .sort();
+  return Promise.all(files.map(async (file) => ({ file, text: await readFile(path.join(repoRoot, file), 'utf8') })));
 }
