@@ -13,13 +13,14 @@ import { changeOf } from '../src/stripe/events.ts';
 import { applyChanges, type Change } from '../src/stripe/store.ts';
 import { ensureTables } from '../src/stripe/tables.ts';
 import { serverAdminUrl } from './harness/postgres.ts';
+import { STRIPE_SCHEMA } from '../src/stripe/migrations.ts';
 
 let pool: pg.Pool;
 
 test.before(async () => {
   const logger = createLogger({ level: 'silent' });
   const name = newDatabaseName();
-  await provisionDatabase({ adminUrl: serverAdminUrl(), name, role: `${name}_ro` }, 'store-test-password', logger);
+  await provisionDatabase({ adminUrl: serverAdminUrl(), name, role: `${name}_ro` }, 'store-test-password', logger, 5, [STRIPE_SCHEMA]);
   pool = new pg.Pool({ connectionString: withDatabase(serverAdminUrl(), name) });
   await ensureTables(pool, logger);
 });

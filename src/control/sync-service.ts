@@ -1,7 +1,7 @@
 import { TributaryError } from '../errors.ts';
 import { newDatabaseName, newPassword, newSyncId } from '../ids.ts';
 import type { KindContext, SourceKind, UpstreamFacts } from '../kinds/kind.ts';
-import { type SourceKinds, schemaOf } from '../kinds/registry.ts';
+import { kindSchemaOf, type SourceKinds } from '../kinds/registry.ts';
 import type { Logger } from '../log.ts';
 import { ident, withClient, withCredentials, withDatabase } from '../db/sql.ts';
 import { publicOnly, unmarked } from '../db/connect.ts';
@@ -102,7 +102,7 @@ export class SyncService {
     // `provisioning`, which the reconciler removes together with whatever was built.
     try {
       const db = await this.database(record);
-      await provisionDatabase(db, (await store.databasePassword(record.id)).reveal(), logger, record.readerConnectionLimit, schemaOf(kind).slice(1));
+      await provisionDatabase(db, (await store.databasePassword(record.id)).reveal(), logger, record.readerConnectionLimit, kindSchemaOf(kind));
       await kind.prepareDatabase?.(withDatabase(db.adminUrl, db.name), this.options.logger);
       await store.setState(record.id, 'active');
     } catch (cause) {

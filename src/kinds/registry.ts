@@ -2,9 +2,14 @@ import { CORE } from '../syncdb/core.ts';
 import type { MigrationSet } from '../syncdb/migrate.ts';
 import type { SourceKind } from './kind.ts';
 
+/** The kind's own steps of a sync database (provisioning puts the core's first). */
+export function kindSchemaOf(kind: SourceKind): MigrationSet[] {
+  return kind.syncDatabaseMigrations ? [{ scope: kind.name, migrations: kind.syncDatabaseMigrations }] : [];
+}
+
 /** The steps of a sync database of `kind`: the core's, then the kind's own. */
 export function schemaOf(kind: SourceKind): MigrationSet[] {
-  return [CORE, ...(kind.syncDatabaseMigrations ? [{ scope: kind.name, migrations: kind.syncDatabaseMigrations }] : [])];
+  return [CORE, ...kindSchemaOf(kind)];
 }
 
 /** The kinds this service syncs, by name. */

@@ -5,9 +5,6 @@ import { commentStatements, createTableStatements, qualified, type TableShape } 
 import type { Row } from '../writer/upsert.ts';
 import { type CatalogColumn, type CatalogList, type CatalogTable, loadCatalog, STRIPE_API_VERSION } from './catalog.ts';
 import type { StripeObject } from './client.ts';
-import { CORE } from '../syncdb/core.ts';
-import { migrateSyncDatabase } from '../syncdb/migrate.ts';
-import { STRIPE_SCHEMA } from './migrations.ts';
 
 /** Upcoming invoices have no id; the database keys them by customer or subscription. */
 export const UPCOMING = {
@@ -111,11 +108,11 @@ export function rowOf(table: StripeTable, object: StripeObject, extra?: Row): Ro
 
 /**
  * Creates the tables that are missing and adds the columns a newer catalog brings, in one
- * transaction; what was built is kept in `public_swap._tables` under `stripe:<table>`.
+ * transaction; what was built is kept in `public_swap._tables` under `stripe:<table>`. The
+ * bookkeeping it relies on is the sync database's steps (migrations.ts), applied before it
+ * is called: at provisioning, and by the runner factory before a runner starts.
  */
 export async function ensureTables(pool: pg.Pool, logger: Logger): Promise<void> {
-  // The bookkeeping first, in case this database predates a step of it.
-  await migrateSyncDatabase(pool, [CORE, STRIPE_SCHEMA], logger);
   const created = await inTransaction(pool, async (client) => {
     const { rows } = await client.query<{ db_name: string; mapping: { columns: string[] } }>(
       "SELECT db_name, mapping FROM public_swap._tables WHERE upstream_id LIKE 'stripe:%'",
