@@ -13,14 +13,15 @@ export interface ListenOptions {
   onNotification(channel: string, payload: string): void;
   /** Each time the connection is (again) listening: what was sent meanwhile was missed. */
   onListening?(): void;
-  /** The first wait before reconnecting (default 1 s); it doubles to ten times that. */
+  /** The wait before each reconnect (default 1 s). */
   reconnectMs?: number;
 }
 
 /**
- * One LISTEN connection that comes back after it is lost, with the retry policy's back-off.
- * Notifications are hints: while the connection is down, `listening` is false and its users
- * fall back to their timers.
+ * One LISTEN connection that comes back after it is lost, at a steady pace (the retry policy's
+ * back-off with no growth).
+ * While the connection is down, `listening` is false: users that poll on a timer as well fall
+ * back to it; a notification sent meanwhile (a wait marker reached) is not sent again.
  */
 export class ListenConnection {
   private client: pg.Client | undefined;
@@ -29,8 +30,11 @@ export class ListenConnection {
   private readonly failures: FailureCount;
 
   constructor(private readonly options: ListenOptions) {
-    const first = options.reconnectMs ?? 1000;
-    this.failures = new FailureCount({ initialMs: first, maxMs: 10 * first });
+    // Not growing: a notification sent while nobody listens is lost (a wait marker reached
+    // meanwhile answers its waiter only by timeout), so the connection comes back as soon as
+    // it can, at the same pace however long the database was away.
+    const every = options.reconnectMs ?? 1000;
+    this.failures = new FailureCount({ initialMs: every, maxMs: every });
   }
 
   get listening(): boolean {
