@@ -47,7 +47,7 @@ export async function sourceFiles(dir: string, match = /\.ts$/): Promise<Array<{
   const entries = await readdir(path.join(repoRoot, dir), { recursive: true, withFileTypes: true });
   const files = entries
     .filter((entry) => entry.isFile() && match.test(entry.name))
-    .map((entry) => path.relative(repoRoot, path.join(entry.parentPath ?? entry.path, entry.name)))
+    .map((entry) => path.relative(repoRoot, path.join(entry.parentPath, entry.name)))
     .sort();
   return Promise.all(files.map(async (file) => ({ file, text: await readFile(path.join(repoRoot, file), 'utf8') })));
 }
