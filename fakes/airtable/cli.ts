@@ -1,6 +1,8 @@
 import { type FakeAirtable, startFakeAirtable } from './index.ts';
 
 export const DEFAULT_FAKE_TOKEN = `patFAKE00000000000.${'0123456789abcdef'.repeat(4)}`;
+/** Fixed, so that instructions written once (the README's tour) work against every run. */
+export const DEFAULT_FAKE_BASE_ID = 'appTributaryDemo1';
 
 /** Splits `records` over a few related tables: most in the first, the rest in smaller ones. */
 function split(records: number): Array<{ name: string; records: number }> {
@@ -20,11 +22,12 @@ export async function runFakeAirtableCli(args: {
   records: number;
   seed?: number;
   token?: string;
+  baseId?: string;
   rateLimit?: false;
 }): Promise<FakeAirtable> {
   const fake = await startFakeAirtable({ port: args.port, ...(args.rateLimit === false ? { rateLimit: false } : {}) });
   const token = args.token ?? DEFAULT_FAKE_TOKEN;
-  const base = fake.createBase({ name: 'Demo' });
+  const base = fake.createBase({ id: args.baseId ?? DEFAULT_FAKE_BASE_ID, name: 'Demo' });
   const tables = base.generate({ seed: args.seed ?? 1, tables: split(args.records) });
   fake.addToken(token, { bases: [base.id] });
   const summary = {
