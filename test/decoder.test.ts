@@ -272,7 +272,7 @@ test('a wait returns once every change committed before it is in the log; with n
   await bus.start();
   try {
     await target.query(`INSERT INTO items (id) SELECT 'wait' || g FROM generate_series(1, 300) g`);
-    const answer = await waitForDecoder({ databaseUrl: targetUrl, bus, timeoutMs: 10_000 });
+    const answer = await waitForDecoder({ databaseUrl: targetUrl, bus, control, timeoutMs: 10_000 });
     assert.ok(answer, 'the decoder reached the marker');
     assert.match(answer.lsn, /^[0-9A-F]+\/[0-9A-F]+$/);
     const { rows } = await control.query<{ n: string }>("SELECT count(*) AS n FROM events WHERE sync_id = $1 AND record_id LIKE 'wait%'", [SYNC]);
@@ -280,9 +280,32 @@ test('a wait returns once every change committed before it is in the log; with n
 
     await decoder!.stop();
     const started = Date.now();
-    assert.is(await waitForDecoder({ databaseUrl: targetUrl, bus, timeoutMs: 500 }), undefined);
+    assert.is(await waitForDecoder({ databaseUrl: targetUrl, bus, control, timeoutMs: 500 }), undefined);
     assert.ok(Date.now() - started >= 450, 'it waited the timeout');
     startDecoder();
+  } finally {
+    await bus.stop();
+  }
+});
+
+test('a wait whose marker is reached while its process is not listening still returns', async () => {
+  // The bus comes back 3 s after its LISTEN connection is lost; the marker is reached well
+  // before, so its NOTIFY reaches no one. The waiter must find the marker some other way.
+  const bus = new EventBus({ url: control.options.connectionString as string, logger, reconnectMs: 3000 });
+  await bus.start();
+  try {
+    await caughtUp();
+    const { rows } = await control.query<{ pid: number }>(
+      "SELECT pid FROM pg_stat_activity WHERE query LIKE 'LISTEN%' AND pid <> pg_backend_pid() AND datname = current_database()",
+    );
+    assert.ok(rows.length > 0, 'the bus listens');
+    await control.query('SELECT pg_terminate_backend(pid) FROM unnest($1::int[]) pid', [rows.map((r) => r.pid)]);
+    await new Promise((r) => setTimeout(r, 200));
+    await target.query(`INSERT INTO items (id) VALUES ('unheard')`);
+    const started = Date.now();
+    const answer = await waitForDecoder({ databaseUrl: targetUrl, bus, control, timeoutMs: 10_000 });
+    assert.ok(answer, 'the wait found its marker reached');
+    assert.ok(Date.now() - started < 2500, `answered before the bus came back (${Date.now() - started} ms)`);
   } finally {
     await bus.stop();
   }

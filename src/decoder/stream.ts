@@ -362,7 +362,13 @@ export class Decoder {
       if (this.batchCommit) await this.flush();
       await this.flushing;
     }
-    await this.options.control.query('SELECT pg_notify($1, $2)', [WAITS_CHANNEL, token]);
+    // Recorded as well as announced: a waiter not listening at this moment looks it up.
+    await this.options.control.query(
+      `WITH recorded AS (INSERT INTO wait_markers_reached (token) VALUES ($2) ON CONFLICT DO NOTHING),
+            expired AS (DELETE FROM wait_markers_reached WHERE reached_at < now() - interval '10 minutes')
+       SELECT pg_notify($1, $2)`,
+      [WAITS_CHANNEL, token],
+    );
   }
 
   /** How far the server's WAL is ahead of what the slot was told, for status and metrics. */

@@ -5,18 +5,19 @@ import { MESSAGE_PREFIX } from '../db/messages.ts';
 import { withClient } from '../db/sql.ts';
 import type { EventBus } from '../events/bus.ts';
 
-/** Prefix of the WAL marker a waiter writes into a sync database. */
-
 /**
  * Waits until the sync's decoder has made durable every change committed in the sync
  * database before now. A non-transactional logical message is written into the sync's WAL;
  * it reaches the decoder after every transaction that committed before it, and the decoder
- * reports it (NOTIFY on the control database) once those are in the event log. Answers the
- * marker's WAL position, or undefined on timeout (no decoder running, or one far behind).
+ * reports it (NOTIFY on the control database, and a row in wait_markers_reached) once those
+ * are in the event log. Answers the marker's WAL position, or undefined on timeout (no decoder
+ * running, or one far behind).
  */
 export async function waitForDecoder(options: {
   databaseUrl: string;
   bus: EventBus;
+  /** The control database, where reached markers are recorded. */
+  control: pg.Pool;
   timeoutMs: number;
   /** Where the marker's connection comes from; without it, a new connection. */
   pools?: IdlePools;
@@ -33,10 +34,36 @@ export async function waitForDecoder(options: {
     };
     const pool = options.pools?.get(options.databaseUrl);
     const lsn = pool ? await emitPooled(pool, emit) : await withClient(options.databaseUrl, emit);
-    return (await reached) ? { lsn } : undefined;
+    return (await heardOrRecorded(options.control, token, reached, cancel)) ? { lsn } : undefined;
   } catch (error) {
     cancel();
     throw error;
+  }
+}
+
+/** How often a waiter looks for its marker in the table, in case its NOTIFY went unheard. */
+const RECHECK_MS = 1000;
+
+/**
+ * The NOTIFY answers almost every wait within milliseconds. It is lost when this process's
+ * LISTEN connection is being made again at that moment, so the waiter also looks the marker up
+ * every second, and once more at its deadline.
+ */
+async function heardOrRecorded(control: pg.Pool, token: string, reached: Promise<boolean>, cancel: () => void): Promise<boolean> {
+  let heard: boolean | undefined;
+  void reached.then((value) => (heard = value));
+  for (;;) {
+    let timer: NodeJS.Timeout | undefined;
+    const tick = new Promise<void>((resolve) => (timer = setTimeout(resolve, RECHECK_MS)));
+    await Promise.race([reached, tick]);
+    clearTimeout(timer);
+    if (heard === true) return true;
+    const { rows } = await control.query('SELECT 1 FROM wait_markers_reached WHERE token = $1', [token]);
+    if (rows.length > 0) {
+      cancel();
+      return true;
+    }
+    if (heard === false) return false;
   }
 }
 

@@ -71,7 +71,7 @@ export function waitRoutes(router: Router, api: ApiOptions & WaitApiOptions): vo
       return;
     }
     // The pass's writes committed before it was confirmed; the marker goes into the WAL after them.
-    const reached = await waitForDecoder({ databaseUrl: await api.syncService.adminUrl(sync), bus, timeoutMs: left, pools: api.markerPools });
+    const reached = await waitForDecoder({ databaseUrl: await api.syncService.adminUrl(sync), bus, control: api.pool, timeoutMs: left, pools: api.markerPools });
     ctx.body = reached ? { ok: true, lsn: reached.lsn } : timedOut;
   });
 }
