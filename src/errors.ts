@@ -37,6 +37,9 @@ const statusOf: Record<ErrorCode, number> = {
   internal: 500,
 };
 
+/** Every code, in the order above (the OpenAPI document lists them). */
+export const ERROR_CODES = Object.keys(statusOf) as [ErrorCode, ...ErrorCode[]];
+
 export class TributaryError extends Error {
   readonly code: ErrorCode;
   readonly status: number;

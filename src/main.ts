@@ -17,7 +17,7 @@ import { SecretBox } from './control/secrets.ts';
 import { SyncService } from './control/sync-service.ts';
 import { SyncStore } from './control/syncs.ts';
 import { authenticator } from './api/auth.ts';
-import { createApiApp } from './api/server.ts';
+import { createApiApp, type ApiApp } from './api/server.ts';
 import type { EventEndpoints } from './api/views.ts';
 import type { Config } from './config.ts';
 import { startEmbeddedPostgres, type EmbeddedPostgres } from './db/embedded.ts';
@@ -44,6 +44,8 @@ export interface Service {
   proxyPort: number | undefined;
   eventsPort: number | undefined;
   controlDatabaseUrl: string;
+  /** The management API's router, when this process serves the API (its routes are listed by the OpenAPI test). */
+  apiRouter?: ApiApp['router'];
   stop(): Promise<void>;
 }
 
@@ -216,6 +218,7 @@ export async function startService(config: Config, logger: Logger, tunables: Tun
       closers.push(() => passes.stop());
     }
 
+    let apiRouter: ApiApp['router'] | undefined;
     if (config.roles.includes('api')) {
       const recovered = await syncService.reconcile();
       if (recovered > 0) logger.warn({ count: recovered }, 'finished interrupted sync creates and deletes');
@@ -241,6 +244,7 @@ export async function startService(config: Config, logger: Logger, tunables: Tun
         passes,
         metrics,
       });
+      apiRouter = app.router;
       await serve('api', app.callback(), config.apiPort);
       // Closers run in reverse: waits end (503) before the API drains its connections. stop() may run twice.
       if (passes) closers.push(() => passes.stop());
@@ -329,7 +333,7 @@ export async function startService(config: Config, logger: Logger, tunables: Tun
       closers.push(() => rest.close());
     }
 
-    return { apiPort: ports.api, proxyPort: ports.proxy, eventsPort: ports.events, controlDatabaseUrl: controlUrl, stop };
+    return { apiPort: ports.api, proxyPort: ports.proxy, eventsPort: ports.events, controlDatabaseUrl: controlUrl, apiRouter, stop };
   } catch (error) {
     await stop().catch(() => undefined);
     throw error;

@@ -1,7 +1,8 @@
 import type { Context } from 'koa';
-import type { ZodType, ZodTypeDef } from 'zod';
+import type { AnyZodObject, ZodType, ZodTypeDef } from 'zod';
 import { TributaryError } from '../errors.ts';
 import { refuseNulInJson } from '../http/nul.ts';
+import { z } from './zod.ts';
 
 export const DEFAULT_BODY_LIMIT = 1024 * 1024;
 
@@ -57,4 +58,25 @@ export function validate<T>(schema: ZodType<T, ZodTypeDef, unknown>, value: unkn
     return `${where}: ${issue.message}`;
   });
   throw new TributaryError('invalid_request', issues.join('; '));
+}
+
+/** Validates the query string (a zod object of its parameters; the others are ignored). */
+export const validateQuery = <S extends AnyZodObject>(schema: S, ctx: Context): z.output<S> => validate(schema, ctx.query, 'query');
+
+/** A query parameter's errors, said in `message`; one given twice arrives as an array. */
+export const queryErrors = (message: string): z.ZodErrorMap => (issue) => ({
+  message: issue.code === z.ZodIssueCode.invalid_type && issue.received === 'array' ? 'give it once' : message,
+});
+
+/**
+ * A whole-number query parameter from `min` to `max`, as a number. Documented as the integer
+ * it stands for (a query string has only text).
+ */
+export function wholeNumber(min: number, max: number, unit?: string) {
+  const message = `must be a whole number${unit ? ` of ${unit}` : ''} from ${min} to ${max}`;
+  return z
+    .string({ errorMap: queryErrors(message) })
+    .refine((text) => /^\d+$/.test(text) && Number(text) >= min && Number(text) <= max, message)
+    .transform(Number)
+    .openapi({ type: 'integer', minimum: min, maximum: max });
 }

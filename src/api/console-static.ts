@@ -6,6 +6,8 @@ import { gzipSync } from 'node:zlib';
 import type Router from '@koa/router';
 import type { Context } from 'koa';
 import { notFound } from '../errors.ts';
+import type { ApiDocument } from './openapi.ts';
+import { z } from './zod.ts';
 
 /** The console's files: hand-written ES modules and CSS, served as they are (no build step). */
 export const CONSOLE_DIR = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..', 'console');
@@ -84,8 +86,30 @@ function send(ctx: Context, asset: Asset): void {
 }
 
 /** `{base_url}/` is the console's page; its modules and styles are under `/console/`. */
-export function consoleStaticRoutes(router: Router, assets = loadConsoleAssets()): void {
+export function consoleStaticRoutes(router: Router, doc: ApiDocument, assets = loadConsoleAssets()): void {
+  const tag = 'console (internal)';
+  const notModified = { description: 'Not modified: the `If-None-Match` ETag is current' };
+  doc.route({
+    method: 'get',
+    path: '/',
+    operationId: 'consolePage',
+    tag,
+    summary: "The console's page",
+    access: 'public',
+    answers: { 200: { description: 'The page', contentType: TYPES['.html'], schema: z.string() }, 304: notModified },
+  });
   router.get('/', (ctx) => send(ctx, assets.get('index.html')!));
+  doc.route({
+    method: 'get',
+    path: '/console/{*file}',
+    operationId: 'consoleFile',
+    tag,
+    summary: "One of the console's modules, styles or images",
+    access: 'public',
+    params: z.object({ file: z.string().describe('A path below /console/; it may hold slashes') }),
+    answers: { 200: { description: 'The file', contentType: [...new Set(Object.values(TYPES))], schema: z.string() }, 304: notModified },
+    errors: { 404: 'No such file' },
+  });
   // Registered after the session routes, which share the /console/ prefix.
   router.get('/console/{*file}', (ctx) => {
     const asset = ctx.params.file === 'index.html' ? undefined : assets.get(ctx.params.file ?? '');

@@ -1,6 +1,7 @@
 import type { Middleware } from 'koa';
-import { TributaryError, toError, type ErrorCode } from '../errors.ts';
+import { ERROR_CODES, TributaryError, toError, type ErrorCode } from '../errors.ts';
 import type { Logger } from '../log.ts';
+import { z } from './zod.ts';
 
 const codeOfStatus: Record<number, ErrorCode> = {
   400: 'invalid_request',
@@ -12,6 +13,21 @@ const codeOfStatus: Record<number, ErrorCode> = {
   415: 'unsupported_media_type',
   422: 'unprocessable',
 };
+
+/** Every error answer of the management API, whatever its status. */
+export const errorAnswer = z
+  .object({
+    error: z
+      .object({
+        code: z.enum(ERROR_CODES).describe('Stable, for programs; the HTTP status follows from it'),
+        message: z.string().describe('What went wrong, for people: names the offending field where there is one; never a stack trace'),
+      })
+      .strict(),
+  })
+  .strict()
+  .openapi('Error');
+
+const answer = (code: ErrorCode, message: string): z.infer<typeof errorAnswer> => ({ error: { code, message } });
 
 /**
  * Turns everything thrown into `{"error":{"code","message"}}`. Only errors marked
@@ -30,15 +46,15 @@ export function errorMiddleware(logger: Logger): Middleware {
       const httpStatus = (error as { status?: unknown }).status;
       if (error instanceof TributaryError && error.expose) {
         ctx.status = error.status;
-        ctx.body = { error: { code: error.code, message: error.message } };
+        ctx.body = answer(error.code, error.message);
       } else if (typeof httpStatus === 'number' && httpStatus >= 400 && httpStatus < 500) {
         // Raised by Koa or the router themselves (a malformed URL, say).
         ctx.status = httpStatus;
-        ctx.body = { error: { code: codeOfStatus[httpStatus] ?? 'invalid_request', message: error.message } };
+        ctx.body = answer(codeOfStatus[httpStatus] ?? 'invalid_request', error.message);
       } else {
         logger.error({ err: error, method: ctx.method, path: ctx.path }, 'request failed');
         ctx.status = 500;
-        ctx.body = { error: { code: 'internal', message: 'internal error; see the service log' } };
+        ctx.body = answer('internal', 'internal error; see the service log');
       }
       if (ctx.status === 401) ctx.set('WWW-Authenticate', 'Bearer');
     } finally {

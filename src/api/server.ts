@@ -7,6 +7,7 @@ import { consoleStaticRoutes } from './console-static.ts';
 import type { ApiOptions } from './context.ts';
 import { refuseNulInUrl } from './edge.ts';
 import { errorMiddleware } from './errors.ts';
+import { ApiDocument } from './openapi.ts';
 import { accountRoutes } from './routes/accounts.ts';
 import { consoleDataRoutes, type ConsoleDataOptions } from './routes/console-data.ts';
 import { consoleSessionRoutes } from './routes/console-session.ts';
@@ -14,6 +15,7 @@ import { metricsRoutes, type MetricsApiOptions } from './routes/metrics.ts';
 import { syncRoutes } from './routes/syncs.ts';
 import { waitRoutes, type WaitApiOptions } from './routes/wait.ts';
 import { webhookRoutes, type WebhookApiOptions } from './routes/webhooks.ts';
+import { z } from './zod.ts';
 
 /**
  * ApiOptions plus what the webhook routes need (the secret box, the private-address switch),
@@ -21,7 +23,10 @@ import { webhookRoutes, type WebhookApiOptions } from './routes/webhooks.ts';
  */
 export type ApiAppOptions = ApiOptions & WebhookApiOptions & WaitApiOptions & MetricsApiOptions & ConsoleDataOptions;
 
-export function createApiApp(api: ApiAppOptions): Koa {
+/** The API's Koa app, and its router (test/api.openapi.test.ts lists the router's routes). */
+export type ApiApp = Koa & { readonly router: Router };
+
+export function createApiApp(api: ApiAppOptions): ApiApp {
   const app = new Koa();
   app.silent = true; // errors are logged once, by errorMiddleware
   const router = new Router();
@@ -29,6 +34,18 @@ export function createApiApp(api: ApiAppOptions): Koa {
   const sessions = new ConsoleSessions(api.pool);
   api = { ...api, authenticate: withConsoleSessions(api.authenticate, sessions) };
 
+  const doc = new ApiDocument();
+
+  doc.route({
+    method: 'get',
+    path: '/healthz',
+    operationId: 'health',
+    tag: 'service',
+    summary: 'Whether the service can reach its control database',
+    access: 'public',
+    answers: { 200: { description: 'Healthy', schema: z.object({ ok: z.literal(true) }).strict() } },
+    errors: { 503: 'The control database is unreachable' },
+  });
   router.get('/healthz', async (ctx) => {
     try {
       await api.pool.query('SELECT 1');
@@ -37,14 +54,30 @@ export function createApiApp(api: ApiAppOptions): Koa {
       throw new TributaryError('unavailable', 'the control database is unreachable');
     }
   });
-  accountRoutes(router, api);
-  syncRoutes(router, api);
-  webhookRoutes(router, api);
-  waitRoutes(router, api);
-  metricsRoutes(router, api);
-  consoleDataRoutes(router, api);
-  consoleSessionRoutes(router, api, sessions);
-  consoleStaticRoutes(router);
+  accountRoutes(router, api, doc);
+  syncRoutes(router, api, doc);
+  webhookRoutes(router, api, doc);
+  waitRoutes(router, api, doc);
+  metricsRoutes(router, api, doc);
+  consoleDataRoutes(router, api, doc);
+  consoleSessionRoutes(router, api, sessions, doc);
+  consoleStaticRoutes(router, doc);
+
+  doc.route({
+    method: 'get',
+    path: '/api/openapi.json',
+    operationId: 'openapi',
+    tag: 'service',
+    summary: 'This document',
+    description: 'Holds no secrets, so it needs no token.',
+    access: 'public',
+    answers: { 200: { description: 'The OpenAPI 3.1 document of this API', schema: z.object({ openapi: z.literal('3.1.0') }).passthrough() } },
+  });
+  // Built once, after every route has described itself.
+  const document = doc.build();
+  router.get('/api/openapi.json', (ctx) => {
+    ctx.body = document;
+  });
 
   app.use(errorMiddleware(api.logger));
   app.use(refuseNulInUrl);
@@ -65,5 +98,5 @@ export function createApiApp(api: ApiAppOptions): Koa {
       throw new TributaryError('method_not_allowed', `${ctx.method} is not allowed on ${ctx.path}`);
     }
   });
-  return app;
+  return Object.assign(app, { router });
 }

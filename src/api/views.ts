@@ -2,6 +2,17 @@ import type { Account } from '../control/accounts.ts';
 import type { Secret } from '../control/secrets.ts';
 import { statusOf } from '../control/status.ts';
 import type { SyncRecord } from '../control/syncs.ts';
+import type { SourceKind } from '../kinds/kind.ts';
+import type { SourceKinds } from '../kinds/registry.ts';
+import { z } from './zod.ts';
+
+/**
+ * The answers' shapes, as zod schemas: the OpenAPI document is generated from them, the view
+ * functions below are typed by them, and the OpenAPI test checks real answers against them.
+ * Answers are strict (no other fields), so a field added to a view without its schema shows.
+ * A schema gets its component name (`.openapi(name)`) last: zod copies the name into schemas
+ * derived from a named one (`.extend`, `.partial`), which would then all claim it.
+ */
 
 /** Where users reach the event stream; the same for every sync of a deployment. */
 export interface EventEndpoints {
@@ -9,17 +20,59 @@ export interface EventEndpoints {
   kafkaBrokers: string[];
 }
 
-export function accountView(account: Account) {
+export const time = z.string().datetime();
+const eventEndpoints = {
+  rest_url: z.string().describe('`{rest_url}`: the event REST interface (Upstash Kafka REST shapes)'),
+  kafka_brokers: z.array(z.string()).describe('Kafka bootstrap brokers; empty when the deployment runs without Kafka'),
+};
+
+const accountFields = {
+  id: z.string().describe('`acc_…`'),
+  name: z.string(),
+  created_at: time,
+};
+
+export const accountAnswer = z.object(accountFields).strict().openapi('Account');
+
+export const accountLimitsAnswer = z
+  .object({
+    ...accountFields,
+    limits: z
+      .object({
+        max_syncs: z.number().int().describe('Syncs the account may have'),
+        reader_connection_budget: z.number().int().describe("Connections all the account's read-only roles may hold together"),
+      })
+      .strict(),
+  })
+  .strict()
+  .openapi('AccountWithLimits');
+
+export const newAccountAnswer = z
+  .object({
+    ...accountFields,
+    api_token: z.string().describe("The account's bearer token (`trb_…`); shown in this answer only"),
+    events: z
+      .object({
+        username: z.string().describe('Event credentials: Kafka SASL/SCRAM and REST basic auth'),
+        password: z.string().describe('Shown in this answer only (and in the console on request)'),
+        ...eventEndpoints,
+      })
+      .strict(),
+  })
+  .strict()
+  .openapi('NewAccount');
+
+export function accountView(account: Account): z.infer<typeof accountAnswer> {
   return { id: account.id, name: account.name, created_at: account.createdAt.toISOString() };
 }
 
 /** An account with the operator's limits (the answer to changing them). */
-export function accountLimitsView(account: Account) {
+export function accountLimitsView(account: Account): z.infer<typeof accountLimitsAnswer> {
   return { ...accountView(account), limits: { max_syncs: account.maxSyncs, reader_connection_budget: account.readerConnectionBudget } };
 }
 
 /** The one answer that carries the account's token and event password. */
-export function newAccountView(account: Account, apiToken: Secret, eventsPassword: Secret, events: EventEndpoints) {
+export function newAccountView(account: Account, apiToken: Secret, eventsPassword: Secret, events: EventEndpoints): z.infer<typeof newAccountAnswer> {
   return {
     ...accountView(account),
     api_token: apiToken.reveal(),
@@ -32,11 +85,70 @@ export function newAccountView(account: Account, apiToken: Secret, eventsPasswor
   };
 }
 
-export function syncView(sync: SyncRecord, readerUrl: string, events: EventEndpoints) {
+/** `AirtableSettings` for the kind `airtable`: a component name from the kind's own name. */
+export const kindComponent = (kind: SourceKind, suffix: string) =>
+  `${kind.name.replace(/(^|[^A-Za-z0-9]+)([A-Za-z0-9])/g, (_, _sep: string, c: string) => c.toUpperCase())}${suffix}`;
+
+/** One schema, or the union of several (zod's union needs two at least). */
+export function oneOf<T extends z.ZodTypeAny>(schemas: T[]): T | z.ZodUnion<[T, T, ...T[]]> {
+  if (schemas.length === 0) throw new Error('oneOf needs a schema');
+  return schemas.length === 1 ? schemas[0]! : z.union(schemas as [T, T, ...T[]]);
+}
+
+export const syncStatusAnswer = z
+  .object({
+    indicator: z.enum(['normal', 'yellow', 'red']),
+    reason: z.string().describe('Why the indicator is what it is, in words'),
+    started_at: time.nullable().describe('When the latest cycle began'),
+    completed_at: time.nullable().describe('When the latest cycle completed'),
+    duration_last: z.number().nullable().describe('Seconds the latest completed cycle took'),
+    lag_seconds: z.number().nullable().describe('Age of the oldest data the database may still show'),
+    last_error: z.string().nullable(),
+    progress: z.unknown().describe("The running pass's progress, in the kind's own terms; null when there is none"),
+  })
+  .strict()
+  .openapi('SyncStatus');
+
+/** A sync's answer: `kind` and `settings` are those of the kinds this service syncs. */
+export function syncAnswer(kinds: SourceKinds) {
+  const all = kinds.names().map((name) => kinds.get(name));
+  return z
+    .object({
+      id: z.string().describe('`syn_…`'),
+      kind: z.enum(all.map((kind) => kind.name) as [string, ...string[]]),
+      name: z.string().nullable().describe("The synced upstream's own name, once known"),
+      account_id: z.string(),
+      base_id: z.string().optional().describe('The upstream object synced, for kinds that sync one object of an upstream account'),
+      settings: oneOf(all.map((kind) => kind.settings.schema.openapi(kindComponent(kind, 'Settings')))).describe("Every setting of the sync's kind"),
+      database: z
+        .object({
+          name: z.string().describe('`tr_` and 16 lowercase letters and digits'),
+          url: z.string().describe("Connects as the sync's read-only role"),
+          connection_limit: z.number().int().describe("The read-only role's connection limit"),
+        })
+        .strict(),
+      events: z
+        .object({
+          topic_prefix: z.string().describe('`svc.<sync id>.`: topics are this and a collection'),
+          ...eventEndpoints,
+          logged: z.number().int().describe('Events made durable so far'),
+          slot_lag_bytes: z.number().nullable().describe("WAL bytes the sync's replication slot is behind the server"),
+        })
+        .strict(),
+      status: syncStatusAnswer,
+      warnings: z.array(z.string()).describe('What the key could not read when the sync was created (those objects are skipped)'),
+      created_at: time,
+    })
+    .strict()
+    .openapi('Sync');
+}
+
+export type SyncAnswer = z.infer<ReturnType<typeof syncAnswer>>;
+
+export function syncView(sync: SyncRecord, readerUrl: string, events: EventEndpoints): SyncAnswer {
   return {
     id: sync.id,
     kind: sync.kind,
-    /** The base's or Stripe account's name upstream, as the console lists it. */
     name: sync.upstreamName,
     account_id: sync.accountId,
     ...(sync.baseId !== null ? { base_id: sync.baseId } : {}),
@@ -46,12 +158,10 @@ export function syncView(sync: SyncRecord, readerUrl: string, events: EventEndpo
       topic_prefix: `svc.${sync.id}.`,
       rest_url: events.restUrl,
       kafka_brokers: events.kafkaBrokers,
-      /** Events the decoder has made durable so far, and how far (WAL bytes) its slot is behind the server. */
       logged: sync.decoder.eventsLogged,
       slot_lag_bytes: sync.decoder.slotLagBytes,
     },
     status: statusOf(sync.status),
-    /** What the key cannot read, found when the sync was created (those objects are skipped). */
     warnings: sync.warnings,
     created_at: sync.createdAt.toISOString(),
   };

@@ -1,19 +1,36 @@
 import type Router from '@koa/router';
-import { z } from 'zod';
 import { readJson, validate } from '../body.ts';
 import { requireAdmin } from '../auth.ts';
 import type { ApiOptions } from '../context.ts';
+import type { ApiDocument } from '../openapi.ts';
 import { notFound } from '../../errors.ts';
-import { accountLimitsView, accountView, newAccountView } from '../views.ts';
+import { accountAnswer, accountLimitsAnswer, accountLimitsView, accountView, newAccountAnswer, newAccountView } from '../views.ts';
+import { z } from '../zod.ts';
 
-const createAccount = z.object({ name: z.string().trim().min(1).max(200) }).strict();
+const createAccount = z.object({ name: z.string().trim().min(1).max(200) }).strict().openapi('CreateAccount');
 const limit = z.number().int().min(0).max(100_000);
 const patchAccount = z
-  .object({ max_syncs: limit.optional(), reader_connection_budget: limit.optional() })
+  .object({
+    max_syncs: limit.optional().describe('Syncs the account may have'),
+    reader_connection_budget: limit.optional().describe("Connections all the account's read-only roles may hold together"),
+  })
   .strict()
-  .refine((v) => v.max_syncs !== undefined || v.reader_connection_budget !== undefined, 'give max_syncs or reader_connection_budget');
+  .refine((v) => v.max_syncs !== undefined || v.reader_connection_budget !== undefined, 'give max_syncs or reader_connection_budget')
+  .openapi('PatchAccount', { description: 'At least one of the two' });
+const accountParams = z.object({ id: z.string().describe('`acc_…`') });
 
-export function accountRoutes(router: Router, api: ApiOptions): void {
+export function accountRoutes(router: Router, api: ApiOptions, doc: ApiDocument): void {
+  doc.route({
+    method: 'post',
+    path: '/api/accounts',
+    operationId: 'createAccount',
+    tag: 'accounts',
+    summary: 'Create an account',
+    description: "Answers the account's API token and event password: this answer is the only one that shows them.",
+    access: 'admin',
+    body: { schema: createAccount },
+    answers: { 201: { description: 'The account, its token and its event credentials', schema: newAccountAnswer } },
+  });
   router.post('/api/accounts', async (ctx) => {
     requireAdmin(await api.authenticate(ctx));
     const input = validate(createAccount, await readJson(ctx, api.bodyLimit));
@@ -24,6 +41,18 @@ export function accountRoutes(router: Router, api: ApiOptions): void {
     ctx.body = newAccountView(created.account, created.apiToken, created.eventsPassword, api.events);
   });
 
+  doc.route({
+    method: 'patch',
+    path: '/api/accounts/:id',
+    operationId: 'setAccountLimits',
+    tag: 'accounts',
+    summary: "Change an account's limits",
+    access: 'admin',
+    params: accountParams,
+    body: { schema: patchAccount },
+    answers: { 200: { description: 'The account with its limits', schema: accountLimitsAnswer } },
+    errors: { 404: 'No such account' },
+  });
   router.patch('/api/accounts/:id', async (ctx) => {
     requireAdmin(await api.authenticate(ctx));
     const input = validate(patchAccount, await readJson(ctx, api.bodyLimit));
@@ -33,6 +62,15 @@ export function accountRoutes(router: Router, api: ApiOptions): void {
     ctx.body = accountLimitsView(updated);
   });
 
+  doc.route({
+    method: 'get',
+    path: '/api/accounts',
+    operationId: 'listAccounts',
+    tag: 'accounts',
+    summary: 'List the accounts',
+    access: 'admin',
+    answers: { 200: { description: 'Every account', schema: z.object({ data: z.array(accountAnswer) }).strict() } },
+  });
   router.get('/api/accounts', async (ctx) => {
     requireAdmin(await api.authenticate(ctx));
     ctx.body = { data: (await api.accounts.list()).map(accountView) };

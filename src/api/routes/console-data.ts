@@ -1,12 +1,15 @@
 import type Router from '@koa/router';
-import type { Context } from 'koa';
 import type pg from 'pg';
 import type { SyncRecord } from '../../control/syncs.ts';
 import { ident, withClient } from '../../db/sql.ts';
 import { TributaryError, notFound } from '../../errors.ts';
 import { ownOrigin } from '../auth.ts';
+import { validateQuery, wholeNumber } from '../body.ts';
 import type { ApiOptions } from '../context.ts';
-import { findSync } from './syncs.ts';
+import type { ApiDocument, Operation } from '../openapi.ts';
+import { time } from '../views.ts';
+import { z } from '../zod.ts';
+import { SYNC_NOT_FOUND, findSync, syncParams } from './syncs.ts';
 
 /** What the console's read-only routes need beyond ApiOptions; main.ts passes it to createApiApp. */
 export interface ConsoleDataOptions {
@@ -21,15 +24,58 @@ const MAX_HISTORY_HOURS = 24;
 const HISTORY_POINTS = 240;
 
 
-interface TableInfo {
-  name: string;
-  upstream_name: string | null;
-  upstream_id: string | null;
-  rows: number;
-  rows_estimated: boolean;
-  /** The event topic of the table's changes. */
-  topic: string | null;
-}
+const tableInfo = z
+  .object({
+    name: z.string().describe("The table's name in the sync's database"),
+    upstream_name: z.string().nullable(),
+    upstream_id: z.string().nullable(),
+    rows: z.number().int(),
+    rows_estimated: z.boolean().describe("`rows` is the planner's estimate (a big table), not a count"),
+    topic: z.string().nullable().describe("The event topic of the table's changes"),
+  })
+  .strict();
+type TableInfo = z.infer<typeof tableInfo>;
+
+const syncDatabaseAnswer = z
+  .object({
+    sync_meta: z
+      .object({ started_at: time.nullable(), completed_at: time.nullable(), duration_last: z.number().nullable(), running: z.boolean() })
+      .strict()
+      .nullable()
+      .describe("The database's `_sync_meta` row"),
+    data: z.array(tableInfo),
+  })
+  .strict();
+
+const historyQuery = z.object({
+  hours: wholeNumber(1, MAX_HISTORY_HOURS).optional().describe('How far back (default 6)'),
+});
+
+const historyAnswer = z
+  .object({
+    hours: z.number().int(),
+    bucket_seconds: z.number().int().describe('Each point merges the samples of this many seconds'),
+    cycles: z.array(z.object({ at: time, cycles: z.number().int(), lag_seconds: z.number(), duration_seconds: z.number() }).strict()),
+    errors: z.array(z.object({ at: time, kind: z.enum(['transient', 'fatal']), message: z.string() }).strict()).describe('The latest 20'),
+  })
+  .strict();
+
+const connectionAnswer = z
+  .object({
+    sync_id: z.string(),
+    wait_url: z.string(),
+    proxy_url: z.string().nullable(),
+    events: z
+      .object({
+        username: z.string().nullable(),
+        rest_url: z.string(),
+        kafka_brokers: z.array(z.string()),
+        topic_prefix: z.string(),
+        topics: z.array(z.string()),
+      })
+      .strict(),
+  })
+  .strict();
 
 /** The collection of a table's events (as the decoder names it) and its upstream name, as the sync's kind says. */
 function describe(api: ApiOptions, sync: SyncRecord, name: string, comment: string | null): Pick<TableInfo, 'upstream_name' | 'upstream_id' | 'topic'> {
@@ -39,10 +85,7 @@ function describe(api: ApiOptions, sync: SyncRecord, name: string, comment: stri
   return { upstream_name: upstreamName, upstream_id: upstreamId, topic: collection === undefined ? null : `svc.${sync.id}.${collection}` };
 }
 
-interface SyncDatabaseView {
-  meta: { started_at: string | null; completed_at: string | null; duration_last: number | null; running: boolean } | null;
-  tables: TableInfo[];
-}
+type SyncDatabaseView = { meta: z.infer<typeof syncDatabaseAnswer>['sync_meta']; tables: TableInfo[] };
 
 /** Reads `_sync_meta` and the tables of `public` with their row counts, in the sync's own database. */
 async function readSyncDatabase(api: ApiOptions, sync: SyncRecord): Promise<SyncDatabaseView> {
@@ -99,15 +142,6 @@ async function readSyncDatabase(api: ApiOptions, sync: SyncRecord): Promise<Sync
   }
 }
 
-function hoursParam(ctx: Context): number {
-  const raw = ctx.query.hours;
-  if (raw === undefined) return 6;
-  if (typeof raw !== 'string' || !/^\d{1,2}$/.test(raw) || Number(raw) < 1 || Number(raw) > MAX_HISTORY_HOURS) {
-    throw new TributaryError('invalid_request', `hours: must be a whole number from 1 to ${MAX_HISTORY_HOURS}`);
-  }
-  return Number(raw);
-}
-
 /** The topics of a sync: those the event log has, and those its tables will have. */
 async function topicsOf(api: ApiOptions, sync: SyncRecord, tables: TableInfo[]): Promise<string[]> {
   const { rows } = await api.pool.query<{ topic: string }>('SELECT topic FROM event_topics WHERE sync_id = $1', [sync.id]);
@@ -121,18 +155,37 @@ async function topicsOf(api: ApiOptions, sync: SyncRecord, tables: TableInfo[]):
  * a sync's tables with row counts and upstream names, its cycle history and recent errors,
  * where to connect, and (on request) the account's event password.
  */
-export function consoleDataRoutes(router: Router, api: ApiOptions & ConsoleDataOptions): void {
+export function consoleDataRoutes(router: Router, api: ApiOptions & ConsoleDataOptions, doc: ApiDocument): void {
   const proxyUrl = () => (typeof api.proxyUrl === 'function' ? api.proxyUrl() : api.proxyUrl) ?? null;
+  // Every one is a sync's, for its account's token or the operator's.
+  const route = (op: Omit<Operation, 'tag' | 'access' | 'params'>) =>
+    doc.route({ ...op, tag: 'console (internal)', access: 'token', params: syncParams, errors: { 404: SYNC_NOT_FOUND, ...op.errors } });
 
+  route({
+    method: 'get',
+    path: '/api/syncs/:id/tables',
+    operationId: 'consoleSyncTables',
+    summary: "A sync's tables with row counts and upstream names",
+    answers: { 200: { description: "The database's tables and `_sync_meta`", schema: syncDatabaseAnswer } },
+    errors: { 503: 'The sync database could not be read just now' },
+  });
   router.get('/api/syncs/:id/tables', async (ctx) => {
     const sync = await findSync(api, await api.authenticate(ctx), ctx.params.id!);
     const view = await readSyncDatabase(api, sync);
-    ctx.body = { sync_meta: view.meta, data: view.tables };
+    ctx.body = { sync_meta: view.meta, data: view.tables } satisfies z.infer<typeof syncDatabaseAnswer>;
   });
 
+  route({
+    method: 'get',
+    path: '/api/syncs/:id/history',
+    operationId: 'consoleSyncHistory',
+    summary: "A sync's cycle history and recent errors",
+    query: historyQuery,
+    answers: { 200: { description: 'Cycles merged into at most 240 points, and the latest errors', schema: historyAnswer } },
+  });
   router.get('/api/syncs/:id/history', async (ctx) => {
     const sync = await findSync(api, await api.authenticate(ctx), ctx.params.id!);
-    const hours = hoursParam(ctx);
+    const hours = validateQuery(historyQuery, ctx).hours ?? 6;
     const bucketSeconds = Math.max(5, Math.ceil((hours * 3600) / HISTORY_POINTS));
     const { rows: cycles } = await api.pool.query<{ at: Date; cycles: number; lag_s: number; duration_s: number }>(
       `SELECT max(at) AS at, sum(cycles)::int AS cycles, max(lag_s) AS lag_s, max(duration_s) AS duration_s
@@ -142,7 +195,7 @@ export function consoleDataRoutes(router: Router, api: ApiOptions & ConsoleDataO
         ORDER BY 1`,
       [sync.id, hours, bucketSeconds],
     );
-    const { rows: errors } = await api.pool.query<{ at: Date; kind: string; message: string }>(
+    const { rows: errors } = await api.pool.query<{ at: Date; kind: 'transient' | 'fatal'; message: string }>(
       'SELECT at, kind, message FROM sync_errors WHERE sync_id = $1 ORDER BY at DESC LIMIT 20',
       [sync.id],
     );
@@ -151,9 +204,16 @@ export function consoleDataRoutes(router: Router, api: ApiOptions & ConsoleDataO
       bucket_seconds: bucketSeconds,
       cycles: cycles.map((c) => ({ at: c.at.toISOString(), cycles: c.cycles, lag_seconds: c.lag_s, duration_seconds: c.duration_s })),
       errors: errors.map((e) => ({ at: e.at.toISOString(), kind: e.kind, message: e.message })),
-    };
+    } satisfies z.infer<typeof historyAnswer>;
   });
 
+  route({
+    method: 'get',
+    path: '/api/syncs/:id/connection',
+    operationId: 'consoleSyncConnection',
+    summary: 'Where to connect: the wait URL, the proxy and the event stream',
+    answers: { 200: { description: "The sync's addresses and topics", schema: connectionAnswer } },
+  });
   router.get('/api/syncs/:id/connection', async (ctx) => {
     const sync = await findSync(api, await api.authenticate(ctx), ctx.params.id!);
     const account = await api.accounts.get(sync.accountId);
@@ -169,10 +229,19 @@ export function consoleDataRoutes(router: Router, api: ApiOptions & ConsoleDataO
         topic_prefix: `svc.${sync.id}.`,
         topics: await topicsOf(api, sync, view.tables),
       },
-    };
+    } satisfies z.infer<typeof connectionAnswer>;
   });
 
   // A POST, so that it is a deliberate act (the console's "Reveal"), never cached or prefetched.
+  route({
+    method: 'post',
+    path: '/api/syncs/:id/events-credentials',
+    operationId: 'consoleRevealEventsCredentials',
+    summary: "Reveal the account's event credentials",
+    answers: {
+      200: { description: "The sync's account's event username and password", schema: z.object({ username: z.string(), password: z.string() }).strict() },
+    },
+  });
   router.post('/api/syncs/:id/events-credentials', async (ctx) => {
     const sync = await findSync(api, await api.authenticate(ctx), ctx.params.id!);
     const account = await api.accounts.get(sync.accountId);

@@ -1,19 +1,34 @@
 import type Router from '@koa/router';
 import type { Context } from 'koa';
-import { z } from 'zod';
 import { SESSION_MAX_MS, type ConsoleSessions, type SessionPrincipal } from '../../control/console-sessions.ts';
 import { constantTimeEqual } from '../../control/secrets.ts';
 import { TributaryError } from '../../errors.ts';
 import { assertSameOrigin, CSRF_HEADER, servedSecurely, sessionCookieName } from '../auth.ts';
 import { readJson, validate } from '../body.ts';
 import type { ApiOptions } from '../context.ts';
+import type { ApiDocument } from '../openapi.ts';
+import { z } from '../zod.ts';
 
-const signIn = z.object({ token: z.string().trim().min(1, 'paste an API token').max(512, 'is too long to be a token') }).strict();
+const signIn = z
+  .object({ token: z.string().trim().min(1, 'paste an API token').max(512, 'is too long to be a token').describe("An account's API token or the operator token") })
+  .strict()
+  .openapi('ConsoleSignIn');
 
-function principalView(principal: SessionPrincipal) {
-  if (principal.kind === 'admin') return { kind: 'admin' as const };
+const sessionAnswer = z
+  .object({
+    principal: z.discriminatedUnion('kind', [
+      z.object({ kind: z.literal('admin') }).strict(),
+      z.object({ kind: z.literal('account'), account: z.object({ id: z.string(), name: z.string(), events_username: z.string() }).strict() }).strict(),
+    ]),
+    csrf_token: z.string().describe('Send it in `X-CSRF-Token` with every request that changes something'),
+  })
+  .strict()
+  .openapi('ConsoleSession');
+
+function principalView(principal: SessionPrincipal): z.infer<typeof sessionAnswer>['principal'] {
+  if (principal.kind === 'admin') return { kind: 'admin' };
   const { account } = principal;
-  return { kind: 'account' as const, account: { id: account.id, name: account.name, events_username: account.eventsUsername } };
+  return { kind: 'account', account: { id: account.id, name: account.name, events_username: account.eventsUsername } };
 }
 
 const sessionId = (ctx: Context) => ctx.cookies.get(sessionCookieName(true)) ?? ctx.cookies.get(sessionCookieName(false));
@@ -37,7 +52,20 @@ function setCookie(ctx: Context, value: string | null): void {
  * operator's) sets the session cookie; GET tells who is signed in and the CSRF token;
  * DELETE signs out (the session row goes, the cookie is cleared).
  */
-export function consoleSessionRoutes(router: Router, api: ApiOptions, sessions: ConsoleSessions): void {
+export function consoleSessionRoutes(router: Router, api: ApiOptions, sessions: ConsoleSessions, doc: ApiDocument): void {
+  const tag = 'console (internal)';
+  doc.route({
+    method: 'post',
+    path: '/console/session',
+    operationId: 'consoleSignIn',
+    tag,
+    summary: 'Sign the console in with a token',
+    description: "Sets the session cookie (HttpOnly, SameSite=Strict) for the token's account, or for the operator.",
+    access: 'public',
+    body: { schema: signIn },
+    answers: { 200: { description: 'Signed in: who, and the CSRF token', schema: sessionAnswer } },
+    errors: { 401: 'The token is not valid', 403: 'A request from another site', 503: 'Sign-in is not available on this server' },
+  });
   router.post('/console/session', async (ctx) => {
     assertSameOrigin(ctx);
     const input = validate(signIn, await readJson(ctx, 4096));
@@ -55,6 +83,16 @@ export function consoleSessionRoutes(router: Router, api: ApiOptions, sessions: 
     ctx.body = { principal: principalView(principal), csrf_token: created.csrfToken };
   });
 
+  doc.route({
+    method: 'get',
+    path: '/console/session',
+    operationId: 'consoleSession',
+    tag,
+    summary: 'Who the console is signed in as',
+    access: 'session',
+    answers: { 200: { description: 'Who, and the CSRF token', schema: sessionAnswer } },
+    errors: { 401: 'Not signed in, or the session has ended' },
+  });
   router.get('/console/session', async (ctx) => {
     assertSameOrigin(ctx);
     const id = sessionId(ctx);
@@ -64,6 +102,17 @@ export function consoleSessionRoutes(router: Router, api: ApiOptions, sessions: 
     ctx.body = { principal: principalView(session.principal), csrf_token: session.csrfToken };
   });
 
+  doc.route({
+    method: 'delete',
+    path: '/console/session',
+    operationId: 'consoleSignOut',
+    tag,
+    summary: 'Sign the console out',
+    description: 'Ends the session and clears the cookie; signed out already is no error.',
+    access: 'session',
+    answers: { 200: { description: 'Signed out', schema: z.object({ signed_out: z.literal(true) }).strict() } },
+    errors: { 403: "A session's request without its CSRF token" },
+  });
   router.delete('/console/session', async (ctx) => {
     assertSameOrigin(ctx);
     const id = sessionId(ctx);

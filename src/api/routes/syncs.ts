@@ -1,13 +1,13 @@
 import type Router from '@koa/router';
-import type { Context } from 'koa';
-import { z } from 'zod';
 import type { SyncRecord } from '../../control/syncs.ts';
 import { TributaryError, notFound } from '../../errors.ts';
 import type { SourceKind } from '../../kinds/kind.ts';
 import type { Principal } from '../auth.ts';
-import { readJson, validate } from '../body.ts';
+import { queryErrors, readJson, validate, validateQuery } from '../body.ts';
 import type { ApiOptions } from '../context.ts';
-import { syncView } from '../views.ts';
+import type { ApiDocument } from '../openapi.ts';
+import { kindComponent, oneOf, syncAnswer, syncView } from '../views.ts';
+import { z } from '../zod.ts';
 
 const databaseUrl = z
   .string()
@@ -18,43 +18,89 @@ const databaseUrl = z
     } catch {
       return false;
     }
-  }, 'must be a postgres:// or postgresql:// URL');
+  }, 'must be a postgres:// or postgresql:// URL')
+  .describe("A customer-owned PostgreSQL server (`postgres://user:password@host:5432/postgres`) to create the sync's database on, instead of the shared one");
 
 const common = {
-  account_id: z.string().max(64).optional(),
+  account_id: z.string().max(64).optional().describe('Required with the operator token: the account the sync belongs to. An account token may name only its own'),
   database_url: databaseUrl.optional(),
 };
 
-/** The create request of one kind: the common fields and the kind's own. */
-function createSchema(kind: SourceKind) {
-  return z
-    .object({
-      kind: z.literal(kind.name),
-      api_key: kind.createFields.api_key,
-      ...(kind.createFields.base_id ? { base_id: kind.createFields.base_id } : {}),
-      settings: kind.settings.schema.partial().strict().optional(),
-      ...common,
-    })
-    .strict();
+/**
+ * The request schemas of one kind: the common fields and the kind's own (its key, the
+ * upstream object it syncs, its settings), as the kind registry gives them.
+ */
+function kindSchemas(kind: SourceKind) {
+  const defaults = Object.entries(kind.settings.defaults).map(([name, value]) => `${name} ${JSON.stringify(value)}`);
+  const settings = kind.settings.schema
+    .partial()
+    .strict()
+    .openapi(kindComponent(kind, 'SettingsInput'), { description: `Settings to change; the others keep their values (defaults: ${defaults.join(', ')})` });
+  return {
+    create: z
+      .object({
+        kind: z.literal(kind.name),
+        api_key: kind.createFields.api_key,
+        ...(kind.createFields.base_id ? { base_id: kind.createFields.base_id } : {}),
+        settings: settings.optional(),
+        ...common,
+      })
+      .strict()
+      .openapi(`Create${kindComponent(kind, 'Sync')}`),
+    patch: z
+      .object({
+        settings: settings.optional(),
+        reader_connection_limit: z
+          .number()
+          .int()
+          .min(1)
+          .max(10_000)
+          .optional()
+          .describe("Operator token only: the read-only role's connection limit, within the account's budget"),
+      })
+      .strict()
+      .refine((v) => v.settings !== undefined || v.reader_connection_limit !== undefined, 'give settings or reader_connection_limit')
+      .openapi(`Patch${kindComponent(kind, 'Sync')}`, { description: "At least one of the two; settings as the sync's kind takes them" }),
+  };
 }
 
-/** Validates a create request against its kind's schema; an unknown kind names the known ones. */
-function createInput(api: ApiOptions, body: unknown) {
-  const named = z.object({ kind: z.string() }).passthrough().safeParse(body);
-  const kind = named.success && api.kinds.names().includes(named.data.kind) ? api.kinds.get(named.data.kind) : undefined;
-  if (!kind) throw new TributaryError('invalid_request', `kind: must be one of ${api.kinds.names().join(', ')}`);
-  const input = validate(createSchema(kind), body) as { api_key: string; base_id?: string; settings?: Record<string, unknown>; account_id?: string; database_url?: string };
-  return { kind, input };
+/** A create request is one kind's; an unknown kind names the known ones. */
+function createSchema(kinds: SourceKind[]) {
+  const names = kinds.map((kind) => kind.name).join(', ');
+  const options = kinds.map((kind) => kindSchemas(kind).create);
+  return z.discriminatedUnion('kind', options as [(typeof options)[number], ...typeof options], {
+    errorMap: (issue, ctx) => ({ message: issue.code === z.ZodIssueCode.invalid_union_discriminator ? `must be one of ${names}` : ctx.defaultError }),
+  });
 }
 
-const patchSync = z
-  .object({
-    settings: z.record(z.unknown()).optional(),
-    /** Operator only: the reader role's CONNECTION LIMIT, within the account's budget. */
-    reader_connection_limit: z.number().int().min(1).max(10_000).optional(),
-  })
-  .strict()
-  .refine((v) => v.settings !== undefined || v.reader_connection_limit !== undefined, 'give settings or reader_connection_limit');
+/** The fields every kind's create request has (TypeScript cannot see them through the union). */
+interface CreateInput {
+  kind: string;
+  api_key: string;
+  base_id?: string;
+  settings?: Record<string, unknown>;
+  account_id?: string;
+  database_url?: string;
+}
+
+export const syncParams = z.object({ id: z.string().describe('The sync (`syn_…`)') });
+
+const listQuery = z.object({
+  account_id: z
+    .string({ errorMap: queryErrors('must be an account id') })
+    .optional()
+    .describe("Operator token: only this account's syncs. An account token may name only its own"),
+});
+
+const deleteQuery = z.object({
+  keep_database: z
+    .enum(['true', '1', 'false', '0'], { errorMap: queryErrors('must be true or false') })
+    .transform((flag) => flag === 'true' || flag === '1')
+    .optional()
+    .describe("Keep the sync's database (and its read-only role) instead of dropping it"),
+});
+
+export const SYNC_NOT_FOUND = "No such sync, or another account's";
 
 /** An account sees only its own syncs; anyone else's answer exactly like a missing one. */
 export async function findSync(api: ApiOptions, principal: Principal, id: string): Promise<SyncRecord> {
@@ -78,22 +124,40 @@ async function ownerOf(api: ApiOptions, principal: Principal, requested: string 
 
 const view = async (api: ApiOptions, sync: SyncRecord) => syncView(sync, await api.syncService.readerUrl(sync), api.events);
 
-function queryFlag(ctx: Context, name: string): boolean {
-  const value = ctx.query[name];
-  if (value === undefined) return false;
-  if (value === 'true' || value === '1') return true;
-  if (value === 'false' || value === '0') return false;
-  throw new TributaryError('invalid_request', `${name}: must be true or false`);
-}
+export function syncRoutes(router: Router, api: ApiOptions, doc: ApiDocument): void {
+  const kinds = api.kinds.names().map((name) => api.kinds.get(name));
+  const createSync = createSchema(kinds);
+  const patchSync = new Map(kinds.map((kind) => [kind.name, kindSchemas(kind).patch]));
+  const sync = syncAnswer(api.kinds);
+  const syncList = z.object({ data: z.array(sync) }).strict();
 
-export function syncRoutes(router: Router, api: ApiOptions): void {
+  doc.route({
+    method: 'post',
+    path: '/api/syncs',
+    operationId: 'createSync',
+    tag: 'syncs',
+    summary: 'Create a sync',
+    description:
+      "Checks the key upstream, creates the sync's database and read-only role, and starts syncing. An account syncs an upstream (an Airtable base, a Stripe account) once.",
+    access: 'token',
+    body: { schema: createSync },
+    answers: { 201: { description: "The sync; `database.url` connects as its read-only role", schema: sync } },
+    errors: {
+      400: '`account_id` is missing with the operator token, or `database_url` is not usable as given',
+      403: 'An account token naming another account in `account_id`',
+      409: 'The account already syncs this upstream (the message names that sync), has as many syncs as its limit, or its readers hold its whole connection budget',
+      422: 'The upstream refused the key or it cannot read what a sync needs; `account_id` names no account; or `database_url` cannot be reached, is on a loopback, private or link-local address, or cannot host a sync database',
+      429: '`database_url`: too many servers checked this minute',
+      503: 'The upstream could not be reached to check the key, or the database could not be created',
+    },
+  });
   router.post('/api/syncs', async (ctx) => {
     const principal = await api.authenticate(ctx);
-    const { kind, input } = createInput(api, await readJson(ctx, api.bodyLimit));
+    const input = validate(createSync, await readJson(ctx, api.bodyLimit)) as CreateInput;
     const accountId = await ownerOf(api, principal, input.account_id);
     const sync = await api.syncService.create({
       accountId,
-      kind: kind.name,
+      kind: input.kind,
       baseId: input.base_id ?? null,
       apiKey: input.api_key,
       settings: input.settings ?? {},
@@ -104,9 +168,21 @@ export function syncRoutes(router: Router, api: ApiOptions): void {
     ctx.body = await view(api, sync);
   });
 
+  doc.route({
+    method: 'get',
+    path: '/api/syncs',
+    operationId: 'listSyncs',
+    tag: 'syncs',
+    summary: 'List syncs',
+    description: "An account token lists its account's syncs; the operator token every account's, or one account's with `account_id`.",
+    access: 'token',
+    query: listQuery,
+    answers: { 200: { description: 'The syncs', schema: syncList } },
+    errors: { 403: 'An account token naming another account in `account_id`' },
+  });
   router.get('/api/syncs', async (ctx) => {
     const principal = await api.authenticate(ctx);
-    const requested = typeof ctx.query.account_id === 'string' ? ctx.query.account_id : undefined;
+    const requested = validateQuery(listQuery, ctx).account_id;
     // As on create: an account token naming another account is refused, not quietly narrowed.
     if (principal.kind === 'account' && requested !== undefined && requested !== principal.account.id) {
       throw new TributaryError('forbidden', 'an account token can only list the syncs of its own account');
@@ -116,15 +192,46 @@ export function syncRoutes(router: Router, api: ApiOptions): void {
     ctx.body = { data: await Promise.all(syncs.map((sync) => view(api, sync))) };
   });
 
+  doc.route({
+    method: 'get',
+    path: '/api/syncs/:id',
+    operationId: 'getSync',
+    tag: 'syncs',
+    summary: 'Show a sync with its status',
+    access: 'token',
+    params: syncParams,
+    answers: { 200: { description: 'The sync', schema: sync } },
+    errors: { 404: SYNC_NOT_FOUND },
+  });
   router.get('/api/syncs/:id', async (ctx) => {
     const principal = await api.authenticate(ctx);
     ctx.body = await view(api, await findSync(api, principal, ctx.params.id!));
   });
 
+  doc.route({
+    method: 'patch',
+    path: '/api/syncs/:id',
+    operationId: 'updateSync',
+    tag: 'syncs',
+    summary: "Change a sync's settings or its reader connection limit",
+    description: 'Settings apply from the next cycle; those not given keep their values.',
+    access: 'token',
+    params: syncParams,
+    body: { schema: oneOf([...patchSync.values()]) },
+    answers: { 200: { description: 'The sync as changed', schema: sync } },
+    errors: {
+      400: "A setting the sync's kind does not take",
+      403: '`reader_connection_limit` with an account token',
+      404: SYNC_NOT_FOUND,
+      409: "`reader_connection_limit` beyond what the account's budget leaves, or the sync is being created or deleted",
+    },
+  });
   router.patch('/api/syncs/:id', async (ctx) => {
     const principal = await api.authenticate(ctx);
     const sync = await findSync(api, principal, ctx.params.id!);
-    const input = validate(patchSync, await readJson(ctx, api.bodyLimit));
+    const schema = patchSync.get(sync.kind);
+    if (!schema) throw new Error(`no kind ${sync.kind} is registered`);
+    const input = validate(schema, await readJson(ctx, api.bodyLimit));
     if (input.reader_connection_limit !== undefined) {
       if (principal.kind !== 'admin') throw new TributaryError('forbidden', 'reader_connection_limit is set by the operator (admin token)');
       await api.syncService.setReaderConnectionLimit(sync, input.reader_connection_limit);
@@ -137,10 +244,28 @@ export function syncRoutes(router: Router, api: ApiOptions): void {
     ctx.body = await view(api, updated);
   });
 
+  doc.route({
+    method: 'delete',
+    path: '/api/syncs/:id',
+    operationId: 'deleteSync',
+    tag: 'syncs',
+    summary: 'Delete a sync',
+    description: 'Stops the sync and drops its database and read-only role, unless `keep_database` is true.',
+    access: 'token',
+    params: syncParams,
+    query: deleteQuery,
+    answers: {
+      200: {
+        description: 'The sync is gone',
+        schema: z.object({ id: z.string(), deleted: z.literal(true), database_kept: z.boolean() }).strict(),
+      },
+    },
+    errors: { 404: SYNC_NOT_FOUND },
+  });
   router.delete('/api/syncs/:id', async (ctx) => {
     const principal = await api.authenticate(ctx);
     const sync = await findSync(api, principal, ctx.params.id!);
-    const keepDatabase = queryFlag(ctx, 'keep_database');
+    const keepDatabase = validateQuery(deleteQuery, ctx).keep_database ?? false;
     await api.syncService.delete(sync, keepDatabase);
     await api.eventAccess?.syncDeleted(sync.accountId, sync.id);
     ctx.body = { id: sync.id, deleted: true, database_kept: keepDatabase };

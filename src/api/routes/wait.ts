@@ -1,13 +1,15 @@
 import type Router from '@koa/router';
-import type { Context } from 'koa';
 import type { IdlePools } from '../../db/idle-pools.ts';
 import { waitForDecoder } from '../../decoder/wait.ts';
 import { TributaryError } from '../../errors.ts';
 import type { EventBus } from '../../events/bus.ts';
 import type { PassSignals } from '../../sync/pass-signals.ts';
 import { requestPass, waitForPass } from '../../sync/passes.ts';
+import { validateQuery, wholeNumber } from '../body.ts';
 import type { ApiOptions } from '../context.ts';
-import { findSync } from './syncs.ts';
+import type { ApiDocument } from '../openapi.ts';
+import { z } from '../zod.ts';
+import { SYNC_NOT_FOUND, findSync, syncParams } from './syncs.ts';
 
 export interface WaitApiOptions {
   /** The process's started event bus: the decoder reports wait markers through it. Without it the wait endpoint answers 503. */
@@ -21,29 +23,47 @@ export interface WaitApiOptions {
 const DEFAULT_TIMEOUT_MS = 60_000;
 const MAX_TIMEOUT_MS = 600_000;
 
-function timeoutOf(ctx: Context): number {
-  const raw = ctx.query.timeout;
-  if (raw === undefined) return DEFAULT_TIMEOUT_MS;
-  if (typeof raw !== 'string' || !/^\d{1,6}$/.test(raw) || Number(raw) > MAX_TIMEOUT_MS) {
-    throw new TributaryError('invalid_request', `timeout: must be a whole number of milliseconds from 0 to ${MAX_TIMEOUT_MS}`);
-  }
-  return Number(raw);
-}
+const waitQuery = z.object({
+  timeout: wholeNumber(0, MAX_TIMEOUT_MS, 'milliseconds')
+    .optional()
+    .describe(`How long to wait at most, in milliseconds (default ${DEFAULT_TIMEOUT_MS}); 0 answers the timeout at once`),
+});
+
+const waitAnswer = z
+  .union([
+    z.object({ ok: z.literal(true), lsn: z.string().describe('The WAL position the event log has reached') }).strict(),
+    z.object({ ok: z.literal(false), reason: z.literal('timeout') }).strict(),
+  ])
+  .openapi('WaitResult');
 
 /**
  * GET /api/wait/:id: answers once (1) a pass of the sync that started after
  * the request arrived has completed and then (2) the decoder has logged every change the
  * sync database had committed at that moment.
  */
-export function waitRoutes(router: Router, api: ApiOptions & WaitApiOptions): void {
+export function waitRoutes(router: Router, api: ApiOptions & WaitApiOptions, doc: ApiDocument): void {
+  doc.route({
+    method: 'get',
+    path: '/api/wait/:id',
+    operationId: 'waitForSync',
+    tag: 'wait',
+    summary: 'Wait until a sync has caught up',
+    description:
+      'Answers once the database has been confirmed up to date with everything upstream had when the request arrived, and the events of those changes are in the event log; or, after `timeout`, that it timed out (also a 200).',
+    access: 'token',
+    params: syncParams,
+    query: waitQuery,
+    answers: { 200: { description: 'Caught up (`ok: true`), or timed out', schema: waitAnswer } },
+    errors: { 404: SYNC_NOT_FOUND, 503: 'This process runs without the event bus, or the service is shutting down' },
+  });
   router.get('/api/wait/:id', async (ctx) => {
     const principal = await api.authenticate(ctx);
-    const timeoutMs = timeoutOf(ctx);
+    const timeoutMs = validateQuery(waitQuery, ctx).timeout ?? DEFAULT_TIMEOUT_MS;
     const sync = await findSync(api, principal, ctx.params.id!);
     const bus = api.bus;
     if (!bus) throw new TributaryError('unavailable', 'waiting is not available: this process runs without the event bus');
     ctx.set('Cache-Control', 'no-store');
-    const timedOut = { ok: false, reason: 'timeout' };
+    const timedOut: z.infer<typeof waitAnswer> = { ok: false, reason: 'timeout' };
     // No pass that starts after the request can have completed in no time.
     if (timeoutMs === 0) {
       ctx.body = timedOut;

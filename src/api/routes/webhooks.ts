@@ -1,15 +1,17 @@
 import type Router from '@koa/router';
 import type { Context } from 'koa';
-import { z } from 'zod';
 import type { SecretBox } from '../../control/secrets.ts';
 import type { SyncRecord } from '../../control/syncs.ts';
 import { TributaryError, notFound } from '../../errors.ts';
 import { assertPublicDestination, type LookupAll } from '../../http/address.ts';
 import { DELIVERY_STATUSES, DeliveryLog, type DeliveryRecord, type DeliveryStatus } from '../../events/webhooks/deliveries.ts';
 import { WebhookStore, wakeDeliverer, type WebhookDestination } from '../../events/webhooks/destinations.ts';
-import { readJson, validate } from '../body.ts';
+import { queryErrors, readJson, validate, validateQuery, wholeNumber } from '../body.ts';
 import type { ApiOptions } from '../context.ts';
-import { findSync } from './syncs.ts';
+import type { ApiDocument } from '../openapi.ts';
+import { time } from '../views.ts';
+import { z } from '../zod.ts';
+import { SYNC_NOT_FOUND, findSync, syncParams } from './syncs.ts';
 
 /** What the webhook routes need beyond ApiOptions; main.ts passes them to createApiApp. */
 export interface WebhookApiOptions {
@@ -45,26 +47,27 @@ const destinationUrl = z
     }
   });
 
+const createWebhookBody = z
+  .object({
+    url: destinationUrl.describe('Where events are POSTed: http:// or https://, on a public address unless the operator allows private ones'),
+    topics: z
+      .array(z.string().max(300).describe('`svc.<sync id>.<collection>`: a topic of this sync'))
+      .min(1, 'at least one topic')
+      .max(MAX_TOPICS_PER_WEBHOOK, `at most ${MAX_TOPICS_PER_WEBHOOK} topics`),
+  })
+  .strict()
+  .openapi('CreateWebhook');
+
+/** The create request for one sync: its topics must be that sync's. */
 const createWebhook = (sync: SyncRecord) => {
   const prefix = `svc.${sync.id}.`;
-  return z
-    .object({
-      url: destinationUrl,
-      topics: z
-        .array(
-          z
-            .string()
-            .max(300)
-            .refine((topic) => topic.startsWith(prefix), `must be a topic of this sync: ${prefix}<collection>`)
-            .refine(
-              (topic) => !topic.startsWith(prefix) || /^[^\s\p{Cc}*]+$/u.test(topic.slice(prefix.length)),
-              `must name a collection after ${prefix}`,
-            ),
-        )
-        .min(1, 'at least one topic')
-        .max(MAX_TOPICS_PER_WEBHOOK, `at most ${MAX_TOPICS_PER_WEBHOOK} topics`),
-    })
-    .strict();
+  return createWebhookBody.superRefine((input, ctx) =>
+    input.topics.forEach((topic, i) => {
+      const path = ['topics', i];
+      if (!topic.startsWith(prefix)) ctx.addIssue({ code: z.ZodIssueCode.custom, path, message: `must be a topic of this sync: ${prefix}<collection>` });
+      else if (!/^[^\s\p{Cc}*]+$/u.test(topic.slice(prefix.length))) ctx.addIssue({ code: z.ZodIssueCode.custom, path, message: `must name a collection after ${prefix}` });
+    }),
+  );
 };
 
 const MAX_BIGINT = 9223372036854775807n;
@@ -76,12 +79,84 @@ function isDeliveryId(text: string, options: { zero?: boolean } = {}): boolean {
   return value <= MAX_BIGINT && (value > 0n || options.zero === true);
 }
 
-const deliveryId = z.string().refine((id) => isDeliveryId(id), 'must be a delivery id');
+const deliveryId = z.string().refine((id) => isDeliveryId(id), 'must be a delivery id').describe('A delivery id: digits (a positive 64-bit integer)');
 
-const replayBody = z.object({ ids: z.array(deliveryId).min(1).max(MAX_REPLAY_IDS).optional() }).strict();
+const replayBody = z
+  .object({ ids: z.array(deliveryId).min(1).max(MAX_REPLAY_IDS).optional().describe('Only these deliveries; without it, every exhausted one') })
+  .strict()
+  .openapi('ReplayDeliveries');
 
+const afterMessage = 'must be a delivery id (at most 9223372036854775807)';
+const statusMessage = `must be one of ${DELIVERY_STATUSES.join(', ')}`;
+const deliveriesQuery = z.object({
+  status: z
+    .enum(DELIVERY_STATUSES as [DeliveryStatus, ...DeliveryStatus[]], { errorMap: queryErrors(statusMessage) })
+    .optional()
+    .describe('Only deliveries in this state'),
+  after: z
+    .string({ errorMap: queryErrors(afterMessage) })
+    .refine((id) => isDeliveryId(id, { zero: true }), afterMessage)
+    .optional()
+    .describe('Deliveries after this id (the last of the previous page)'),
+  limit: wholeNumber(1, 1000).optional().describe('At most this many (default 100)'),
+});
 
-export function webhookView(destination: WebhookDestination) {
+export const webhookParams = syncParams.extend({ wid: z.string().describe('The webhook (`wh_…`)') });
+
+const webhookFields = {
+  id: z.string().describe('`wh_…`'),
+  url: z.string(),
+  topics: z.array(z.string()),
+  created_at: time,
+};
+
+export const webhookAnswer = z.object(webhookFields).strict().openapi('Webhook');
+
+const createdWebhookAnswer = z
+  .object({ ...webhookFields, secret: z.string().describe('Signs every delivery (Standard Webhooks); shown in this answer only') })
+  .strict()
+  .openapi('NewWebhook');
+
+const webhookDetailAnswer = z
+  .object({
+    ...webhookFields,
+    deliveries: z
+      .object({
+        delivered: z.number().int().describe('Delivered at any attempt, since creation'),
+        failed_attempts: z.number().int(),
+        pending: z.number().int(),
+        retrying: z.number().int(),
+        exhausted: z.number().int().describe('Given up on; these can be replayed'),
+        last_delivered_at: time.nullable(),
+        last_failed_at: time.nullable(),
+      })
+      .strict(),
+  })
+  .strict()
+  .openapi('WebhookWithDeliveries');
+
+const deliveryAnswer = z
+  .object({
+    id: z.string(),
+    event_id: z.string().describe("The event's idempotency key (the `webhook-id` header)"),
+    topic: z.string(),
+    record_id: z.string(),
+    seq: z.string().describe("The event's position in the event log"),
+    event_created_at: time,
+    status: z.enum(DELIVERY_STATUSES as [DeliveryStatus, ...DeliveryStatus[]]),
+    attempts: z.number().int(),
+    replays: z.number().int(),
+    last_status_code: z.number().int().nullable(),
+    last_error: z.string().nullable(),
+    first_attempt_at: time.nullable(),
+    last_attempt_at: time.nullable(),
+    next_attempt_at: time.nullable(),
+    finished_at: time.nullable(),
+  })
+  .strict()
+  .openapi('Delivery');
+
+export function webhookView(destination: WebhookDestination): z.infer<typeof webhookAnswer> {
   return {
     id: destination.id,
     url: destination.url,
@@ -90,7 +165,7 @@ export function webhookView(destination: WebhookDestination) {
   };
 }
 
-function deliveryView(delivery: DeliveryRecord) {
+function deliveryView(delivery: DeliveryRecord): z.infer<typeof deliveryAnswer> {
   const iso = (date: Date | null) => date?.toISOString() ?? null;
   return {
     id: delivery.id,
@@ -111,22 +186,10 @@ function deliveryView(delivery: DeliveryRecord) {
   };
 }
 
-function queryText(ctx: Context, name: string): string | undefined {
-  const value = ctx.query[name];
-  if (Array.isArray(value)) throw new TributaryError('invalid_request', `${name}: give it once`);
-  return value;
-}
+const WEBHOOK_NOT_FOUND = `${SYNC_NOT_FOUND}; or no such webhook of it`;
+const UNCONFIGURED = 'Webhooks are not configured on this server';
 
-function queryInt(ctx: Context, name: string, fallback: number, max: number): number {
-  const raw = queryText(ctx, name);
-  if (raw === undefined) return fallback;
-  if (!/^\d+$/.test(raw) || Number(raw) < 1 || Number(raw) > max) {
-    throw new TributaryError('invalid_request', `${name}: must be a whole number from 1 to ${max}`);
-  }
-  return Number(raw);
-}
-
-export function webhookRoutes(router: Router, api: ApiOptions & WebhookApiOptions): void {
+export function webhookRoutes(router: Router, api: ApiOptions & WebhookApiOptions, doc: ApiDocument): void {
   const deliveries = new DeliveryLog(api.pool);
   const store = (): WebhookStore => {
     if (!api.box) throw new TributaryError('unavailable', 'webhooks are not configured on this server');
@@ -141,6 +204,25 @@ export function webhookRoutes(router: Router, api: ApiOptions & WebhookApiOption
     return { sync, destination };
   };
 
+  doc.route({
+    method: 'post',
+    path: '/api/syncs/:id/webhooks',
+    operationId: 'createWebhook',
+    tag: 'webhooks',
+    summary: 'Add a webhook to a sync',
+    description: `Events of the topics are POSTed to the URL, signed per Standard Webhooks with the secret answered here (only here). At most ${MAX_WEBHOOKS_PER_SYNC} webhooks a sync.`,
+    access: 'token',
+    params: syncParams,
+    body: { schema: createWebhookBody },
+    answers: { 201: { description: 'The webhook and its signing secret', schema: createdWebhookAnswer } },
+    errors: {
+      400: 'A topic that is not `svc.<this sync id>.<collection>`',
+      404: SYNC_NOT_FOUND,
+      409: `The sync has ${MAX_WEBHOOKS_PER_SYNC} webhooks already`,
+      422: "The URL's host has no public address (or could not be resolved)",
+      503: UNCONFIGURED,
+    },
+  });
   router.post('/api/syncs/:id/webhooks', async (ctx) => {
     const principal = await api.authenticate(ctx);
     const sync = await findSync(api, principal, ctx.params.id!);
@@ -159,15 +241,37 @@ export function webhookRoutes(router: Router, api: ApiOptions & WebhookApiOption
     api.logger.info({ sync: sync.id, webhook: created.destination.id }, 'webhook created');
     ctx.status = 201;
     // The only answer that carries the secret.
-    ctx.body = { ...webhookView(created.destination), secret: created.secret.reveal() };
+    ctx.body = { ...webhookView(created.destination), secret: created.secret.reveal() } satisfies z.infer<typeof createdWebhookAnswer>;
   });
 
+  doc.route({
+    method: 'get',
+    path: '/api/syncs/:id/webhooks',
+    operationId: 'listWebhooks',
+    tag: 'webhooks',
+    summary: "List a sync's webhooks",
+    access: 'token',
+    params: syncParams,
+    answers: { 200: { description: 'The webhooks (without their secrets)', schema: z.object({ data: z.array(webhookAnswer) }).strict() } },
+    errors: { 404: SYNC_NOT_FOUND, 503: UNCONFIGURED },
+  });
   router.get('/api/syncs/:id/webhooks', async (ctx) => {
     const principal = await api.authenticate(ctx);
     const sync = await findSync(api, principal, ctx.params.id!);
     ctx.body = { data: (await store().list(sync.id)).map(webhookView) };
   });
 
+  doc.route({
+    method: 'get',
+    path: '/api/syncs/:id/webhooks/:wid',
+    operationId: 'getWebhook',
+    tag: 'webhooks',
+    summary: 'Show a webhook with its delivery counts',
+    access: 'token',
+    params: webhookParams,
+    answers: { 200: { description: 'The webhook', schema: webhookDetailAnswer } },
+    errors: { 404: WEBHOOK_NOT_FOUND, 503: UNCONFIGURED },
+  });
   router.get('/api/syncs/:id/webhooks/:wid', async (ctx) => {
     const { destination } = await findWebhook(ctx);
     const counts = await deliveries.counts(destination.id);
@@ -183,9 +287,20 @@ export function webhookRoutes(router: Router, api: ApiOptions & WebhookApiOption
         last_delivered_at: destination.lastDeliveredAt?.toISOString() ?? null,
         last_failed_at: destination.lastFailedAt?.toISOString() ?? null,
       },
-    };
+    } satisfies z.infer<typeof webhookDetailAnswer>;
   });
 
+  doc.route({
+    method: 'delete',
+    path: '/api/syncs/:id/webhooks/:wid',
+    operationId: 'deleteWebhook',
+    tag: 'webhooks',
+    summary: 'Delete a webhook',
+    access: 'token',
+    params: webhookParams,
+    answers: { 200: { description: 'The webhook is gone', schema: z.object({ id: z.string(), deleted: z.literal(true) }).strict() } },
+    errors: { 404: WEBHOOK_NOT_FOUND, 503: UNCONFIGURED },
+  });
   router.delete('/api/syncs/:id/webhooks/:wid', async (ctx) => {
     const { sync, destination } = await findWebhook(ctx);
     if (!(await store().remove(sync.id, destination.id))) throw notFound(`webhook ${destination.id}`);
@@ -193,22 +308,59 @@ export function webhookRoutes(router: Router, api: ApiOptions & WebhookApiOption
     ctx.body = { id: destination.id, deleted: true };
   });
 
+  doc.route({
+    method: 'get',
+    path: '/api/syncs/:id/webhooks/:wid/deliveries',
+    operationId: 'listDeliveries',
+    tag: 'webhooks',
+    summary: "List a webhook's deliveries",
+    description: 'Deliveries that needed more than one attempt, oldest first (a first-try delivery keeps no row), a page at a time.',
+    access: 'token',
+    params: webhookParams,
+    query: deliveriesQuery,
+    answers: {
+      200: {
+        description: 'A page of deliveries',
+        schema: z.object({ data: z.array(deliveryAnswer), has_more: z.boolean().describe('More follow: ask again with `after` set to the last id') }).strict(),
+      },
+    },
+    errors: { 404: WEBHOOK_NOT_FOUND, 503: UNCONFIGURED },
+  });
   router.get('/api/syncs/:id/webhooks/:wid/deliveries', async (ctx) => {
     const { destination } = await findWebhook(ctx);
-    const status = queryText(ctx, 'status');
-    if (status !== undefined && !DELIVERY_STATUSES.includes(status as DeliveryStatus)) {
-      throw new TributaryError('invalid_request', `status: must be one of ${DELIVERY_STATUSES.join(', ')}`);
-    }
-    const after = queryText(ctx, 'after');
-    if (after !== undefined && !isDeliveryId(after, { zero: true })) throw new TributaryError('invalid_request', 'after: must be a delivery id (at most 9223372036854775807)');
+    const { status, after, limit } = validateQuery(deliveriesQuery, ctx);
     const page = await deliveries.list(destination.id, {
-      ...(status ? { status: status as DeliveryStatus } : {}),
+      ...(status ? { status } : {}),
       ...(after ? { after } : {}),
-      limit: queryInt(ctx, 'limit', 100, 1000),
+      limit: limit ?? 100,
     });
     ctx.body = { data: page.data.map(deliveryView), has_more: page.hasMore };
   });
 
+  doc.route({
+    method: 'post',
+    path: '/api/syncs/:id/webhooks/:wid/deliveries/replay',
+    operationId: 'replayDeliveries',
+    tag: 'webhooks',
+    summary: 'Replay exhausted deliveries',
+    description: 'Sends exhausted deliveries again (all of them, or those named); those waiting out a back-off are tried at once.',
+    access: 'token',
+    params: webhookParams,
+    body: { schema: replayBody, required: false, description: 'Optional: without a body, every exhausted delivery is replayed' },
+    answers: {
+      202: {
+        description: 'Replays are under way',
+        schema: z
+          .object({
+            replayed: z.number().int(),
+            ids: z.array(z.string()).describe('The exhausted deliveries sent again'),
+            retried_now: z.array(z.string()).optional().describe('Deliveries that were waiting out a back-off, tried now (attempts kept); only when there are any'),
+          })
+          .strict(),
+      },
+    },
+    errors: { 404: `${WEBHOOK_NOT_FOUND}; or a named delivery is not one of the webhook's`, 409: 'A named delivery is neither exhausted nor retrying', 503: UNCONFIGURED },
+  });
   router.post('/api/syncs/:id/webhooks/:wid/deliveries/replay', async (ctx) => {
     const { sync, destination } = await findWebhook(ctx);
     const body = await readJson(ctx, api.bodyLimit);
