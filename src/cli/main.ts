@@ -21,12 +21,14 @@ const clientOptions: Options = {
 
 const clientHelp = `
   --url URL      management API (default $TRIBUTARY_URL or http://127.0.0.1:$TRIBUTARY_API_PORT)
-  --token TOKEN  bearer token (default $TRIBUTARY_TOKEN, else .tributary/admin-token)`;
+  --token TOKEN  bearer token (default $TRIBUTARY_TOKEN, $TRIBUTARY_ADMIN_TOKEN, else
+                 $TRIBUTARY_DATA_DIR/admin-token or .tributary/admin-token)`;
 
 async function client(values: Record<string, string | boolean | undefined>): Promise<ClientOptions> {
   const url =
     (values.url as string | undefined) ?? process.env.TRIBUTARY_URL ?? `http://127.0.0.1:${process.env.TRIBUTARY_API_PORT || 8080}`;
-  return { url, token: await resolveToken(values.token as string | undefined, process.env) };
+  const { token, source } = await resolveToken(values.token as string | undefined, process.env);
+  return { url, token, tokenSource: source };
 }
 
 /**
