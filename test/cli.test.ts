@@ -3,6 +3,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
+import { freePort } from './harness/ports.ts';
 import { spawnTributary } from './harness/process.ts';
 import { startTestService, type TestService } from './harness/service.ts';
 
@@ -99,6 +100,11 @@ test('API errors and bad flags are reported on stderr with a non-zero exit', asy
   const badBool = await cli(['syncs', 'settings', 'syn_x', '--turbo', 'maybe']);
   assert.is(badBool.code, 1);
   assert.match(badBool.output, /--turbo takes true or false/);
+  // Nothing listens there: the cause, not fetch's bare "fetch failed".
+  const nowhere = `http://127.0.0.1:${await freePort()}`;
+  const unreachable = await cli(['syncs', 'list'], { env: { TRIBUTARY_URL: nowhere } });
+  assert.is(unreachable.code, 1);
+  assert.match(unreachable.output, new RegExp(`^tributary syncs list: cannot reach ${nowhere} \\(ECONNREFUSED\\)`));
 });
 
 test.run();

@@ -24,13 +24,19 @@ export class ApiError extends Error {
 
 /** The management API, as the CLI (and anyone scripting against it) calls it. */
 export async function call(options: ClientOptions, method: string, route: string, body?: unknown): Promise<unknown> {
-  const response = await fetch(new URL(route, options.url), {
+  const url = new URL(route, options.url);
+  const response = await fetch(url, {
     method,
     headers: {
       authorization: `Bearer ${options.token}`,
       ...(body === undefined ? {} : { 'content-type': 'application/json' }),
     },
     body: body === undefined ? undefined : JSON.stringify(body),
+  }).catch((error: unknown) => {
+    // fetch says only "fetch failed"; the cause (ECONNREFUSED, ENOTFOUND) is what a user can act on.
+    const cause = (error as { cause?: { code?: string; message?: string } }).cause;
+    if (!cause) throw error;
+    throw new Error(`cannot reach ${url.origin} (${cause.code ?? cause.message}): is the service running, and is --url or $TRIBUTARY_URL right?`);
   });
   const text = await response.text();
   const parsed: unknown = text ? JSON.parse(text) : undefined;
