@@ -40,7 +40,7 @@ function readTable(output: string): Array<Record<string, string>> {
 test('--help lists every command, and each command has its own help', async () => {
   const top = await cli(['--help']);
   assert.is(top.code, 0);
-  for (const command of ['run', 'fake airtable', 'fake stripe', 'accounts create', 'accounts list', 'syncs create', 'syncs list', 'syncs show', 'syncs settings', 'syncs delete']) {
+  for (const command of ['run', 'fake airtable', 'fake stripe', 'accounts create', 'accounts list', 'syncs create', 'syncs list', 'syncs show', 'syncs settings', 'syncs delete', 'syncs watch']) {
     assert.ok(top.output.includes(`tributary ${command}`), `overview lists ${command}`);
     const own = await cli([...command.split(' '), '--help']);
     assert.is(own.code, 0, command);
@@ -166,6 +166,9 @@ test('API errors and bad flags are reported on stderr with a non-zero exit', asy
   const unreachable = await cli(['syncs', 'list'], { env: { TRIBUTARY_URL: nowhere } });
   assert.is(unreachable.code, 1);
   assert.match(unreachable.output, new RegExp(`^tributary syncs list: cannot reach ${nowhere} \\(ECONNREFUSED\\)`));
+  const unknownWatch = await cli(['syncs', 'watch', 'syn_nothere000000000']);
+  assert.is(unknownWatch.code, 1);
+  assert.is(unknownWatch.output, 'tributary syncs watch: 404 not_found: sync syn_nothere000000000 not found\n');
 });
 
 test.run();

@@ -6,6 +6,8 @@ export interface ClientOptions {
   token: string;
   /** Where the token came from (`--token`, `$TRIBUTARY_TOKEN`, a file's path): a refusal names it, never the token. */
   tokenSource?: string;
+  /** Ends a request in flight (Ctrl-C during `syncs watch`). */
+  signal?: AbortSignal;
 }
 
 export class ApiError extends Error {
@@ -32,10 +34,11 @@ export async function call(options: ClientOptions, method: string, route: string
       ...(body === undefined ? {} : { 'content-type': 'application/json' }),
     },
     body: body === undefined ? undefined : JSON.stringify(body),
+    signal: options.signal,
   }).catch((error: unknown) => {
     // fetch says only "fetch failed"; the cause (ECONNREFUSED, ENOTFOUND) is what a user can act on.
     const cause = (error as { cause?: { code?: string; message?: string } }).cause;
-    if (!cause) throw error;
+    if (options.signal?.aborted || !cause) throw error;
     throw new Error(`cannot reach ${url.origin} (${cause.code ?? cause.message}): is the service running, and is --url or $TRIBUTARY_URL right?`);
   });
   const text = await response.text();

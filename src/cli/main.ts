@@ -5,14 +5,18 @@ import { createLogger } from '../log.ts';
 import { type Service, startService, tunablesFromEnv } from '../main.ts';
 import { call, resolveToken, type ClientOptions } from './client.ts';
 import { accountColumns, printJson, printList, syncColumns } from './lists.ts';
+import { watchSync } from './watch.ts';
 
 type Options = NonNullable<ParseArgsConfig['options']>;
 
 interface Command {
   usage: string;
   summary: string;
+  /** More than the summary, for the command's own --help. */
+  details?: string;
   options: Options;
-  run(values: Record<string, string | boolean | undefined>, positionals: string[]): Promise<void>;
+  /** Resolves with the exit code when it is not 0 (a watch interrupted by Ctrl-C: 130). */
+  run(values: Record<string, string | boolean | undefined>, positionals: string[]): Promise<void | number>;
 }
 
 const clientOptions: Options = {
@@ -231,6 +235,33 @@ const commands: Record<string, Command> = {
       printJson(await call(await client(values), 'DELETE', `/api/syncs/${encodeURIComponent(id)}${query}`));
     },
   },
+  'syncs watch': {
+    usage: 'tributary syncs watch SYNC_ID [--interval SECONDS]',
+    summary: "follow a sync's first pass as a progress bar: exit 0 once complete and normal, 1 if it turns red",
+    details: `
+  Polls the sync every --interval seconds (default 1). On a terminal one line is redrawn; in a
+  log (stdout not a terminal) a line is printed only when the figures change. Ctrl-C exits 130.
+`,
+    options: { ...clientOptions, interval: { type: 'string' } },
+    async run(values, [id]) {
+      if (!id) throw new Error('name the sync: tributary syncs watch SYNC_ID');
+      const interval = values.interval === undefined ? 1 : Number(values.interval);
+      if (!(interval > 0)) throw new Error('--interval takes a number of seconds above 0');
+      // Ctrl-C ends the watch, not the process mid-write: the line is closed and the exit is 130.
+      const interrupt = new AbortController();
+      const onInterrupt = () => interrupt.abort();
+      process.once('SIGINT', onInterrupt);
+      try {
+        const options = { ...(await client(values)), signal: interrupt.signal };
+        await watchSync({ client: options, id, intervalMs: interval * 1000, out: process.stdout });
+      } catch (error) {
+        if (interrupt.signal.aborted) return 130;
+        throw error;
+      } finally {
+        process.off('SIGINT', onInterrupt);
+      }
+    },
+  },
 };
 
 function overview(): string {
@@ -264,11 +295,10 @@ export async function main(argv: string[]): Promise<number> {
     });
     if (values.help) {
       const clientPart = command.options.token ? `\nOptions:${clientHelp}${command.options.json ? jsonHelp : ''}\n` : '\n';
-      process.stdout.write(`${command.usage}\n  ${command.summary}\n${clientPart}`);
+      process.stdout.write(`${command.usage}\n  ${command.summary}\n${command.details ?? ''}${clientPart}`);
       return 0;
     }
-    await command.run(values, positionals);
-    return 0;
+    return (await command.run(values, positionals)) ?? 0;
   } catch (error) {
     const code = (error as NodeJS.ErrnoException).code ?? '';
     // A command line it cannot read (an unknown option, a missing value) is a usage error.
