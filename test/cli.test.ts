@@ -1,7 +1,11 @@
+import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import os from 'node:os';
+import path from 'node:path';
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
+import { freePort } from './harness/ports.ts';
 import { spawnTributary } from './harness/process.ts';
-import { startTestService, type TestService } from './harness/service.ts';
+import { airtableSyncBody, createAccount, request, startTestService, stripeSyncBody, type TestService } from './harness/service.ts';
 
 let svc: TestService;
 test.before(async () => {
@@ -9,17 +13,34 @@ test.before(async () => {
 });
 test.after(async () => svc.stop());
 
-async function cli(args: string[], options: { token?: string; input?: string } = {}) {
+/** `env` replaces the token variable the helper sets (an undefined value unsets it). */
+async function cli(args: string[], options: { token?: string; input?: string; env?: NodeJS.ProcessEnv } = {}) {
   const token = options.token ?? svc.adminToken;
-  const proc = spawnTributary([...args], { TRIBUTARY_URL: svc.api, TRIBUTARY_TOKEN: token }, options.input);
+  const proc = spawnTributary([...args], { TRIBUTARY_URL: svc.api, TRIBUTARY_TOKEN: token, ...options.env }, options.input);
   const code = await proc.exited;
   return { code, output: proc.output() };
+}
+
+/** Each row's cells by the header's column starts: an aligned table reads back into records. */
+function readTable(output: string): Array<Record<string, string>> {
+  const [header, ...rows] = output.trimEnd().split('\n');
+  const starts = [...header!.matchAll(/\S+/g)].map((m) => ({ name: m[0], at: m.index }));
+  return rows.map((row) =>
+    Object.fromEntries(
+      starts.map((column, i) => {
+        const cell = row.slice(column.at, starts[i + 1]?.at ?? row.length);
+        // Aligned: in every row, the character before a column's start is a blank.
+        assert.ok(column.at === 0 || row[column.at - 1] === ' ', `"${row}" is aligned at ${column.name}`);
+        return [column.name, cell.trim()];
+      }),
+    ),
+  );
 }
 
 test('--help lists every command, and each command has its own help', async () => {
   const top = await cli(['--help']);
   assert.is(top.code, 0);
-  for (const command of ['run', 'fake airtable', 'fake stripe', 'accounts create', 'syncs create', 'syncs list', 'syncs show', 'syncs settings', 'syncs delete']) {
+  for (const command of ['run', 'fake airtable', 'fake stripe', 'accounts create', 'accounts list', 'syncs create', 'syncs list', 'syncs show', 'syncs settings', 'syncs delete', 'syncs watch']) {
     assert.ok(top.output.includes(`tributary ${command}`), `overview lists ${command}`);
     const own = await cli([...command.split(' '), '--help']);
     assert.is(own.code, 0, command);
@@ -47,7 +68,7 @@ test('accounts and syncs are managed end to end from the CLI', async () => {
   const sync = JSON.parse(created.output);
   assert.equal(sync.settings, { turbo: true });
 
-  const listed = await cli(['syncs', 'list'], { token });
+  const listed = await cli(['syncs', 'list', '--json'], { token });
   assert.equal(JSON.parse(listed.output).data.map((s: { id: string }) => s.id), [sync.id]);
 
   const shown = await cli(['syncs', 'show', sync.id], { token });
@@ -62,6 +83,72 @@ test('accounts and syncs are managed end to end from the CLI', async () => {
   assert.equal(JSON.parse(deleted.output), { id: sync.id, deleted: true, database_kept: true });
 });
 
+test('lists print an aligned table; --json prints the API answer unchanged', async () => {
+  const account = await createAccount(svc, 'table-co');
+  const bodies = [airtableSyncBody('appBBBBBBBBBBBBBB'), { ...stripeSyncBody(), api_key: 'sk_test_persist123' }];
+  const syncs = await Promise.all(bodies.map((body) => request(svc.api, 'POST', '/api/syncs', { token: account.token, body })));
+  assert.equal(syncs.map((answer) => answer.status), [201, 201], syncs.map((answer) => answer.text).join('\n'));
+  const ids = syncs.map((answer) => answer.body.id as string);
+
+  const table = await cli(['syncs', 'list'], { token: account.token });
+  assert.is(table.code, 0, table.output);
+  assert.match(table.output, /^ID +KIND +NAME +STATUS +LAG +CREATED\n/);
+  assert.not.match(table.output, /\x1b\[/, 'no colour when stdout is not a terminal');
+  const rows = readTable(table.output);
+  assert.equal(rows.map((r) => [r.ID, r.KIND]).sort(), [[ids[0], 'airtable'], [ids[1], 'stripe']].sort());
+  assert.ok(rows.some((r) => r.NAME === 'Base BBB'), 'the base name upstream');
+  for (const row of rows) {
+    assert.is(row.STATUS, 'normal (first pass)', 'no sync role here: never run');
+    assert.is(row.LAG, '-');
+    assert.match(row.CREATED!, /^(just now|\d+s ago)$/);
+  }
+
+  const accounts = await cli(['accounts', 'list']);
+  assert.is(accounts.code, 0, accounts.output);
+  assert.match(accounts.output, /^ID +NAME +CREATED\n/);
+  assert.ok(readTable(accounts.output).some((r) => r.ID === account.id && r.NAME === 'table-co'), accounts.output);
+
+  // Scripts: JSON equal to the API's own answer.
+  for (const [args, route, token] of [
+    [['syncs', 'list', '--json'], '/api/syncs', account.token],
+    [['accounts', 'list', '--json'], '/api/accounts', svc.adminToken],
+  ] as const) {
+    const json = await cli([...args], { token });
+    assert.is(json.code, 0, json.output);
+    assert.equal(JSON.parse(json.output), (await request(svc.api, 'GET', route, { token })).body, args.join(' '));
+  }
+
+  // A new account's secrets are shown at creation, with or without --json.
+  for (const flags of [[], ['--json']]) {
+    const created = await cli(['accounts', 'create', '--name', `secrets-${flags.length}`, ...flags]);
+    assert.is(created.code, 0, created.output);
+    const answer = JSON.parse(created.output);
+    assert.match(answer.api_token, /^trb_/);
+    assert.ok(answer.events.password, 'event password shown');
+  }
+});
+
+test('a refused token is named by where it came from, never by its value', async () => {
+  const dir = await mkdtemp(path.join(os.tmpdir(), 'tributary-cli-'));
+  try {
+    await writeFile(path.join(dir, 'admin-token'), 'tra_wrong_from_file\n');
+    const cases = [
+      { source: '--token', args: ['--token', 'trb_wrong_flag'], env: {}, secret: 'trb_wrong_flag' },
+      { source: '$TRIBUTARY_TOKEN', args: [], env: { TRIBUTARY_TOKEN: 'trb_wrong_var' }, secret: 'trb_wrong_var' },
+      { source: '$TRIBUTARY_ADMIN_TOKEN', args: [], env: { TRIBUTARY_TOKEN: undefined, TRIBUTARY_ADMIN_TOKEN: 'tra_wrong_admin' }, secret: 'tra_wrong_admin' },
+      { source: path.join(dir, 'admin-token'), args: [], env: { TRIBUTARY_TOKEN: undefined, TRIBUTARY_DATA_DIR: dir }, secret: 'tra_wrong_from_file' },
+    ];
+    for (const { source, args, env, secret } of cases) {
+      const refused = await cli(['syncs', 'list', ...args], { env });
+      assert.is(refused.code, 1, refused.output);
+      assert.is(refused.output, `tributary syncs list: 401 unauthorized: the token from ${source} was refused (the token is not valid)\n`);
+      assert.not.ok(refused.output.includes(secret), 'the token itself is not printed');
+    }
+  } finally {
+    await rm(dir, { recursive: true, force: true });
+  }
+});
+
 test('API errors and bad flags are reported on stderr with a non-zero exit', async () => {
   const missing = await cli(['syncs', 'show', 'syn_nothere000000000']);
   assert.is(missing.code, 1);
@@ -74,9 +161,14 @@ test('API errors and bad flags are reported on stderr with a non-zero exit', asy
   const badBool = await cli(['syncs', 'settings', 'syn_x', '--turbo', 'maybe']);
   assert.is(badBool.code, 1);
   assert.match(badBool.output, /--turbo takes true or false/);
-  const wrongToken = await cli(['syncs', 'list'], { token: 'trb_wrong' });
-  assert.is(wrongToken.code, 1);
-  assert.match(wrongToken.output, /401 unauthorized/);
+  // Nothing listens there: the cause, not fetch's bare "fetch failed".
+  const nowhere = `http://127.0.0.1:${await freePort()}`;
+  const unreachable = await cli(['syncs', 'list'], { env: { TRIBUTARY_URL: nowhere } });
+  assert.is(unreachable.code, 1);
+  assert.match(unreachable.output, new RegExp(`^tributary syncs list: cannot reach ${nowhere} \\(ECONNREFUSED\\)`));
+  const unknownWatch = await cli(['syncs', 'watch', 'syn_nothere000000000']);
+  assert.is(unknownWatch.code, 1);
+  assert.is(unknownWatch.output, 'tributary syncs watch: 404 not_found: sync syn_nothere000000000 not found\n');
 });
 
 test.run();

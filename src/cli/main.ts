@@ -4,14 +4,19 @@ import { loadConfig, parseRoles } from '../config.ts';
 import { createLogger } from '../log.ts';
 import { type Service, startService, tunablesFromEnv } from '../main.ts';
 import { call, resolveToken, type ClientOptions } from './client.ts';
+import { accountColumns, printJson, printList, syncColumns } from './lists.ts';
+import { watchSync } from './watch.ts';
 
 type Options = NonNullable<ParseArgsConfig['options']>;
 
 interface Command {
   usage: string;
   summary: string;
+  /** More than the summary, for the command's own --help. */
+  details?: string;
   options: Options;
-  run(values: Record<string, string | boolean | undefined>, positionals: string[]): Promise<void>;
+  /** Resolves with the exit code when it is not 0 (a watch interrupted by Ctrl-C: 130). */
+  run(values: Record<string, string | boolean | undefined>, positionals: string[]): Promise<void | number>;
 }
 
 const clientOptions: Options = {
@@ -21,12 +26,27 @@ const clientOptions: Options = {
 
 const clientHelp = `
   --url URL      management API (default $TRIBUTARY_URL or http://127.0.0.1:$TRIBUTARY_API_PORT)
-  --token TOKEN  bearer token (default $TRIBUTARY_TOKEN, else .tributary/admin-token)`;
+  --token TOKEN  bearer token (default $TRIBUTARY_TOKEN, $TRIBUTARY_ADMIN_TOKEN, else
+                 $TRIBUTARY_DATA_DIR/admin-token or .tributary/admin-token)`;
+
+/** Commands that print an API answer take --json: the answer as the API gave it, for scripts. */
+const jsonOptions: Options = { ...clientOptions, json: { type: 'boolean' } };
+
+const jsonHelp = `
+  --json         print the API's JSON answer unchanged (the stable form for scripts)`;
+
+/** How answers are printed, in the overview: `gh` and `stripe` users expect tables and JSON like this. */
+const outputHelp = `
+  Lists (accounts list, syncs list) print an aligned table; --json prints the API's JSON.
+  Other commands print the API's JSON answer (a new account's token and event password
+  are shown once, there). Errors go to stderr: exit 1 for an API error, 2 for a bad
+  command line.`;
 
 async function client(values: Record<string, string | boolean | undefined>): Promise<ClientOptions> {
   const url =
     (values.url as string | undefined) ?? process.env.TRIBUTARY_URL ?? `http://127.0.0.1:${process.env.TRIBUTARY_API_PORT || 8080}`;
-  return { url, token: await resolveToken(values.token as string | undefined, process.env) };
+  const { token, source } = await resolveToken(values.token as string | undefined, process.env);
+  return { url, token, tokenSource: source };
 }
 
 /**
@@ -48,8 +68,6 @@ function wholeNumber(values: Record<string, unknown>, name: string, fallback: nu
   if (!Number.isInteger(value) || value < 0) throw new Error(`--${name} takes a whole number`);
   return value;
 }
-
-const print = (value: unknown) => process.stdout.write(`${JSON.stringify(value, null, 2)}\n`);
 
 /** `-` reads a secret from standard input, so it stays out of the shell history and `ps`. */
 function secretArg(value: string): string {
@@ -132,17 +150,17 @@ const commands: Record<string, Command> = {
   'accounts create': {
     usage: 'tributary accounts create --name NAME',
     summary: 'create an account (admin token); prints its API token and event credentials once',
-    options: { ...clientOptions, name: { type: 'string' } },
+    options: { ...jsonOptions, name: { type: 'string' } },
     async run(values) {
-      print(await call(await client(values), 'POST', '/api/accounts', { name: values.name }));
+      printJson(await call(await client(values), 'POST', '/api/accounts', { name: values.name }));
     },
   },
   'accounts list': {
-    usage: 'tributary accounts list',
-    summary: 'list accounts (admin token)',
-    options: clientOptions,
+    usage: 'tributary accounts list [--json]',
+    summary: 'list accounts (admin token): id, name, created',
+    options: jsonOptions,
     async run(values) {
-      print(await call(await client(values), 'GET', '/api/accounts'));
+      printList(await call(await client(values), 'GET', '/api/accounts'), accountColumns, values.json === true);
     },
   },
   'syncs create': {
@@ -150,7 +168,7 @@ const commands: Record<string, Command> = {
       'tributary syncs create --kind airtable|stripe --api-key KEY|- [--base-id app…] [--settings JSON] [--database-url URL] [--account-id ID]',
     summary: 'connect an Airtable base or a Stripe account (--api-key - reads the key from stdin)',
     options: {
-      ...clientOptions,
+      ...jsonOptions,
       kind: { type: 'string' },
       'api-key': { type: 'string' },
       'base-id': { type: 'string' },
@@ -164,24 +182,24 @@ const commands: Record<string, Command> = {
       if (values.settings) body.settings = JSON.parse(values.settings as string);
       if (values['database-url']) body.database_url = values['database-url'];
       if (values['account-id']) body.account_id = values['account-id'];
-      print(await call(await client(values), 'POST', '/api/syncs', body));
+      printJson(await call(await client(values), 'POST', '/api/syncs', body));
     },
   },
   'syncs list': {
-    usage: 'tributary syncs list',
-    summary: 'list syncs with their status',
-    options: clientOptions,
+    usage: 'tributary syncs list [--json]',
+    summary: 'list syncs: id, kind, name, status, lag (age of the oldest data), created',
+    options: jsonOptions,
     async run(values) {
-      print(await call(await client(values), 'GET', '/api/syncs'));
+      printList(await call(await client(values), 'GET', '/api/syncs'), syncColumns, values.json === true);
     },
   },
   'syncs show': {
     usage: 'tributary syncs show SYNC_ID',
     summary: 'show one sync: settings, database URL, event topics, status',
-    options: clientOptions,
+    options: jsonOptions,
     async run(values, [id]) {
       if (!id) throw new Error('name the sync: tributary syncs show SYNC_ID');
-      print(await call(await client(values), 'GET', `/api/syncs/${encodeURIComponent(id)}`));
+      printJson(await call(await client(values), 'GET', `/api/syncs/${encodeURIComponent(id)}`));
     },
   },
   'syncs settings': {
@@ -189,7 +207,7 @@ const commands: Record<string, Command> = {
       'tributary syncs settings SYNC_ID [--turbo true|false] [--debounce-ms N] [--lookup-as text|text[]] [--intelligent-cast true|false]',
     summary: 'change settings of a sync',
     options: {
-      ...clientOptions,
+      ...jsonOptions,
       turbo: { type: 'string' },
       'debounce-ms': { type: 'string' },
       'lookup-as': { type: 'string' },
@@ -204,24 +222,51 @@ const commands: Record<string, Command> = {
       if (values['intelligent-cast'] !== undefined) {
         settings.intelligent_cast = booleanArg('intelligent-cast', values['intelligent-cast'] as string);
       }
-      print(await call(await client(values), 'PATCH', `/api/syncs/${encodeURIComponent(id)}`, { settings }));
+      printJson(await call(await client(values), 'PATCH', `/api/syncs/${encodeURIComponent(id)}`, { settings }));
     },
   },
   'syncs delete': {
     usage: 'tributary syncs delete SYNC_ID [--keep-database]',
     summary: 'stop a sync and drop its database (--keep-database keeps it)',
-    options: { ...clientOptions, 'keep-database': { type: 'boolean' } },
+    options: { ...jsonOptions, 'keep-database': { type: 'boolean' } },
     async run(values, [id]) {
       if (!id) throw new Error('name the sync: tributary syncs delete SYNC_ID');
       const query = values['keep-database'] ? '?keep_database=true' : '';
-      print(await call(await client(values), 'DELETE', `/api/syncs/${encodeURIComponent(id)}${query}`));
+      printJson(await call(await client(values), 'DELETE', `/api/syncs/${encodeURIComponent(id)}${query}`));
+    },
+  },
+  'syncs watch': {
+    usage: 'tributary syncs watch SYNC_ID [--interval SECONDS]',
+    summary: "follow a sync's first pass as a progress bar: exit 0 once complete and normal, 1 if it turns red",
+    details: `
+  Polls the sync every --interval seconds (default 1). On a terminal one line is redrawn; in a
+  log (stdout not a terminal) a line is printed only when the figures change. Ctrl-C exits 130.
+`,
+    options: { ...clientOptions, interval: { type: 'string' } },
+    async run(values, [id]) {
+      if (!id) throw new Error('name the sync: tributary syncs watch SYNC_ID');
+      const interval = values.interval === undefined ? 1 : Number(values.interval);
+      if (!(interval > 0)) throw new Error('--interval takes a number of seconds above 0');
+      // Ctrl-C ends the watch, not the process mid-write: the line is closed and the exit is 130.
+      const interrupt = new AbortController();
+      const onInterrupt = () => interrupt.abort();
+      process.once('SIGINT', onInterrupt);
+      try {
+        const options = { ...(await client(values)), signal: interrupt.signal };
+        await watchSync({ client: options, id, intervalMs: interval * 1000, out: process.stdout });
+      } catch (error) {
+        if (interrupt.signal.aborted) return 130;
+        throw error;
+      } finally {
+        process.off('SIGINT', onInterrupt);
+      }
     },
   },
 };
 
 function overview(): string {
   const lines = Object.values(commands).map((c) => `  ${c.usage}\n      ${c.summary}`);
-  return `tributary: read-only PostgreSQL followers of Airtable and Stripe\n\nCommands:\n${lines.join('\n')}\n\nClient options (all but run):${clientHelp}\n\nEach command takes --help.\n`;
+  return `tributary: read-only PostgreSQL followers of Airtable and Stripe\n\nCommands:\n${lines.join('\n')}\n\nClient options (all but run and fake):${clientHelp}\n\nOutput:${outputHelp}\n\nEach command takes --help.\n`;
 }
 
 export async function main(argv: string[]): Promise<number> {
@@ -249,12 +294,11 @@ export async function main(argv: string[]): Promise<number> {
       strict: true,
     });
     if (values.help) {
-      const clientPart = command.options.token ? `\nOptions:${clientHelp}\n` : '\n';
-      process.stdout.write(`${command.usage}\n  ${command.summary}\n${clientPart}`);
+      const clientPart = command.options.token ? `\nOptions:${clientHelp}${command.options.json ? jsonHelp : ''}\n` : '\n';
+      process.stdout.write(`${command.usage}\n  ${command.summary}\n${command.details ?? ''}${clientPart}`);
       return 0;
     }
-    await command.run(values, positionals);
-    return 0;
+    return (await command.run(values, positionals)) ?? 0;
   } catch (error) {
     const code = (error as NodeJS.ErrnoException).code ?? '';
     // A command line it cannot read (an unknown option, a missing value) is a usage error.

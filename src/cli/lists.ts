@@ -1,0 +1,46 @@
+import { ago, colourWanted, paintIndicator, shortDuration } from './format.ts';
+import { renderTable, type Column } from './table.ts';
+
+/** The fields of the API's sync view that the table shows (src/api/views.ts). */
+interface SyncRow {
+  id: string;
+  kind: string;
+  name: string | null;
+  status: { indicator: string; lag_seconds: number | null; completed_at: string | null };
+  created_at: string;
+}
+
+interface AccountRow {
+  id: string;
+  name: string;
+  created_at: string;
+}
+
+export const syncColumns: Column<SyncRow>[] = [
+  { header: 'ID', value: (s) => s.id },
+  { header: 'KIND', value: (s) => s.kind },
+  { header: 'NAME', value: (s) => s.name ?? '' },
+  {
+    header: 'STATUS',
+    // Until its first pass completes a sync's database is still filling: worth saying beside "normal".
+    value: (s) => (s.status.completed_at ? s.status.indicator : `${s.status.indicator} (first pass)`),
+    paint: (text, s) => paintIndicator(text, s.status.indicator),
+  },
+  { header: 'LAG', value: (s) => (s.status.lag_seconds === null ? '-' : shortDuration(s.status.lag_seconds)) },
+  { header: 'CREATED', value: (s) => ago(s.created_at) },
+];
+
+export const accountColumns: Column<AccountRow>[] = [
+  { header: 'ID', value: (a) => a.id },
+  { header: 'NAME', value: (a) => a.name },
+  { header: 'CREATED', value: (a) => ago(a.created_at) },
+];
+
+export const printJson = (value: unknown) => process.stdout.write(`${JSON.stringify(value, null, 2)}\n`);
+
+/** A list answer ({ data: [...] }) as a table for people, or the answer itself with --json. */
+export function printList<T>(answer: unknown, columns: Column<T>[], json: boolean): void {
+  if (json) return void printJson(answer);
+  const items = (answer as { data: T[] }).data;
+  process.stdout.write(renderTable(items, columns, { colour: colourWanted(process.stdout, process.env) }));
+}
