@@ -300,7 +300,8 @@ export async function main(argv: string[]): Promise<number> {
     }
     return (await command.run(values, positionals)) ?? 0;
   } catch (error) {
-    const code = (error as NodeJS.ErrnoException).code ?? '';
+    // Not every error's code is a string (a failed child process's is its exit status).
+    const code = String((error as NodeJS.ErrnoException).code ?? '');
     // A command line it cannot read (an unknown option, a missing value) is a usage error.
     if (code.startsWith('ERR_PARSE_ARGS')) {
       process.stderr.write(`tributary ${name}: ${(error as Error).message}\n${command.usage}\n`);

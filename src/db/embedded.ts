@@ -1,6 +1,6 @@
 import { execFile } from 'node:child_process';
 import { existsSync } from 'node:fs';
-import { chmod, chown, mkdir, readFile, rm, writeFile } from 'node:fs/promises';
+import { chmod, chown, mkdir, readFile, rm, stat, writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { promisify } from 'node:util';
@@ -49,7 +49,7 @@ async function binaries(): Promise<Binaries> {
   }
 }
 
-interface RunAs {
+export interface RunAs {
   uid?: number;
   gid?: number;
 }
@@ -67,6 +67,31 @@ async function runAsUser(logger: Logger): Promise<RunAs> {
     logger.info('creating the system user "postgres" to run the embedded PostgreSQL (running as root)');
     await exec('useradd', ['--system', '--user-group', '--no-create-home', 'postgres']);
     return lookup();
+  }
+}
+
+/**
+ * Run as another user, PostgreSQL must be able to enter every folder above its data folder.
+ * A private parent (a home folder of mode 0700, a mkdtemp folder) otherwise ends in initdb's
+ * bare "Permission denied" on a file it cannot reach: name the folder instead.
+ */
+export async function assertReachable(dir: string, runAs: RunAs): Promise<void> {
+  if (runAs.uid === undefined) return;
+  for (let folder = path.dirname(path.resolve(dir)); ; folder = path.dirname(folder)) {
+    const found = await stat(folder).catch((error: NodeJS.ErrnoException) => {
+      if (error.code === 'ENOENT') return undefined; // made below, with mode 0711
+      throw error;
+    });
+    if (!found) continue;
+    const { mode, uid, gid } = found;
+    const enters = uid === runAs.uid ? mode & 0o100 : gid === runAs.gid ? mode & 0o010 : mode & 0o001;
+    if (!enters) {
+      throw new Error(
+        `the embedded PostgreSQL runs as the system user "postgres" (the service runs as root), which cannot enter ${folder} ` +
+          `(mode ${(mode & 0o777).toString(8).padStart(4, '0')}): allow it (chmod o+x ${folder}) or set TRIBUTARY_DATA_DIR to a folder it can reach`,
+      );
+    }
+    if (folder === path.dirname(folder)) return;
   }
 }
 
@@ -92,6 +117,7 @@ export async function startEmbeddedPostgres(options: EmbeddedPostgresOptions): P
   const passwordFile = path.join(dir, 'pg-superuser-password');
 
   // The postgres user must be able to traverse the data folder; secret files inside stay 0600.
+  await assertReachable(dir, runAs);
   await mkdir(dir, { recursive: true, mode: 0o711 });
   await chmod(dir, 0o711);
 

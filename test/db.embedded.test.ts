@@ -1,0 +1,66 @@
+/**
+ * Starting the embedded PostgreSQL where it cannot start: the failure is named and the service
+ * exits 1, never a crash of its own.
+ */
+import { chmod, mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
+import os from 'node:os';
+import path from 'node:path';
+import { test } from 'uvu';
+import * as assert from 'uvu/assert';
+import { assertReachable } from '../src/db/embedded.ts';
+import { freePort } from './harness/ports.ts';
+import { spawnTributary } from './harness/process.ts';
+
+let dir: string;
+
+test.before.each(async () => {
+  dir = await mkdtemp(path.join(os.tmpdir(), 'tributary-embedded-'));
+});
+
+test.after.each(async () => {
+  await rm(dir, { recursive: true, force: true });
+});
+
+test('run as another user, a private folder above the data folder is named with the fix', async () => {
+  const dataDir = path.join(dir, 'not-yet', '.tributary');
+  // mkdtemp makes a 0700 folder owned by this process's user; "postgres" is someone else.
+  const other = { uid: process.getuid!() + 4242, gid: process.getgid!() + 4242 };
+  const refused = await assertReachable(dataDir, other).then(
+    () => undefined,
+    (error: Error) => error.message,
+  );
+  assert.ok(refused, 'a 0700 parent is refused');
+  assert.match(refused!, `cannot enter ${dir} (mode 0700)`);
+  assert.match(refused!, `chmod o+x ${dir}`);
+  assert.match(refused!, 'TRIBUTARY_DATA_DIR');
+  await chmod(dir, 0o711);
+  await assertReachable(dataDir, other);
+  // The service's own user needs nothing checked.
+  await chmod(dir, 0o700);
+  await assertReachable(dataDir, {});
+});
+
+test('a failing initdb ends `tributary run` with its message and exit 1', async () => {
+  // A cluster folder that is neither empty nor a cluster: initdb refuses it (exit status 1).
+  await chmod(dir, 0o755);
+  await mkdir(path.join(dir, 'pg'), { recursive: true });
+  await writeFile(path.join(dir, 'pg', 'stray-file'), 'not a cluster\n');
+  const ports = await Promise.all([freePort(), freePort(), freePort(), freePort()]);
+  const run = spawnTributary(['run'], {
+    TRIBUTARY_DATA_DIR: dir,
+    TRIBUTARY_PG_PORT: String(ports[0]),
+    TRIBUTARY_API_PORT: String(ports[1]),
+    TRIBUTARY_PROXY_PORT: String(ports[2]),
+    TRIBUTARY_EVENTS_PORT: String(ports[3]),
+    TRIBUTARY_LOG_LEVEL: 'warn',
+  });
+  const timer = setTimeout(() => run.child.kill('SIGKILL'), 60_000);
+  const code = await run.exited;
+  clearTimeout(timer);
+  assert.is(code, 1, run.output());
+  assert.match(run.output(), /tributary run: .*initdb/);
+  assert.match(run.output(), 'is not empty');
+  assert.not.match(run.output(), 'TypeError');
+});
+
+test.run();
