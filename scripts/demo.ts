@@ -17,7 +17,7 @@ import { DEFAULT_FAKE_TOKEN } from '../fakes/airtable/cli.ts';
 import { startFakeAirtable } from '../fakes/airtable/index.ts';
 import { DEFAULT_FAKE_STRIPE_ACCOUNT, DEFAULT_FAKE_STRIPE_KEY } from '../fakes/stripe/cli.ts';
 import { startFakeStripe } from '../fakes/stripe/index.ts';
-import { createLogger } from '../src/log.ts';
+import { createLogger, logProcessWarnings } from '../src/log.ts';
 import { startService } from '../src/main.ts';
 
 const BASE_ID = 'appTributaryDemo1';
@@ -91,6 +91,7 @@ async function demoSyncs(api: string, adminToken: string, stateFile: string): Pr
 
 async function main(): Promise<void> {
   const logger = createLogger({ level: env.TRIBUTARY_LOG_LEVEL || 'warn', destination: process.stderr });
+  logProcessWarnings(logger);
 
   const airtable = await startFakeAirtable({ port: Number(env.TRIBUTARY_DEMO_AIRTABLE_PORT || 0) });
   const base = airtable.createBase({ id: BASE_ID, name: 'Demo' });

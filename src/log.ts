@@ -26,3 +26,18 @@ export function createLogger(options: LogOptions = {}): Logger {
     options.destination ?? process.stdout,
   );
 }
+
+/**
+ * Node's process warnings go into the log as JSON lines, not as bare text on stderr. One is
+ * known and harmless: kafkajs 2.2 (the Kafka relay's client; no release fixes it) schedules its
+ * request queue's next check with a negative delay, which Node runs after 1 ms as it always has;
+ * Node 24 says so at every connection. That one is logged at debug, any other at warn.
+ */
+export function logProcessWarnings(logger: Logger): void {
+  process.removeAllListeners('warning');
+  process.on('warning', (warning) => {
+    const known = warning.name === 'TimeoutNegativeWarning' && /kafkajs[\\/]src[\\/]network[\\/]requestQueue/.test(warning.stack ?? '');
+    if (known) logger.debug({ warning: warning.message }, 'kafkajs set a timer with a negative delay (run after 1 ms)');
+    else logger.warn({ err: warning }, `Node warning: ${warning.name}`);
+  });
+}

@@ -286,6 +286,11 @@ test("an account's event credentials read its own topics from Kafka, and not ano
     await admin.disconnect();
     assert.ok(refused, "B must not see A's topic");
     assert.match(String((refused as { type?: string }).type ?? refused.message), /TOPIC_AUTHORIZATION_FAILED|not authorized/i);
+
+    // Everything the service printed, its Kafka relay's client included, is its JSON log
+    // (Node 24 printed kafkajs's negative-timer warning as bare text at every connection).
+    const bare = proc.output().split('\n').filter((line) => line.trim() && !line.startsWith('{'));
+    assert.equal(bare, [], 'lines outside the log');
   } finally {
     proc.child.kill('SIGTERM');
     await proc.exited;

@@ -1,7 +1,7 @@
 import { readFileSync } from 'node:fs';
 import { parseArgs, type ParseArgsConfig } from 'node:util';
 import { loadConfig, parseRoles } from '../config.ts';
-import { createLogger } from '../log.ts';
+import { createLogger, logProcessWarnings } from '../log.ts';
 import { type Service, startService, tunablesFromEnv } from '../main.ts';
 import { call, resolveToken, type ClientOptions } from './client.ts';
 import { accountColumns, printJson, printList, syncColumns } from './lists.ts';
@@ -87,6 +87,7 @@ const commands: Record<string, Command> = {
     options: { roles: { type: 'string' } },
     async run(values) {
       const logger = createLogger();
+      logProcessWarnings(logger);
       const config = loadConfig(process.env, values.roles ? { roles: parseRoles(values.roles as string) } : {});
       // Handled from the start: the API answers before the other roles are up, and a signal in
       // between must still stop everything cleanly (the embedded PostgreSQL included), once started.
