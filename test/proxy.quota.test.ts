@@ -143,6 +143,30 @@ test('Airtable: past the queue bound, the proxy answers 429 itself, with Retry-A
   }
 });
 
+test('Airtable: clients that hang up while queued leave quietly: no error in the log, the rest served', async () => {
+  const patient = await startProxy(svc, { upstreams, queue: { maxWaitMs: 10_000 } });
+  const from = svc.logs.lines.length;
+  try {
+    const path = `/api.airtable.com/v0/${airtableFake.id}/Big?pageSize=1&maxRecords=1`;
+    // 30 requests against 5 a second: most wait in the queue; half of them give up after 300 ms.
+    const leaving = Array.from({ length: 15 }, () => fetch(`${patient.url}${path}`, { headers: auth, signal: AbortSignal.timeout(300) }).then(
+      () => 'answered',
+      () => 'left',
+    ));
+    const staying = Array.from({ length: 15 }, () => rawRequest(patient.url, 'GET', path, { headers: auth }));
+    const left = (await Promise.all(leaving)).filter((r) => r === 'left').length;
+    const served = (await Promise.all(staying)).filter((a) => a.status === 200).length;
+    assert.ok(left >= 5, `${left} clients left while queued`);
+    assert.is(served, 15, 'those that stayed were served');
+    await sleep(500);
+    const lines = svc.logs.lines.slice(from).map((line) => JSON.parse(line) as { level: number; msg: string });
+    assert.equal(lines.filter((l) => l.level >= 50).map((l) => l.msg), [], 'no error logged');
+    assert.ok(lines.some((l) => l.msg === 'proxy client went away while its request waited'), 'each is noted at debug');
+  } finally {
+    await patient.stop();
+  }
+});
+
 test('Stripe: a burst above the account limit (25/s in test mode) alongside the sync: no 429 upstream', async () => {
   const stripe = new Stripe(STRIPE_KEY, { host: '127.0.0.1', port: proxy.port, protocol: 'http', maxNetworkRetries: 0 });
   const refusedBefore = (await stripeFake.stats()).rateLimited;

@@ -19,6 +19,13 @@ import { ClientQueue } from './quota.ts';
 import { type ProxyHosts, type ProxyRoute, routeOf, upstreamTarget, type UpstreamTarget } from './routing.ts';
 import { SyncTargets } from './targets.ts';
 
+/** Why a request's wait for the quota ended: the client closed its connection. */
+class ClientGone extends Error {
+  constructor() {
+    super('the client went away');
+  }
+}
+
 export interface ProxyOptions {
   /** Control database: which syncs exist, and the shared quota's log. */
   pool: pg.Pool;
@@ -130,7 +137,7 @@ export function createProxyHandler(options: ProxyOptions): ProxyHandler {
     const buffered = async () => (hasBody ? readAll(req, maxBody, () => tooLarge(maxBody)) : undefined);
     // The client going away while it waits gives up its place in the queue.
     const gone = new AbortController();
-    const leave = () => !res.writableFinished && gone.abort(new Error('the client went away'));
+    const leave = () => !res.writableFinished && gone.abort(new ClientGone());
     res.once('close', leave);
     let plan: Plan;
     let grant: QuotaGrant | undefined;
@@ -236,7 +243,10 @@ export function createProxyHandler(options: ProxyOptions): ProxyHandler {
     }
     const work = handle(req, res, seen).catch((thrown: unknown) => {
       const error = toError(thrown);
-      if (error instanceof TributaryError && error.expose) {
+      if (error instanceof ClientGone) {
+        // Nothing went upstream and nobody is left to answer: routine, not a failure.
+        logger.debug({ method: req.method, host: seen.host }, 'proxy client went away while its request waited');
+      } else if (error instanceof TributaryError && error.expose) {
         if (error.status >= 500) logger.warn({ method: req.method, code: error.code, error: error.message }, 'proxy error');
         sendProxyError(res, error);
       } else {
