@@ -149,6 +149,16 @@ test('a refused token is named by where it came from, never by its value', async
   }
 });
 
+test('an account token on an operator command: the 403 says which token was used', async () => {
+  const account = await cli(['accounts', 'create', '--name', 'forbidden-check', '--json']);
+  assert.is(account.code, 0, account.output);
+  const token = JSON.parse(account.output).api_token as string;
+  const refused = await cli(['accounts', 'list'], { token });
+  assert.is(refused.code, 1, refused.output);
+  assert.match(refused.output, /^tributary accounts list: 403 forbidden: .*operator.* \(the token used is the one from \$TRIBUTARY_TOKEN\)\n$/);
+  assert.not.ok(refused.output.includes(token), 'the token itself is not printed');
+});
+
 test('API errors and bad flags are reported on stderr with a non-zero exit', async () => {
   const missing = await cli(['syncs', 'show', 'syn_nothere000000000']);
   assert.is(missing.code, 1);
@@ -156,8 +166,13 @@ test('API errors and bad flags are reported on stderr with a non-zero exit', asy
   // A command line it cannot read is a usage error (2), naming the option and the usage.
   const badFlag = await cli(['syncs', 'list', '--bogus']);
   assert.is(badFlag.code, 2);
-  assert.match(badFlag.output, /--bogus/);
-  assert.match(badFlag.output, /tributary syncs list/);
+  assert.is(badFlag.output, 'tributary syncs list: unknown option --bogus\ntributary syncs list [--json]\n');
+  // A missing sync id is the same kind of mistake.
+  for (const command of ['show', 'settings', 'delete', 'watch']) {
+    const unnamed = await cli(['syncs', command]);
+    assert.is(unnamed.code, 2, `syncs ${command}: ${unnamed.output}`);
+    assert.match(unnamed.output, `tributary syncs ${command}: name the sync`);
+  }
   const badBool = await cli(['syncs', 'settings', 'syn_x', '--turbo', 'maybe']);
   assert.is(badBool.code, 1);
   assert.match(badBool.output, /--turbo takes true or false/);

@@ -20,6 +20,8 @@ export class ApiError extends Error {
     const prefix = `${status} ${error?.code ?? ''}`;
     // A refused token is most often the wrong one picked up from the environment or a file.
     if (status === 401 && tokenSource) super(`${prefix}: the token from ${tokenSource} was refused (${error?.message ?? 'no reason given'})`);
+    // An account token where the operator's is needed: typically $TRIBUTARY_TOKEN set earlier.
+    else if (status === 403 && tokenSource) super(`${prefix}: ${error?.message ?? 'not allowed'} (the token used is the one from ${tokenSource})`);
     else super(error?.message ? `${prefix}: ${error.message}` : `HTTP ${status}`);
   }
 }

@@ -80,6 +80,16 @@ function booleanArg(name: string, value: string): boolean {
   throw new Error(`--${name} takes true or false`);
 }
 
+/** A command line that names no target or the wrong one: exit 2, like an unknown option. */
+class UsageError extends Error {}
+
+/** Node's parseArgs messages, said for this CLI (its advice about '--' does not apply here). */
+function usageMessage(error: NodeJS.ErrnoException): string {
+  const unknown = /^Unknown option '([^']+)'/.exec(error.message);
+  if (error.code === 'ERR_PARSE_ARGS_UNKNOWN_OPTION' && unknown) return `unknown option ${unknown[1]}`;
+  return error.message;
+}
+
 const commands: Record<string, Command> = {
   run: {
     usage: 'tributary run [--roles api,sync,decoder,proxy,events]',
@@ -199,7 +209,7 @@ const commands: Record<string, Command> = {
     summary: 'show one sync: settings, database URL, event topics, status',
     options: jsonOptions,
     async run(values, [id]) {
-      if (!id) throw new Error('name the sync: tributary syncs show SYNC_ID');
+      if (!id) throw new UsageError('name the sync: tributary syncs show SYNC_ID');
       printJson(await call(await client(values), 'GET', `/api/syncs/${encodeURIComponent(id)}`));
     },
   },
@@ -215,7 +225,7 @@ const commands: Record<string, Command> = {
       'intelligent-cast': { type: 'string' },
     },
     async run(values, [id]) {
-      if (!id) throw new Error('name the sync: tributary syncs settings SYNC_ID …');
+      if (!id) throw new UsageError('name the sync: tributary syncs settings SYNC_ID …');
       const settings: Record<string, unknown> = {};
       if (values.turbo !== undefined) settings.turbo = booleanArg('turbo', values.turbo as string);
       if (values['debounce-ms'] !== undefined) settings.debounce_ms = Number(values['debounce-ms']);
@@ -231,7 +241,7 @@ const commands: Record<string, Command> = {
     summary: 'stop a sync and drop its database (--keep-database keeps it)',
     options: { ...jsonOptions, 'keep-database': { type: 'boolean' } },
     async run(values, [id]) {
-      if (!id) throw new Error('name the sync: tributary syncs delete SYNC_ID');
+      if (!id) throw new UsageError('name the sync: tributary syncs delete SYNC_ID');
       const query = values['keep-database'] ? '?keep_database=true' : '';
       printJson(await call(await client(values), 'DELETE', `/api/syncs/${encodeURIComponent(id)}${query}`));
     },
@@ -245,7 +255,7 @@ const commands: Record<string, Command> = {
 `,
     options: { ...clientOptions, interval: { type: 'string' } },
     async run(values, [id]) {
-      if (!id) throw new Error('name the sync: tributary syncs watch SYNC_ID');
+      if (!id) throw new UsageError('name the sync: tributary syncs watch SYNC_ID');
       const interval = values.interval === undefined ? 1 : Number(values.interval);
       if (!(interval > 0)) throw new Error('--interval takes a number of seconds above 0');
       // Ctrl-C ends the watch, not the process mid-write: the line is closed and the exit is 130.
@@ -304,8 +314,8 @@ export async function main(argv: string[]): Promise<number> {
     // Not every error's code is a string (a failed child process's is its exit status).
     const code = String((error as NodeJS.ErrnoException).code ?? '');
     // A command line it cannot read (an unknown option, a missing value) is a usage error.
-    if (code.startsWith('ERR_PARSE_ARGS')) {
-      process.stderr.write(`tributary ${name}: ${(error as Error).message}\n${command.usage}\n`);
+    if (code.startsWith('ERR_PARSE_ARGS') || error instanceof UsageError) {
+      process.stderr.write(`tributary ${name}: ${usageMessage(error as NodeJS.ErrnoException)}\n${command.usage}\n`);
       return 2;
     }
     process.stderr.write(`tributary ${name}: ${(error as Error).message}\n`);
