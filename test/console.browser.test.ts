@@ -836,6 +836,10 @@ test("the operator's list of every sync names each one's account", async () => {
   const accounts = await page.locator('td[data-label="Account"]').allTextContents();
   assert.ok(accounts.length > 0 && accounts.every((name) => !name.startsWith('acc_')), `names, not ids: ${accounts.join(', ')}`);
   await screenshot(page, SHOTS, '20-operator-syncs');
+  // The operator has no account of its own: a missing sync is just missing.
+  await go('#/syncs/syn_nope');
+  await page.getByRole('heading', { name: 'Sync not found' }).waitFor();
+  assert.match((await page.locator('main').textContent()) ?? '', /There is no sync syn_nope\./);
   await page.getByRole('button', { name: 'Sign out' }).click();
   await page.getByLabel('API token', { exact: true }).waitFor();
   // Every refusal along the way was a 4xx with a message: the server never failed a request.

@@ -25,7 +25,7 @@ export async function syncView(ctx) {
   } catch (error) {
     if (error instanceof ApiError && error.status === 404) {
       ctx.title('Sync not found');
-      ctx.root.append(h('h1', null, 'Sync not found'), h('p', null, `There is no sync ${id} in your account.`), h('p', null, h('a', { href: '#/' }, 'Back to the syncs')));
+      ctx.root.append(h('h1', null, 'Sync not found'), h('p', null, ctx.principal.kind === 'admin' ? `There is no sync ${id}.` : `There is no sync ${id} in your account.`), h('p', null, h('a', { href: '#/' }, 'Back to the syncs')));
       return;
     }
     throw error;
