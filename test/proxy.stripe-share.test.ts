@@ -9,13 +9,14 @@
  *
  * Here the sync backfills at its full share while a customer sends requests straight to
  * Stripe and writes through the proxy in its client's API version, 4 a second in all; the
- * fake must refuse nothing.
+ * fake must refuse nothing. The fake runs in its own process: in this one, two services'
+ * work delays when it reads requests, and it would count them closer together than they came.
  */
 import { randomBytes } from 'node:crypto';
 import Stripe from 'stripe';
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
-import { type FakeStripe, startFakeStripe } from '../fakes/stripe/index.ts';
+import { type FakeProcess, startFakeProcess } from './harness/fake-process.ts';
 import { STRIPE_API_VERSION } from '../src/stripe/catalog.ts';
 import { pacedWrites } from './harness/paced.ts';
 import { createAccount, loudSetUp, request, startTestService, type TestAccount, type TestService, waitBackfilled } from './harness/service.ts';
@@ -25,7 +26,7 @@ const SECRET_KEY = randomBytes(32).toString('base64');
 /** An API version other than the tables': every proxied write is fetched again. */
 const CLIENT_VERSION = '2024-06-20';
 
-let fake: FakeStripe;
+let fake: FakeProcess;
 let svc: TestService | undefined;
 let worker: TestService | undefined;
 let account: TestAccount;
@@ -33,11 +34,8 @@ let customerId: string;
 
 test.before(
   loudSetUp(async () => {
-    fake = await startFakeStripe();
-    const upstream = fake.createAccount();
-    upstream.generate({ seed: 13, customers: 40 });
-    fake.addKey(KEY, { account: upstream.id });
-    customerId = upstream.all('customers')[0]!.id;
+    fake = await startFakeProcess({ kind: 'stripe', key: KEY, customers: 40, seed: 13 });
+    customerId = fake.first!;
     svc = await startTestService({ config: { roles: ['api', 'proxy'], secretKeyBase64: SECRET_KEY }, stripeUrl: fake.url });
     account = await createAccount(svc);
   }, () => svc),
@@ -59,10 +57,13 @@ test("the proxy's fetch in the pinned version comes out of the sync's share: a c
   const syncId: string = created.body.id;
   // The key check's requests leave Stripe's window before the sync starts.
   await new Promise((r) => setTimeout(r, 1100));
-  const refusedBefore = fake.stats.rateLimited;
-  // GET /v1/account exactly (byPath sums a prefix: /v1/accounts and /v1/account_links are the sync's lists).
-  const lookups = () => ['/v1/account', '/v1/accounts', '/v1/account_'].map((p) => fake.stats.byPath(p).requests).reduce((a, b, i) => (i === 0 ? b : a - b), 0);
-  const lookupsBefore = lookups();
+  const refusedBefore = (await fake.stats()).rateLimited;
+  // GET /v1/account exactly (a prefix's count includes /v1/accounts and /v1/account_links, the sync's lists).
+  const lookups = async () => {
+    const { paths } = await fake.stats('/v1/account', '/v1/accounts', '/v1/account_');
+    return paths['/v1/account']! - paths['/v1/accounts']! - paths['/v1/account_']!;
+  };
+  const lookupsBefore = await lookups();
   worker = await startTestService({
     config: { roles: ['sync'], databaseUrl: svc!.controlUrl, secretKeyBase64: SECRET_KEY },
     tunables: { workerTickMs: 250 },
@@ -98,10 +99,10 @@ test("the proxy's fetch in the pinned version comes out of the sync's share: a c
   }
   assert.ok(writes >= 6, `${writes} proxied writes`);
   assert.equal(failures, []);
-  assert.is(fake.stats.rateLimited - refusedBefore, 0, 'no request was refused with 429');
+  assert.is((await fake.stats()).rateLimited - refusedBefore, 0, 'no request was refused with 429');
   // The sync's own key: its account is known from the sync, so the proxy asks Stripe nothing
   // (found by the 45-minute soak: that lookup, on top of the sync's full share, was a 429).
-  assert.is(lookups() - lookupsBefore, 0, 'no account lookup for the sync key');
+  assert.is((await lookups()) - lookupsBefore, 0, 'no account lookup for the sync key');
 });
 
 test.run();

@@ -1,9 +1,10 @@
 /**
  * A fake upstream in its own process (see fake-process.ts), rate limits on:
  *   airtable <token> <records> <seed>   one generated base
- *   stripe <key>                        one empty account the key reads
- * Prints `{url, id}` (the base or the account), then answers each `stats` line on stdin with
- * that base's or account's request counts.
+ *   stripe <key> [customers] [seed]     one account the key reads, empty or generated
+ * Prints `{url, id, first}` (the base or the account, and its first customer if any), then
+ * answers each `stats [path prefix …]` line on stdin with that base's or account's request
+ * counts, and the requests under each prefix given.
  */
 import { createInterface } from 'node:readline';
 import { startFakeAirtable } from '../../fakes/airtable/index.ts';
@@ -11,6 +12,7 @@ import { startFakeStripe } from '../../fakes/stripe/index.ts';
 
 const [kind, secret, records, seed] = process.argv.slice(2) as [string, string, string, string];
 let stats: () => { requests: number; rateLimited: number };
+let byPath: (prefix: string) => number;
 let close: () => Promise<void>;
 if (kind === 'airtable') {
   const fake = await startFakeAirtable({ port: 0 });
@@ -18,17 +20,24 @@ if (kind === 'airtable') {
   const base = fake.createBase({ name: 'Busy base' });
   base.generate({ seed: Number(seed), tables: [{ name: 'Big', records: Number(records) }] });
   stats = () => fake.stats.byBase(base.id);
+  byPath = () => 0;
   close = () => fake.close();
   process.stdout.write(`${JSON.stringify({ url: fake.url, id: base.id })}\n`);
 } else {
   const fake = await startFakeStripe({ port: 0 });
   const account = fake.createAccount();
+  if (Number(records) > 0) account.generate({ seed: Number(seed ?? 1), customers: Number(records) });
   fake.addKey(secret, { account: account.id });
   stats = () => fake.stats.byAccount(account.id);
+  byPath = (prefix) => fake.stats.byPath(prefix).requests;
   close = () => fake.close();
-  process.stdout.write(`${JSON.stringify({ url: fake.url, id: account.id })}\n`);
+  const first = Number(records) > 0 ? account.all('customers')[0]?.id : undefined;
+  process.stdout.write(`${JSON.stringify({ url: fake.url, id: account.id, first })}\n`);
 }
 createInterface({ input: process.stdin }).on('line', (line) => {
-  if (line.trim() === 'stats') process.stdout.write(`${JSON.stringify(stats())}\n`);
+  const [word, ...prefixes] = line.trim().split(/\s+/);
+  if (word !== 'stats') return;
+  const paths = Object.fromEntries(prefixes.map((prefix) => [prefix, byPath(prefix)]));
+  process.stdout.write(`${JSON.stringify({ ...stats(), paths })}\n`);
 });
 process.stdin.on('end', () => void close().then(() => process.exit(0)));

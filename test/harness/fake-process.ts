@@ -7,8 +7,10 @@ export interface FakeProcess {
   url: string;
   /** The base's or the account's id. */
   id: string;
-  /** Its request and 429 counts, as the fake saw them. */
-  stats(): Promise<{ requests: number; rateLimited: number }>;
+  /** Stripe, generated: the account's first customer. */
+  first?: string;
+  /** Its request and 429 counts, as the fake saw them, and the requests under each path prefix asked for. */
+  stats(...pathPrefixes: string[]): Promise<{ requests: number; rateLimited: number; paths: Record<string, number> }>;
   close(): Promise<void>;
 }
 
@@ -19,9 +21,12 @@ export interface FakeProcess {
  * together than they were sent.
  */
 export async function startFakeProcess(
-  options: { kind: 'airtable'; token: string; records: number; seed?: number } | { kind: 'stripe'; key: string },
+  options: { kind: 'airtable'; token: string; records: number; seed?: number } | { kind: 'stripe'; key: string; customers?: number; seed?: number },
 ): Promise<FakeProcess> {
-  const args = options.kind === 'airtable' ? ['airtable', options.token, String(options.records), String(options.seed ?? 5)] : ['stripe', options.key];
+  const args =
+    options.kind === 'airtable'
+      ? ['airtable', options.token, String(options.records), String(options.seed ?? 5)]
+      : ['stripe', options.key, String(options.customers ?? 0), String(options.seed ?? 1)];
   const child = spawn(process.execPath, ['--import', 'tsx', path.join(repoRoot, 'test', 'harness', 'fake-child.ts'), ...args], {
     cwd: repoRoot,
     stdio: ['pipe', 'pipe', 'inherit'],
@@ -31,12 +36,12 @@ export async function startFakeProcess(
   const waiting: Array<(line: string) => void> = [];
   lines.on('line', (line) => waiting.shift()?.(line));
   const next = () => new Promise<string>((resolve) => waiting.push(resolve));
-  const ready = JSON.parse(await next()) as { url: string; id: string };
+  const ready = JSON.parse(await next()) as { url: string; id: string; first?: string };
   return {
     ...ready,
-    async stats() {
+    async stats(...pathPrefixes: string[]) {
       const answer = next();
-      child.stdin!.write('stats\n');
+      child.stdin!.write(`${['stats', ...pathPrefixes].join(' ')}\n`);
       return JSON.parse(await answer);
     },
     close: () =>
