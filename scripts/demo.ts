@@ -13,14 +13,14 @@ import { readFile, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { loadConfig } from '../src/config.ts';
 import { adminTokenFile } from '../src/control/bootstrap-files.ts';
-import { DEFAULT_FAKE_TOKEN } from '../fakes/airtable/cli.ts';
+import { DEFAULT_FAKE_BASE_ID, DEFAULT_FAKE_TOKEN } from '../fakes/airtable/cli.ts';
 import { startFakeAirtable } from '../fakes/airtable/index.ts';
 import { DEFAULT_FAKE_STRIPE_ACCOUNT, DEFAULT_FAKE_STRIPE_KEY } from '../fakes/stripe/cli.ts';
 import { startFakeStripe } from '../fakes/stripe/index.ts';
 import { createLogger, logProcessWarnings } from '../src/log.ts';
 import { startService } from '../src/main.ts';
 
-const BASE_ID = 'appTributaryDemo1';
+const BASE_ID = DEFAULT_FAKE_BASE_ID;
 const env = process.env;
 
 /** What a run leaves for the next one: the account's credentials are shown only when it is made. */

@@ -7,12 +7,12 @@
  */
 import { execFile, spawn, type ChildProcess } from 'node:child_process';
 import { chmod, copyFile, mkdir, mkdtemp, readFile, rm, symlink } from 'node:fs/promises';
-import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { promisify } from 'node:util';
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
+import { bindable } from './harness/ports.ts';
 import { repoRoot } from './harness/process.ts';
 
 /** The fixed ports the tour's commands name. */
@@ -54,14 +54,6 @@ function pattern(expected: string): RegExp {
       .replace(/ +/g, '\\s+'),
   );
   return new RegExp(parts.join('\\S*'));
-}
-
-async function portTaken(port: number): Promise<boolean> {
-  return new Promise((resolve) => {
-    const server = net.createServer();
-    server.once('error', () => resolve(true));
-    server.listen(port, '127.0.0.1', () => server.close(() => resolve(false)));
-  });
 }
 
 /** A fresh terminal's environment: none of the suite's own settings leak into the tour. */
@@ -111,7 +103,7 @@ test('the README tour runs as written against the fakes', async () => {
   assert.ok(blocks.length >= 5, `the tour has ${blocks.length} blocks`);
   assert.ok(blocks.reduce((n, b) => n + b.expected.length, 0) >= 6, 'the tour says what its commands print');
   const taken = [];
-  for (const port of TOUR_PORTS) if (await portTaken(port)) taken.push(port);
+  for (const port of TOUR_PORTS) if ((await bindable(port)) === undefined) taken.push(port);
   assert.equal(taken, [], `the tour uses fixed ports; taken here: ${taken.join(', ')}`);
 
   const dir = await copyOfRepository();

@@ -50,12 +50,11 @@ const RECHECK_MS = 1000;
  * every second, and once more at its deadline.
  */
 async function heardOrRecorded(control: pg.Pool, token: string, reached: Promise<boolean>, cancel: () => void): Promise<boolean> {
-  let heard: boolean | undefined;
-  void reached.then((value) => (heard = value));
   for (;;) {
     let timer: NodeJS.Timeout | undefined;
-    const tick = new Promise<void>((resolve) => (timer = setTimeout(resolve, RECHECK_MS)));
-    await Promise.race([reached, tick]);
+    const tick = new Promise<undefined>((resolve) => (timer = setTimeout(() => resolve(undefined), RECHECK_MS)));
+    // true: heard; false: the deadline passed unheard; undefined: a second went by.
+    const heard = await Promise.race([reached, tick]);
     clearTimeout(timer);
     if (heard === true) return true;
     const { rows } = await control.query('SELECT 1 FROM wait_markers_reached WHERE token = $1', [token]);

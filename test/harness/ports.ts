@@ -17,7 +17,8 @@ function ephemeralStart(): number {
 
 const EPHEMERAL_START = ephemeralStart();
 
-function bindable(port: number): Promise<number | undefined> {
+/** Binds `port` on loopback for a moment: the port bound, or undefined when it is taken. */
+export function bindable(port: number): Promise<number | undefined> {
   return new Promise((resolve) => {
     const server = net.createServer();
     server.once('error', () => resolve(undefined));

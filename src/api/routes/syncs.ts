@@ -64,10 +64,12 @@ function kindSchemas(kind: SourceKind) {
   };
 }
 
+type KindSchemas = ReturnType<typeof kindSchemas>;
+
 /** A create request is one kind's; an unknown kind names the known ones. */
-function createSchema(kinds: SourceKind[]) {
-  const names = kinds.map((kind) => kind.name).join(', ');
-  const options = kinds.map((kind) => kindSchemas(kind).create);
+function createSchema(schemas: Map<string, KindSchemas>) {
+  const names = [...schemas.keys()].join(', ');
+  const options = [...schemas.values()].map((kind) => kind.create);
   return z.discriminatedUnion('kind', options as [(typeof options)[number], ...typeof options], {
     errorMap: (issue, ctx) => ({ message: issue.code === z.ZodIssueCode.invalid_union_discriminator ? `must be one of ${names}` : ctx.defaultError }),
   });
@@ -125,9 +127,10 @@ async function ownerOf(api: ApiOptions, principal: Principal, requested: string 
 const view = async (api: ApiOptions, sync: SyncRecord) => syncView(sync, await api.syncService.readerUrl(sync), api.events);
 
 export function syncRoutes(router: Router, api: ApiOptions, doc: ApiDocument): void {
-  const kinds = api.kinds.names().map((name) => api.kinds.get(name));
-  const createSync = createSchema(kinds);
-  const patchSync = new Map(kinds.map((kind) => [kind.name, kindSchemas(kind).patch]));
+  // Each kind's schemas are made once: create and patch share its settings schema (one component).
+  const schemas = new Map(api.kinds.names().map((name) => [name, kindSchemas(api.kinds.get(name))]));
+  const createSync = createSchema(schemas);
+  const patchSync = new Map([...schemas].map(([name, kind]) => [name, kind.patch]));
   const sync = syncAnswer(api.kinds);
   const syncList = z.object({ data: z.array(sync) }).strict();
 
