@@ -33,6 +33,7 @@ abstract class ClientActor implements TrafficActor {
   readonly counts = new OpCounts();
   /** Reads checked after an answer, and how many found an older row. */
   checked = 0;
+  doing: string | undefined;
   private readonly records: Tracked[] = [];
 
   constructor(
@@ -49,6 +50,7 @@ abstract class ClientActor implements TrafficActor {
   /** After a write was answered (or waited for): the row shows it, or a later one. */
   private async expect(what: string, id: string, seq: number | 'gone'): Promise<void> {
     this.checked++;
+    this.doing = `reading ${id} back after ${what}`;
     const held = await this.readSeq(id);
     const older = seq === 'gone' ? held !== undefined : held === undefined || held < seq;
     if (older) {
@@ -65,6 +67,7 @@ abstract class ClientActor implements TrafficActor {
    */
   private async attempt(kind: string, write: () => Promise<void>, signal: AbortSignal): Promise<boolean> {
     const answered = await this.options.pacer.take(signal);
+    this.doing = kind;
     try {
       await write();
       this.counts.ok(kind);
@@ -107,6 +110,7 @@ abstract class ClientActor implements TrafficActor {
           const next = ++seq;
           if (await this.attempt('direct.update', () => this.update(record.id, next, false), signal)) {
             record.seq = next;
+            this.doing = 'waiting for the sync (the wait endpoint)';
             const ok = await this.options.wait().catch(() => false);
             if (ok) {
               this.counts.ok('wait.ok');
@@ -126,11 +130,24 @@ abstract class ClientActor implements TrafficActor {
   }
 }
 
-/** airtable.js rejects with plain objects; made Errors. */
-const airtableJs = <T>(promise: Promise<T>): Promise<T> =>
-  promise.catch((thrown: unknown) => {
-    throw thrown instanceof Error ? thrown : new Error(`airtable.js: ${JSON.stringify(thrown)}`);
+/**
+ * One airtable.js call, bounded as a whole. Its `requestTimeout` ends when the headers arrive:
+ * an answer cut short after them (a dropped connection) leaves the body read, and the call,
+ * unsettled for ever. Rejections are plain objects; made Errors.
+ */
+async function airtableJs<T>(promise: Promise<T>, timeoutMs: number): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  const deadline = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(new Error(`airtable.js: no whole answer within ${timeoutMs} ms`)), timeoutMs);
   });
+  try {
+    return await Promise.race([promise, deadline]);
+  } catch (thrown) {
+    throw thrown instanceof Error ? thrown : new Error(`airtable.js: ${JSON.stringify(thrown)}`);
+  } finally {
+    clearTimeout(timer);
+  }
+}
 
 export interface AirtableClientOptions extends ClientOptions {
   token: string;
@@ -142,16 +159,20 @@ export interface AirtableClientOptions extends ClientOptions {
   /** Its table and the `Seq` column in the database. */
   dbTable: string;
   seqColumn: string;
+  /** How long one write may take, answer read included (default 20 s). */
+  requestTimeoutMs?: number;
 }
 
 export class AirtableClient extends ClientActor {
   private readonly proxied: Airtable.Base;
   private readonly direct: Airtable.Base;
+  private readonly timeoutMs: number;
 
   constructor(private readonly airtable: AirtableClientOptions) {
     super('airtable client', airtable);
+    this.timeoutMs = airtable.requestTimeoutMs ?? 20_000;
     const base = (endpointUrl: string) =>
-      new Airtable({ apiKey: airtable.token, endpointUrl, noRetryIfRateLimited: true, requestTimeout: 20_000 }).base(airtable.baseId);
+      new Airtable({ apiKey: airtable.token, endpointUrl, noRetryIfRateLimited: true, requestTimeout: this.timeoutMs }).base(airtable.baseId);
     this.proxied = base(`${airtable.proxyUrl}/api.airtable.com`);
     this.direct = base(airtable.upstreamUrl);
   }
@@ -166,17 +187,17 @@ export class AirtableClient extends ClientActor {
 
   protected async create(seq: number, proxied: boolean): Promise<string> {
     const table = (proxied ? this.proxied : this.direct)(this.airtable.table);
-    const made = await airtableJs(table.create({ Name: `Order ${seq}`, Seq: seq }));
+    const made = await airtableJs(table.create({ Name: `Order ${seq}`, Seq: seq }), this.timeoutMs);
     return made.id;
   }
 
   protected async update(id: string, seq: number, proxied: boolean): Promise<void> {
     const table = (proxied ? this.proxied : this.direct)(this.airtable.table);
-    await airtableJs(table.update(id, { Name: `Order ${seq}`, Seq: seq }));
+    await airtableJs(table.update(id, { Name: `Order ${seq}`, Seq: seq }), this.timeoutMs);
   }
 
   protected async remove(id: string, proxied: boolean): Promise<void> {
-    await airtableJs((proxied ? this.proxied : this.direct)(this.airtable.table).destroy(id));
+    await airtableJs((proxied ? this.proxied : this.direct)(this.airtable.table).destroy(id), this.timeoutMs);
   }
 }
 
