@@ -36,6 +36,12 @@ export interface SimulationOptions {
   kafka: boolean;
   /** Shortens the long faults (a webhook receiver down for minutes): 1 in a soak. */
   faultScale?: number;
+  /**
+   * How long the quiet phase (the syncs catching up, the webhook deliveries draining) may take
+   * in all, default 20 minutes; what has not happened by then is a violation. A test sets it so
+   * the run reports before the test's own time limit ends it.
+   */
+  quietMinutes?: number;
   log(line: string): void;
 }
 
@@ -65,9 +71,15 @@ interface SyncHandle {
   adminDb: string;
 }
 
+/** No call of the API may take longer (the wait endpoint is asked for 30 s at most). */
+const API_TIMEOUT_MS = 90_000;
+/** The actors must stop soon after the traffic ends (TrafficActor); one that does not is named, not awaited. */
+const STOP_TIMEOUT_MS = 30_000;
+
 /** A small JSON client of the management API. */
 async function api(base: string, token: string, method: string, route: string, body?: unknown): Promise<any> {
   const response = await fetch(base + route, {
+    signal: AbortSignal.timeout(API_TIMEOUT_MS),
     method,
     headers: { authorization: `Bearer ${token}`, ...(body === undefined ? {} : { 'content-type': 'application/json' }) },
     body: body === undefined ? undefined : JSON.stringify(body),
@@ -260,16 +272,23 @@ export async function simulate(options: SimulationOptions): Promise<SimulationRe
     // Quiet: traffic stops, every fault is undone; the syncs must catch up and turn normal.
     log('traffic stops; waiting for the syncs to catch up');
     stop.abort();
-    await Promise.all([...running, tailing]);
+    const stopping = [...actors.map((actor, i) => ({ name: actor.name, done: running[i]!, doing: () => actor.doing })), { name: 'the event tail', done: tailing, doing: () => undefined }];
+    for (const late of await stragglers(stopping, STOP_TIMEOUT_MS)) {
+      const doing = late.doing();
+      violations.push({ check: 'health', detail: `${late.name} did not stop within ${STOP_TIMEOUT_MS / 1000} s of the end of the traffic${doing ? ` (doing: ${doing})` : ''}` });
+    }
     await clearFaults(targets);
     const quietFrom = Date.now();
+    // Each wait below within what is left of the quiet phase's time.
+    const quietEnds = quietFrom + (options.quietMinutes ?? 20) * 60_000;
+    const within = (ms: number) => Math.max(1000, Math.min(ms, quietEnds - Date.now()));
     for (const sync of syncs) {
-      await until(`${sync.kind} sync ${sync.id} to answer the wait with ok`, async () => ((await wait(sync.id)()) ? true : undefined), 300_000).catch((error) =>
+      await until(`${sync.kind} sync ${sync.id} to answer the wait with ok`, async () => ((await wait(sync.id)()) ? true : undefined), within(300_000)).catch((error) =>
         violations.push({ check: 'health', detail: (error as Error).message }),
       );
       if (sync.kind === 'stripe') {
         // Upcoming invoices are refreshed apart from the feed (no pass covers them): their queue must drain.
-        await until('the upcoming-invoice queue to drain', async () => ((await countRows(sync.adminDb, 'public_swap._stripe_upcoming_due')) === 0 ? true : undefined), 300_000).catch(
+        await until('the upcoming-invoice queue to drain', async () => ((await countRows(sync.adminDb, 'public_swap._stripe_upcoming_due')) === 0 ? true : undefined), within(300_000)).catch(
           (error) => violations.push({ check: 'health', detail: (error as Error).message }),
         );
       }
@@ -282,14 +301,14 @@ export async function simulate(options: SimulationOptions): Promise<SimulationRe
           if (!meta) return undefined;
           if (began === undefined && meta.started_at > quietFrom) began = meta.started_at;
           return began !== undefined && meta.completed_at >= began ? true : undefined;
-        }, 300_000).catch((error) => violations.push({ check: 'health', detail: (error as Error).message }));
+        }, within(300_000)).catch((error) => violations.push({ check: 'health', detail: (error as Error).message }));
         await wait(sync.id)();
       }
     }
     // Deliveries back off exponentially while a receiver is down (up to an hour between
     // tries); after minutes down, the next try may be minutes away.
     const drainMs = 180_000 + 900_000 * (options.faultScale ?? 1);
-    await until('the webhook deliveries to drain', async () => (await webhooksDrained(apiUrl, token, syncs) ? true : undefined), drainMs).catch((error) =>
+    await until('the webhook deliveries to drain', async () => (await webhooksDrained(apiUrl, token, syncs) ? true : undefined), within(drainMs)).catch((error) =>
       violations.push({ check: 'health', detail: (error as Error).message }),
     );
 
@@ -359,6 +378,18 @@ export async function simulate(options: SimulationOptions): Promise<SimulationRe
     if (process.env.SIM_KEEP === '1') log(`kept ${dir}`);
     else await rm(dir, { recursive: true, force: true }).catch(() => undefined);
   }
+}
+
+/** Those of `tasks` that have not settled `ms` after this call. */
+async function stragglers<T extends { done: Promise<unknown> }>(tasks: T[], ms: number): Promise<T[]> {
+  const settled = new Set<T>();
+  for (const task of tasks) {
+    const add = () => void settled.add(task);
+    task.done.then(add, add);
+  }
+  const deadline = Date.now() + ms;
+  while (settled.size < tasks.length && Date.now() < deadline) await pause(100);
+  return tasks.filter((task) => !settled.has(task));
 }
 
 /** A 429 and who filled the second before it (ms before it, by user agent; the service names itself `Tributary/…`). */

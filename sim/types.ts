@@ -36,6 +36,8 @@ export class OpCounts {
 export interface TrafficActor {
   readonly name: string;
   readonly counts: OpCounts;
+  /** What it is doing now, for a report when it does not stop. */
+  readonly doing?: string;
   run(signal: AbortSignal): Promise<void>;
 }
 

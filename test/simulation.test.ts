@@ -20,6 +20,8 @@ test(`the CI profile (seed ${SEED}): no invariant is violated under traffic and 
     upstreams: ['stripe', 'airtable'],
     kafka: true,
     faultScale: 0.1,
+    // Reports (rather than being killed by the test runner's 10 minutes) when a sync does not catch up.
+    quietMinutes: 4,
     log: (line) => process.stdout.write(`[sim ${((Date.now() - started) / 1000).toFixed(0)} s] ${line}\n`),
   });
   const summary = summarize(report);

@@ -106,6 +106,7 @@ class BillingTraffic implements TrafficActor {
   readonly counts = new OpCounts();
   /** `kind:ok` / `kind:no` in order, the first TRACE_LIMIT of them. */
   readonly trace: string[] = [];
+  doing: string | undefined;
   private readonly window: Window;
   private readonly plans: Plan[] = [];
   private couponId: string | undefined;
@@ -142,6 +143,7 @@ class BillingTraffic implements TrafficActor {
   private async req<T>(kind: string, call: (opts: Stripe.RequestOptions) => Promise<T>): Promise<T | undefined> {
     for (let attempt = 0; ; attempt++) {
       if (!(await this.window.take(this.signal))) return undefined;
+      this.doing = kind;
       try {
         const request = call({ maxNetworkRetries: 0, timeout: REQUEST_TIMEOUT_MS });
         request.catch(() => undefined);

@@ -78,17 +78,20 @@ class UpstreamHost implements HostReady {
   /** The Airtable UI users (traffic/airtable.ts), running beside the base, as one actor. */
   airtableUsers(salt: number): TrafficActor {
     const counts = new OpCounts();
-    return {
+    const actor = {
       name: 'airtable users',
       counts,
-      run: async (signal) => {
+      doing: undefined as string | undefined,
+      run: async (signal: AbortSignal) => {
         await this.call({ op: 'users-start', salt });
         await new Promise<void>((resolve) => (signal.aborted ? resolve() : signal.addEventListener('abort', () => resolve(), { once: true })));
+        actor.doing = 'stopping (the upstream process ends their edits)';
         const { done, refused } = await this.call<UserCounts>({ op: 'users-stop' });
         for (const [kind, n] of done) counts.done.set(kind, (counts.done.get(kind) ?? 0) + n);
         for (const [kind, n] of refused) counts.refused.set(kind, (counts.refused.get(kind) ?? 0) + n);
       },
     };
+    return actor;
   }
 
   async close(): Promise<void> {
