@@ -46,6 +46,7 @@ export interface Service {
   controlDatabaseUrl: string;
   /** The management API's router, when this process serves the API (its routes are listed by the OpenAPI test). */
   apiRouter?: ApiApp['router'];
+  /** Shuts every part down once, newest first; a second call waits for the same shutdown. */
   stop(): Promise<void>;
 }
 
@@ -103,9 +104,12 @@ export interface ServiceParts {
 
 export async function startService(config: Config, logger: Logger, tunables: Tunables = {}, parts: ServiceParts = {}): Promise<Service> {
   const closers: Array<() => Promise<void>> = [];
-  const stop = async () => {
-    for (const close of closers.reverse()) await close();
-  };
+  // One shutdown, newest part first, however many callers ask for it.
+  let stopping: Promise<void> | undefined;
+  const stop = () =>
+    (stopping ??= (async () => {
+      for (const close of [...closers].reverse()) await close();
+    })());
   try {
     const box = await loadSecretBox(config, logger);
     const adminToken = await loadAdminToken(config, logger);
@@ -246,7 +250,7 @@ export async function startService(config: Config, logger: Logger, tunables: Tun
       });
       apiRouter = app.router;
       await serve('api', app.callback(), config.apiPort);
-      // Closers run in reverse: waits end (503) before the API drains its connections. stop() may run twice.
+      // Closers run in reverse: waits end (503) before the API drains its connections. PassSignals.stop() may run twice.
       if (passes) closers.push(() => passes.stop());
     }
     if (config.roles.includes('sync')) {
