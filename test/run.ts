@@ -6,7 +6,7 @@
  *   npm test                      every file under test/
  *   npm test -- test/api          only files whose path contains "test/api"
  */
-import { spawn } from 'node:child_process';
+import { type ChildProcess, spawn } from 'node:child_process';
 import { readdir, mkdtemp, rm } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
@@ -47,6 +47,26 @@ interface FileResult {
   seconds: number;
 }
 
+/** Test files running now; Ctrl-C of the run ends them (their process groups do not hear the terminal). */
+const running = new Set<ChildProcess>();
+
+function killGroup(child: ChildProcess): void {
+  try {
+    process.kill(-child.pid!, 'SIGKILL');
+  } catch {
+    child.kill('SIGKILL'); // the group is gone already
+  }
+}
+
+let interrupted = false;
+for (const signal of ['SIGINT', 'SIGTERM'] as const) {
+  process.once(signal, () => {
+    // No further file starts; the run's PostgreSQL is stopped as after a whole run.
+    interrupted = true;
+    for (const child of running) killGroup(child);
+  });
+}
+
 function runFile(file: string, env: NodeJS.ProcessEnv): Promise<FileResult> {
   const started = Date.now();
   return new Promise((resolve) => {
@@ -55,16 +75,20 @@ function runFile(file: string, env: NodeJS.ProcessEnv): Promise<FileResult> {
       cwd: root,
       env: { ...env, FORCE_COLOR: '0' },
       stdio: ['ignore', 'pipe', 'pipe'],
+      // A process group of its own: a file killed for taking too long takes its servers with it.
+      detached: true,
     });
+    running.add(child);
     let output = '';
     child.stdout.on('data', (chunk: Buffer) => (output += chunk.toString()));
     child.stderr.on('data', (chunk: Buffer) => (output += chunk.toString()));
     const timer = setTimeout(() => {
       output += `\n[test/run] ${file} exceeded ${FILE_TIMEOUT_MS} ms; killed\n`;
-      child.kill('SIGKILL');
+      killGroup(child);
     }, FILE_TIMEOUT_MS);
     child.on('close', (code) => {
       clearTimeout(timer);
+      running.delete(child);
       const count = (label: string) => Number(new RegExp(`${label}:\\s+(\\d+)`).exec(output)?.[1] ?? 0);
       const total = count('Total');
       const passed = count('Passed');
@@ -96,7 +120,7 @@ async function main(): Promise<number> {
   const runQueue = (list: string[], concurrency: number) =>
     Promise.all(
       Array.from({ length: Math.min(concurrency, list.length) }, async () => {
-        for (let file = list.shift(); file; file = list.shift()) {
+        for (let file = list.shift(); file && !interrupted; file = list.shift()) {
           const result = await runFile(file, env);
           results.push(result);
           const mark = result.ok ? 'ok  ' : 'FAIL';
@@ -117,6 +141,10 @@ async function main(): Promise<number> {
   const failed = results.reduce((n, r) => n + r.failed, 0);
   const skipped = results.reduce((n, r) => n + r.skipped, 0);
   process.stdout.write(`\n${results.length} files\n${passed} passed, ${failed} failed${skipped ? `, ${skipped} skipped` : ''}\n`);
+  if (interrupted) {
+    process.stdout.write('interrupted\n');
+    return 130;
+  }
   return failed === 0 && results.every((r) => r.ok) ? 0 : 1;
 }
 
