@@ -383,12 +383,8 @@ export async function simulate(options: SimulationOptions): Promise<SimulationRe
 /** Those of `tasks` that have not settled `ms` after this call. */
 async function stragglers<T extends { done: Promise<unknown> }>(tasks: T[], ms: number): Promise<T[]> {
   const settled = new Set<T>();
-  for (const task of tasks) {
-    const add = () => void settled.add(task);
-    task.done.then(add, add);
-  }
-  const deadline = Date.now() + ms;
-  while (settled.size < tasks.length && Date.now() < deadline) await pause(100);
+  const all = Promise.allSettled(tasks.map((task) => task.done.finally(() => settled.add(task))));
+  await Promise.race([all, pause(ms)]);
   return tasks.filter((task) => !settled.has(task));
 }
 
