@@ -4,8 +4,7 @@
  */
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
-import { startTestService } from './harness/service.ts';
-import { request } from './harness/service.ts';
+import { request, startTestService } from './harness/service.ts';
 
 test('stop() called twice at once, and again after, shuts down once and resolves every time', async () => {
   const svc = await startTestService();
