@@ -10,23 +10,23 @@
  *
  * Here a customer sends 4 requests a second straight to the fake Stripe while the sync
  * backfills at its full share; the request log is the fake server's own (every request it
- * received, when and from whom, through node:http's diagnostics channel), and the 429 count
- * is the fake's. The API (which checks the key when the sync is created) and the sync worker
- * run apart, so the sync starts once the check's requests have left Stripe's window. A
- * second test pins the limiter's rule itself.
+ * received, when and from whom), and the 429 count is the fake's. The fake runs in a process
+ * of its own, as Stripe does: in this one, the sync's work would delay when the fake reads
+ * requests, and it would count them closer together than they came (harness/fake-process.ts).
+ * The API (which checks the key when the sync is created) and the sync worker run apart, so
+ * the sync starts once the check's requests have left Stripe's window. A second test pins the
+ * limiter's rule itself.
  */
 import { randomBytes } from 'node:crypto';
-import diagnostics from 'node:diagnostics_channel';
-import type { IncomingMessage, Server, ServerResponse } from 'node:http';
 import pg from 'pg';
 import Stripe from 'stripe';
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
-import { type FakeStripe, startFakeStripe } from '../fakes/stripe/index.ts';
 import { QuotaLimiter } from '../src/quota/limiter.ts';
 import { STRIPE_API_VERSION } from '../src/stripe/catalog.ts';
 import { syncShare } from '../src/stripe/runner.ts';
 import { stripeRule } from '../src/stripe/client.ts';
+import { type FakeProcess, startFakeProcess } from './harness/fake-process.ts';
 import { peak } from './harness/quota.ts';
 import { createAccount, loudSetUp, request, startTestService, type TestAccount, type TestService, waitBackfilled } from './harness/service.ts';
 
@@ -36,52 +36,22 @@ const SECRET_KEY = randomBytes(32).toString('base64');
 /** The customer's pace: within the 5 requests/s the sync leaves, with room for its own jitter. */
 const CLIENT_EVERY_MS = 250;
 
-interface Arrival {
-  at: number;
-  /** The sync's requests (its user agent says Tributary/…) or the customer's (stripe-node). */
-  from: 'sync' | 'client' | 'other';
-  method: string;
-  path: string;
-  status?: number;
-}
-
-let fake: FakeStripe;
+let fake: FakeProcess;
 /** The API (which checks the key when the sync is created) and, apart, the sync worker. */
 let svc: TestService | undefined;
 let worker: TestService | undefined;
 let account: TestAccount;
-const arrivals: Arrival[] = [];
-
-const onRequest = (message: unknown) => {
-  const { request: req, response, server } = message as { request: IncomingMessage; response: ServerResponse; server: Server };
-  const address = server.address();
-  if (!fake || typeof address !== 'object' || address?.port !== fake.port) return;
-  const agent = String(req.headers['user-agent'] ?? '');
-  const arrival: Arrival = {
-    at: Date.now(),
-    from: agent.startsWith('Tributary/') ? 'sync' : agent.startsWith('Stripe/') ? 'client' : 'other',
-    method: req.method ?? '',
-    path: (req.url ?? '').split('?')[0]!,
-  };
-  arrivals.push(arrival);
-  response.once('finish', () => (arrival.status = response.statusCode));
-};
 
 test.before(
   loudSetUp(async () => {
-    diagnostics.subscribe('http.server.request.start', onRequest);
-    fake = await startFakeStripe();
-    const upstream = fake.createAccount();
     // Enough for a backfill of several seconds at the sync's full share.
-    upstream.generate({ seed: 11, customers: 40 });
-    fake.addKey(KEY, { account: upstream.id });
+    fake = await startFakeProcess({ kind: 'stripe', key: KEY, customers: 40, seed: 11 });
     svc = await startTestService({ config: { roles: ['api'], secretKeyBase64: SECRET_KEY }, stripeUrl: fake.url });
     account = await createAccount(svc);
   }, () => svc),
 );
 
 test.after(async () => {
-  diagnostics.unsubscribe('http.server.request.start', onRequest);
   await worker?.stop();
   await svc?.stop();
   await fake?.close();
@@ -96,8 +66,8 @@ test('the sync keeps to its share as Stripe counts it; a customer keeping to the
   // The key check before the 201 is not the sync's, and counts against the account too: the
   // sync (and the customer) start in a worker of their own once it has left Stripe's window.
   await new Promise((r) => setTimeout(r, 1100));
-  const from = arrivals.length;
-  const refusedBefore = fake.stats.rateLimited;
+  const from = (await fake.arrivals()).length;
+  const refusedBefore = (await fake.stats()).rateLimited;
   worker = await startTestService({
     config: { roles: ['sync'], databaseUrl: svc!.controlUrl, secretKeyBase64: SECRET_KEY },
     tunables: { workerTickMs: 250 },
@@ -124,7 +94,7 @@ test('the sync keeps to its share as Stripe counts it; a customer keeping to the
     await customer;
   }
 
-  const seen = arrivals.slice(from);
+  const seen = (await fake.arrivals()).slice(from);
   const sync = seen.filter((a) => a.from === 'sync').map((a) => a.at);
   const client = seen.filter((a) => a.from === 'client').map((a) => a.at);
   const share = syncShare(KEY, false);
@@ -139,7 +109,7 @@ test('the sync keeps to its share as Stripe counts it; a customer keeping to the
   assert.ok(peak(client, 1000) <= stripeRule(KEY).limit - share, `the customer sent ${peak(client, 1000)} in one second`);
   assert.equal(failures, []);
   assert.equal(seen.filter((a) => a.status === 429).map((a) => `${a.from} ${a.method} ${a.path}`), []);
-  assert.is(fake.stats.rateLimited, refusedBefore, 'no 429 from the fake');
+  assert.is((await fake.stats()).rateLimited, refusedBefore, 'no 429 from the fake');
 });
 
 test('the limiter: a share kept with the margin opens its next slot a window and the margin after its oldest grant', async () => {

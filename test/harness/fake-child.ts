@@ -4,13 +4,30 @@
  *   stripe <key> [customers] [seed]     one account the key reads, empty or generated
  * Prints `{url, id, first}` (the base or the account, and its first customer if any), then
  * answers each `stats [path prefix …]` line on stdin with that base's or account's request
- * counts, and the requests under each prefix given.
+ * counts, and the requests under each prefix given, and each `arrivals` line with every
+ * request it has received: when (its own clock), from whom (by user agent), and its answer.
  */
+import diagnostics from 'node:diagnostics_channel';
+import type { IncomingMessage, ServerResponse } from 'node:http';
 import { createInterface } from 'node:readline';
+import type { Arrival } from './fake-process.ts';
 import { startFakeAirtable } from '../../fakes/airtable/index.ts';
 import { startFakeStripe } from '../../fakes/stripe/index.ts';
 
 const [kind, secret, records, seed] = process.argv.slice(2) as [string, string, string, string];
+const arrivals: Arrival[] = [];
+diagnostics.subscribe('http.server.request.start', (message) => {
+  const { request, response } = message as { request: IncomingMessage; response: ServerResponse };
+  const agent = String(request.headers['user-agent'] ?? '');
+  const arrival: Arrival = {
+    at: Date.now(),
+    from: agent.startsWith('Tributary/') ? 'sync' : agent.startsWith('Stripe/') ? 'client' : 'other',
+    method: request.method ?? '',
+    path: (request.url ?? '').split('?')[0]!,
+  };
+  arrivals.push(arrival);
+  response.once('finish', () => (arrival.status = response.statusCode));
+});
 let stats: () => { requests: number; rateLimited: number };
 let byPath: (prefix: string) => number;
 let close: () => Promise<void>;
@@ -36,6 +53,7 @@ if (kind === 'airtable') {
 }
 createInterface({ input: process.stdin }).on('line', (line) => {
   const [word, ...prefixes] = line.trim().split(/\s+/);
+  if (word === 'arrivals') return void process.stdout.write(`${JSON.stringify(arrivals)}\n`);
   if (word !== 'stats') return;
   const paths = Object.fromEntries(prefixes.map((prefix) => [prefix, byPath(prefix)]));
   process.stdout.write(`${JSON.stringify({ ...stats(), paths })}\n`);

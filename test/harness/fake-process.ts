@@ -3,6 +3,18 @@ import path from 'node:path';
 import { createInterface } from 'node:readline';
 import { repoRoot } from './process.ts';
 
+/** A request as the fake received it. */
+export interface Arrival {
+  /** The fake's clock, when it began to read the request. */
+  at: number;
+  /** Whose it is, by user agent: the service's (Tributary/…), a stripe-node client's, or another's. */
+  from: 'sync' | 'client' | 'other';
+  method: string;
+  path: string;
+  /** Its answer's status, once sent. */
+  status?: number;
+}
+
 export interface FakeProcess {
   url: string;
   /** The base's or the account's id. */
@@ -11,6 +23,8 @@ export interface FakeProcess {
   first?: string;
   /** Its request and 429 counts, as the fake saw them, and the requests under each path prefix asked for. */
   stats(...pathPrefixes: string[]): Promise<{ requests: number; rateLimited: number; paths: Record<string, number> }>;
+  /** Every request it has received, in order. */
+  arrivals(): Promise<Arrival[]>;
   close(): Promise<void>;
 }
 
@@ -42,6 +56,11 @@ export async function startFakeProcess(
     async stats(...pathPrefixes: string[]) {
       const answer = next();
       child.stdin!.write(`${['stats', ...pathPrefixes].join(' ')}\n`);
+      return JSON.parse(await answer);
+    },
+    async arrivals() {
+      const answer = next();
+      child.stdin!.write('arrivals\n');
       return JSON.parse(await answer);
     },
     close: () =>
