@@ -1,3 +1,4 @@
+import { rmSync } from 'node:fs';
 import { mkdtemp, rm } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
@@ -63,6 +64,12 @@ export interface TestService {
   stop(): Promise<void>;
 }
 
+/** The services' data folders (each holds a secret key): removed when the test file ends, stopped or not. */
+const dataDirs = new Set<string>();
+process.on('exit', () => {
+  for (const dir of dataDirs) rmSync(dir, { recursive: true, force: true });
+});
+
 /**
  * The real service in this process, on its own control database and random ports,
  * creating sync databases on the test run's PostgreSQL server.
@@ -70,6 +77,7 @@ export interface TestService {
 export async function startTestService(options: TestServiceOptions = {}): Promise<TestService> {
   const overrides = options.config ?? {};
   const dataDir = await mkdtemp(path.join(os.tmpdir(), 'tributary-svc-'));
+  dataDirs.add(dataDir);
   const airtable = await startFakeAirtable({ port: 0, ...options.airtable });
   airtable.addToken(AIRTABLE_TEST_TOKEN, { bases: '*' });
   for (const id of TEST_BASES) airtable.createBase({ id, name: `Base ${id.slice(3, 6)}` });
@@ -108,10 +116,14 @@ export async function startTestService(options: TestServiceOptions = {}): Promis
     logs,
     dataDir,
     async stop() {
-      await service.stop();
-      await airtable.close();
-      await stripe?.close();
-      await rm(dataDir, { recursive: true, force: true });
+      try {
+        await service.stop();
+        await airtable.close();
+        await stripe?.close();
+      } finally {
+        await rm(dataDir, { recursive: true, force: true });
+        dataDirs.delete(dataDir);
+      }
     },
   };
 }
