@@ -4,12 +4,15 @@
  * summary printed. Exits 1 when any invariant was violated (the seed reproduces the run).
  */
 import { parseArgs } from 'node:util';
+import { createLogger, logProcessWarnings } from '../src/log.ts';
 import { simulate } from './run.ts';
 import { summarize } from './summary.ts';
 
 const USAGE = 'usage: npm run simulate -- --minutes N --seed S [--upstream stripe|airtable] [--no-kafka]';
 
 async function main(): Promise<number> {
+  // The Kafka check's kafkajs client draws the same harmless Node warning as the service's.
+  logProcessWarnings(createLogger({ level: 'warn', destination: process.stderr }));
   let values;
   try {
     ({ values } = parseArgs({
