@@ -1,11 +1,5 @@
 import { pbkdf2Sync, randomBytes } from 'node:crypto';
-import {
-  alterUserScramCredentialsV0,
-  Connection,
-  describeUserScramCredentialsV0,
-  ScramMechanisms,
-  type ConnectionOptions,
-} from '@platformatic/kafka';
+import type { Connection, ConnectionOptions } from '@platformatic/kafka';
 import { toError } from '../../errors.ts';
 import type { KafkaConnectionOptions } from './config.ts';
 
@@ -14,6 +8,14 @@ import type { KafkaConnectionOptions } from './config.ts';
  * kafkajs does not speak; @platformatic/kafka's protocol layer does, and is used for this
  * alone). The broker receives only a salt and the salted password, never the password.
  */
+
+/**
+ * The package's entry point loads its whole client (about 55 MB of resident memory on Node
+ * 24), so it is loaded on first use: a service without Kafka never pays for it.
+ */
+type Protocol = typeof import('@platformatic/kafka');
+let protocol: Promise<Protocol> | undefined;
+const loadProtocol = () => (protocol ??= import('@platformatic/kafka'));
 
 /** Kafka's minimum for SCRAM-SHA-256; the client repeats the derivation at every login. */
 const ITERATIONS = 4096;
@@ -32,6 +34,7 @@ function saltedPassword(password: string, salt: Buffer, iterations: number): Buf
 /** Creates or replaces the SCRAM-SHA-256 credentials of `users`. Idempotent. */
 export async function upsertScramUsers(options: KafkaConnectionOptions, users: ScramUser[]): Promise<void> {
   if (users.length === 0) return;
+  const { ScramMechanisms } = await loadProtocol();
   const upsertions = users.map((u) => {
     const salt = randomBytes(SALT_BYTES);
     return {
@@ -42,13 +45,13 @@ export async function upsertScramUsers(options: KafkaConnectionOptions, users: S
       saltedPassword: saltedPassword(u.password, salt, ITERATIONS),
     };
   });
-  await withConnection(options, (connection) => alterUserScramCredentialsV0.api.async(connection, [], upsertions));
+  await withConnection(options, (connection, { alterUserScramCredentialsV0 }) => alterUserScramCredentialsV0.api.async(connection, [], upsertions));
 }
 
 /** Removes the SCRAM-SHA-256 credentials of `usernames`; users without any are skipped. */
 export async function deleteScramUsers(options: KafkaConnectionOptions, usernames: string[]): Promise<void> {
   for (const name of usernames) {
-    await withConnection(options, async (connection) => {
+    await withConnection(options, async (connection, { alterUserScramCredentialsV0, ScramMechanisms }) => {
       try {
         await alterUserScramCredentialsV0.api.async(connection, [{ name, mechanism: ScramMechanisms.SCRAM_SHA_256 }], []);
       } catch (error) {
@@ -60,7 +63,7 @@ export async function deleteScramUsers(options: KafkaConnectionOptions, username
 
 /** Whether `username` has a SCRAM-SHA-256 credential on the broker we reach. */
 export async function hasScramUser(options: KafkaConnectionOptions, username: string): Promise<boolean> {
-  return withConnection(options, async (connection) => {
+  return withConnection(options, async (connection, { describeUserScramCredentialsV0, ScramMechanisms }) => {
     try {
       const response = await describeUserScramCredentialsV0.api.async(connection, [{ name: username }]);
       return response.results.some(
@@ -80,11 +83,15 @@ function isResourceNotFound(error: unknown): boolean {
 }
 
 /** One short-lived connection to the first bootstrap broker that answers. */
-async function withConnection<T>(options: KafkaConnectionOptions, work: (connection: Connection) => Promise<T>): Promise<T> {
+async function withConnection<T>(
+  options: KafkaConnectionOptions,
+  work: (connection: Connection, kafka: Protocol) => Promise<T>,
+): Promise<T> {
+  const kafka = await loadProtocol();
   let lastError: Error | undefined;
   for (const address of options.brokers) {
     const { host, port } = splitAddress(address);
-    const connection = new Connection(options.clientId ?? 'tributary', connectionOptions(options));
+    const connection = new kafka.Connection(options.clientId ?? 'tributary', connectionOptions(options));
     // An 'error' event without a listener would throw; failures surface through the promises.
     connection.on('error', () => undefined);
     try {
@@ -95,7 +102,7 @@ async function withConnection<T>(options: KafkaConnectionOptions, work: (connect
       continue;
     }
     try {
-      return await work(connection);
+      return await work(connection, kafka);
     } finally {
       await connection.close().catch(() => undefined);
     }
