@@ -7,6 +7,7 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { startEmbeddedPostgres, type EmbeddedPostgres } from '../src/db/embedded.ts';
 import { ident, withClient, withDatabase } from '../src/db/sql.ts';
+import { SERVICE_NODE_FLAGS } from '../src/cli/node-flags.ts';
 import { randomLowerAlnum } from '../src/ids.ts';
 import { createLogger } from '../src/log.ts';
 import { freePort } from '../test/harness/ports.ts';
@@ -57,7 +58,7 @@ export async function startServiceProcess(options: {
   const dataDir = await mkdtemp(path.join(os.tmpdir(), 'tributary-bench-svc-'));
   const apiPort = await freePort();
   const adminToken = `tra_bench_${randomLowerAlnum(12)}`;
-  const child = spawn(process.execPath, [path.join(root, 'bin', 'tributary.js'), 'run', '--roles', options.roles ?? 'api,sync'], {
+  const child = spawn(process.execPath, [...SERVICE_NODE_FLAGS, path.join(root, 'bin', 'tributary.js'), 'run', '--roles', options.roles ?? 'api,sync'], {
     env: {
       PATH: process.env.PATH,
       HOME: process.env.HOME,

@@ -1,4 +1,4 @@
-#!/usr/bin/env node
+#!/usr/bin/env -S node --max-semi-space-size=16
 // Runs the TypeScript sources directly through tsx: no build step between `npm install` and use.
 import { register } from 'tsx/esm/api';
 

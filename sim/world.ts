@@ -5,6 +5,7 @@ import http from 'node:http';
 import path from 'node:path';
 import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
+import { SERVICE_NODE_FLAGS } from '../src/cli/node-flags.ts';
 
 export const repoRoot = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 
@@ -41,7 +42,7 @@ export class ServiceProcess {
 
   async start(): Promise<void> {
     this.starts++;
-    const child = spawn(process.execPath, [path.join(repoRoot, 'bin', 'tributary.js'), 'run'], {
+    const child = spawn(process.execPath, [...SERVICE_NODE_FLAGS, path.join(repoRoot, 'bin', 'tributary.js'), 'run'], {
       cwd: repoRoot,
       env: { PATH: process.env.PATH, HOME: process.env.HOME, ...this.env },
       stdio: ['ignore', 'pipe', 'pipe'],

@@ -9,6 +9,7 @@ import { freePort } from './harness/ports.ts';
 import { repoRoot, spawnTributary, waitFor, type Spawned } from './harness/process.ts';
 import { request, startHarnessStripe } from './harness/service.ts';
 import type { FakeStripe } from '../fakes/stripe/index.ts';
+import { SERVICE_NODE_FLAGS } from '../src/cli/node-flags.ts';
 import { migrateControlDatabase } from '../src/db/migrate.ts';
 import { createLogger } from '../src/log.ts';
 
@@ -48,9 +49,13 @@ async function start(): Promise<Spawned> {
 
 const pgRunning = async () => existsSync(path.join(dataDir, 'pg', 'postmaster.pid'));
 
-test('npm start is `tributary run`', async () => {
-  const pkg = JSON.parse(await readFile(path.join(repoRoot, 'package.json'), 'utf8'));
-  assert.is(pkg.scripts.start, 'node bin/tributary.js run');
+test('npm start is `tributary run`, and every way to start the service has the same Node flags', async () => {
+  const read = (file: string) => readFile(path.join(repoRoot, file), 'utf8');
+  const flags = SERVICE_NODE_FLAGS.join(' ');
+  const pkg = JSON.parse(await read('package.json'));
+  assert.is(pkg.scripts.start, `node ${flags} bin/tributary.js run`);
+  assert.is((await read('bin/tributary.js')).split('\n')[0], `#!/usr/bin/env -S node ${flags}`);
+  assert.match(await read('docker/Dockerfile'), `CMD ${JSON.stringify(['node', ...SERVICE_NODE_FLAGS, 'bin/tributary.js', 'run'])}`.replace(/","/g, '", "'));
 });
 
 let token: string;
