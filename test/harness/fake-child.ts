@@ -5,7 +5,7 @@
  * Prints `{url, id, first}` (the base or the account, and its first customer if any), then
  * answers each `stats [path prefix …]` line on stdin with that base's or account's request
  * counts, and the requests under each prefix given, and each `arrivals` line with every
- * request it has received: when (its own clock), from whom (by user agent), and its answer.
+ * request it has received: when (its own clock), its user agent, and its answer.
  */
 import diagnostics from 'node:diagnostics_channel';
 import type { IncomingMessage, ServerResponse } from 'node:http';
@@ -18,12 +18,11 @@ const [kind, secret, records, seed] = process.argv.slice(2) as [string, string, 
 const arrivals: Arrival[] = [];
 diagnostics.subscribe('http.server.request.start', (message) => {
   const { request, response } = message as { request: IncomingMessage; response: ServerResponse };
-  const agent = String(request.headers['user-agent'] ?? '');
   const arrival: Arrival = {
     at: Date.now(),
-    from: agent.startsWith('Tributary/') ? 'sync' : agent.startsWith('Stripe/') ? 'client' : 'other',
     method: request.method ?? '',
     path: (request.url ?? '').split('?')[0]!,
+    agent: String(request.headers['user-agent'] ?? ''),
   };
   arrivals.push(arrival);
   response.once('finish', () => (arrival.status = response.statusCode));

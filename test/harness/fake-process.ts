@@ -1,17 +1,11 @@
 import { spawn } from 'node:child_process';
 import path from 'node:path';
 import { createInterface } from 'node:readline';
+import type { Arrival as FakeArrival } from '../../fakes/shared/stats.ts';
 import { repoRoot } from './process.ts';
 
-/** A request as the fake received it. */
-export interface Arrival {
-  /** The fake's clock, when it began to read the request. */
-  at: number;
-  /** Whose it is, by user agent: the service's (Tributary/…), a stripe-node client's, or another's. */
-  from: 'sync' | 'client' | 'other';
-  method: string;
-  path: string;
-  /** Its answer's status, once sent. */
+/** A request as the fake received it (the fakes' own shape, less the limited key), and its answer's status once sent. */
+export interface Arrival extends Omit<FakeArrival, 'key'> {
   status?: number;
 }
 
