@@ -15,7 +15,6 @@ import type { KafkaConnectionOptions } from './config.ts';
  */
 type Protocol = typeof import('@platformatic/kafka');
 let protocol: Promise<Protocol> | undefined;
-const loadProtocol = () => (protocol ??= import('@platformatic/kafka'));
 
 /** Kafka's minimum for SCRAM-SHA-256; the client repeats the derivation at every login. */
 const ITERATIONS = 4096;
@@ -34,18 +33,19 @@ function saltedPassword(password: string, salt: Buffer, iterations: number): Buf
 /** Creates or replaces the SCRAM-SHA-256 credentials of `users`. Idempotent. */
 export async function upsertScramUsers(options: KafkaConnectionOptions, users: ScramUser[]): Promise<void> {
   if (users.length === 0) return;
-  const { ScramMechanisms } = await loadProtocol();
-  const upsertions = users.map((u) => {
-    const salt = randomBytes(SALT_BYTES);
-    return {
-      name: u.username,
-      mechanism: ScramMechanisms.SCRAM_SHA_256,
-      iterations: ITERATIONS,
-      salt,
-      saltedPassword: saltedPassword(u.password, salt, ITERATIONS),
-    };
+  await withConnection(options, (connection, { alterUserScramCredentialsV0, ScramMechanisms }) => {
+    const upsertions = users.map((u) => {
+      const salt = randomBytes(SALT_BYTES);
+      return {
+        name: u.username,
+        mechanism: ScramMechanisms.SCRAM_SHA_256,
+        iterations: ITERATIONS,
+        salt,
+        saltedPassword: saltedPassword(u.password, salt, ITERATIONS),
+      };
+    });
+    return alterUserScramCredentialsV0.api.async(connection, [], upsertions);
   });
-  await withConnection(options, (connection, { alterUserScramCredentialsV0 }) => alterUserScramCredentialsV0.api.async(connection, [], upsertions));
 }
 
 /** Removes the SCRAM-SHA-256 credentials of `usernames`; users without any are skipped. */
@@ -87,7 +87,7 @@ async function withConnection<T>(
   options: KafkaConnectionOptions,
   work: (connection: Connection, kafka: Protocol) => Promise<T>,
 ): Promise<T> {
-  const kafka = await loadProtocol();
+  const kafka = await (protocol ??= import('@platformatic/kafka'));
   let lastError: Error | undefined;
   for (const address of options.brokers) {
     const { host, port } = splitAddress(address);
