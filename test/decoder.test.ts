@@ -227,44 +227,87 @@ test('a restart resumes from the slot: changes made while stopped arrive, nothin
   assert.equal(bulk[500]!.event.data.rank, 2);
 });
 
-test('a swapped-in table: its first build is inserts, a rebuild gives only the rows that differ', async () => {
-  const column = (name: string, type: ColumnMapping['type']): ColumnMapping => ({
-    fieldId: name === 'id' ? null : `fld${name}`,
-    upstreamName: name,
-    upstreamType: 'singleLineText',
-    name,
-    type,
-    converter: 'text' as ColumnMapping['converter'],
-  });
-  const v1: TableMapping = { tableId: 'tblSwap', upstreamName: 'Swap', name: 'swapped', columns: [column('id', 'text'), column('name', 'text'), column('points', 'numeric')] };
-  const before = (await loggedEvents(1007)).length;
-  await prepareRebuild(target, builtTable(v1));
-  await target.query(`INSERT INTO public_swap.swapped VALUES ('recA', 'a', 1), ('recB', 'b', 2), ('recC', 'c', 3)`);
-  await swapIn(target, builtTable(v1));
-  const first = (await loggedEvents(before + 3)).slice(before);
-  assert.equal(first.map((e) => [e.event.event, e.event.id, e.event.data]), [
+const swapColumn = (name: string, type: ColumnMapping['type']): ColumnMapping => ({
+  fieldId: name === 'id' ? null : `fld${name}`,
+  upstreamName: name,
+  upstreamType: 'singleLineText',
+  name,
+  type,
+  converter: 'text' as ColumnMapping['converter'],
+});
+
+/** Builds `mapping` in public_swap with `values` and swaps it in; returns the events the swap made. */
+async function rebuild(mapping: TableMapping, values: string): Promise<Event[]> {
+  await caughtUp();
+  const before = (await loggedEvents(0)).length;
+  await prepareRebuild(target, builtTable(mapping));
+  if (values) await target.query(`INSERT INTO public_swap.${mapping.name} VALUES ${values}`);
+  await swapIn(target, builtTable(mapping));
+  await caughtUp();
+  return (await loggedEvents(before)).slice(before).map((e) => e.event);
+}
+
+test('a swapped-in table: its first build is inserts, a rebuild gives the rows that differ, an added column\'s values included', async () => {
+  const v1: TableMapping = { tableId: 'tblSwap', upstreamName: 'Swap', name: 'swapped', columns: [swapColumn('id', 'text'), swapColumn('name', 'text'), swapColumn('points', 'numeric')] };
+  const first = await rebuild(v1, `('recA', 'a', 1), ('recB', 'b', 2), ('recC', 'c', 3), ('recE', 'e', 5)`);
+  assert.equal(first.map((e) => [e.event, e.id, e.data]), [
     ['inserted', 'recA', { id: 'recA', name: 'a', points: 1 }],
     ['inserted', 'recB', { id: 'recB', name: 'b', points: 2 }],
     ['inserted', 'recC', { id: 'recC', name: 'c', points: 3 }],
+    ['inserted', 'recE', { id: 'recE', name: 'e', points: 5 }],
   ]);
 
-  const v2: TableMapping = { ...v1, columns: [...v1.columns, column('notes', 'text')] };
-  await prepareRebuild(target, builtTable(v2));
-  // recA unchanged (but has a value in the new column), recB changed, recC gone, recD new.
-  await target.query(`INSERT INTO public_swap.swapped VALUES ('recA', 'a', 1, 'new column'), ('recB', 'B', 2, NULL), ('recD', 'd', 4, NULL)`);
-  await swapIn(target, builtTable(v2));
-  const second = (await loggedEvents(before + 6)).slice(before + 3);
-  const byId = Object.fromEntries(second.map((e) => [e.event.id, e.event]));
-  assert.equal(second.length, 3, JSON.stringify(second.map((e) => e.event)));
+  const v2: TableMapping = { ...v1, columns: [...v1.columns, swapColumn('notes', 'text')] };
+  // recA unchanged but for a value in the new column, recB changed, recC gone, recD new,
+  // recE unchanged and null in the new column.
+  const second = await rebuild(v2, `('recA', 'a', 1, 'new column'), ('recB', 'B', 2, NULL), ('recD', 'd', 4, NULL), ('recE', 'e', 5, NULL)`);
+  const byId = Object.fromEntries(second.map((e) => [e.id, e]));
+  assert.equal(second.length, 4, JSON.stringify(second));
+  assert.equal(byId.recA!.event, 'updated');
+  assert.equal(byId.recA!.changes, { notes: null }, 'the new column named, its prior value null');
+  assert.equal(byId.recA!.data, { id: 'recA', name: 'a', points: 1, notes: 'new column' });
   assert.equal(byId.recB!.event, 'updated');
-  assert.equal(byId.recB!.changes, { name: 'b' });
+  assert.equal(byId.recB!.changes, { name: 'b' }, 'a null in the new column is no change');
   assert.equal(byId.recB!.data, { id: 'recB', name: 'B', points: 2, notes: null });
   assert.equal(byId.recC!.event, 'deleted');
   assert.equal(byId.recC!.data, { id: 'recC', name: 'c', points: 3 });
   assert.equal(byId.recD!.event, 'inserted');
   assert.equal(byId.recD!.table_db_name, 'swapped');
-  await caughtUp();
-  assert.equal((await loggedEvents(before + 6)).length, before + 6, 'nothing else: the rebuild itself is silent');
+  assert.is(byId.recE, undefined, 'a row with nothing but a null in the new column makes no event');
+});
+
+test('a rebuild that removes, renames or retypes a column: each row whose value changed is an update', async () => {
+  const base: TableMapping = {
+    tableId: 'tblShift',
+    upstreamName: 'Shift',
+    name: 'shifted',
+    columns: [swapColumn('id', 'text'), swapColumn('label', 'text'), swapColumn('gone', 'text'), swapColumn('old_name', 'text'), swapColumn('qty', 'text')],
+  };
+  await rebuild(base, `('recA', 'a', 'bye', 'kept', '13'), ('recB', 'b', NULL, NULL, NULL), ('recC', 'c', NULL, 'x', 'n/a')`);
+  // `gone` removed, `old_name` renamed to `new_name`, `qty` retyped text → numeric.
+  const next: TableMapping = {
+    ...base,
+    columns: [swapColumn('id', 'text'), swapColumn('label', 'text'), swapColumn('new_name', 'text'), swapColumn('qty', 'numeric')],
+  };
+  const events = await rebuild(next, `('recA', 'a', 'kept', 13), ('recB', 'b', NULL, NULL), ('recC', 'c', 'x', NULL)`);
+  const byId = Object.fromEntries(events.map((e) => [e.id, e]));
+  assert.equal(events.length, 2, JSON.stringify(events));
+  // recA: a value in the removed column, a renamed value, "13" now the number 13.
+  assert.equal(byId.recA!.event, 'updated');
+  assert.equal(byId.recA!.data, { id: 'recA', label: 'a', new_name: 'kept', qty: 13 });
+  assert.equal(byId.recA!.changes, { new_name: null, qty: '13', gone: 'bye', old_name: 'kept' });
+  // recB held only nulls in the changed columns: no event.
+  assert.is(byId.recB, undefined);
+  // recC: a renamed value; a text that is no number is now null.
+  assert.equal(byId.recC!.data, { id: 'recC', label: 'c', new_name: 'x', qty: null });
+  assert.equal(byId.recC!.changes, { new_name: null, qty: 'n/a', old_name: 'x' });
+});
+
+test('a retype that keeps every value as JSON makes no event', async () => {
+  const v1: TableMapping = { tableId: 'tblSame', upstreamName: 'Same', name: 'same_values', columns: [swapColumn('id', 'text'), swapColumn('v', 'text')] };
+  await rebuild(v1, `('recA', 'abc'), ('recB', NULL)`);
+  const events = await rebuild({ ...v1, columns: [swapColumn('id', 'text'), swapColumn('v', 'jsonb')] }, `('recA', '"abc"'), ('recB', NULL)`);
+  assert.equal(events, [], 'text abc and the JSON string "abc" are the same JSON value');
 });
 
 test('a wait returns once every change committed before it is in the log; with no decoder it times out', async () => {

@@ -1,7 +1,7 @@
 /**
  * Syncs to events through the whole service: the sync workers write, the decoder turns the
- * WAL into the event log. Airtable's first build, edits, a schema rebuild (only real row
- * differences), a quiet cycle (nothing), deletes; Stripe objects as their object types.
+ * WAL into the event log. Airtable's first build, edits, a schema rebuild (the rows that differ,
+ * a new column's values included), a quiet cycle (nothing), deletes; Stripe objects as their object types.
  */
 import { createHmac } from 'node:crypto';
 import http from 'node:http';
@@ -119,25 +119,45 @@ test('an upstream edit is one updated event with the prior value; a quiet cycle 
   assert.equal((await events(airtableSync, seq)).length, 1, 'two full cycles later, still only the one event');
 });
 
-test('a new column (a rebuild) and an edit at the same time: one event, for the edit', async () => {
+test('a new column whose cells are filled at once: its values reach the events, folded per record', async () => {
   const seq = await lastSeq(airtableSync);
   base.addField('Tasks', { name: 'Notes', type: 'singleLineText' });
-  const record = base.records('Tasks').find((r) => r.fields.Name === 'three')!;
-  base.updateRecord('Tasks', record.id, { Name: 'THREE', Notes: 'loud' });
+  // Within moments of the field's creation, before any rebuild: every record gets a value,
+  // and one record an edit of an old column too.
+  const notes = new Map<string, string>();
+  for (const record of base.records('Tasks')) {
+    const name = String(record.fields.Name);
+    notes.set(record.id, `note of ${name}`);
+    base.updateRecord('Tasks', record.id, name === 'three' ? { Name: 'THREE', Notes: `note of ${name}` } : { Notes: `note of ${name}` });
+  }
+  const three = base.records('Tasks').find((r) => r.fields.Name === 'THREE')!;
   const reader = (await request(svc.api, 'GET', `/api/syncs/${airtableSync}`, { token: account.token })).body.database.url as string;
-  await waitFor('the notes column', async () => {
-    const rows = await query<{ notes: string | null }>(reader, `SELECT notes FROM tasks WHERE id = $1`, [record.id]).catch(() => []);
-    return rows[0]?.notes === 'loud' ? true : undefined;
+  await waitFor('the notes column filled', async () => {
+    const rows = await query<{ notes: string | null }>(reader, 'SELECT notes FROM tasks WHERE notes IS NOT NULL').catch(() => []);
+    return rows.length === notes.size ? true : undefined;
   }, 20_000);
-  const list = await eventsUntil(airtableSync, seq, (l) => l.length >= 1, 'the changed row');
   await waitForCycle(svc, account.token, airtableSync, new Date());
-  const settled = await events(airtableSync, seq);
-  assert.equal(settled.length, 1, JSON.stringify(settled));
-  assert.equal(list[0]!.event, 'updated');
-  assert.equal(list[0]!.id, record.id);
-  // Whether change capture or the swap saw the edit first, the new column is no change.
-  assert.equal(list[0]!.changes, { name: 'three' });
-  assert.equal(list[0]!.data.name, 'THREE');
+
+  // Folding every event of the table from the first gives each record's row, the new column included.
+  const all = await events(airtableSync);
+  const folded = new Map<string, Record<string, unknown>>();
+  for (const e of all) {
+    if (e.event === 'deleted') folded.delete(e.id);
+    else folded.set(e.id, e.data);
+  }
+  const rows = await query<{ id: string; name: string; notes: string | null }>(reader, 'SELECT id, name, notes FROM tasks');
+  for (const row of rows) assert.equal(folded.get(row.id), { ...folded.get(row.id), name: row.name, notes: row.notes }, row.id);
+  for (const [id, note] of notes) assert.is(folded.get(id)?.notes, note, id);
+
+  // Each record's new value came as an update naming the column with prior value null; the
+  // edit of `name` carries its prior value, whether capture or the swap saw it first.
+  const since = all.filter((e) => e.seq > seq);
+  for (const id of notes.keys()) {
+    const mine = since.filter((e) => e.id === id);
+    assert.ok(mine.length >= 1 && mine.every((e) => e.event === 'updated'), JSON.stringify(mine));
+    assert.ok(mine.some((e) => 'notes' in (e.changes ?? {}) && e.changes!.notes === null), JSON.stringify(mine));
+  }
+  assert.ok(since.some((e) => e.id === three.id && e.changes?.name === 'three'), JSON.stringify(since));
 });
 
 test('an upstream delete is a deleted event with the whole row', async () => {

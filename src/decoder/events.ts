@@ -58,11 +58,48 @@ function rowJson(info: TableInfo, values: RawValue[]): string {
   return `${out}}`;
 }
 
+const addChange = (changes: string, label: string, before: string) => `${changes ? `${changes},` : ''}${label}${before}`;
+
+/** `changes` of an ordinary update: the prior JSON of each column whose value changed. */
+function changedColumns(info: TableInfo, prior: RawValue[], next: RawValue[]): string {
+  let changes = '';
+  for (let i = 0; i < info.names.length; i++) {
+    if (prior[i] === next[i]) continue;
+    const before = jsonOf(info, i, prior[i]);
+    // Same value, other text (numeric 13 and 13.0): no change.
+    if (before === jsonOf(info, i, next[i])) continue;
+    changes = addChange(changes, info.labels[i]!, before);
+  }
+  return changes;
+}
+
+/**
+ * `changes` of a row a swap carried from the old table into the new one: compared as JSON
+ * column by column over both tables' columns, an absent column counting as null.
+ */
+function changedAcrossSwap(priorInfo: TableInfo, prior: RawValue[], info: TableInfo, next: RawValue[]): string {
+  let changes = '';
+  for (let i = 0; i < info.names.length; i++) {
+    const j = priorInfo.names.indexOf(info.names[i]!);
+    const before = j < 0 ? 'null' : jsonOf(priorInfo, j, prior[j]);
+    if (before !== jsonOf(info, i, next[i])) changes = addChange(changes, info.labels[i]!, before);
+  }
+  for (let j = 0; j < priorInfo.names.length; j++) {
+    if (info.names.includes(priorInfo.names[j]!)) continue;
+    const before = jsonOf(priorInfo, j, prior[j]);
+    if (before !== 'null') changes = addChange(changes, priorInfo.labels[j]!, before);
+  }
+  return changes;
+}
+
 /**
  * The event of one row change, in the documented shape and key order, written straight as
  * JSON text (the decoder's hot path: no object per row). `prior` is the old row (REPLICA
  * IDENTITY FULL). An update that changed no column is no event. When `priorInfo` is given
- * (a swapped-in table), `prior` has that table's columns and only columns in both are compared.
+ * (a swapped-in table), `prior` has that table's columns: a column only the new table has
+ * counts as null before (an added column's values are changes), one only the old table has
+ * as null after (a removed column's values are changes too, named in `changes` though no
+ * longer in `data`), and a retyped column changed where its value as JSON did (docs/events.md).
  */
 export function rowEvent(
   kind: ChangeKind,
@@ -87,15 +124,7 @@ export function rowEvent(
     recordId = filled[info.keyIndex];
     if (kind === 'updated') {
       if (!prior) return undefined;
-      for (let i = 0; i < info.names.length; i++) {
-        const j = priorInfo === info ? i : priorInfo.names.indexOf(info.names[i]!);
-        if (j < 0) continue; // a column new in the rebuilt table: a schema change, not a row change
-        if (prior[j] === filled[i]) continue;
-        const before = jsonOf(priorInfo, j, prior[j]);
-        // Same value, other text (numeric 13 and 13.0, or a column whose type changed): no change.
-        if (before === jsonOf(info, i, filled[i])) continue;
-        changes += `${changes ? ',' : ''}${info.labels[i]!}${before}`;
-      }
+      changes = priorInfo === info ? changedColumns(info, prior, filled) : changedAcrossSwap(priorInfo, prior, info, filled);
       if (!changes) return undefined;
     }
   }

@@ -64,13 +64,27 @@ async function emitEvery(client: pg.PoolClient, kind: 'inserted' | 'deleted', sc
 }
 
 /**
+ * Whether a column's value differs between the old row `o` and the new row `n`, by the rule
+ * of docs/events.md: a column only one table has differs where it holds a value there; a
+ * retyped one wherever it holds a value (the decoder keeps only rows whose JSON changed); any
+ * other where its text differs.
+ */
+function differs(column: string, prior: Map<string, number>, next: Map<string, number>): string {
+  const c = ident(column);
+  if (!prior.has(column)) return `n.${c} IS NOT NULL`;
+  if (!next.has(column)) return `o.${c} IS NOT NULL`;
+  if (prior.get(column) !== next.get(column)) return `(o.${c} IS NOT NULL OR n.${c} IS NOT NULL)`;
+  return `o.${c}::text IS DISTINCT FROM n.${c}::text`;
+}
+
+/**
  * The rebuild itself is no event (it happened in public_swap, outside the publication),
  * but the rows that differ between the old and the new table are: the decoder gets them as
  * logical messages in the swap's own transaction, so they commit, or not, with the swap.
- * Only columns in both tables are compared: a column added or removed is a schema change,
- * not a change of the rows. A renamed table is another collection: so that folding each
- * collection's events gives its table, the rows leave the old one (deleted) and arrive in the
- * new one (inserted).
+ * A value in a column added, removed, renamed or retyped is such a difference, so folding a
+ * record's events always gives its row (docs/events.md). A renamed table is another
+ * collection: so that folding each collection's events gives its table, the rows leave the
+ * old one (deleted) and arrive in the new one (inserted).
  */
 async function emitDifferences(client: pg.PoolClient, table: string, previous: string | undefined): Promise<void> {
   if (!previous) return emitEvery(client, 'inserted', 'public_swap', table);
@@ -81,9 +95,10 @@ async function emitDifferences(client: pg.PoolClient, table: string, previous: s
   const next = await columnsOf(client, 'public_swap', table);
   const prior = await columnsOf(client, 'public', previous);
   await announceColumns(client, table, prior, next);
-  const priorNames = new Set(prior.map((c) => c.name));
-  const common = next.filter((c) => priorNames.has(c.name));
-  const differs = common.map((c) => `o.${ident(c.name)}::text IS DISTINCT FROM n.${ident(c.name)}::text`).join(' OR ') || 'false';
+  const priorTypes = new Map(prior.map((c) => [c.name, c.oid]));
+  const nextTypes = new Map(next.map((c) => [c.name, c.oid]));
+  const columns = new Set([...priorTypes.keys(), ...nextTypes.keys()]);
+  const changed = [...columns].map((c) => differs(c, priorTypes, nextTypes)).join(' OR ') || 'false';
   const n = `public_swap.${ident(table)}`;
   await client.query(
     `SELECT count(${rowMessage('d.kind', 'd.prior', 'd.next')}) FROM (
@@ -91,7 +106,7 @@ async function emitDifferences(client: pg.PoolClient, table: string, previous: s
               CASE WHEN o.id IS NULL THEN NULL ELSE ${textArray('o', prior)} END AS prior,
               CASE WHEN n.id IS NULL THEN NULL ELSE ${textArray('n', next)} END AS next
          FROM public.${ident(previous)} o FULL JOIN ${n} n ON o.id = n.id
-        WHERE o.id IS NULL OR n.id IS NULL OR ${differs}) d`,
+        WHERE o.id IS NULL OR n.id IS NULL OR ${changed}) d`,
   );
 }
 
