@@ -337,11 +337,21 @@ export async function simulate(options: SimulationOptions): Promise<SimulationRe
       events.set(`${sync.kind}: webhook deliveries`, hooks.length);
       checked('events (webhooks)');
       violations.push(...samePath(`${sync.kind} webhooks`, logOfHooks, hooks, { since }));
+      // Folded on their own too: the events logged before the destination was made (which it
+      // is not owed), then its deliveries as they came; the subscribed tables must be the database's.
+      const owedFrom = (e: DeliveredEvent) => Date.parse((JSON.parse(e.value) as { created_at: string }).created_at) >= since;
+      const hookFold = new EventFold(`${sync.kind} webhooks`).add(logOfHooks.filter((e) => !owedFrom(e))).add(hooks);
+      const hookTables = new Set(logOfHooks.map((e) => (JSON.parse(e.value) as { table_db_name: string }).table_db_name));
+      checked('events-fold (webhooks)', hookFold.events);
+      violations.push(...hookFold.violations, ...compareFold(`${sync.kind} webhooks`, hookFold, database, hookTables));
       if (kafka) {
         const fromKafka = await readKafkaEvents(kafka.brokers, `svc.${sync.id}.`);
         events.set(`${sync.kind}: Kafka messages`, fromKafka.length);
         checked('events (Kafka)');
         violations.push(...samePath(`${sync.kind} kafka`, log_, fromKafka));
+        const kafkaFold = new EventFold(`${sync.kind} kafka`).add(fromKafka);
+        checked('events-fold (Kafka)', kafkaFold.events);
+        violations.push(...kafkaFold.violations, ...compareFold(`${sync.kind} kafka`, kafkaFold, database));
       }
     }
     const stats = await upstreams.stats();

@@ -9,7 +9,6 @@ import pg from 'pg';
 export type Canonical = null | boolean | number | string | Canonical[] | { [key: string]: Canonical };
 
 const TIMESTAMPTZ = new Set([1184, 1185]);
-const TEXTS = new Set([25, 1043, 1009, 1015]);
 const NUMBERS = new Set([20, 21, 23, 26, 700, 701, 1700, 1005, 1007, 1016, 1021, 1022, 1231]);
 
 function sorted(value: unknown): Canonical {
@@ -28,22 +27,29 @@ function each(value: unknown, f: (item: unknown) => Canonical): Canonical {
   return Array.isArray(value) ? value.map((v) => each(v, f)) : f(value);
 }
 
-/** A column value of type `oid` (from either side) in canonical form. */
-export function canonical(oid: number, value: unknown): Canonical {
+/**
+ * A column value of type `oid` in canonical form, read from the database or from an event.
+ * Only representation is forgiven: node-pg gives numeric and bigint as text, an event gives
+ * numbers (and integers past 2^53 as text). A number held as text by an event for a text
+ * column, or text for a numeric one, stays different: a retype that changes a row's JSON
+ * value is an event of that row (docs/events.md).
+ */
+export function canonical(oid: number, value: unknown, from: 'db' | 'event' = 'db'): Canonical {
   if (value === null || value === undefined) return null;
   if (TIMESTAMPTZ.has(oid)) {
     return each(value, (v) => {
       if (v === null) return null;
+      if (from === 'event' && typeof v !== 'string') return sorted(v);
       const ms = v instanceof Date ? v.getTime() : Date.parse(String(v));
       return Number.isNaN(ms) ? String(v) : new Date(ms).toISOString();
     });
   }
-  if (NUMBERS.has(oid)) return each(value, (v) => (v === null ? null : Number(v)));
-  // A text column retyped from a number or a checkbox keeps each row's text, and a retype is
-  // a schema change, not a row change: the last event may still hold the number.
-  if (TEXTS.has(oid)) return each(value, (v) => (typeof v === 'number' || typeof v === 'boolean' ? String(v) : sorted(v)));
+  if (NUMBERS.has(oid)) return each(value, (v) => (v === null ? null : from === 'db' || typeof v === 'number' || isBigInteger(v) ? Number(v) : sorted(v)));
   return sorted(value);
 }
+
+/** An integer an event carries as text because a JSON number would round it. */
+const isBigInteger = (v: unknown) => typeof v === 'string' && /^-?\d+$/.test(v) && !Number.isSafeInteger(Number(v));
 
 export function same(a: Canonical, b: Canonical): boolean {
   return JSON.stringify(a) === JSON.stringify(b);

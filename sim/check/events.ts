@@ -31,15 +31,11 @@ export interface Fold {
 
 const MAX_PER_KIND = 20;
 
-/**
- * One value in two events. A column retyped (number → text) keeps each row's text: the
- * decoder counts that as no change (a schema change), so 13 and "13" are the same here.
- */
-function sameValue(a: unknown, b: unknown): boolean {
-  if (JSON.stringify(a) === JSON.stringify(b)) return true;
-  const scalar = (v: unknown) => typeof v === 'number' || typeof v === 'string' || typeof v === 'boolean';
-  return scalar(a) && scalar(b) && typeof a !== typeof b && String(a) === String(b);
-}
+/** One value in two events: the decoder writes each value one way, so equal means equal JSON. */
+const sameValue = (a: unknown, b: unknown) => JSON.stringify(a ?? null) === JSON.stringify(b ?? null);
+
+/** A column of a row as the events tell it: one its events never named is null. */
+const valueOf = (row: Record<string, unknown>, column: string) => (Object.hasOwn(row, column) ? row[column] : null);
 
 /**
  * Folds the events of one delivery path (REST from offset 0, Kafka, webhooks), in the order
@@ -105,17 +101,18 @@ export class EventFold implements Fold {
     const changes = event.changes ?? {};
     if (Object.keys(changes).length === 0) this.fail('empty', `${at}: an update with no changed column`);
     if (before) {
+      // Every column either side names: one a record's events never named counts as null, so
+      // a column added, removed or renamed is checked like any other (docs/events.md).
       for (const [column, prior] of Object.entries(changes)) {
-        if (!(column in before)) continue; // a column new to the table: a schema change
-        if (!sameValue(before[column], prior)) {
-          this.fail('prior', `${at}: changes.${column} is ${JSON.stringify(prior)}, but the record held ${JSON.stringify(before[column])}`);
+        if (!sameValue(valueOf(before, column), prior)) {
+          this.fail('prior', `${at}: changes.${column} is ${JSON.stringify(prior)}, but the record held ${JSON.stringify(valueOf(before, column))}`);
         }
-        if (sameValue(event.data[column], prior)) this.fail('unchanged', `${at}: changes names ${column}, which did not change`);
+        if (sameValue(valueOf(event.data, column), prior)) this.fail('unchanged', `${at}: changes names ${column}, which did not change`);
       }
-      for (const [column, value] of Object.entries(event.data)) {
-        if (column in changes || !(column in before)) continue;
-        if (!sameValue(before[column], value)) {
-          this.fail('missed', `${at}: ${column} went from ${JSON.stringify(before[column])} to ${JSON.stringify(value)} but is not in changes`);
+      for (const column of new Set([...Object.keys(before), ...Object.keys(event.data)])) {
+        if (Object.hasOwn(changes, column)) continue;
+        if (!sameValue(valueOf(before, column), valueOf(event.data, column))) {
+          this.fail('missed', `${at}: ${column} went from ${JSON.stringify(valueOf(before, column))} to ${JSON.stringify(valueOf(event.data, column))} but is not in changes`);
         }
       }
     }
@@ -128,13 +125,13 @@ export function foldEvents(path: string, deliveries: Iterable<DeliveredEvent>): 
 }
 
 /**
- * The folded rows against the database's: the same records in every table, and every
- * column of each the same value (canonical by the column's type). A table with no events
- * and no rows is equal. A column added to or removed from a table is a schema change, not a
- * change of its rows (no event says it): a record is compared on the columns both its last
- * event and the table have.
+ * The folded rows against the database's: the same records in every table, and every column
+ * of each the same value (canonical by the column's type), over the columns of both: a column
+ * the record's events never named counts as null, and so does one the table no longer has.
+ * A table with no events and no rows is equal. `tables`, when given, limits the comparison
+ * (a webhook destination subscribed to some topics).
  */
-export function compareFold(path: string, fold: Fold, database: Map<string, TableRows>): Violation[] {
+export function compareFold(path: string, fold: Fold, database: Map<string, TableRows>, tables?: Set<string>): Violation[] {
   const violations: Violation[] = [];
   const byColumn = new Map<string, { n: number; example: string }>();
   const note = (what: string, example: string) => {
@@ -142,8 +139,8 @@ export function compareFold(path: string, fold: Fold, database: Map<string, Tabl
     if (entry) entry.n++;
     else byColumn.set(what, { n: 1, example });
   };
-  const tables = new Set([...database.keys(), ...fold.rows.keys()]);
-  for (const table of tables) {
+  const compared = new Set([...database.keys(), ...fold.rows.keys()].filter((t) => !tables || tables.has(t)));
+  for (const table of compared) {
     const db = database.get(table);
     const folded = fold.rows.get(table) ?? new Map<string, Record<string, unknown>>();
     const dbRows = db?.rows ?? new Map<string, Map<string, Canonical>>();
@@ -155,12 +152,15 @@ export function compareFold(path: string, fold: Fold, database: Map<string, Tabl
         continue;
       }
       for (const [column, oid] of db!.columns) {
-        if (!(column in data)) continue;
-        const fromEvents = canonical(oid, data[column]);
+        const fromEvents = canonical(oid, valueOf(data, column), 'event');
         const fromDb = row.get(column) ?? null;
         if (!same(fromEvents, fromDb)) {
           note(`${table}.${column}: events and database differ`, `${id}: events ${JSON.stringify(fromEvents)}, database ${JSON.stringify(fromDb)}`);
         }
+      }
+      for (const [column, value] of Object.entries(data)) {
+        if (db!.columns.has(column) || value === null) continue;
+        note(`${table}.${column}: in the events, not a column of the table`, `${id}: events ${JSON.stringify(value)}`);
       }
     }
   }
