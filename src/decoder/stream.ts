@@ -1,15 +1,17 @@
 import type pg from 'pg';
 import { PUBLICATION } from '../control/provisioner.ts';
-import { ident, withClient } from '../db/sql.ts';
+import { ident } from '../db/sql.ts';
 import { toError } from '../errors.ts';
 import { EventAppender, type NewEvent } from '../events/append.ts';
-import { type EventBus, WAITS_CHANNEL } from '../events/bus.ts';
+import type { EventBus } from '../events/bus.ts';
 import { MESSAGE_PREFIX } from '../db/messages.ts';
 import { FailureCount } from '../retry.ts';
 import type { Logger } from '../log.ts';
 import { type CollectionRules, rowEvent, type TableInfo, tableInfo } from './events.ts';
 import { lsnToBigInt, type PgoutputMessage, PgoutputParser, type RawValue } from './pgoutput.ts';
+import { reportSlotLag } from './lag.ts';
 import { ReplicationStream } from './replication.ts';
+import { markReached } from './wait.ts';
 
 export interface DecoderOptions {
   syncId: string;
@@ -362,30 +364,13 @@ export class Decoder {
       if (this.batchCommit) await this.flush();
       await this.flushing;
     }
-    // Recorded as well as announced: a waiter not listening at this moment looks it up.
-    await this.options.control.query(
-      `WITH recorded AS (INSERT INTO wait_markers_reached (token) VALUES ($2) ON CONFLICT DO NOTHING),
-            expired AS (DELETE FROM wait_markers_reached WHERE reached_at < now() - interval '10 minutes')
-       SELECT pg_notify($1, $2)`,
-      [WAITS_CHANNEL, token],
-    );
+    await markReached(this.options.control, token);
   }
 
   /** How far the server's WAL is ahead of what the slot was told, for status and metrics. */
   private async reportLag(): Promise<void> {
     try {
-      const lag = await withClient(this.options.databaseUrl, async (client) => {
-        const { rows } = await client.query<{ lag: string | null }>(
-          // The slot may be told one byte past the WAL's end (a position is acknowledged as "up to and including").
-          'SELECT greatest(0, pg_wal_lsn_diff(pg_current_wal_lsn(), confirmed_flush_lsn))::bigint AS lag FROM pg_replication_slots WHERE slot_name = $1',
-          [this.options.slot],
-        );
-        return rows[0]?.lag ?? null;
-      });
-      await this.options.control.query(
-        'UPDATE decoder_progress SET acked_lsn = $2, slot_lag_bytes = $3, lag_at = now() WHERE sync_id = $1',
-        [this.options.syncId, this.ackedLsn, lag],
-      );
+      await reportSlotLag(this.options, this.ackedLsn);
     } catch (error) {
       this.options.logger.debug({ err: toError(error) }, 'could not read the slot lag');
     }

@@ -3,7 +3,7 @@ import type pg from 'pg';
 import type { IdlePools } from '../db/idle-pools.ts';
 import { MESSAGE_PREFIX } from '../db/messages.ts';
 import { withClient } from '../db/sql.ts';
-import type { EventBus } from '../events/bus.ts';
+import { type EventBus, WAITS_CHANNEL } from '../events/bus.ts';
 
 /**
  * Waits until the sync's decoder has made durable every change committed in the sync
@@ -76,4 +76,17 @@ async function emitPooled<T>(pool: pg.Pool, emit: (client: pg.ClientBase) => Pro
     client.release(error as Error); // not back into the pool: the connection may be broken
     throw error;
   }
+}
+
+/**
+ * The decoder's side: the marker `token` was reached and every change before it is logged.
+ * Recorded as well as announced: a waiter not listening at this moment looks it up.
+ */
+export async function markReached(control: pg.Pool, token: string): Promise<void> {
+  await control.query(
+    `WITH recorded AS (INSERT INTO wait_markers_reached (token) VALUES ($2) ON CONFLICT DO NOTHING),
+          expired AS (DELETE FROM wait_markers_reached WHERE reached_at < now() - interval '10 minutes')
+     SELECT pg_notify($1, $2)`,
+    [WAITS_CHANNEL, token],
+  );
 }
