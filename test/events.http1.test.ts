@@ -8,7 +8,7 @@ import path from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
-import { ResponseParser } from '../src/events/webhooks/http1.ts';
+import { ResponseParser } from '../src/events/webhooks/http1-response.ts';
 import { createSender, type Sender, type SenderOptions, type SendResult } from '../src/events/webhooks/send.ts';
 import { freePort } from './harness/ports.ts';
 import { LOCALHOST_CERT_PEM, LOCALHOST_KEY_PEM, TEST_CA_PEM } from './harness/tls-fixture.ts';

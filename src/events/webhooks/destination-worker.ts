@@ -4,51 +4,23 @@ import { toError } from '../../errors.ts';
 import type { Logger } from '../../log.ts';
 import type { EventBus } from '../bus.ts';
 import type { EventLogReader, LoggedEvent } from '../log.ts';
-import type { AttemptOutcome, DeliveryLog, NewDelivery, QueuedDelivery } from './deliveries.ts';
+import type { AttemptOutcome, DeliveryLog, QueuedDelivery } from './deliveries.ts';
 import type { WebhookStore } from './destinations.ts';
-import { laneOf } from './lanes.ts';
+import { type Item, itemOfEvent, itemOfRow, type Lane, laneOf, newLane } from './lanes.ts';
+import { Parking } from './parking.ts';
+import { ReadAhead } from './read-ahead.ts';
 import { isExhausted, retryDelay, type RetrySchedule } from './schedule.ts';
 import type { Sender } from './send.ts';
 import { webhookSigner, type WebhookSigner } from './signature.ts';
 import { type Backoff, retry } from '../../retry.ts';
-import { Notifier, sleep, Stopped } from './wait.ts';
+import type { DelivererTuning } from './tuning.ts';
+import { Notifier, Stopped } from './wait.ts';
 
 /** Bookkeeping in the control database: 200 ms doubling to 10 s, until it succeeds or the worker stops. */
 const BOOKKEEPING_BACKOFF: Backoff = { initialMs: 200, maxMs: 10_000 };
 
 /** How often a destination answering again may cut short the back-off of its waiting lanes. */
 const ANSWERED_AGAIN_GAP_MS = 5_000;
-
-/** Knobs of the deliverer; the defaults suit production. */
-export interface DelivererTuning {
-  /**
-   * Serial lanes per destination: the most requests in flight to one destination. A lane's
-   * throughput is one event per round trip, so a destination gets at most lanes / round trip:
-   * 128 lanes carry 2,000 events/s while round trips stay under 64 ms.
-   */
-  lanes: number;
-  /** Events held in memory per destination (read ahead, or waiting to be parked). */
-  maxPending: number;
-  /** How often parked events and the cursor are written. */
-  flushMs: number;
-  /** The longest a loop sleeps without a wakeup before it looks again. */
-  idleMs: number;
-  /** Events read from the log at once. */
-  readBatch: number;
-  /** Queued rows a lane loads at once. */
-  queuePage: number;
-}
-
-export const DEFAULT_TUNING: DelivererTuning = {
-  lanes: 128,
-  maxPending: 10_000,
-  flushMs: 100,
-  idleMs: 5_000,
-  readBatch: 1_000,
-  queuePage: 100,
-};
-
-const SKIP_AHEAD_MS = 1_000;
 
 export interface DestinationWorkerOptions {
   syncId: string;
@@ -64,44 +36,6 @@ export interface DestinationWorkerOptions {
   random?: () => number;
 }
 
-/** An event read from the log, waiting in a lane's memory. */
-interface Item {
-  seq: bigint;
-  topic: string;
-  recordId: string;
-  eventKey: string;
-  createdAt: Date;
-  value: string;
-}
-
-/**
- * A lane delivers one event at a time. In `memory` mode it works from events read from
- * the log, writing nothing for an event delivered at its first attempt. When its head
- * fails, the head (retrying) and everything behind it (pending) are parked in
- * webhook_deliveries and the lane switches to `queue` mode: it works the queued rows in
- * log order (new events for it are parked too) until none are left, then goes back to
- * memory mode. Other lanes are not held up, and memory stays bounded however long a
- * destination fails.
- */
-interface Lane {
-  index: number;
-  mode: 'memory' | 'queue';
-  memory: Item[];
-  /** The number of the last park() that included an event of this lane. */
-  lastParkNo: number;
-  /** Replayed rows are waiting: switch to queue mode after the current attempt. */
-  queueRequested: boolean;
-  /** When the lane's current run of failures began (ms), undefined after a success. */
-  failingSince: number | undefined;
-  wakeup: Notifier;
-}
-
-interface Parked {
-  lane: Lane;
-  seq: bigint;
-  row: NewDelivery;
-}
-
 /**
  * Delivers one destination's events. Order of durability: an event delivered in memory
  * mode is final at its 2xx; a parked event counts as accounted for once its row is
@@ -113,22 +47,13 @@ export class DestinationWorker {
   private readonly signal = this.controller.signal;
   private readonly lanes: Lane[];
   private readonly logger: Logger;
-  private readSeq: bigint;
+  private readonly reading: ReadAhead;
   private savedCursor: bigint;
-  /** Events whose rows are not written yet, and those being written. */
-  private parkBuffer: Parked[] = [];
-  private parkInFlight: Parked[] = [];
-  private parkNo = 0;
-  private flushedNo = 0;
   private delivered = 0;
   private failedAttempts = 0;
-  /** After a restart, queued lanes wait until the log has been re-read up to here. */
-  private catchUpSeq = 0n;
-  private caughtUp = false;
   private readonly flushWakeup = new Notifier();
-  private readonly flushed = new Notifier();
+  private readonly parking = new Parking(this.flushWakeup);
   private readonly roomFreed = new Notifier();
-  private readonly caughtUpWakeup = new Notifier();
   /** Notified at the end of each flush: the counters it found are saved. */
   private readonly progressSaved = new Notifier();
   /** Notified when the destination answers 2xx while other lanes wait out a back-off. */
@@ -138,30 +63,34 @@ export class DestinationWorker {
   private retryRequests = 0;
   private lastAnsweredAgainAt = 0;
   private running: Promise<void> | undefined;
-  private skippedAt = 0;
   private failed = false;
   private readonly sign: WebhookSigner;
-  private readonly topics: Set<string>;
 
   constructor(private readonly options: DestinationWorkerOptions) {
     this.logger = options.logger.child({ destination: options.destination.id });
     // Every lane waits on this signal.
     setMaxListeners(0, this.signal);
-    this.readSeq = BigInt(options.destination.cursorSeq);
-    this.savedCursor = this.readSeq;
-    this.lanes = Array.from({ length: options.tuning.lanes }, (_, index) => ({
-      index,
-      mode: 'memory' as const,
-      memory: [],
-      lastParkNo: 0,
-      queueRequested: false,
-      failingSince: undefined,
-      wakeup: new Notifier(),
-    }));
-    this.sign = webhookSigner(options.destination.secret);
-    this.topics = new Set(options.destination.topics);
+    const { syncId, destination, reader, bus, tuning } = options;
+    this.reading = new ReadAhead(
+      {
+        syncId,
+        topics: destination.topics,
+        reader,
+        bus,
+        tuning,
+        signal: this.signal,
+        pending: () => this.pending(),
+        roomFreed: this.roomFreed,
+        dispatch: (event) => this.dispatch(event),
+        db: (work) => this.db(work),
+      },
+      BigInt(destination.cursorSeq),
+    );
+    this.savedCursor = this.reading.seq;
+    this.lanes = Array.from({ length: tuning.lanes }, (_, index) => newLane(index));
+    this.sign = webhookSigner(destination.secret);
     // Stopping wakes every loop: one abort listener here, not one per wait.
-    const notifiers = [this.flushWakeup, this.flushed, this.roomFreed, this.caughtUpWakeup, this.answering, this.progressSaved, ...this.lanes.map((lane) => lane.wakeup)];
+    const notifiers = [this.flushWakeup, this.parking.written, this.roomFreed, this.reading.caughtUpWakeup, this.answering, this.progressSaved, ...this.lanes.map((lane) => lane.wakeup)];
     this.signal.addEventListener('abort', () => notifiers.forEach((n) => n.close()), { once: true });
   }
 
@@ -201,14 +130,13 @@ export class DestinationWorker {
   }
 
   private async run(): Promise<void> {
-    const { log, reader, syncId, tuning } = this.options;
+    const { log, tuning } = this.options;
     try {
       await this.db(() => log.relane(this.id, tuning.lanes));
       for (const index of await this.db(() => log.queuedLanes(this.id))) this.lanes[index]!.mode = 'queue';
-      this.catchUpSeq = BigInt(await this.db(() => reader.lastSeq(syncId)));
-      this.caughtUp = this.readSeq >= this.catchUpSeq;
+      await this.reading.markCatchUp();
       // One loop failing stops the others; the deliverer starts the worker afresh.
-      const loops = [this.readLoop(), this.flushLoop(), ...this.lanes.map((lane) => this.laneLoop(lane))].map((loop) =>
+      const loops = [this.reading.loop(), this.flushLoop(), ...this.lanes.map((lane) => this.laneLoop(lane))].map((loop) =>
         loop.catch((error: unknown) => {
           if (error instanceof Stopped) return;
           this.failed = true;
@@ -230,118 +158,26 @@ export class DestinationWorker {
     }
   }
 
-  // ── reading the log ─────────────────────────────────────────────────────
+  // ── what the reading hands over ─────────────────────────────────────────
 
   private pending(): number {
-    let n = this.parkBuffer.length + this.parkInFlight.length;
+    let n = this.parking.size;
     for (const lane of this.lanes) n += lane.memory.length;
     return n;
   }
 
-  private async readLoop(): Promise<void> {
-    const { bus, syncId, tuning } = this.options;
-    // What the decoder in this process commits arrives here without a read of the log.
-    const feed = bus.subscribeLogged(syncId, tuning.maxPending);
-    // After a wait that timed out, the log is read whatever the feed says (a safety net).
-    let readLog = true;
-    try {
-      while (!this.signal.aborted) {
-        const mark = bus.mark(syncId);
-        const room = tuning.maxPending - this.pending();
-        if (room <= 0) {
-          await this.roomFreed.wait(tuning.idleMs);
-          continue;
-        }
-        const limit = Math.min(room, tuning.readBatch);
-        const fed = readLog ? undefined : feed.take(this.readSeq, limit);
-        const full = fed === undefined ? await this.readLog(limit) : fed !== 'caught-up' && this.readFed(fed, limit);
-        readLog = false;
-        if (!this.caughtUp && this.readSeq >= this.catchUpSeq) {
-          this.caughtUp = true;
-          this.caughtUpWakeup.notify();
-        }
-        if (full) continue;
-        const started = Date.now();
-        const changed = await bus.changedSince(syncId, mark, tuning.idleMs, this.signal);
-        readLog = !changed;
-        // A stopped bus answers at once; do not spin on it.
-        if (!changed) await sleep(tuning.idleMs - (Date.now() - started), this.signal);
-      }
-    } finally {
-      feed.close();
-    }
-  }
-
-  /** Events handed over by this process's decoder (every topic, in seq order); true if there may be more. */
-  private readFed(events: LoggedEvent[], limit: number): boolean {
-    for (const event of events) if (this.topics.has(event.topic)) this.dispatch(event);
-    this.readSeq = BigInt(events[events.length - 1]!.seq);
-    return events.length === limit;
-  }
-
-  /** The destination's next events from the log; true if the read was full (there may be more). */
-  private async readLog(limit: number): Promise<boolean> {
-    const { reader, syncId, destination } = this.options;
-    // Everything up to `last` is visible to the read below (the decoder logs events and
-    // its progress in one transaction), so the read position may skip past events of
-    // topics this destination does not take. Looked up about once a second, not per read.
-    const skip = Date.now() - this.skippedAt >= SKIP_AHEAD_MS;
-    const last = skip ? BigInt(await this.db(() => reader.lastSeq(syncId))) : 0n;
-    if (skip) this.skippedAt = Date.now();
-    const events = await this.db(() => reader.bySeq(syncId, this.readSeq.toString(), { topics: destination.topics, limit }));
-    for (const event of events) this.dispatch(event);
-    const lastRead = events.length > 0 ? BigInt(events[events.length - 1]!.seq) : this.readSeq;
-    const full = events.length === limit;
-    this.readSeq = full ? lastRead : [this.readSeq, lastRead, last].reduce((a, b) => (a > b ? a : b));
-    return full;
-  }
-
   private dispatch(event: LoggedEvent): void {
     const lane = this.lanes[laneOf(event.recordId, this.lanes.length)]!;
-    const item: Item = {
-      seq: BigInt(event.seq),
-      topic: event.topic,
-      recordId: event.recordId,
-      eventKey: event.eventKey,
-      createdAt: event.createdAt,
-      value: event.value,
-    };
+    const item = itemOfEvent(event);
     if (lane.mode === 'memory') {
       lane.memory.push(item);
       lane.wakeup.notify();
     } else {
-      this.park(lane, item, { status: 'pending' });
+      this.parking.park(lane, item, { status: 'pending' });
     }
   }
 
   // ── parking and the cursor ──────────────────────────────────────────────
-
-  private park(lane: Lane, item: Item, state: { status: NewDelivery['status']; outcome?: AttemptOutcome; next?: Date }): void {
-    const { outcome } = state;
-    this.parkNo += 1;
-    lane.lastParkNo = this.parkNo;
-    this.parkBuffer.push({
-      lane,
-      seq: item.seq,
-      row: {
-        seq: item.seq.toString(),
-        lane: lane.index,
-        topic: item.topic,
-        recordId: item.recordId,
-        eventKey: item.eventKey,
-        eventCreatedAt: item.createdAt,
-        value: item.value,
-        status: state.status,
-        attempts: outcome ? 1 : 0,
-        lastStatusCode: outcome?.statusCode ?? null,
-        lastError: outcome?.error ?? null,
-        firstAttemptAt: outcome?.at ?? null,
-        lastAttemptAt: outcome?.at ?? null,
-        nextAttemptAt: state.next ?? null,
-      },
-    });
-    if (this.parkBuffer.length >= 500) this.flushWakeup.notify();
-  }
 
   /** Every subscribed event up to here is delivered, exhausted or parked. */
   private cursor(): bigint {
@@ -350,9 +186,9 @@ export class DestinationWorker {
       if (oldest === undefined || seq < oldest) oldest = seq;
     };
     for (const lane of this.lanes) if (lane.memory[0]) consider(lane.memory[0].seq);
-    for (const parked of this.parkBuffer) consider(parked.seq);
-    for (const parked of this.parkInFlight) consider(parked.seq);
-    const cursor = oldest === undefined ? this.readSeq : oldest - 1n;
+    const parked = this.parking.oldestSeq();
+    if (parked !== undefined) consider(parked);
+    const cursor = oldest === undefined ? this.reading.seq : oldest - 1n;
     return cursor > this.savedCursor ? cursor : this.savedCursor;
   }
 
@@ -365,16 +201,10 @@ export class DestinationWorker {
   }
 
   private async flush(): Promise<void> {
-    if (this.parkBuffer.length > 0) {
-      const batch = this.parkBuffer;
-      const upTo = this.parkNo;
-      this.parkBuffer = [];
-      this.parkInFlight = batch;
-      await this.db(() => this.options.log.park(this.id, batch.map((parked) => parked.row)));
-      // Written: these events no longer hold the cursor back.
-      this.parkInFlight = [];
-      this.flushedNo = upTo;
-      this.flushed.notify();
+    if (!this.parking.isEmpty) {
+      const batch = this.parking.take();
+      await this.db(() => this.options.log.park(this.id, batch.rows));
+      this.parking.wrote(batch);
       this.roomFreed.notify();
     }
     const cursor = this.cursor();
@@ -421,7 +251,7 @@ export class DestinationWorker {
       lane.failingSince ??= outcome.at.getTime();
       if (isExhausted(schedule, 1, lane.failingSince)) {
         lane.memory.shift();
-        this.park(lane, head, { status: 'exhausted', outcome });
+        this.parking.park(lane, head, { status: 'exhausted', outcome });
         this.logExhausted(head.eventKey, 1, outcome);
         continue;
       }
@@ -436,7 +266,7 @@ export class DestinationWorker {
     const items = lane.memory;
     lane.memory = [];
     items.forEach((item, i) =>
-      this.park(lane, item, i === 0 && failedHead ? { status: 'retrying', ...failedHead } : { status: 'pending' }),
+      this.parking.park(lane, item, i === 0 && failedHead ? { status: 'retrying', ...failedHead } : { status: 'pending' }),
     );
     lane.mode = 'queue';
     lane.queueRequested = false;
@@ -445,15 +275,15 @@ export class DestinationWorker {
 
   private async workQueue(lane: Lane): Promise<void> {
     const { tuning, log } = this.options;
-    if (!this.caughtUp) {
+    if (!this.reading.isCaughtUp) {
       // After a restart, events re-read from the log may belong before rows already queued.
-      await this.caughtUpWakeup.wait(tuning.idleMs);
+      await this.reading.caughtUpWakeup.wait(tuning.idleMs);
       return;
     }
-    if (lane.lastParkNo > this.flushedNo) {
+    if (this.parking.hasUnwritten(lane)) {
       // Rows of this lane are still on their way to the table: load nothing before them.
       this.flushWakeup.notify();
-      await this.flushed.wait(tuning.idleMs);
+      await this.parking.written.wait(tuning.idleMs);
       return;
     }
     const parkedBefore = lane.lastParkNo;
@@ -474,14 +304,7 @@ export class DestinationWorker {
     let attempts = row.attempts;
     let firstAttemptAt = row.firstAttemptAt;
     let nextAt = row.nextAttemptAt?.getTime() ?? 0;
-    const item: Item = {
-      seq: BigInt(row.seq),
-      topic: row.topic,
-      recordId: row.recordId,
-      eventKey: row.eventKey,
-      createdAt: row.eventCreatedAt,
-      value: row.value,
-    };
+    const item = itemOfRow(row);
     while (!this.signal.aborted) {
       const wait = nextAt - Date.now();
       if (wait > 0) {
