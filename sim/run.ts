@@ -318,7 +318,7 @@ export async function simulate(options: SimulationOptions): Promise<SimulationRe
       const view = await api(apiUrl, token, 'GET', `/api/syncs/${sync.id}`);
       checked('health: sync normal');
       if (view.status.indicator !== 'normal') violations.push({ check: 'health', detail: `${sync.kind} sync ${sync.id} is ${view.status.indicator} after the traffic: ${view.status.last_error}` });
-      violations.push(...(await upstreams.matches(sync.kind, sync.adminDb)));
+      violations.push(...(await upstreams.matches(sync.kind, sync.adminDb, view.settings)));
       checked('db=upstream');
 
       const { all: log_, fold } = logs.get(sync.id)!;

@@ -159,6 +159,20 @@ test('cells convert to the values the columns hold', () => {
   assert.equal(converters.json({ any: ['thing'] }), { any: ['thing'] });
 });
 
+test('a duration just short of a whole second carries into it instead of ending in a bare dot', () => {
+  assert.is(converters.duration(59.9996), '0:01:00');
+  assert.is(converters.duration(3599.9999), '1:00:00');
+  assert.is(converters.duration(0.001), '0:00:00.001');
+  assert.is(converters.duration(-61.5), '-0:01:01.5');
+});
+
+test('a button is its URL or NULL, never its label; looked-up AI text and buttons read as in their own columns', () => {
+  assert.is(converters.button({ label: 'Run script' }), null);
+  assert.equal(converters.textArray([{ state: 'generated', isStale: false, value: 'Summary' }, { state: 'error', isStale: false, value: null }]), ['Summary']);
+  assert.equal(converters.textArray([{ label: 'Open', url: 'https://example.com/r/1' }, { label: 'Run script' }]), ['https://example.com/r/1']);
+  assert.is(converters.joinedText([{ state: 'generated', isStale: true, value: 'A' }, 'B']), 'A, B');
+});
+
 test('a plan sweeps unchanged tables, rebuilds reshaped ones, recomments renamed ones, drops gone ones', () => {
   const base = (name: string, fieldName: string): AirtableTable => ({
     id: `tbl${name}`,

@@ -41,6 +41,17 @@ test('the core imports no upstream folder: each kind reaches it through src/kind
   assert.equal(crossings, []);
 });
 
+test("the simulation's upstream checks import no upstream mapping of the product", async () => {
+  // An oracle that calls the product's mapping agrees with any bug in it (sim/check/*-upstream.ts).
+  const imports: string[] = [];
+  for (const { file, text } of await sourceFiles('sim/check')) {
+    for (const line of text.split('\n')) if (/(from|import\()\s*'[^']*src\/(airtable|stripe)\//.test(line)) imports.push(`${file}: ${line.trim()}`);
+  }
+  assert.equal(imports, [], imports.join('\n'));
+  // The pattern itself finds such an import.
+  assert.match("import { rowOf } from '../../src/airtable/tables.ts';", /(from|import\()\s*'[^']*src\/(airtable|stripe)\//);
+});
+
 test('`tributary fake` where only the product is installed names what is missing', async () => {
   const dir = await mkdtemp(path.join(os.tmpdir(), 'tributary-image-'));
   try {

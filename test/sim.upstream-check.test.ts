@@ -1,7 +1,8 @@
 /**
  * The simulation's "database equals upstream" checkers against a real running sync: after the
  * first sync of a base and of a Stripe account they find nothing; after one column of one row
- * is changed and one row deleted behind the sync's back, they report exactly those two.
+ * is changed and one row deleted behind the sync's back, they report exactly those two; a column
+ * changed in a type-specific way (a checkbox as text, amounts in cents) is reported too.
  */
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
@@ -157,6 +158,30 @@ test('a column changed and a row deleted behind the Airtable sync are exactly wh
     show(violations),
   );
   assert.ok(violations.every((v) => v.check === 'db=upstream'));
+});
+
+test('the Airtable check knows the types itself: a checkbox turned text and amounts in cents are reported', async () => {
+  // The oracle derives types and values from the base and the docs, not from the product's
+  // mapping: a database changed in a type-specific way must not agree with itself.
+  const projects = base.table('Projects 🚀');
+  const clients = base.table('Clients');
+  const done = projects.fields.find((f) => f.name === 'Done')!;
+  await query(airtableDb, 'ALTER TABLE public.projects ALTER COLUMN done TYPE text USING done::text');
+  await query(airtableDb, 'UPDATE public.clients SET revenue = revenue * 100');
+
+  const violations = await airtableMatchesUpstream({ base, databaseUrl: airtableDb });
+  const details = violations.map((v) => v.detail);
+  const rows = base.records('Projects 🚀');
+  assert.ok(details.includes(`table "Projects 🚀" (${projects.id}): column projects.done is text; the type table makes field "Done" (${done.id}, checkbox) boolean`), show(violations));
+  for (const r of rows) {
+    const checked = r.fields.Done === true;
+    assert.ok(details.includes(`projects (${projects.id}) ${r.id}: column done is "${checked}" in the database, ${checked} upstream`), show(violations));
+  }
+  for (const r of base.records('Clients').filter((c) => c.fields.Revenue !== undefined)) {
+    assert.ok(details.some((d) => d.startsWith(`clients (${clients.id}) ${r.id}: column revenue is ${Number(r.fields.Revenue) * 100}`)), show(violations));
+  }
+  // Besides these, only what the test before tampered with.
+  assert.is(violations.length, 1 + rows.length + 2 + 2, show(violations));
 });
 
 test('a column changed and a row deleted behind the Stripe sync are exactly what it reports', async () => {

@@ -1,162 +1,138 @@
 /**
  * The "database equals upstream" invariant for an Airtable sync, checked once traffic has
- * quiesced and the sync has caught up:
+ * quiesced and the sync has caught up. What the database should hold is derived here, from the
+ * base itself and the documented rules (airtable-expected.ts, airtable-names.ts), never from the
+ * product's mapping code, so a wrong mapping cannot agree with itself:
  *
- * - Tables: every table of the base has a mapping (public_swap._tables) named and typed as the
- *   product's own mapBase() says for the base as it is now, and a table in the database with
- *   exactly the mapping's columns and types; no table is left in the schema for a table the
- *   base no longer has.
- * - Records: each table holds exactly the base's records (a record deleted upstream is absent),
- *   and in each row every column is what the stored mapping's converter makes of the cell
- *   (src/airtable/tables.ts rowOf, the code the sync itself writes with), compared up to
- *   representation only (see normalize.ts).
+ * - Tables: every table of the base is a table of the schema, named by the naming rules, whose
+ *   COMMENT names its upstream id; it has exactly the documented columns (`id`, `created_time`,
+ *   one per field, each COMMENTed with its field's name and id) with the type table's types;
+ *   no table is left for a table the base no longer has.
+ * - Records: each table holds exactly the base's records, and in each row every column is the
+ *   documented value of its cell, compared up to representation only (see normalize.ts).
  *
- * `databaseUrl` must be able to read `public_swap` (the sync database's admin URL, not the
- * read-only reader's: the reader has no USAGE on that schema).
+ * The settings that choose a type (`lookup_as`, `intelligent_cast`) are the sync's own when the
+ * caller passes them, else the documented defaults.
  */
 import pg from 'pg';
-import { AIRTABLE_DEFAULT_SETTINGS, type AirtableSettings } from '../../src/airtable/settings.ts';
 import { withClient } from '../../src/db/sql.ts';
-import type { FakeBase, TableJson } from '../../fakes/airtable/index.ts';
-import { mapBase, type ColumnMapping, type TableMapping } from '../../src/airtable/schema.ts';
-import { rowOf } from '../../src/airtable/tables.ts';
-import type { AirtableTable } from '../../src/airtable/types.ts';
+import type { FakeBase } from '../../fakes/airtable/index.ts';
 import type { Violation } from '../types.ts';
-import { CHECK, compareRows, rowsOf, TableViolations, tablesOf, type DbColumn } from './normalize.ts';
+import { DOCUMENTED_DEFAULTS, expectedRow, expectedTables, type ExpectedTable, type TypeSettings } from './airtable-expected.ts';
+import { CHECK, compareRows, rowsOf, TableViolations, tablesOf, type DbColumn, type DbTable } from './normalize.ts';
 
 export interface AirtableCheckOptions {
   base: FakeBase;
-  /** The sync database, as a role that can read `public_swap` (the admin URL). */
+  /** The sync database (the admin URL: its role reads every table and COMMENT). */
   databaseUrl: string;
   /** Where the synced tables are: `public` (default), or a placed sync's own schema. */
   schema?: string;
+  /** The sync's settings as the API shows them (GET /api/syncs/:id); the documented defaults when left out. */
+  settings?: Record<string, unknown>;
   /** Differences listed per table before a summary line (default 20). */
   cap?: number;
 }
 
-/** The settings that choose a column's type: every combination is a mapping the sync may have built. */
-const TYPE_SETTINGS: Array<Pick<AirtableSettings, 'lookup_as' | 'intelligent_cast'>> = [
-  { lookup_as: 'text[]', intelligent_cast: true },
-  { lookup_as: 'text[]', intelligent_cast: false },
-  { lookup_as: 'text', intelligent_cast: true },
-  { lookup_as: 'text', intelligent_cast: false },
-];
-
-/**
- * Every table of the base as the metadata API shows it: FakeBase.tables() where the fake has it;
- * before that, FakeBase could look a table up by name or id but not list them, and the control
- * object's model was the only list there was (the tables' JSON then comes through `table()`).
- */
-function upstreamTables(base: FakeBase): TableJson[] {
-  const listing = (base as { tables?: () => TableJson[] }).tables;
-  if (typeof listing === 'function') return listing.call(base);
-  const model = (base as unknown as { model?: { tables?: Array<{ id: string }> } }).model;
-  if (!Array.isArray(model?.tables)) throw new Error("airtableMatchesUpstream: cannot list the base's tables (FakeBase has no tables() here)");
-  return model.tables.map((t) => base.table(t.id));
-}
-
-/** A listed record keyed by field name (the control API's view) → keyed by field id (the sync's listing). */
-function byFieldId(table: TableJson, fields: Record<string, unknown>): Record<string, unknown> {
-  const out: Record<string, unknown> = {};
-  for (const field of table.fields) if (Object.hasOwn(fields, field.name)) out[field.id] = fields[field.name];
+/** COMMENTs of a schema's columns: table → column → comment. */
+async function columnComments(db: pg.ClientBase, schema: string): Promise<Map<string, Map<string, string | null>>> {
+  const { rows } = await db.query<{ table_name: string; column_name: string; comment: string | null }>(
+    `SELECT c.relname AS table_name, a.attname AS column_name, col_description(c.oid, a.attnum) AS comment
+       FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+       JOIN pg_attribute a ON a.attrelid = c.oid AND a.attnum > 0 AND NOT a.attisdropped
+      WHERE n.nspname = $1 AND c.relkind = 'r'`,
+    [schema],
+  );
+  const out = new Map<string, Map<string, string | null>>();
+  for (const r of rows) {
+    if (!out.has(r.table_name)) out.set(r.table_name, new Map());
+    out.get(r.table_name)!.set(r.column_name, r.comment);
+  }
   return out;
 }
 
-const key = (c: Pick<ColumnMapping, 'fieldId' | 'name'>) => c.fieldId ?? `:${c.name}`;
+/** The shape of one table: its COMMENT, its columns' names, types and COMMENTs. Returns the columns whose values can be read. */
+function checkShape(want: ExpectedTable, have: DbTable, comments: Map<string, string | null>, report: TableViolations, label: string): DbColumn[] {
+  const { table } = want;
+  if (!have.comment?.includes(table.id) || !have.comment.includes(table.name)) {
+    report.add(`${label}: the COMMENT of table ${want.name} is ${JSON.stringify(have.comment)}, which does not name "${table.name}" (${table.id})`);
+  }
+  const dbColumns = new Map(have.columns.map((c) => [c.name, c]));
+  const readable: DbColumn[] = [];
+  for (const column of want.columns) {
+    const of = column.field ? `field "${column.field.name}" (${column.field.id}, ${column.field.type})` : `column ${column.name}`;
+    const found = dbColumns.get(column.name);
+    if (!found) {
+      report.add(`${label}: table ${want.name} has no column ${column.name} (${column.type}) for ${of}`);
+      continue;
+    }
+    readable.push(found);
+    if (found.type !== column.type) report.add(`${label}: column ${want.name}.${column.name} is ${found.type}; the type table makes ${of} ${column.type}`);
+    const comment = comments.get(column.name) ?? null;
+    if (column.field && (!comment?.includes(column.field.id) || !comment.includes(column.field.name))) {
+      report.add(`${label}: the COMMENT of column ${want.name}.${column.name} is ${JSON.stringify(comment)}, which does not name ${of}`);
+    }
+  }
+  const wanted = new Set(want.columns.map((c) => c.name));
+  for (const column of have.columns) {
+    if (!wanted.has(column.name)) report.add(`${label}: table ${want.name} has column ${column.name} (${column.type}), which no field of the table makes`);
+  }
+  return readable;
+}
+
+/** The settings that choose a type, from the API's view of them; a setting left out has its documented default. */
+function typeSettings(given: Record<string, unknown> = {}): TypeSettings {
+  const { lookup_as = DOCUMENTED_DEFAULTS.lookup_as, intelligent_cast = DOCUMENTED_DEFAULTS.intelligent_cast } = given;
+  if ((lookup_as !== 'text' && lookup_as !== 'text[]') || typeof intelligent_cast !== 'boolean') {
+    throw new Error(`airtableMatchesUpstream: settings not as documented: ${JSON.stringify({ lookup_as, intelligent_cast })}`);
+  }
+  return { lookup_as, intelligent_cast };
+}
 
 export async function airtableMatchesUpstream(options: AirtableCheckOptions): Promise<Violation[]> {
   const schema = options.schema ?? 'public';
-  // The sync's bookkeeping schema: `public_swap` beside `public`; a placed sync's
-  // schema `x` is assumed to keep it in `x_swap` (the product has no placed syncs yet).
-  const swap = schema === 'public' ? 'public_swap' : `${schema}_swap`;
-  const cap = options.cap;
+  const settings = typeSettings(options.settings);
   const out: Violation[] = [];
-  const tables = upstreamTables(options.base);
-  // Names do not depend on settings; the type of a link or lookup column does.
-  const desired = TYPE_SETTINGS.map((s) => new Map(mapBase(tables as AirtableTable[], { ...AIRTABLE_DEFAULT_SETTINGS, ...s }).map((m) => [m.tableId, m])));
+  const expected = expectedTables(options.base.tables(), settings);
 
   await withClient(options.databaseUrl, async (db: pg.Client) => {
-    const { rows: mappingRows } = await db.query<{ upstream_id: string; mapping: TableMapping }>(
-      `SELECT upstream_id, mapping FROM ${pg.escapeIdentifier(swap)}._tables WHERE upstream_id NOT LIKE 'stripe:%'`,
-    );
-    const built = new Map(mappingRows.map((r) => [r.upstream_id, r.mapping]));
     const inDb = await tablesOf(db, schema);
-    const liveNames = new Set<string>();
-
-    for (const table of tables) {
-      const label = `table "${table.name}" (${table.id})`;
-      const report = new TableViolations(label, cap);
-      const want = desired[0]!.get(table.id)!;
-      const mapping = built.get(table.id);
-      const records = options.base.records(table.id);
-      if (!mapping) {
-        liveNames.add(want.name);
-        report.add(`${label}: upstream with ${records.length} records, but the sync has built no table for it (no mapping in ${swap}._tables)`);
+    const comments = await columnComments(db, schema);
+    for (const want of expected) {
+      const label = `table "${want.table.name}" (${want.table.id})`;
+      const report = new TableViolations(label, options.cap);
+      const records = options.base.records(want.table.id);
+      const have = inDb.get(want.name);
+      if (!have) {
+        const elsewhere = [...inDb.values()].find((t) => t.comment?.includes(want.table.id));
+        const note = elsewhere ? `; table ${elsewhere.name} carries its id` : '';
+        report.add(`${label}: no table ${schema}.${want.name} in the database (${records.length} records upstream)${note}`);
         report.into(out);
         continue;
       }
-      liveNames.add(mapping.name);
-
-      // The stored mapping against the naming rules and type table applied to the base as it is now.
-      if (mapping.name !== want.name) report.add(`${label}: the database table is ${mapping.name}, the naming rules make it ${want.name}`);
-      const stored = new Map(mapping.columns.map((c) => [key(c), c]));
-      for (const column of want.columns) {
-        const have = stored.get(key(column));
-        const field = column.fieldId ? `field "${column.upstreamName}" (${column.fieldId}, ${column.upstreamType})` : `column ${column.name}`;
-        if (!have) {
-          report.add(`${label}: ${field} has no column in the mapping (wanted ${column.name} ${column.type})`);
-          continue;
-        }
-        if (have.name !== column.name) report.add(`${label}: ${field} is column ${have.name}, the naming rules make it ${column.name}`);
-        if (have.upstreamName !== column.upstreamName || have.upstreamType !== column.upstreamType) {
-          report.add(`${label}: column ${have.name} was built for "${have.upstreamName}" (${have.upstreamType}); upstream it is "${column.upstreamName}" (${column.upstreamType})`);
-        }
-        const typings = desired.map((d) => d.get(table.id)!.columns.find((c) => key(c) === key(column))!);
-        if (!typings.some((t) => t.type === have.type && t.converter === have.converter)) {
-          report.add(`${label}: column ${have.name} is ${have.type} (${have.converter}); the type table makes ${column.upstreamType} ${[...new Set(typings.map((t) => `${t.type} (${t.converter})`))].join(' or ')}`);
-        }
-      }
-      const upstreamKeys = new Set(want.columns.map(key));
-      for (const column of mapping.columns) {
-        if (!upstreamKeys.has(key(column))) report.add(`${label}: column ${column.name} is for field ${column.fieldId} ("${column.upstreamName}"), which the table no longer has`);
-      }
-
-      // The database table against the stored mapping.
-      const dbTable = inDb.get(mapping.name);
-      if (!dbTable) {
-        report.add(`${label}: no table ${schema}.${mapping.name} in the database (${records.length} records upstream)`);
+      const readable = checkShape(want, have, comments.get(want.name) ?? new Map(), report, label);
+      if (!readable.some((c) => c.name === 'id')) {
         report.into(out);
         continue;
       }
-      const dbColumns = new Map(dbTable.columns.map((c) => [c.name, c]));
-      const compared: DbColumn[] = [];
-      for (const column of mapping.columns) {
-        // A column of a field the table no longer has is reported above; its values would only repeat that.
-        if (!upstreamKeys.has(key(column))) continue;
-        const have = dbColumns.get(column.name);
-        if (!have) report.add(`${label}: table ${mapping.name} has no column ${column.name} (${column.type})`);
-        else if (have.type !== column.type) report.add(`${label}: column ${mapping.name}.${column.name} is ${have.type} in the database, ${column.type} in the mapping`);
-        else compared.push(have);
-      }
-      const mapped = new Set(mapping.columns.map((c) => c.name));
-      for (const column of dbTable.columns) {
-        if (!mapped.has(column.name)) report.add(`${label}: table ${mapping.name} has column ${column.name}, which the mapping does not have`);
-      }
-      if (!dbColumns.has('id')) {
-        report.into(out);
-        continue;
-      }
-
-      // Records, with the mapping's own converters.
-      const expected = new Map(records.map((r) => [r.id, rowOf(mapping, { id: r.id, createdTime: r.createdTime, fields: byFieldId(table, r.fields) })]));
-      const rows = await rowsOf(db, schema, mapping.name, 'id', compared.some((c) => c.name === 'id') ? compared : [{ name: 'id', type: 'text' }, ...compared]);
-      compareRows({ label: `${mapping.name} (${table.id})`, report, key: 'id', columns: compared, db: rows, expected });
+      // Read with the database's types, compare with the documented ones: a column of the wrong
+      // type is reported above and its values are still compared (true is not 'true').
+      const types = new Map(want.columns.map((c) => [c.name, c.type]));
+      const rows = await rowsOf(db, schema, want.name, 'id', readable);
+      compareRows({
+        label: `${want.name} (${want.table.id})`,
+        report,
+        key: 'id',
+        columns: readable.map((c) => ({ name: c.name, type: types.get(c.name)! })),
+        db: rows,
+        expected: new Map(records.map((r) => [r.id, expectedRow(want, r)])),
+      });
       report.into(out);
     }
 
     // Tables the schema holds for no table of the base (a table deleted upstream must go).
+    const names = new Set(expected.map((t) => t.name));
     for (const dbTable of inDb.values()) {
-      if (dbTable.name === '_sync_meta' || liveNames.has(dbTable.name)) continue;
+      if (dbTable.name === '_sync_meta' || names.has(dbTable.name)) continue;
       const origin = dbTable.comment ? ` (${dbTable.comment})` : '';
       out.push({ check: CHECK, detail: `table ${schema}.${dbTable.name}${origin}: in the database, but the base has no such table` });
     }

@@ -97,7 +97,7 @@ async function handle(request: HostRequest): Promise<unknown> {
     case 'check':
       return request.kind === 'stripe'
         ? stripeMatchesUpstream({ account: account!, databaseUrl: request.databaseUrl })
-        : airtableMatchesUpstream({ base: base!, databaseUrl: request.databaseUrl });
+        : airtableMatchesUpstream({ base: base!, databaseUrl: request.databaseUrl, settings: request.settings });
     case 'close':
       users?.stop.abort();
       await users?.running;

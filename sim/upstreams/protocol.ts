@@ -33,7 +33,8 @@ export type HostRequest =
   | { op: 'stats' }
   | { op: 'users-start'; salt: number }
   | { op: 'users-stop' }
-  | { op: 'check'; kind: 'stripe' | 'airtable'; databaseUrl: string }
+  /** `settings`: the sync's (GET /api/syncs/:id), for the settings that choose an Airtable column's type. */
+  | { op: 'check'; kind: 'stripe' | 'airtable'; databaseUrl: string; settings?: Record<string, unknown> }
   | { op: 'close' };
 
 export interface UpstreamStats {

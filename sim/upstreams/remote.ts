@@ -71,8 +71,8 @@ class UpstreamHost implements HostReady {
   }
 
   /** The account's or base's rows compared with a sync database (check/*-upstream.ts). */
-  matches(kind: 'stripe' | 'airtable', databaseUrl: string): Promise<Violation[]> {
-    return this.call({ op: 'check', kind, databaseUrl });
+  matches(kind: 'stripe' | 'airtable', databaseUrl: string, settings?: Record<string, unknown>): Promise<Violation[]> {
+    return this.call({ op: 'check', kind, databaseUrl, settings });
   }
 
   /** The Airtable UI users (traffic/airtable.ts), running beside the base, as one actor. */
@@ -143,8 +143,8 @@ export class Upstreams implements HostReady {
     };
   }
 
-  matches(kind: 'stripe' | 'airtable', databaseUrl: string): Promise<Violation[]> {
-    return (kind === 'stripe' ? this.stripe : this.airtable).matches(kind, databaseUrl);
+  matches(kind: 'stripe' | 'airtable', databaseUrl: string, settings?: Record<string, unknown>): Promise<Violation[]> {
+    return (kind === 'stripe' ? this.stripe : this.airtable).matches(kind, databaseUrl, settings);
   }
 
   airtableUsers(salt: number): TrafficActor {

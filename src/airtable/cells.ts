@@ -19,10 +19,13 @@ function itemText(item: unknown): string | null {
   if (typeof item === 'string') return item;
   if (typeof item === 'number' || typeof item === 'boolean') return String(item);
   if (isObject(item)) {
-    // Collaborators read as their email, attachments as their URL, barcodes as their text.
+    // Collaborators read as their email, attachments and buttons as their URL, barcodes as their text.
     for (const key of ['email', 'url', 'text', 'name', 'id']) {
       if (typeof item[key] === 'string') return item[key] as string;
     }
+    // A button without a URL has none to show; AI text (looked up) reads as its value, as in its own column.
+    if ('label' in item) return null;
+    if ('state' in item && 'value' in item) return typeof item.value === 'string' && item.value !== '' ? item.value : null;
     if ('specialValue' in item) return String(item.specialValue);
     if ('error' in item) return String(item.error);
   }
@@ -48,18 +51,17 @@ function numeric(cell: unknown): number | string | null {
   return null;
 }
 
-/** Seconds → "h:mm:ss[.fff]", which both reads well and casts to interval. */
+/**
+ * Seconds → "h:mm:ss[.fff]", which both reads well and casts to interval. Counted in whole
+ * milliseconds: rounding a fraction alone turned 59.9996 s into "0:00:59." (no digits, no carry).
+ */
 function duration(cell: unknown): string | null {
   if (typeof cell !== 'number' || !Number.isFinite(cell)) return null;
-  const sign = cell < 0 ? '-' : '';
-  const total = Math.abs(cell);
-  const hours = Math.floor(total / 3600);
-  const minutes = Math.floor((total % 3600) / 60);
-  const seconds = total % 60;
-  const whole = Math.floor(seconds);
-  const fraction = seconds - whole;
-  const fractionText = fraction > 0 ? fraction.toFixed(3).slice(1).replace(/0+$/, '') : '';
-  return `${sign}${hours}:${String(minutes).padStart(2, '0')}:${String(whole).padStart(2, '0')}${fractionText}`;
+  const ms = Math.round(Math.abs(cell) * 1000);
+  const sign = cell < 0 && ms > 0 ? '-' : '';
+  const two = (n: number) => String(n).padStart(2, '0');
+  const fraction = ms % 1000 === 0 ? '' : `.${String(ms % 1000).padStart(3, '0').replace(/0+$/, '')}`;
+  return `${sign}${Math.floor(ms / 3_600_000)}:${two(Math.floor(ms / 60_000) % 60)}:${two(Math.floor(ms / 1000) % 60)}${fraction}`;
 }
 
 export const converters = {
@@ -72,7 +74,8 @@ export const converters = {
   date: (cell: unknown) => (typeof cell === 'string' && cell !== '' ? cell : null),
   timestamp: (cell: unknown) => (typeof cell === 'string' && cell !== '' ? cell : null),
   barcode: (cell: unknown) => numeric(isObject(cell) ? cell.text : cell),
-  button: (cell: unknown) => (isObject(cell) ? ((cell.url ?? cell.label ?? null) as string | null) : text(cell)),
+  /** The button's URL (docs: "the URL"); a button that opens none is NULL, not its label. */
+  button: (cell: unknown) => (isObject(cell) ? (typeof cell.url === 'string' ? cell.url : null) : text(cell)),
   aiText: (cell: unknown) => (isObject(cell) ? text(cell.value) : text(cell)),
   /** A single-record link column: the first linked id. */
   firstLink: (cell: unknown) => (Array.isArray(cell) && typeof cell[0] === 'string' ? cell[0] : null),
