@@ -31,7 +31,9 @@ const seconds = arg('seconds', 10);
 const writes = arg('writes', 30);
 
 const children: ChildProcess[] = [];
-process.once('exit', () => children.forEach((c) => c.kill('SIGKILL')));
+process.once('exit', () => {
+  for (const c of children) c.kill('SIGKILL');
+});
 
 /** Starts bench/proxy-process.ts in a mode (`proxy`) and returns the JSON line it prints when ready. */
 async function child<T>(mode: string, env: Record<string, string> = {}): Promise<{ info: T; child: ChildProcess }> {

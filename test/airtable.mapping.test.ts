@@ -114,10 +114,10 @@ test('every field type gets its documented column type', () => {
     if (f.type === 'multipleRecordLinks' || f.type === 'rollup') continue;
     assert.is(types[f.type + f.id], expected[f.type], f.type);
   }
-  assert.is(types['multipleRecordLinksfldA17'], 'text', 'single link with intelligent cast');
-  assert.is(types['multipleRecordLinksfldA18'], 'text[]', 'multiple links');
-  assert.is(types['rollupfldA26'], 'numeric', 'numeric rollup');
-  assert.is(types['rollupfldA27'], 'text[]', 'text rollup');
+  assert.is(types.multipleRecordLinksfldA17, 'text', 'single link with intelligent cast');
+  assert.is(types.multipleRecordLinksfldA18, 'text[]', 'multiple links');
+  assert.is(types.rollupfldA26, 'numeric', 'numeric rollup');
+  assert.is(types.rollupfldA27, 'text[]', 'text rollup');
   assert.equal(mapping!.columns.slice(0, 2).map((c) => [c.name, c.type]), [['id', 'text'], ['created_time', 'timestamptz']]);
   assert.is(mapping!.name, 'everything');
 });

@@ -27,7 +27,10 @@ function queue(fail = new Set<string>()) {
   });
   const stop = new AbortController();
   const running = q.run(stop.signal, () => true);
-  return { q, fetched, counts: () => ({ failed, drained }), stop: async () => (stop.abort(), await running) };
+  return { q, fetched, counts: () => ({ failed, drained }), stop: async () => {
+      stop.abort();
+      await running;
+    } };
 }
 
 /** Runs `body` with a fresh queue, stopped whatever happens. */

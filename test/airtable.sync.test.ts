@@ -77,7 +77,7 @@ test.before(async () => {
   ]);
   const clients = base.table('Clients');
   const revenue = clients.fields.find((f) => f.name === 'Revenue')!.id;
-  const one = base.addField('Everything!', {
+  base.addField('Everything!', {
     name: 'Client',
     type: 'multipleRecordLinks',
     options: { linkedTableId: clients.id, prefersSingleRecordLink: true },

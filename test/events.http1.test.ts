@@ -69,7 +69,8 @@ async function rawServer(script: Script): Promise<RawServer> {
     socket.on('close', () => {
       sockets.delete(socket);
       closed++;
-      waiters = waiters.filter((w) => (closed >= w.count ? (w.resolve(), false) : true));
+      for (const w of waiters) if (closed >= w.count) w.resolve();
+      waiters = waiters.filter((w) => closed < w.count);
     });
     socket.on('data', (data: Buffer) => {
       buffer = Buffer.concat([buffer, data]);
@@ -523,7 +524,10 @@ test('credentials in the URL become Basic authentication', async () => {
     res.writeHead(req.headers.authorization === `Basic ${Buffer.from('us er:p@ss').toString('base64')}` ? 200 : 401).end();
   });
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  cleanups.push(() => new Promise<void>((resolve) => (server.closeAllConnections(), server.close(() => resolve()))));
+  cleanups.push(() => {
+    server.closeAllConnections();
+    return new Promise<void>((resolve) => server.close(() => resolve()));
+  });
   const port = (server.address() as net.AddressInfo).port;
   const sender = newSender();
   assert.equal(await sender.send(new URL(`http://us%20er:p%40ss@127.0.0.1:${port}/`), HEADERS, '{}'), { ok: true, status: 200 });
@@ -536,7 +540,10 @@ test('an IPv6 literal (when ::1 is available)', async () => {
     server.listen(0, '::1', () => resolve(true));
   });
   if (!listening) return;
-  cleanups.push(() => new Promise<void>((resolve) => (server.closeAllConnections(), server.close(() => resolve()))));
+  cleanups.push(() => {
+    server.closeAllConnections();
+    return new Promise<void>((resolve) => server.close(() => resolve()));
+  });
   const port = (server.address() as net.AddressInfo).port;
   const sender = newSender();
   assert.equal(await sender.send(new URL(`http://[::1]:${port}/`), HEADERS, '{}'), { ok: true, status: 204 });
@@ -553,7 +560,10 @@ test('https: a certificate for the name is accepted and its connection reused; a
   });
   server.on('secureConnection', () => secureConnections++);
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  cleanups.push(() => new Promise<void>((resolve) => (server.closeAllConnections(), server.close(() => resolve()))));
+  cleanups.push(() => {
+    server.closeAllConnections();
+    return new Promise<void>((resolve) => server.close(() => resolve()));
+  });
   const port = (server.address() as net.AddressInfo).port;
 
   // The sender trusts the system's authorities: the test one is added to a child process's.

@@ -198,7 +198,7 @@ test('every field type has Airtable cell JSON', async () => {
   assert.match(String(files[0]?.url), /\/\d{13}\/photo\.png$/, 'the url embeds an expiry');
   const expires = Number(/\/(\d{13})\//.exec(String(files[0]?.url))?.[1]);
   assert.ok(expires > Date.now() + 3_600_000 && expires < Date.now() + 4 * 3_600_000);
-  assert.ok((files[0]?.thumbnails as Record<string, unknown>).large);
+  assert.ok((files[0]!.thumbnails as Record<string, unknown>).large);
   assert.is((await fetch(String(files[0]?.url))).status, 200, 'a fresh attachment url downloads');
 
   // Empty values are absent, never "", [], false or null.
@@ -459,7 +459,7 @@ test('listing: pages, offsets, fixed order with live values, POST listRecords, s
   const viaClient = await client.table('Pages').select({ method: 'post', maxRecords: 5, fields: ['N'], recordMetadata: ['commentCount'] } as never).all();
   assert.is(viaClient.length, 5);
   assert.equal(Object.keys(viaClient[0]?.fields ?? {}), ['N']);
-  assert.is((viaClient[0]?._rawJson as { commentCount: number }).commentCount, 0);
+  assert.is((viaClient[0]!._rawJson as { commentCount: number }).commentCount, 0);
 
   // Malformed and unknown offsets.
   const malformed = await call('GET', `/v0/${base.id}/Pages?offset=garbage`);
@@ -810,11 +810,11 @@ test('generator: every type, deterministic per seed, 100k rows fast', async () =
     const projects = await new Airtable({ apiKey: TOKEN, endpointUrl: fake.url }).base(g1.id).table('Projects').select().all();
     assert.is(projects.length, 300);
     const linked = projects.find((p) => Array.isArray(p.get('Link to Tasks')) && (p.get('Link to Tasks') as string[]).length > 0);
-    const taskId = (linked?.get('Link to Tasks') as string[])[0] as string;
+    const taskId = (linked!.get('Link to Tasks') as string[])[0] as string;
     const task = g1.records('Tasks').find((t) => t.id === taskId);
-    assert.ok((task?.fields.Projects as string[]).includes(linked?.id as string), 'the inverse link holds the project');
-    assert.ok((linked?.get('Linked names') as string[]).includes(task?.fields.Name as string));
-    assert.is(linked?.get('Linked count'), (linked?.get('Link to Tasks') as string[]).length);
+    assert.ok((task!.fields.Projects as string[]).includes(linked?.id as string), 'the inverse link holds the project');
+    assert.ok((linked!.get('Linked names') as string[]).includes(task?.fields.Name as string));
+    assert.is(linked?.get('Linked count'), (linked!.get('Link to Tasks') as string[]).length);
     // A write to a generated row keeps its other values.
     const before = g1.records('Projects')[5];
     const after = g1.updateRecord('Projects', before?.id as string, { Amount: 1.25 });

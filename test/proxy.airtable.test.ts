@@ -260,7 +260,7 @@ test('refused: other hosts, traversal, absolute URLs, CONNECT, smuggling, oversi
   const small = await startProxy(svc, { maxBodyBytes: 64 * 1024 });
   try {
     const chunk = 'x'.repeat(32 * 1024);
-    const body = Array.from({ length: 4 }, () => `${(chunk.length).toString(16)}\r\n${chunk}\r\n`).join('') + '0\r\n\r\n';
+    const body = `${Array.from({ length: 4 }, () => `${(chunk.length).toString(16)}\r\n${chunk}\r\n`).join('')}0\r\n\r\n`;
     const streamed = await rawSocket(small.url, `POST /api.airtable.com/v0/${base.id}/Clients/listRecords HTTP/1.1\r\n${h}Content-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n${body}`);
     assert.is(streamed.status, 413, streamed.text.slice(0, 300));
     const written = await rawSocket(small.url, `POST /api.airtable.com/v0/${base.id}/Clients HTTP/1.1\r\n${h}Content-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n${body}`);

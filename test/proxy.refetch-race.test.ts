@@ -3,7 +3,7 @@
  * before the write and answered after it (a slow answer from the fake). The proxied write
  * must stand: the fetch's older copy never shows in the database.
  */
-import Airtable from 'airtable';
+import type Airtable from 'airtable';
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
 import type { FakeBase } from '../fakes/airtable/index.ts';

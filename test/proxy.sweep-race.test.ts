@@ -5,7 +5,7 @@
  * not brought back by it. The same for a rebuild (a schema change), whose pages go to a new
  * table while proxied writes still go to the old one.
  */
-import Airtable from 'airtable';
+import type Airtable from 'airtable';
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
 import { withDatabase } from '../src/db/sql.ts';

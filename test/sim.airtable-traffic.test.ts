@@ -132,8 +132,8 @@ test('the control API lists tables and changes field types as the UI does', () =
   const level = b.retypeField('T', 'Level', 'singleSelect');
   b.retypeField('T', 'Price', 'singleLineText');
   const tags = b.retypeField('T', 'Tags', 'multipleSelects');
-  assert.equal((level.options?.choices as Array<{ name: string }>).map((c) => c.name).sort(), ['high', 'low']);
-  assert.equal((tags.options?.choices as Array<{ name: string }>).map((c) => c.name), ['a', 'b']);
+  assert.equal((level.options!.choices as Array<{ name: string }>).map((c) => c.name).sort(), ['high', 'low']);
+  assert.equal((tags.options!.choices as Array<{ name: string }>).map((c) => c.name), ['a', 'b']);
   const rows = new Map(b.records('T').map((r) => [r.id, r.fields]));
   assert.equal(rows.get(r1.id), { Name: 'one', Qty: 12, Level: 'high', Price: '9.5', Tags: ['a'] });
   // What does not convert is cleared.

@@ -149,7 +149,7 @@ export class CellReader {
 
   private linkedRecords(table: Table, rec: Rec, linkFieldId: unknown): { linked: Table; recs: Rec[] } | undefined {
     const link = fieldById(table, String(linkFieldId));
-    if (!link || link.type !== 'multipleRecordLinks') return undefined;
+    if (link?.type !== 'multipleRecordLinks') return undefined;
     const linked = tableById(this.world, String(link.options.linkedTableId));
     if (!linked) return undefined;
     const recs: Rec[] = [];

@@ -1,4 +1,4 @@
-import { CellReader } from './cells-read.ts';
+import type { CellReader } from './cells-read.ts';
 import { invalidRequest, unprocessable } from './errors.ts';
 import { type FormulaNode, FormulaSyntaxError } from './formula/ast.ts';
 import { evaluate } from './formula/evaluate.ts';

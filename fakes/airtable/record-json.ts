@@ -1,4 +1,4 @@
-import { CellReader, iso } from './cells-read.ts';
+import { type CellReader, iso } from './cells-read.ts';
 import { type Field, type Rec, recordMeta, type Table } from './model.ts';
 
 export interface RecordJsonOptions {

@@ -60,7 +60,7 @@ function buildOptions(s: WriteSession, table: Table, type: string, raw: unknown,
   const options: Record<string, unknown> = { ...structuredClone(DEFAULT_OPTIONS[type] ?? {}), ...(previous?.options ?? {}), ...structuredClone(given) };
   const linkField = (id: unknown): Field => {
     const link = typeof id === 'string' ? fieldById(table, id) : undefined;
-    if (!link || link.type !== 'multipleRecordLinks') throw unprocessable('INVALID_FIELD_TYPE_OPTIONS', 'recordLinkFieldId must name a link field of this table');
+    if (link?.type !== 'multipleRecordLinks') throw unprocessable('INVALID_FIELD_TYPE_OPTIONS', 'recordLinkFieldId must name a link field of this table');
     return link;
   };
   const linkedTarget = (link: Field, id: unknown): Field => {

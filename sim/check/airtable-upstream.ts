@@ -14,7 +14,7 @@
  * The settings that choose a type (`lookup_as`, `intelligent_cast`) are the sync's own when the
  * caller passes them, else the documented defaults.
  */
-import pg from 'pg';
+import type pg from 'pg';
 import { withClient } from '../../src/db/sql.ts';
 import type { FakeBase } from '../../fakes/airtable/index.ts';
 import type { Violation } from '../types.ts';

@@ -35,7 +35,7 @@ const MAX_PER_KIND = 20;
 const sameValue = (a: unknown, b: unknown) => JSON.stringify(a ?? null) === JSON.stringify(b ?? null);
 
 /** A column of a row as the events tell it: one its events never named is null. */
-const valueOf = (row: Record<string, unknown>, column: string) => (Object.hasOwn(row, column) ? row[column] : null);
+const cell = (row: Record<string, unknown>, column: string) => (Object.hasOwn(row, column) ? row[column] : null);
 
 /**
  * Folds the events of one delivery path (REST from offset 0, Kafka, webhooks), in the order
@@ -104,15 +104,15 @@ export class EventFold implements Fold {
       // Every column either side names: one a record's events never named counts as null, so
       // a column added, removed or renamed is checked like any other (docs/events.md).
       for (const [column, prior] of Object.entries(changes)) {
-        if (!sameValue(valueOf(before, column), prior)) {
-          this.fail('prior', `${at}: changes.${column} is ${JSON.stringify(prior)}, but the record held ${JSON.stringify(valueOf(before, column))}`);
+        if (!sameValue(cell(before, column), prior)) {
+          this.fail('prior', `${at}: changes.${column} is ${JSON.stringify(prior)}, but the record held ${JSON.stringify(cell(before, column))}`);
         }
-        if (sameValue(valueOf(event.data, column), prior)) this.fail('unchanged', `${at}: changes names ${column}, which did not change`);
+        if (sameValue(cell(event.data, column), prior)) this.fail('unchanged', `${at}: changes names ${column}, which did not change`);
       }
       for (const column of new Set([...Object.keys(before), ...Object.keys(event.data)])) {
         if (Object.hasOwn(changes, column)) continue;
-        if (!sameValue(valueOf(before, column), valueOf(event.data, column))) {
-          this.fail('missed', `${at}: ${column} went from ${JSON.stringify(valueOf(before, column))} to ${JSON.stringify(valueOf(event.data, column))} but is not in changes`);
+        if (!sameValue(cell(before, column), cell(event.data, column))) {
+          this.fail('missed', `${at}: ${column} went from ${JSON.stringify(cell(before, column))} to ${JSON.stringify(cell(event.data, column))} but is not in changes`);
         }
       }
     }
@@ -152,7 +152,7 @@ export function compareFold(path: string, fold: Fold, database: Map<string, Tabl
         continue;
       }
       for (const [column, oid] of db!.columns) {
-        const fromEvents = canonical(oid, valueOf(data, column), 'event');
+        const fromEvents = canonical(oid, cell(data, column), 'event');
         const fromDb = row.get(column) ?? null;
         if (!same(fromEvents, fromDb)) {
           note(`${table}.${column}: events and database differ`, `${id}: events ${JSON.stringify(fromEvents)}, database ${JSON.stringify(fromDb)}`);

@@ -347,7 +347,7 @@ abstract class Person implements TrafficActor {
         return [...new Set(Array.from({ length: r.between(1, Math.min(3, users.length)) }, () => r.pick(users).id))].map((id) => ({ id }));
       }
       case 'multipleAttachments': {
-        const kept = (Array.isArray(current?.fields[field.name]) ? (current?.fields[field.name] as Array<{ id: string }>) : [])
+        const kept = (Array.isArray(current?.fields[field.name]) ? (current!.fields[field.name] as Array<{ id: string }>) : [])
           .filter(() => r.chance(0.7))
           .slice(0, 3)
           .map((a) => ({ id: a.id }));

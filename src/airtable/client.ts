@@ -68,7 +68,7 @@ interface ErrorBody {
 function classify(status: number, body: ErrorBody | undefined): AirtableError {
   const type = typeof body?.error === 'object' ? body.error.type : (body?.error ?? body?.errors?.[0]?.error);
   const message = (typeof body?.error === 'object' ? body.error.message : body?.errors?.[0]?.message) ?? `HTTP ${status}`;
-  const text = `${type ?? 'HTTP ' + status}: ${message}`;
+  const text = `${type ?? `HTTP ${status}`}: ${message}`;
   if (status === 401) return new AirtableError('auth', status, `the Airtable key was rejected (${text})`);
   if (status === 403) return new AirtableError('auth', status, `the Airtable key cannot read this base or lacks a scope (${text})`);
   if (status === 429) return new AirtableError('rate_limited', status, `Airtable rate limit reached (${text})`);

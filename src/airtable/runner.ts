@@ -353,7 +353,10 @@ export class AirtableRunner {
     for (let round = 0; ; round++) {
       // The last round swaps whatever it finds, and returns the records still to fetch again.
       const leftover: string[] = [];
-      const last = { since, covered: (id: string, at: number) => covered(id, at) || (leftover.push(id), true) };
+      const last = { since, covered: (id: string, at: number) => {
+        if (!covered(id, at)) leftover.push(id);
+        return true;
+      } };
       const marks = await swapIn(this.options.target, builtTable(mapping), round < SWAP_ROUNDS ? { since, covered } : last);
       if (marks.length === 0) return leftover;
       const newest = marks.reduce((latest, m) => Math.max(latest, m.at), 0);

@@ -16,7 +16,7 @@ interface Command {
   details?: string;
   options: Options;
   /** Resolves with the exit code when it is not 0 (a watch interrupted by Ctrl-C: 130). */
-  run(values: Record<string, string | boolean | undefined>, positionals: string[]): Promise<void | number>;
+  run(values: Record<string, string | boolean | undefined>, positionals: string[]): Promise<number | undefined>;
 }
 
 const clientOptions: Options = {

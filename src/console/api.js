@@ -78,10 +78,10 @@ async function request(method, path, body) {
     data = undefined;
   }
   if (!response.ok) {
-    const error = data && data.error;
-    const message = (error && error.message) || `The server answered ${response.status} ${response.statusText}.`;
+    const error = data?.error;
+    const message = (error?.message) || `The server answered ${response.status} ${response.statusText}.`;
     if (response.status === 401 && !path.startsWith('/console/session')) onSessionEnded();
-    throw new ApiError(response.status, (error && error.code) || `http_${response.status}`, message);
+    throw new ApiError(response.status, (error?.code) || `http_${response.status}`, message);
   }
   return data;
 }

@@ -1,4 +1,4 @@
-import { EventEmitter } from 'node:events';
+import type { EventEmitter } from 'node:events';
 import type { Duplex } from 'node:stream';
 import pg from 'pg';
 import { connectionConfig } from '../db/connect.ts';

@@ -26,7 +26,7 @@ export interface DecoderFactoryOptions {
 export function decoderFactory(options: DecoderFactoryOptions): (syncId: string) => Promise<Runner> {
   return async (syncId) => {
     const sync = await options.store.get(syncId);
-    if (!sync || sync.state !== 'active') throw new Error(`sync ${syncId} is not active`);
+    if (sync?.state !== 'active') throw new Error(`sync ${syncId} is not active`);
     const decoder = new Decoder({
       syncId: sync.id,
       accountId: sync.accountId,

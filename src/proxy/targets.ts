@@ -88,7 +88,7 @@ export class SyncTargets {
       let entry = this.entries.get(id);
       if (!entry) {
         const sync = await this.options.syncs.get(id);
-        if (!sync || sync.state !== 'active') continue;
+        if (sync?.state !== 'active') continue;
         entry = this.entries.get(id) ?? (await this.open(sync));
       }
       entry.lastUsed = Date.now();

@@ -54,7 +54,7 @@ function targetPool(url: string, logger: Logger): pg.Pool {
 export function runnerFactory(options: RunnerFactoryOptions): (syncId: string) => Promise<Runner> {
   return async (syncId) => {
     const sync = await options.store.get(syncId);
-    if (!sync || sync.state !== 'active') throw new Error(`sync ${syncId} is not active`);
+    if (sync?.state !== 'active') throw new Error(`sync ${syncId} is not active`);
     const kind = options.kinds.get(sync.kind);
     const logger = options.logger.child({ sync: sync.id });
     const target = targetPool(await options.syncService.adminUrl(sync), logger);

@@ -1,4 +1,4 @@
-import pg from 'pg';
+import type pg from 'pg';
 import { randomLowerAlnum } from '../../src/ids.ts';
 import { ident, withClient, withDatabase } from '../../src/db/sql.ts';
 

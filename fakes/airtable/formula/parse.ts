@@ -159,7 +159,7 @@ export function compileFormula(text: string, options: ParseOptions): CompiledFor
     let left = next();
     for (;;) {
       const tok = peek();
-      if (!tok || tok.t !== 'op' || !ops.includes(tok.v as BinaryOp)) return left;
+      if (tok?.t !== 'op' || !ops.includes(tok.v as BinaryOp)) return left;
       pos++;
       left = { k: 'bin', op: tok.v as BinaryOp, l: left, r: next() };
     }

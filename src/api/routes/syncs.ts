@@ -107,7 +107,7 @@ export const SYNC_NOT_FOUND = "No such sync, or another account's";
 /** An account sees only its own syncs; anyone else's answer exactly like a missing one. */
 export async function findSync(api: ApiOptions, principal: Principal, id: string): Promise<SyncRecord> {
   const sync = await api.syncs.get(id);
-  if (!sync || sync.state !== 'active') throw notFound(`sync ${id}`);
+  if (sync?.state !== 'active') throw notFound(`sync ${id}`);
   if (principal.kind === 'account' && sync.accountId !== principal.account.id) throw notFound(`sync ${id}`);
   return sync;
 }

@@ -34,7 +34,7 @@ function snippet(what, text) {
 }
 
 /** Connection instructions: the database, the wait endpoint, the proxy, the event stream. */
-export async function connectTab(ctx, panel, sync) {
+export async function connectTab(_ctx, panel, sync) {
   const info = await api('GET', `/api/syncs/${sync.id}/connection`);
   const url = sync.database.url;
   const psql = `psql ${shellQuote(url)}`;

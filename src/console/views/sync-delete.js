@@ -4,7 +4,7 @@ import { syncName } from '../format.js';
 import { navigate } from '../nav.js';
 
 /** Deleting a sync, confirmed by typing its id. */
-export async function deleteTab(ctx, panel, sync) {
+export async function deleteTab(_ctx, panel, sync) {
   const confirmInput = h('input', { type: 'text', name: 'confirm', spellcheck: 'false', autocomplete: 'off' });
   const keep = h('input', { type: 'checkbox', name: 'keep_database', id: 'keep-database' });
   const status = h('div', { class: 'form-status' });

@@ -21,7 +21,7 @@ function checkboxField(label, control, hint) {
 }
 
 /** Turbo and, for Airtable, the Advanced settings; saved together, with what happens next. */
-export async function settingsTab(ctx, panel, sync, updated) {
+export async function settingsTab(_ctx, panel, sync, updated) {
   const s = sync.settings;
   const turbo = checkbox('turbo', s.turbo);
   const airtable = sync.kind === 'airtable';

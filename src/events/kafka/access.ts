@@ -152,7 +152,7 @@ export class KafkaAccess {
   async reconcile(accounts: AccountGrants[]): Promise<{ granted: number; revoked: number }> {
     for (const account of accounts) {
       checkName('username', account.username);
-      account.syncIds.forEach((syncId) => checkName('sync id', syncId));
+      for (const syncId of account.syncIds) checkName('sync id', syncId);
     }
     await upsertScramUsers(
       this.options,

@@ -107,7 +107,14 @@ async function runRelay(options: KafkaRelayOptions, logger: Logger, outer: Abort
   const ahead: LoggedEvent[] = [];
   const arrived = new Wakeup();
   const taken = new Wakeup();
-  signal.addEventListener('abort', () => (arrived.wake(), taken.wake()), { once: true });
+  signal.addEventListener(
+    'abort',
+    () => {
+      arrived.wake();
+      taken.wake();
+    },
+    { once: true },
+  );
 
   const readBackoff = new FailureCount(relayBackoff(options));
   // What the decoder in this process commits arrives here without a read of the log.

@@ -134,7 +134,7 @@ export function consumeRequest(body: unknown, pathTopic: string | undefined, que
   if (fields.topics !== undefined) {
     if (!Array.isArray(fields.topics)) throw invalid('topics must be an array of topic names');
     if (fields.topics.length > limits.maxPartitionsPerRequest) throw invalid(`at most ${limits.maxPartitionsPerRequest} topics per request`);
-    fields.topics.forEach((topic, i) => topics.push(name(topic, `topics[${i}]`)));
+    for (const [i, topic] of fields.topics.entries()) topics.push(name(topic, `topics[${i}]`));
   }
   if (topics.length === 0) throw invalid('name a topic ("topic") or topics ("topics")');
   return { topics: [...new Set(topics)], timeoutMs: queryTimeoutMs ?? timeoutOf(fields.timeout, limits) };

@@ -91,7 +91,13 @@ export class DestinationWorker {
     this.sign = webhookSigner(destination.secret);
     // Stopping wakes every loop: one abort listener here, not one per wait.
     const notifiers = [this.flushWakeup, this.parking.written, this.roomFreed, this.reading.caughtUpWakeup, this.answering, this.progressSaved, ...this.lanes.map((lane) => lane.wakeup)];
-    this.signal.addEventListener('abort', () => notifiers.forEach((n) => n.close()), { once: true });
+    this.signal.addEventListener(
+      'abort',
+      () => {
+        for (const n of notifiers) n.close();
+      },
+      { once: true },
+    );
   }
 
   /** True once the worker has stopped by itself after an unexpected error. */
@@ -265,9 +271,9 @@ export class DestinationWorker {
   private toQueue(lane: Lane, failedHead?: { outcome: AttemptOutcome; next: Date }): void {
     const items = lane.memory;
     lane.memory = [];
-    items.forEach((item, i) =>
-      this.parking.park(lane, item, i === 0 && failedHead ? { status: 'retrying', ...failedHead } : { status: 'pending' }),
-    );
+    for (const [i, item] of items.entries()) {
+      this.parking.park(lane, item, i === 0 && failedHead ? { status: 'retrying', ...failedHead } : { status: 'pending' });
+    }
     lane.mode = 'queue';
     lane.queueRequested = false;
     this.roomFreed.notify();
