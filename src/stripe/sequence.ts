@@ -19,9 +19,11 @@ export async function numberedCustomers(client: StripeClient, events: StripeEven
   }
   const out: Change[] = [];
   for (const id of customers) {
-    const fetchedAt = Date.now();
     try {
-      out.push({ object: await client.request<StripeObject>('GET', `/v1/customers/${encodeURIComponent(id)}`), version: fetchedAt });
+      const object = await client.request<StripeObject>('GET', `/v1/customers/${encodeURIComponent(id)}`);
+      // Versioned as events and proxy writes are, by the end of the second it was read in: a
+      // write answered earlier in that second (its version is that second's end) must not win.
+      out.push({ object, version: Math.floor(Date.now() / 1000) * 1000 + 999 });
     } catch (error) {
       // Deleted since: its customer.deleted follows.
       if (!(error instanceof StripeError && error.kind === 'missing')) throw error;
