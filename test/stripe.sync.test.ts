@@ -147,6 +147,31 @@ test('creates, updates and deletes made through the API reach the database withi
   await within('SELECT status FROM public.subscription WHERE id = $1', [sub.id], (rows) => rows[0]?.status === 'canceled');
 });
 
+test("a customer's new address reaches its subscriptions' upcoming invoices", async () => {
+  const [row] = await query<any>(
+    reader,
+    "SELECT u.subscription_id, s.customer FROM public.upcoming_subscription_invoice u JOIN public.subscription s ON s.id = u.subscription_id WHERE s.status = 'active' ORDER BY 1 LIMIT 1",
+  );
+  await stripe.customers.update(row.customer, { address: { city: 'Lisbon', country: 'PT', postal_code: '1100-148' } });
+  await within(
+    'SELECT customer_address FROM public.upcoming_subscription_invoice WHERE subscription_id = $1',
+    [row.subscription_id],
+    (rows) => rows[0]?.customer_address?.city === 'Lisbon',
+    // Behind the previews the backfill queued, a few a second.
+    60_000,
+  );
+});
+
+test("finalizing an invoice moves its customer's next_invoice_sequence, which has no event of its own", async () => {
+  const customer = await stripe.customers.create({ email: 'numbered@example.com' });
+  await stripe.invoiceItems.create({ customer: customer.id, amount: 1250, currency: 'usd' });
+  const invoice = await stripe.invoices.create({ customer: customer.id, pending_invoice_items_behavior: 'include' });
+  await stripe.invoices.finalizeInvoice(invoice.id!);
+  const sequence = upstream.get('customers', customer.id)!.next_invoice_sequence;
+  assert.is(sequence, 2);
+  await within('SELECT next_invoice_sequence::int AS n FROM public.customer WHERE id = $1', [customer.id], (rows) => rows[0]?.n === sequence);
+});
+
 test('a product renamed through the API lands, and the sync reports no error', async () => {
   const [row] = await query<any>(reader, 'SELECT id, name FROM public.product ORDER BY id LIMIT 1');
   await stripe.products.update(row.id, { name: 'Newest name' });

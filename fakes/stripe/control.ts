@@ -12,6 +12,7 @@ import { type GenerateInput, type GenerateSummary, generateAccount } from './gen
 import { type Input, validateParams } from './params.ts';
 import { completeSession } from './resources/checkout.ts';
 import { createDispute } from './resources/disputes.ts';
+import { RENDERERS } from './resources/index.ts';
 import { planOf } from './resources/prices.ts';
 import type { Router } from './router.ts';
 import { execute } from './server.ts';
@@ -36,6 +37,13 @@ export interface FakeStripeAccount {
   get(resource: string, id: string): StripeObject | undefined;
   /** Live objects of a resource, newest first. */
   all(resource: string): StripeObject[];
+  /**
+   * Live objects of a resource as the API shows them now: `all` with the fields that change
+   * with time alone (a balance transaction's status) rendered, as a GET would.
+   */
+  shown(resource: string): StripeObject[];
+  /** An invoice's or a checkout session's line items, the whole list in /lines order. */
+  lines(ownerId: string): StripeObject[];
   count(resource: string): number;
   /** Events still within Stripe's 30-day retention, newest first. */
   events(): StripeEvent[];
@@ -130,6 +138,15 @@ export class FakeStripeAccountControl implements FakeStripeAccount {
       } else out.push(e.obj);
     }
     return out;
+  }
+
+  shown(resource: string): StripeObject[] {
+    const ctx = this.ctx();
+    return this.all(resource).map((o) => RENDERERS[o.object]?.(ctx, o) ?? o);
+  }
+
+  lines(ownerId: string): StripeObject[] {
+    return [...((this.state.lineItems.get(ownerId) ?? []) as StripeObject[])];
   }
 
   count(resource: string): number {

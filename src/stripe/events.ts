@@ -4,6 +4,7 @@ import { type StripeClient, StripeError, type StripeObject } from './client.ts';
 import { inTransaction } from '../db/sql.ts';
 import { saveState } from '../sync/state.ts';
 import { type ApplyResult, applyChanges, type Change } from './store.ts';
+import { numberedCustomers } from './sequence.ts';
 import { markUpcoming } from './upcoming.ts';
 import { uneventedOf } from './unevented.ts';
 
@@ -68,7 +69,7 @@ export async function pollEvents(client: StripeClient, db: pg.Pool, cursor: Even
     if (batch.events.length === 0) return total;
     const newest = batch.events.at(-1)!;
     const next: EventsCursor = { id: newest.id, created: newest.created };
-    const changes = await inPinnedVersion(client, batch.events);
+    const changes = [...(await inPinnedVersion(client, batch.events)), ...(await numberedCustomers(client, batch.events))];
     const unevented = await uneventedOf(client, db, changes);
     const applied = await inTransaction(db, async (tx) => {
       const result = await applyChanges(tx, [...changes, ...unevented.changes], unevented.lists);

@@ -32,6 +32,17 @@ export async function markUpcoming(tx: pg.ClientBase, events: StripeEvent[]): Pr
     if (customer) due.set(`customer ${customer}`, { kind: 'customer', id: customer });
     if (subscription) due.set(`subscription ${subscription}`, { kind: 'subscription', id: subscription });
   }
+  // A customer's change (its address, its tax ids) shows in its subscriptions' previews too.
+  const customers = events.filter((e) => TOUCHES.test(e.type) && e.data.object.object === 'customer').map((e) => idOf(e.data.object.id));
+  if (customers.length > 0) {
+    await tx.query(
+      `INSERT INTO public_swap._stripe_upcoming_due (kind, id)
+       SELECT 'subscription', id FROM public.subscription
+        WHERE customer = ANY($1::text[]) AND status NOT IN ('canceled', 'incomplete_expired')
+       ON CONFLICT (kind, id) DO UPDATE SET marked_at = clock_timestamp()`,
+      [customers],
+    );
+  }
   if (due.size === 0) return;
   await tx.query(
     `INSERT INTO public_swap._stripe_upcoming_due (kind, id)
