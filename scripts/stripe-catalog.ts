@@ -233,7 +233,10 @@ function findListEndpoints(ctx: Context): Endpoint[] {
       if (!object) continue;
       // The id is the primary key; objects without one could not be kept up to date.
       if (!schema.properties?.id) withoutId.push(object);
-      else objects.push(object), ctx.schemaOfObject.set(object, schema);
+      else {
+        objects.push(object);
+        ctx.schemaOfObject.set(object, schema);
+      }
     }
     if (objects.length > 0) endpoints.push({ path: p, op, objects });
     else skip(ctx, { path: p }, withoutId.length ? `${withoutId.join(', ')} objects have no id` : 'lists no objects');

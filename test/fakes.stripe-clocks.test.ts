@@ -275,7 +275,7 @@ test('a declining card: payment_failed and past_due; the retry after the card is
   const unpaid = await stripe.invoices.retrieve(canceled.latest_invoice as string);
   assert.equal([unpaid.status, unpaid.attempt_count, unpaid.next_payment_attempt], ['open', 3, null]);
   const deletedEvent = (await stripe.events.list({ type: 'customer.subscription.deleted', limit: 1 })).data[0];
-  assert.is((deletedEvent?.data.object as Stripe.Subscription).id, sub.id);
+  assert.is((deletedEvent!.data.object as Stripe.Subscription).id, sub.id);
 });
 
 test('incomplete subscriptions expire after 23 hours; cancel_at_period_end ends at the period end', async () => {

@@ -119,7 +119,7 @@ test('customers: create, retrieve, update, list, delete, with their events', asy
   assert.is((stub as Stripe.DeletedCustomer).deleted, true);
   const deletedEvent = (await stripe.events.list({ type: 'customer.deleted', limit: 1 })).data[0];
   assert.is(deletedEvent?.type, 'customer.deleted');
-  assert.is((deletedEvent?.data.object as Stripe.Customer).name, 'Ada Lovelace', 'the full object before deletion');
+  assert.is((deletedEvent!.data.object as Stripe.Customer).name, 'Ada Lovelace', 'the full object before deletion');
   const listed = await stripe.customers.list({ limit: 100 });
   assert.not.ok(listed.data.some((c) => c.id === created.id), 'deleted customers are not listed');
   const err = await rejection(stripe.customers.update(created.id, { name: 'x' }));
@@ -178,7 +178,7 @@ test('products, prices and plans share objects; prices cannot be deleted, produc
   const bareGone = await stripe.products.del(bare.id);
   assert.is(bareGone.deleted, true);
   const productDeleted = (await stripe.events.list({ type: 'product.deleted', limit: 1 })).data[0];
-  assert.is((productDeleted?.data.object as Stripe.Product).name, 'Deletable');
+  assert.is((productDeleted!.data.object as Stripe.Product).name, 'Deletable');
 });
 
 test('coupons: create, update, delete', async () => {
@@ -265,7 +265,7 @@ test('subscriptions: the first invoice is paid with the default card; items chan
   const withTwo = await stripe.subscriptions.retrieve(sub.id);
   assert.equal(withTwo.items.data.map((i) => i.id), [item.id, added.id]);
   const updatedEvent = (await stripe.events.list({ type: 'customer.subscription.updated', limit: 1 })).data[0];
-  assert.equal((updatedEvent?.data.previous_attributes as { items: Stripe.ApiList<Stripe.SubscriptionItem> }).items.data.map((i) => i.id), [item.id]);
+  assert.equal((updatedEvent!.data.previous_attributes as { items: Stripe.ApiList<Stripe.SubscriptionItem> }).items.data.map((i) => i.id), [item.id]);
   const listedItems = await stripe.subscriptionItems.list({ subscription: sub.id });
   assert.is(listedItems.data.length, 2);
   const missing = await rejection(stripe.subscriptionItems.list({} as Stripe.SubscriptionItemListParams));
@@ -285,7 +285,7 @@ test('subscriptions: the first invoice is paid with the default card; items chan
   assert.ok(canceled.canceled_at);
   assert.is(canceled.cancellation_details?.reason, 'cancellation_requested');
   const deletedEvent = (await stripe.events.list({ type: 'customer.subscription.deleted', limit: 1 })).data[0];
-  assert.is((deletedEvent?.data.object as Stripe.Subscription).id, sub.id);
+  assert.is((deletedEvent!.data.object as Stripe.Subscription).id, sub.id);
   const active = await stripe.subscriptions.list({ customer: customer.id });
   assert.equal(active.data.length, 0, 'the default list hides canceled subscriptions');
   const all = await stripe.subscriptions.list({ customer: customer.id, status: 'all' });
@@ -350,7 +350,7 @@ test('invoices: items, draft, finalize, pay, lines, delete, void', async () => {
   const gone = await stripe.invoices.del(throwaway.id);
   assert.is(gone.deleted, true);
   const deletedEvent = (await stripe.events.list({ type: 'invoice.deleted', limit: 1 })).data[0];
-  assert.is((deletedEvent?.data.object as Stripe.Invoice).id, throwaway.id);
+  assert.is((deletedEvent!.data.object as Stripe.Invoice).id, throwaway.id);
   const toVoid = await stripe.invoices.finalizeInvoice((await stripe.invoices.create({ customer: customer.id, collection_method: 'send_invoice', days_until_due: 7 })).id);
   assert.is(toVoid.amount_due, 0);
   assert.is(toVoid.status, 'paid', 'an empty invoice is paid when finalized');
@@ -501,7 +501,7 @@ test('lists: limit, cursors both ways, created ranges, auto-pagination, expand',
 
   const sub = await stripe.subscriptions.list({ limit: 1, status: 'all', expand: ['data.customer'] });
   assert.is(typeof sub.data[0]?.customer, 'object');
-  const withSubs = await stripe.customers.retrieve(String((sub.data[0]?.customer as Stripe.Customer).id), { expand: ['subscriptions'] });
+  const withSubs = await stripe.customers.retrieve(String((sub.data[0]!.customer as Stripe.Customer).id), { expand: ['subscriptions'] });
   assert.is((withSubs as Stripe.Customer).subscriptions?.object, 'list');
   const badExpand = await rejection(stripe.customers.list({ expand: ['data.nothing_here'] }));
   assert.match(badExpand.message, /cannot be expanded/);

@@ -4,7 +4,7 @@
  * finalized and paid at once) must not stop the sync, and the console must list the tables
  * of a Stripe sync (over a hundred of them).
  */
-import Stripe from 'stripe';
+import type Stripe from 'stripe';
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
 import type { FakeStripe } from '../fakes/stripe/index.ts';

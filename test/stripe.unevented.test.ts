@@ -17,7 +17,7 @@ import { stripeMatchesUpstream } from '../sim/check/stripe-upstream.ts';
 import { query } from './harness/postgres.ts';
 import { pacedWrites } from './harness/paced.ts';
 import { backfilledStripeSync } from './harness/stripe-sync.ts';
-import { loudSetUp, request, type TestAccount, type TestService, waitOk as waitOkOf } from './harness/service.ts';
+import { loudSetUp, type TestAccount, type TestService, waitOk as waitOkOf } from './harness/service.ts';
 
 const KEY = 'sk_test_UNEVENTEDUNEVENTED0123456';
 let fake: FakeStripe;

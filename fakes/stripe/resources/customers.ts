@@ -43,7 +43,7 @@ function checkDefaultPaymentMethod(ctx: Ctx, customerId: string, settings: Json)
   }
 }
 
-function applyParams(ctx: Ctx, current: StripeObject, p: Params): StripeObject {
+function applyParams(_ctx: Ctx, current: StripeObject, p: Params): StripeObject {
   const next: StripeObject = { ...current };
   assignNullable(next, p, ['description', 'email', 'name', 'phone']);
   for (const k of ['business_name', 'individual_name'] as const) {
