@@ -36,9 +36,13 @@ const logger = createLogger({ level: 'warn' });
 
 async function startFakeProcess(count: number) {
   const port = await freePort();
-  const child = spawn(process.execPath, [path.join(root, 'bin', 'tributary.js'), 'fake', 'airtable', '--port', String(port), '--records', String(count), '--no-rate-limit'], {
-    stdio: ['ignore', 'pipe', 'inherit'],
-  });
+  const child = spawn(
+    process.execPath,
+    [path.join(root, 'bin', 'tributary.js'), 'fake', 'airtable', '--port', String(port), '--records', String(count), '--no-rate-limit'],
+    {
+      stdio: ['ignore', 'pipe', 'inherit'],
+    },
+  );
   let out = '';
   for await (const chunk of child.stdout!) {
     out += chunk;
@@ -113,7 +117,16 @@ async function main() {
       // 4. COPY of rows converted beforehand: COPY gets only the load.
       const copied = mappings.map((m) => ({ ...m, name: `${m.name}_copy` }));
       for (const m of copied) for (const s of createTableStatements(shapeOf(m, 'public_swap'))) await conn.query(s);
-      const lines = new Map(copied.map((m) => [m.tableId, pages.get(m.tableId)!.flat().map((r) => copyLine(shapeOf(m, 'public_swap'), rowOf(m, r))).join('')]));
+      const lines = new Map(
+        copied.map((m) => [
+          m.tableId,
+          pages
+            .get(m.tableId)!
+            .flat()
+            .map((r) => copyLine(shapeOf(m, 'public_swap'), rowOf(m, r)))
+            .join(''),
+        ]),
+      );
       started = performance.now();
       for (const m of copied) {
         const stream = conn.query(copyFrom(`COPY public_swap.${JSON.stringify(m.name)} FROM STDIN`));

@@ -42,7 +42,9 @@ try {
   console.log(`Airtable memory, ${records.toLocaleString('en-US')} records in one table (all field types), fake rate limit off`);
   console.log(`  service RSS idle ${mb(idle)}, peak while syncing ${mb(peak)} (target 300 MB: ${(peak / (300 * 1024 * 1024)).toFixed(2)} of it)`);
   console.log(`  base data as JSON ${mb(data)}; peak RSS is ${(peak / data).toFixed(3)} of it`);
-  console.log(`  first full cycle ${seconds.toFixed(1)} s (${Math.round(records / seconds).toLocaleString('en-US')} records/s), wall ${((Date.now() - started) / 1000).toFixed(1)} s`);
+  console.log(
+    `  first full cycle ${seconds.toFixed(1)} s (${Math.round(records / seconds).toLocaleString('en-US')} records/s), wall ${((Date.now() - started) / 1000).toFixed(1)} s`,
+  );
 } finally {
   await svc.stop();
   await fake.close();

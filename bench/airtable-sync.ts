@@ -49,7 +49,9 @@ try {
   const pages = tables.reduce((n, t) => n + Math.ceil(base.recordCount(t.id) / 100), 0);
   const seconds = await waitForFirstCycle(svc, sync.token, sync.syncId);
   const bound = records / (100 * rate);
-  console.log(`Airtable full sweep, ${records.toLocaleString('en-US')} records (${pages} pages), ${turbo ? 'Turbo' : 'default'} share at ${rate / scale} req/s${scale === 1 ? '' : ` (time x${scale})`}`);
+  console.log(
+    `Airtable full sweep, ${records.toLocaleString('en-US')} records (${pages} pages), ${turbo ? 'Turbo' : 'default'} share at ${rate / scale} req/s${scale === 1 ? '' : ` (time x${scale})`}`,
+  );
   console.log(`  bound records/(100 x rate): ${(bound * scale).toFixed(1)} s${scale === 1 ? '' : ' (real-time equivalent)'}`);
   console.log(`  first full cycle:           ${(seconds * scale).toFixed(1)} s  (${(seconds / bound).toFixed(3)} of the bound)`);
   console.log(`  upstream 429s:              ${fake.stats.byBase(base.id).rateLimited}`);
@@ -75,7 +77,9 @@ try {
   }
   await reader.end();
   console.log(`Change lag, upstream edit to database row, ${edits} edits on the ${records.toLocaleString('en-US')}-record base`);
-  console.log(`  p50 ${(percentile(lags, 50) / 1000).toFixed(2)} s, p99 ${(percentile(lags, 99) / 1000).toFixed(2)} s, max ${(Math.max(...lags) / 1000).toFixed(2)} s`);
+  console.log(
+    `  p50 ${(percentile(lags, 50) / 1000).toFixed(2)} s, p99 ${(percentile(lags, 99) / 1000).toFixed(2)} s, max ${(Math.max(...lags) / 1000).toFixed(2)} s`,
+  );
   console.log(`  as a share of the full sweep time (the lag without change capture): p99 = ${(percentile(lags, 99) / 1000 / (seconds * scale)).toFixed(4)}`);
   console.log(`  upstream 429s, whole run: ${fake.stats.byBase(base.id).rateLimited}`);
 } finally {

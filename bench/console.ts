@@ -102,7 +102,9 @@ try {
   const p50 = (values: number[]) => percentile(values, 50);
   const ms = (value: number) => `${value.toFixed(0)} ms`;
   console.log(`Console, an account with ${syncs} Airtable syncs, ${loads} loads each (headless Chromium)`);
-  console.log(`  weight of a cold load:        ${(wire / 1024).toFixed(1)} kB over the wire in ${files} files (${(wire / BUDGET_BYTES).toFixed(2)} of the 150 kB budget)`);
+  console.log(
+    `  weight of a cold load:        ${(wire / 1024).toFixed(1)} kB over the wire in ${files} files (${(wire / BUDGET_BYTES).toFixed(2)} of the 150 kB budget)`,
+  );
   console.log(`  first render, fresh context:  p50 ${ms(p50(cold))}, max ${ms(Math.max(...cold))} (${(p50(cold) / BUDGET_MS).toFixed(2)} of the 1 s budget)`);
   console.log(`  first render, reload:         p50 ${ms(p50(warm))}, max ${ms(Math.max(...warm))}`);
   console.log(`  floor, /healthz loaded:       p50 ${ms(p50(floor))}`);

@@ -84,8 +84,28 @@ async function main(): Promise<void> {
     const peerStarted = process.hrtime.bigint();
     await run(
       'pg_recvlogical',
-      ['-d', name, '-h', url.hostname, '-p', url.port, '-U', decodeURIComponent(url.username), '--slot', 'peer', '--start', '--no-loop',
-        '-o', 'proto_version=1', '-o', 'publication_names=tributary', '--endpos', endLsn, '-f', '/dev/null'],
+      [
+        '-d',
+        name,
+        '-h',
+        url.hostname,
+        '-p',
+        url.port,
+        '-U',
+        decodeURIComponent(url.username),
+        '--slot',
+        'peer',
+        '--start',
+        '--no-loop',
+        '-o',
+        'proto_version=1',
+        '-o',
+        'publication_names=tributary',
+        '--endpos',
+        endLsn,
+        '-f',
+        '/dev/null',
+      ],
       { env: { ...process.env, PGPASSWORD: decodeURIComponent(url.password) } },
     );
     const peerSeconds = Number(process.hrtime.bigint() - peerStarted) / 1e9;
@@ -105,10 +125,10 @@ async function main(): Promise<void> {
     const started = process.hrtime.bigint();
     decoder.start();
     for (;;) {
-      const { rows: progress } = await control.query<{ done: boolean }>(
-        'SELECT seq >= $2 AS done FROM decoder_progress WHERE sync_id = $1',
-        ['sy_bench', events],
-      );
+      const { rows: progress } = await control.query<{ done: boolean }>('SELECT seq >= $2 AS done FROM decoder_progress WHERE sync_id = $1', [
+        'sy_bench',
+        events,
+      ]);
       if (progress[0]?.done) break;
       await new Promise((r) => setTimeout(r, 20));
     }

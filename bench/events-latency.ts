@@ -53,10 +53,12 @@ async function steady(total: number, send: (ids: string[]) => Promise<void>, idO
   for (let tick = 0, n = 0; n < total; tick++) {
     const ids = Array.from({ length: Math.min(PER_TICK, total - n) }, (_, i) => idOf(n + i));
     n += ids.length;
-    inFlight.push(send(ids).then(() => {
-      const at = performance.now();
-      for (const id of ids) committed.set(id, at);
-    }));
+    inFlight.push(
+      send(ids).then(() => {
+        const at = performance.now();
+        for (const id of ids) committed.set(id, at);
+      }),
+    );
     const due = started + (tick + 1) * TICK_MS;
     await sleep(Math.max(0, due - performance.now()));
   }
@@ -74,7 +76,11 @@ async function main(): Promise<void> {
     targetUrl: server.adminUrl,
     upstreams: `api.airtable.com=${fake.url}`,
     roles: 'api,decoder,events',
-    env: { KAFKA_BROKERS: broker.brokers.join(','), TRIBUTARY_WEBHOOK_ALLOW_PRIVATE: '1', ...(process.env.SVC_NODE_OPTIONS ? { NODE_OPTIONS: process.env.SVC_NODE_OPTIONS } : {}) },
+    env: {
+      KAFKA_BROKERS: broker.brokers.join(','),
+      TRIBUTARY_WEBHOOK_ALLOW_PRIVATE: '1',
+      ...(process.env.SVC_NODE_OPTIONS ? { NODE_OPTIONS: process.env.SVC_NODE_OPTIONS } : {}),
+    },
   });
   const webhookAt = new Map<string, number>();
   const receiver = http.createServer((req, res) => {
@@ -100,7 +106,16 @@ async function main(): Promise<void> {
     dbUrl.username = admin.username;
     dbUrl.password = admin.password;
     writer = new pg.Pool({ connectionString: dbUrl.toString(), max: 8 });
-    const shape = { schema: 'public', name: 'items', key: 'id', columns: [{ name: 'id', type: 'text' }, { name: 'name', type: 'text' }, { name: 'amount', type: 'bigint' }] };
+    const shape = {
+      schema: 'public',
+      name: 'items',
+      key: 'id',
+      columns: [
+        { name: 'id', type: 'text' },
+        { name: 'name', type: 'text' },
+        { name: 'amount', type: 'bigint' },
+      ],
+    };
     for (const statement of createTableStatements(shape)) await writer.query(statement);
     const topic = `svc.${sync.id}.items`;
     if (WITH_WEBHOOK) {
@@ -111,8 +126,7 @@ async function main(): Promise<void> {
     } else {
       webhookAt.set('warm', 0);
     }
-    const insert = (ids: string[]) =>
-      writer!.query(`INSERT INTO items SELECT id, 'item ' || id, 100 FROM unnest($1::text[]) id`, [ids]).then(() => undefined);
+    const insert = (ids: string[]) => writer!.query(`INSERT INTO items SELECT id, 'item ' || id, 100 FROM unnest($1::text[]) id`, [ids]).then(() => undefined);
 
     // Warm-up: the topic exists in Kafka and the consumer is caught up before timing starts.
     await insert(['warm']);
@@ -165,10 +179,14 @@ async function main(): Promise<void> {
     if (WITH_WEBHOOK) console.log(stats('commit → webhook (through Tributary)', toWebhook));
     const lost = [...all.keys()].filter((id) => !kafkaAt.has(id) || (WITH_WEBHOOK && !webhookAt.has(id))).length;
     console.log(`changes missing on either path after 120 s: ${lost}`);
-    console.log(`service CPU: ${cpu.toFixed(1)} s over ${wall.toFixed(1)} s (${((1e6 * cpu) / (warm + total)).toFixed(0)} µs per change); this process (load, receiver, consumer): ${((benchCpu.user + benchCpu.system) / 1e6).toFixed(1)} s`);
+    console.log(
+      `service CPU: ${cpu.toFixed(1)} s over ${wall.toFixed(1)} s (${((1e6 * cpu) / (warm + total)).toFixed(0)} µs per change); this process (load, receiver, consumer): ${((benchCpu.user + benchCpu.system) / 1e6).toFixed(1)} s`,
+    );
     const floor = await floorLatency(kafka, total);
     console.log(stats('floor: kafkajs produce → consume, same rate, same broker', floor));
-    console.log(`p99 ratio Tributary/floor: Kafka ${(percentile(toKafka, 99) / percentile(floor, 99)).toFixed(1)}×; targets p99 <= 100 ms: Kafka ${percentile(toKafka, 99) <= 100 ? 'met' : 'missed'}, webhook ${WITH_WEBHOOK ? (percentile(toWebhook, 99) <= 100 ? 'met' : 'missed') : 'not measured'}`);
+    console.log(
+      `p99 ratio Tributary/floor: Kafka ${(percentile(toKafka, 99) / percentile(floor, 99)).toFixed(1)}×; targets p99 <= 100 ms: Kafka ${percentile(toKafka, 99) <= 100 ? 'met' : 'missed'}, webhook ${WITH_WEBHOOK ? (percentile(toWebhook, 99) <= 100 ? 'met' : 'missed') : 'not measured'}`,
+    );
   } finally {
     for (const c of consumers) await c.disconnect().catch(() => undefined);
     await writer?.end();

@@ -77,7 +77,10 @@ export async function startServiceProcess(options: {
   process.once('exit', () => child.kill('SIGKILL'));
   const api = `http://127.0.0.1:${apiPort}`;
   for (let i = 0; ; i++) {
-    const ok = await fetch(`${api}/healthz`).then((r) => r.ok, () => false);
+    const ok = await fetch(`${api}/healthz`).then(
+      (r) => r.ok,
+      () => false,
+    );
     if (ok) break;
     if (i > 300 || child.exitCode !== null) throw new Error('the service did not start');
     await sleep(100);

@@ -130,7 +130,10 @@ benchBase.createTable('Items', [
   { name: 'Amount', type: 'number', options: { precision: 0 } },
 ]);
 benchBase.addField('Items', { name: 'Double', type: 'formula', options: { formula: '{Amount} * 2' } });
-benchBase.createRecords('Items', Array.from({ length: 10 }, (_, i) => ({ Name: `Item ${i}`, Amount: i + 1 })));
+benchBase.createRecords(
+  'Items',
+  Array.from({ length: 10 }, (_, i) => ({ Name: `Item ${i}`, Amount: i + 1 })),
+);
 const fake = { url: airtable.url, baseId: benchBase.id, tableId: benchBase.table('Items').id };
 const listPath = `/v0/${fake.baseId}/Items?pageSize=10`;
 
@@ -163,7 +166,9 @@ const listPath = `/v0/${fake.baseId}/Items?pageSize=10`;
   console.log(`  direct   p50 ${f(d50)}  p99 ${f(d99)}  ${directRps.toFixed(0)} req/s`);
   console.log(`  proxied  p50 ${f(p50)}  p99 ${f(p99)}  ${proxiedRps.toFixed(0)} req/s  (errors ${errors})`);
   console.log(`  rounds' throughput ratios ${rounds.map((r) => (r.proxied.rps / r.direct.rps).toFixed(2)).join(', ')}`);
-  console.log(`  added latency p50 ${f(p50 - d50)} (target ≤ 1 ms), p99 ${f(p99 - d99)}; throughput ratio ${(proxiedRps / directRps).toFixed(2)}× (target ≥ 0.7×)`);
+  console.log(
+    `  added latency p50 ${f(p50 - d50)} (target ≤ 1 ms), p99 ${f(p99 - d99)}; throughput ratio ${(proxiedRps / directRps).toFixed(2)}× (target ≥ 0.7×)`,
+  );
 
   // The same 50 clients at a steady half of the direct throughput: latency without queueing.
   const rate = Math.round(directRps / 2);
@@ -187,7 +192,9 @@ const listPath = `/v0/${fake.baseId}/Items?pageSize=10`;
   }
   const s50 = percentile(single.proxied, 50) - percentile(single.direct, 50);
   const s99 = percentile(single.proxied, 99) - percentile(single.direct, 99);
-  console.log(`  one client at a time: direct p50 ${f(percentile(single.direct, 50))}, proxied p50 ${f(percentile(single.proxied, 50))}; added p50 ${f(s50)}, p99 ${f(s99)}`);
+  console.log(
+    `  one client at a time: direct p50 ${f(percentile(single.direct, 50))}, proxied p50 ${f(percentile(single.proxied, 50))}; added p50 ${f(s50)}, p99 ${f(s99)}`,
+  );
   passThrough.child.kill('SIGTERM');
 }
 

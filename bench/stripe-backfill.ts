@@ -31,7 +31,9 @@ const account = fake.createAccount();
 const generated = account.generate({ seed: 17, customers });
 fake.addKey(KEY, { account: account.id });
 const upstreamObjects = Object.values(generated).reduce((a, b) => a + b, 0);
-console.log(`Stripe backfill, a generated account: ${customers.toLocaleString('en-US')} customers, ${upstreamObjects.toLocaleString('en-US')} objects; fake limit ${LIMIT} req/s`);
+console.log(
+  `Stripe backfill, a generated account: ${customers.toLocaleString('en-US')} customers, ${upstreamObjects.toLocaleString('en-US')} objects; fake limit ${LIMIT} req/s`,
+);
 
 async function countRows(url: string, schema: string): Promise<number> {
   const client = new pg.Client({ connectionString: url });
@@ -57,7 +59,11 @@ const peer = await runStripeSyncEngineBackfill({ databaseUrl: peerDb, stripeUrl:
 const peerRequests = fake.stats.byAccount(account.id);
 
 // 1b. Tributary, as a service process.
-const svc = await startServiceProcess({ controlUrl: await postgres.freshDatabase('ctl'), targetUrl: postgres.adminUrl, upstreams: `api.stripe.com=${fake.url}` });
+const svc = await startServiceProcess({
+  controlUrl: await postgres.freshDatabase('ctl'),
+  targetUrl: postgres.adminUrl,
+  upstreams: `api.stripe.com=${fake.url}`,
+});
 let ours: { objects: number; seconds: number; requests: number; limited: number };
 let reader: string;
 let token: string;
@@ -91,14 +97,23 @@ const share = turbo ? LIMIT : Math.floor(LIMIT * 0.8);
 const bound = share * 100;
 const oursRate = ours.objects / ours.seconds;
 const peerRate = peer.objects / peer.seconds;
-console.log(`  Tributary (${turbo ? 'Turbo' : 'default share'}, ${share} req/s): ${ours.objects.toLocaleString('en-US')} objects in ${ours.seconds.toFixed(1)} s = ${oursRate.toFixed(0)} objects/s; ${ours.requests} requests (${(ours.requests / ours.seconds).toFixed(1)}/s), ${ours.limited} x 429`);
-console.log(`  stripe-sync-engine: ${peer.objects.toLocaleString('en-US')} objects in ${peer.seconds.toFixed(1)} s = ${peerRate.toFixed(0)} objects/s; ${peerRequests.requests} requests, ${peerRequests.rateLimited} x 429${peer.errors.length ? `; errors: ${peer.errors.join('; ')}` : ''}`);
+console.log(
+  `  Tributary (${turbo ? 'Turbo' : 'default share'}, ${share} req/s): ${ours.objects.toLocaleString('en-US')} objects in ${ours.seconds.toFixed(1)} s = ${oursRate.toFixed(0)} objects/s; ${ours.requests} requests (${(ours.requests / ours.seconds).toFixed(1)}/s), ${ours.limited} x 429`,
+);
+console.log(
+  `  stripe-sync-engine: ${peer.objects.toLocaleString('en-US')} objects in ${peer.seconds.toFixed(1)} s = ${peerRate.toFixed(0)} objects/s; ${peerRequests.requests} requests, ${peerRequests.rateLimited} x 429${peer.errors.length ? `; errors: ${peer.errors.join('; ')}` : ''}`,
+);
 console.log(`  ratio Tributary / stripe-sync-engine: ${(oursRate / peerRate).toFixed(2)}`);
-console.log(`  Tributary against the bound (${share} req/s x 100 = ${bound} objects/s): ${(oursRate / bound).toFixed(3)}; objects per request ${(ours.objects / ours.requests).toFixed(1)}`);
+console.log(
+  `  Tributary against the bound (${share} req/s x 100 = ${bound} objects/s): ${(oursRate / bound).toFixed(3)}; objects per request ${(ours.objects / ours.requests).toFixed(1)}`,
+);
 
 // 2. Event-to-row lag: updates through the API at a steady rate, while the sync follows the feed.
 const client = new pg.Pool({ connectionString: reader!, max: 8 });
-const ids = account.all('customers').slice(0, changes).map((c) => c.id as string);
+const ids = account
+  .all('customers')
+  .slice(0, changes)
+  .map((c) => c.id as string);
 const lags: number[] = [];
 let retried429 = 0;
 const watchers: Promise<void>[] = [];
@@ -137,7 +152,9 @@ for (let i = 0; i < ids.length; i++) {
 await Promise.all(watchers);
 await client.end();
 console.log(`Event-to-row lag, ${changes} customer updates at ${rate}/s through the API (${retried429} x 429 retried before their answer)`);
-console.log(`  p50 ${(percentile(lags, 50) / 1000).toFixed(2)} s, p99 ${(percentile(lags, 99) / 1000).toFixed(2)} s, max ${(Math.max(...lags) / 1000).toFixed(2)} s (target p99 <= 1 s; the feed is read every 0.5 s)`);
+console.log(
+  `  p50 ${(percentile(lags, 50) / 1000).toFixed(2)} s, p99 ${(percentile(lags, 99) / 1000).toFixed(2)} s, max ${(Math.max(...lags) / 1000).toFixed(2)} s (target p99 <= 1 s; the feed is read every 0.5 s)`,
+);
 
 await svc.stop();
 await fake.close();

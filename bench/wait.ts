@@ -31,7 +31,10 @@ base.createTable('Items', [
   { name: 'Name', type: 'singleLineText' },
   { name: 'Amount', type: 'number', options: { precision: 0 } },
 ]);
-const items = base.createRecords('Items', Array.from({ length: 20 }, (_, i) => ({ Name: `Item ${i}`, Amount: i })));
+const items = base.createRecords(
+  'Items',
+  Array.from({ length: 20 }, (_, i) => ({ Name: `Item ${i}`, Amount: i })),
+);
 const stripe = await startFakeStripe();
 const stripeAccount = stripe.createAccount();
 stripeAccount.generate({ seed: 3, customers: 20 });
@@ -146,7 +149,9 @@ async function measure(kind: Kind): Promise<void> {
   const p50 = percentile(polled, 50);
   const p99 = percentile(polled, 99);
   console.log(`${kind.name}: ${writes} waits and ${writes} polls, interleaved`);
-  console.log(`  wait, call to ok:          p50 ${ms(w50)}  p99 ${ms(w99)}  max ${ms(Math.max(...waited))}; SQL right after ok missed the change ${stale} times`);
+  console.log(
+    `  wait, call to ok:          p50 ${ms(w50)}  p99 ${ms(w99)}  max ${ms(Math.max(...waited))}; SQL right after ok missed the change ${stale} times`,
+  );
   console.log(`  poll SQL every 10 ms:      p50 ${ms(p50)}  p99 ${ms(p99)}  (write to row, the lag without the endpoint)`);
   console.log(`  wait / poll:               p50 ${(w50 / p50).toFixed(2)}  p99 ${(w99 / p99).toFixed(2)}`);
 }

@@ -78,7 +78,10 @@ async function demoSyncs(api: string, adminToken: string, stateFile: string): Pr
   const existing = async (id: string | undefined) => (id ? (await call(api, token, 'GET', `/api/syncs/${id}`)).body : undefined);
   let airtable = await existing(state.airtableSync);
   if (!airtable?.id) {
-    airtable = await must(call(api, token, 'POST', '/api/syncs', { kind: 'airtable', base_id: BASE_ID, api_key: DEFAULT_FAKE_TOKEN }), 'creating the Airtable sync');
+    airtable = await must(
+      call(api, token, 'POST', '/api/syncs', { kind: 'airtable', base_id: BASE_ID, api_key: DEFAULT_FAKE_TOKEN }),
+      'creating the Airtable sync',
+    );
   }
   let stripe = await existing(state.stripeSync);
   if (!stripe?.id) {
@@ -95,7 +98,13 @@ async function main(): Promise<void> {
 
   const airtable = await startFakeAirtable({ port: Number(env.TRIBUTARY_DEMO_AIRTABLE_PORT || 0) });
   const base = airtable.createBase({ id: BASE_ID, name: 'Demo' });
-  base.generate({ seed: 1, tables: [{ name: 'Projects', records: 20 }, { name: 'Tasks', records: 40 }] });
+  base.generate({
+    seed: 1,
+    tables: [
+      { name: 'Projects', records: 20 },
+      { name: 'Tasks', records: 40 },
+    ],
+  });
   airtable.addToken(DEFAULT_FAKE_TOKEN, { bases: [BASE_ID] });
 
   const stripe = await startFakeStripe({ port: Number(env.TRIBUTARY_DEMO_STRIPE_PORT || 0) });
@@ -143,7 +152,8 @@ async function main(): Promise<void> {
     process.stderr.write('waiting for the first pass of both syncs (the Stripe backfill takes a few seconds)…\n');
     const waits = await Promise.all([airtableSync.id, stripeSync.id].map((id) => call(api, state.token, 'GET', `/api/wait/${id}?timeout=180000`)));
     waits.forEach((answer, i) => {
-      if (answer.status !== 200 || answer.body?.ok !== true) process.stderr.write(`sync ${i === 0 ? airtableSync.id : stripeSync.id} has not caught up yet: ${JSON.stringify(answer.body)}\n`);
+      if (answer.status !== 200 || answer.body?.ok !== true)
+        process.stderr.write(`sync ${i === 0 ? airtableSync.id : stripeSync.id} has not caught up yet: ${JSON.stringify(answer.body)}\n`);
     });
 
     const topic = `svc.${airtableSync.id}.projects`;

@@ -86,16 +86,54 @@ const COMPLETING_QUERIES: { path: string; query: Record<string, string>; replace
 /** Restricted-key permission groups by the first path segment after /v1; the rest is `other`. */
 const GROUPS: Record<PermissionGroup, string[]> = {
   core: [
-    'apple_pay', 'balance', 'balance_transactions', 'charges', 'country_specs', 'customers', 'disputes', 'events',
-    'exchange_rates', 'file_links', 'files', 'mandates', 'payment_attempt_records', 'payment_intents',
-    'payment_method_configurations', 'payment_method_domains', 'payment_methods', 'payment_records', 'payouts',
-    'products', 'refunds', 'setup_attempts', 'setup_intents', 'sources', 'tax_codes', 'tokens',
+    'apple_pay',
+    'balance',
+    'balance_transactions',
+    'charges',
+    'country_specs',
+    'customers',
+    'disputes',
+    'events',
+    'exchange_rates',
+    'file_links',
+    'files',
+    'mandates',
+    'payment_attempt_records',
+    'payment_intents',
+    'payment_method_configurations',
+    'payment_method_domains',
+    'payment_methods',
+    'payment_records',
+    'payouts',
+    'products',
+    'refunds',
+    'setup_attempts',
+    'setup_intents',
+    'sources',
+    'tax_codes',
+    'tokens',
   ],
   checkout: ['checkout', 'payment_links', 'shipping_rates'],
   billing: [
-    'billing', 'billing_portal', 'coupons', 'credit_notes', 'entitlements', 'invoice_payments',
-    'invoice_rendering_templates', 'invoiceitems', 'invoices', 'plans', 'prices', 'promotion_codes', 'quotes',
-    'subscription_items', 'subscription_schedules', 'subscriptions', 'tax_ids', 'tax_rates', 'test_helpers',
+    'billing',
+    'billing_portal',
+    'coupons',
+    'credit_notes',
+    'entitlements',
+    'invoice_payments',
+    'invoice_rendering_templates',
+    'invoiceitems',
+    'invoices',
+    'plans',
+    'prices',
+    'promotion_codes',
+    'quotes',
+    'subscription_items',
+    'subscription_schedules',
+    'subscriptions',
+    'tax_ids',
+    'tax_rates',
+    'test_helpers',
   ],
   connect: ['accounts', 'application_fees', 'topups', 'transfers'],
   orders: ['orders'],
@@ -172,9 +210,7 @@ export function buildCatalog(spec: OpenApiSpec): Catalog {
     before = endpoints.length;
     ctx.listable = new Set(endpoints.flatMap((e) => e.objects));
     const reachable = (e: Endpoint) => !e.parent || ctx.listable.has(e.parent.object);
-    endpoints = endpoints.filter(
-      (e) => reachable(e) || skip(ctx, e, `parent ${e.parent?.object} has no list endpoint`),
-    );
+    endpoints = endpoints.filter((e) => reachable(e) || skip(ctx, e, `parent ${e.parent?.object} has no list endpoint`));
   }
   checkCompletingQueries(endpoints);
 
@@ -295,18 +331,11 @@ function dropDuplicates(ctx: Context, endpoints: Endpoint[]): Endpoint[] {
   const preferred = (a: Endpoint, b: Endpoint) => rank(a) < rank(b) || (rank(a) === rank(b) && a.path < b.path);
   return endpoints.filter((e) => {
     const twin = endpoints.find(
-      (o) =>
-        o !== e &&
-        sameParent(o, e) &&
-        o.op.description === e.op.description &&
-        o.objects.join() === e.objects.join() &&
-        preferred(o, e),
+      (o) => o !== e && sameParent(o, e) && o.op.description === e.op.description && o.objects.join() === e.objects.join() && preferred(o, e),
     );
     if (twin) return skip(ctx, e, `alias of ${twin.path}`);
     if (!e.op.deprecated) return true;
-    const covering = endpoints.filter(
-      (o) => !o.op.deprecated && sameParent(o, e) && o.objects.some((x) => e.objects.includes(x)),
-    );
+    const covering = endpoints.filter((o) => !o.op.deprecated && sameParent(o, e) && o.objects.some((x) => e.objects.includes(x)));
     if (!e.objects.every((x) => covering.some((o) => o.objects.includes(x)))) return true;
     return skip(ctx, e, `deprecated; ${covering.map((o) => o.path).join(', ')} lists the same objects`);
   });
@@ -349,7 +378,13 @@ function catalogLists(ctx: Context, e: Endpoint): [string, CatalogList][] {
     parents.flatMap((parent) =>
       queries.map((query): [string, CatalogList] => [
         object,
-        { path: e.path, ...(parent ? { parent } : {}), ...(Object.keys(query).length > 0 ? { query } : {}), group, ...(paged ? {} : { paged: false as const }) },
+        {
+          path: e.path,
+          ...(parent ? { parent } : {}),
+          ...(Object.keys(query).length > 0 ? { query } : {}),
+          group,
+          ...(paged ? {} : { paged: false as const }),
+        },
       ]),
     ),
   );
@@ -364,8 +399,7 @@ function parentRef(parent: NonNullable<Endpoint['parent']>): NonNullable<Catalog
 
 /** Lists without a parent first, so a backfill can start from the top. */
 function compareLists(a: CatalogList, b: CatalogList): number {
-  const key = (l: CatalogList) =>
-    [l.parent ? 1 : 0, l.path, l.parent?.table ?? '', l.query ? JSON.stringify(l.query) : ''].join('\u0000');
+  const key = (l: CatalogList) => [l.parent ? 1 : 0, l.path, l.parent?.table ?? '', l.query ? JSON.stringify(l.query) : ''].join('\u0000');
   return byString(key(a), key(b));
 }
 

@@ -182,7 +182,11 @@ export async function simulate(options: SimulationOptions): Promise<SimulationRe
       log(`${kind} sync ${created.id} created`);
     }
     for (const sync of syncs) {
-      await until(`the first ${sync.kind} sync`, async () => ((await api(apiUrl, token, 'GET', `/api/syncs/${sync.id}`)).status.completed_at ? true : undefined), 300_000);
+      await until(
+        `the first ${sync.kind} sync`,
+        async () => ((await api(apiUrl, token, 'GET', `/api/syncs/${sync.id}`)).status.completed_at ? true : undefined),
+        300_000,
+      );
       // Webhooks for the collections that exist now, made before any traffic.
       const connection = await api(apiUrl, token, 'GET', `/api/syncs/${sync.id}/connection`);
       const topics = (connection.events.topics as string[]).slice(0, 25);
@@ -228,7 +232,9 @@ export async function simulate(options: SimulationOptions): Promise<SimulationRe
     const running = actors.map((a) => a.run(stop.signal).catch((error: unknown) => log(`${a.name} stopped: ${(error as Error).message}`)));
     // The events are read and folded while the traffic runs (each update checked against the
     // fold as it arrives), and the fold compared with the database at the end.
-    const logs = new Map(syncs.map((s) => [s.id, { tail: new RestTail(rest, `svc.${s.id}.`), fold: new EventFold(`${s.kind} rest`), all: [] as DeliveredEvent[] }]));
+    const logs = new Map(
+      syncs.map((s) => [s.id, { tail: new RestTail(rest, `svc.${s.id}.`), fold: new EventFold(`${s.kind} rest`), all: [] as DeliveredEvent[] }]),
+    );
     const readLogs = async () => {
       for (const entry of logs.values()) {
         const more = await entry.tail.next();
@@ -272,10 +278,16 @@ export async function simulate(options: SimulationOptions): Promise<SimulationRe
     // Quiet: traffic stops, every fault is undone; the syncs must catch up and turn normal.
     log('traffic stops; waiting for the syncs to catch up');
     stop.abort();
-    const stopping = [...actors.map((actor, i) => ({ name: actor.name, done: running[i]!, doing: () => actor.doing })), { name: 'the event tail', done: tailing, doing: () => undefined }];
+    const stopping = [
+      ...actors.map((actor, i) => ({ name: actor.name, done: running[i]!, doing: () => actor.doing })),
+      { name: 'the event tail', done: tailing, doing: () => undefined },
+    ];
     for (const late of await stragglers(stopping, STOP_TIMEOUT_MS)) {
       const doing = late.doing();
-      violations.push({ check: 'health', detail: `${late.name} did not stop within ${STOP_TIMEOUT_MS / 1000} s of the end of the traffic${doing ? ` (doing: ${doing})` : ''}` });
+      violations.push({
+        check: 'health',
+        detail: `${late.name} did not stop within ${STOP_TIMEOUT_MS / 1000} s of the end of the traffic${doing ? ` (doing: ${doing})` : ''}`,
+      });
     }
     await clearFaults(targets);
     const quietFrom = Date.now();
@@ -283,33 +295,39 @@ export async function simulate(options: SimulationOptions): Promise<SimulationRe
     const quietEnds = quietFrom + (options.quietMinutes ?? 20) * 60_000;
     const within = (ms: number) => Math.max(1000, Math.min(ms, quietEnds - Date.now()));
     for (const sync of syncs) {
-      await until(`${sync.kind} sync ${sync.id} to answer the wait with ok`, async () => ((await wait(sync.id)()) ? true : undefined), within(300_000)).catch((error) =>
-        violations.push({ check: 'health', detail: (error as Error).message }),
+      await until(`${sync.kind} sync ${sync.id} to answer the wait with ok`, async () => ((await wait(sync.id)()) ? true : undefined), within(300_000)).catch(
+        (error) => violations.push({ check: 'health', detail: (error as Error).message }),
       );
       if (sync.kind === 'stripe') {
         // Upcoming invoices are refreshed apart from the feed (no pass covers them): their queue must drain.
-        await until('the upcoming-invoice queue to drain', async () => ((await countRows(sync.adminDb, 'public_swap._stripe_upcoming_due')) === 0 ? true : undefined), within(300_000)).catch(
-          (error) => violations.push({ check: 'health', detail: (error as Error).message }),
-        );
+        await until(
+          'the upcoming-invoice queue to drain',
+          async () => ((await countRows(sync.adminDb, 'public_swap._stripe_upcoming_due')) === 0 ? true : undefined),
+          within(300_000),
+        ).catch((error) => violations.push({ check: 'health', detail: (error as Error).message }));
       }
       if (sync.kind === 'airtable') {
         // A complete sweep that began after the traffic stopped. Cycles run back to back, so
         // the start of one is noted, then the completion of it or a later one awaited.
         let began: number | undefined;
-        await until('a complete sweep after the traffic', async () => {
-          const [meta] = (await readMeta(sync.reader)) ?? [];
-          if (!meta) return undefined;
-          if (began === undefined && meta.started_at > quietFrom) began = meta.started_at;
-          return began !== undefined && meta.completed_at >= began ? true : undefined;
-        }, within(300_000)).catch((error) => violations.push({ check: 'health', detail: (error as Error).message }));
+        await until(
+          'a complete sweep after the traffic',
+          async () => {
+            const [meta] = (await readMeta(sync.reader)) ?? [];
+            if (!meta) return undefined;
+            if (began === undefined && meta.started_at > quietFrom) began = meta.started_at;
+            return began !== undefined && meta.completed_at >= began ? true : undefined;
+          },
+          within(300_000),
+        ).catch((error) => violations.push({ check: 'health', detail: (error as Error).message }));
         await wait(sync.id)();
       }
     }
     // Deliveries back off exponentially while a receiver is down (up to an hour between
     // tries); after minutes down, the next try may be minutes away.
     const drainMs = 180_000 + 900_000 * (options.faultScale ?? 1);
-    await until('the webhook deliveries to drain', async () => (await webhooksDrained(apiUrl, token, syncs) ? true : undefined), within(drainMs)).catch((error) =>
-      violations.push({ check: 'health', detail: (error as Error).message }),
+    await until('the webhook deliveries to drain', async () => ((await webhooksDrained(apiUrl, token, syncs)) ? true : undefined), within(drainMs)).catch(
+      (error) => violations.push({ check: 'health', detail: (error as Error).message }),
     );
 
     // Final checks.
@@ -317,7 +335,8 @@ export async function simulate(options: SimulationOptions): Promise<SimulationRe
     for (const sync of syncs) {
       const view = await api(apiUrl, token, 'GET', `/api/syncs/${sync.id}`);
       checked('health: sync normal');
-      if (view.status.indicator !== 'normal') violations.push({ check: 'health', detail: `${sync.kind} sync ${sync.id} is ${view.status.indicator} after the traffic: ${view.status.last_error}` });
+      if (view.status.indicator !== 'normal')
+        violations.push({ check: 'health', detail: `${sync.kind} sync ${sync.id} is ${view.status.indicator} after the traffic: ${view.status.last_error}` });
       violations.push(...(await upstreams.matches(sync.kind, sync.adminDb, view.settings)));
       checked('db=upstream');
 
@@ -357,12 +376,16 @@ export async function simulate(options: SimulationOptions): Promise<SimulationRe
     const stats = await upstreams.stats();
     checked('health: no upstream 429');
     if (stats.stripe.rateLimited + stats.airtable.rateLimited > 0) {
-      violations.push({ check: 'health', detail: `the upstreams answered requests with 429: Stripe ${stats.stripe.rateLimited}, Airtable ${stats.airtable.rateLimited}` });
+      violations.push({
+        check: 'health',
+        detail: `the upstreams answered requests with 429: Stripe ${stats.stripe.rateLimited}, Airtable ${stats.airtable.rateLimited}`,
+      });
       for (const r of stats.refusals.slice(0, 3)) violations.push({ check: 'health', detail: describeRefusal(r) });
     }
     const unexplained = service.errors.filter((line) => !faults.some((f) => line.time >= f.from && line.time <= f.to));
     checked('health: error log lines explained');
-    for (const line of unexplained.slice(0, 10)) violations.push({ check: 'health', detail: `error logged with no fault to explain it: ${line.text.slice(0, 400)}` });
+    for (const line of unexplained.slice(0, 10))
+      violations.push({ check: 'health', detail: `error logged with no fault to explain it: ${line.text.slice(0, 400)}` });
     memory.last = (await service.memoryKb()) ?? 0;
     memory.peak = Math.max(memory.peak, memory.last);
     checked('health: memory bounded');
@@ -381,7 +404,17 @@ export async function simulate(options: SimulationOptions): Promise<SimulationRe
       if ('checked' in actor) checked('read-after-write', (actor as { checked: number }).checked);
     }
     for (const reader of readers) await reader.end();
-    return { seed: options.seed, minutes: options.minutes, operations, events, faults, checks, violations, memoryKb: memory, upstreamsLoopDelayMs: stats.loopDelayMs };
+    return {
+      seed: options.seed,
+      minutes: options.minutes,
+      operations,
+      events,
+      faults,
+      checks,
+      violations,
+      memoryKb: memory,
+      upstreamsLoopDelayMs: stats.loopDelayMs,
+    };
   } finally {
     for (const close of closers.reverse()) await close().catch(() => undefined);
     // SIM_KEEP=1 keeps the service's log and both PostgreSQL clusters, to look into a violation.
@@ -419,7 +452,9 @@ async function readMeta(url: string): Promise<Array<{ started_at: number; comple
   const client = new pg.Client({ connectionString: url });
   await client.connect();
   try {
-    const { rows } = await client.query<{ s: string; c: string }>('SELECT extract(epoch FROM started_at) * 1000 AS s, extract(epoch FROM completed_at) * 1000 AS c FROM public._sync_meta');
+    const { rows } = await client.query<{ s: string; c: string }>(
+      'SELECT extract(epoch FROM started_at) * 1000 AS s, extract(epoch FROM completed_at) * 1000 AS c FROM public._sync_meta',
+    );
     return rows.map((r) => ({ started_at: Number(r.s), completed_at: Number(r.c) }));
   } finally {
     await client.end();

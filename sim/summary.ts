@@ -14,16 +14,31 @@ export function summarize(report: SimulationReport): string {
   for (const f of report.faults) faults.set(f.name, (faults.get(f.name) ?? 0) + 1);
   return [
     `simulation: seed ${report.seed}, ${report.minutes} min of traffic\n`,
-    table(`operations (${totalDone} done)`, ops.map(([k, v]) => [k, `${v.done} done${v.refused ? `, ${v.refused} refused or failed` : ''}`])),
-    table('events', [...report.events].map(([k, n]) => [k, String(n)])),
-    table(`faults (${report.faults.length})`, [...faults].map(([k, n]) => [k, `${n}×`])),
-    table('checks', [...report.checks].map(([k, n]) => [k, String(n)])),
+    table(
+      `operations (${totalDone} done)`,
+      ops.map(([k, v]) => [k, `${v.done} done${v.refused ? `, ${v.refused} refused or failed` : ''}`]),
+    ),
+    table(
+      'events',
+      [...report.events].map(([k, n]) => [k, String(n)]),
+    ),
+    table(
+      `faults (${report.faults.length})`,
+      [...faults].map(([k, n]) => [k, `${n}×`]),
+    ),
+    table(
+      'checks',
+      [...report.checks].map(([k, n]) => [k, String(n)]),
+    ),
     `memory (RSS): first ${Math.round(report.memoryKb.first / 1024)} MiB, peak ${Math.round(report.memoryKb.peak / 1024)} MiB, last ${Math.round(report.memoryKb.last / 1024)} MiB\n`,
     report.upstreamsLoopDelayMs
       ? `upstreams' event-loop delay: p99 ${report.upstreamsLoopDelayMs.p99.toFixed(0)} ms, max ${report.upstreamsLoopDelayMs.max.toFixed(0)} ms\n`
       : '',
     report.violations.length === 0
       ? 'violations: none\n'
-      : table(`violations (${report.violations.length}; reproduce with --seed ${report.seed})`, report.violations.map((v) => [v.check, v.detail])),
+      : table(
+          `violations (${report.violations.length}; reproduce with --seed ${report.seed})`,
+          report.violations.map((v) => [v.check, v.detail]),
+        ),
   ].join('\n');
 }

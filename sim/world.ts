@@ -66,7 +66,10 @@ export class ServiceProcess {
     const deadline = Date.now() + 120_000;
     for (;;) {
       if (child.exitCode !== null || child.signalCode !== null) throw new Error(`the service exited while starting; see ${this.logFile}`);
-      const up = await fetch(`${this.apiUrl}/healthz`).then((r) => r.ok, () => false);
+      const up = await fetch(`${this.apiUrl}/healthz`).then(
+        (r) => r.ok,
+        () => false,
+      );
       if (up) return;
       if (Date.now() > deadline) throw new Error(`the service did not start in 120 s; see ${this.logFile}`);
       await new Promise((r) => setTimeout(r, 250));

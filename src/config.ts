@@ -95,7 +95,10 @@ export function parseUpstreams(raw: string | undefined): Map<string, string> {
 
 export function parseRoles(raw: string | undefined): Role[] {
   if (!raw) return [...allRoles];
-  const roles = raw.split(',').map((r) => r.trim()).filter(Boolean);
+  const roles = raw
+    .split(',')
+    .map((r) => r.trim())
+    .filter(Boolean);
   for (const role of roles) {
     if (!(allRoles as readonly string[]).includes(role)) {
       throw new Error(`unknown role ${JSON.stringify(role)}; roles are ${allRoles.join(', ')}`);
@@ -120,7 +123,10 @@ export function loadConfig(env: Env = process.env, overrides: Partial<Config> = 
     databaseUrl: env.DATABASE_URL || undefined,
     targetDatabaseUrl: env.TRIBUTARY_TARGET_DATABASE_URL || undefined,
     embeddedPgPort: port(env, 'TRIBUTARY_PG_PORT', 54329),
-    kafkaBrokers: (env.KAFKA_BROKERS ?? '').split(',').map((b) => b.trim()).filter(Boolean),
+    kafkaBrokers: (env.KAFKA_BROKERS ?? '')
+      .split(',')
+      .map((b) => b.trim())
+      .filter(Boolean),
     secretKeyBase64: env.TRIBUTARY_SECRET_KEY || undefined,
     adminToken: env.TRIBUTARY_ADMIN_TOKEN || undefined,
     webhookAllowPrivate: env.TRIBUTARY_WEBHOOK_ALLOW_PRIVATE === '1',

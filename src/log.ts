@@ -7,10 +7,26 @@ export type { Logger };
  * passes keys, tokens or passwords to the logger in the first place.
  */
 const redactPaths = [
-  'api_key', '*.api_key', 'apiKey', '*.apiKey',
-  'password', '*.password', 'token', '*.token', 'api_token', '*.api_token',
-  'authorization', '*.authorization', 'headers.authorization', '*.headers.authorization',
-  'database_url', '*.database_url', 'url', '*.url', 'secret', '*.secret',
+  'api_key',
+  '*.api_key',
+  'apiKey',
+  '*.apiKey',
+  'password',
+  '*.password',
+  'token',
+  '*.token',
+  'api_token',
+  '*.api_token',
+  'authorization',
+  '*.authorization',
+  'headers.authorization',
+  '*.headers.authorization',
+  'database_url',
+  '*.database_url',
+  'url',
+  '*.url',
+  'secret',
+  '*.secret',
 ];
 
 export interface LogOptions {
@@ -21,10 +37,7 @@ export interface LogOptions {
 
 export function createLogger(options: LogOptions = {}): Logger {
   const level = options.level ?? process.env.TRIBUTARY_LOG_LEVEL ?? 'info';
-  return pino(
-    { level, base: undefined, redact: { paths: redactPaths, censor: '[redacted]' } },
-    options.destination ?? process.stdout,
-  );
+  return pino({ level, base: undefined, redact: { paths: redactPaths, censor: '[redacted]' } }, options.destination ?? process.stdout);
 }
 
 /**

@@ -165,9 +165,10 @@ export async function startService(config: Config, logger: Logger, tunables: Tun
       logger: logger.child({ part: 'control' }),
     });
     // The wait endpoint's signals: wait requests wake sync runners, completed passes wake waiters.
-    const passes = config.roles.includes('api') || config.roles.includes('sync')
-      ? new PassSignals({ url: controlUrl, logger: logger.child({ part: 'passes' }) })
-      : undefined;
+    const passes =
+      config.roles.includes('api') || config.roles.includes('sync')
+        ? new PassSignals({ url: controlUrl, logger: logger.child({ part: 'passes' }) })
+        : undefined;
     const metrics = new ServiceMetrics({ pool });
     const runnerOptions = {
       control: pool,
@@ -304,9 +305,7 @@ export async function startService(config: Config, logger: Logger, tunables: Tun
       closers.push(() => decoders.stop());
       // Retention: whole day partitions go once they are older than the retention.
       const retention = setInterval(() => {
-        dropExpiredEventPartitions(pool, config.eventRetentionMs).catch((err: unknown) =>
-          logger.warn({ err }, 'could not drop expired event partitions'),
-        );
+        dropExpiredEventPartitions(pool, config.eventRetentionMs).catch((err: unknown) => logger.warn({ err }, 'could not drop expired event partitions'));
       }, 3_600_000);
       retention.unref();
       closers.push(async () => clearInterval(retention));

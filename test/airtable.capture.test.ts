@@ -67,7 +67,11 @@ test.before(async () => {
   state.webhook = await ensureWebhook(client(), target, logger);
   const refetch = async (c: AirtableClient, tableId: string, ids: string[]) => {
     const table = state.live.get(tableId)!;
-    await upsertRows(target, shapeOf(table, 'public'), (await c.recordsById(tableId, ids)).map((r) => rowOf(table, r)));
+    await upsertRows(
+      target,
+      shapeOf(table, 'public'),
+      (await c.recordsById(tableId, ids)).map((r) => rowOf(table, r)),
+    );
   };
   queue = new RefetchQueue({ fetch: (tableId, ids) => refetch(client(), tableId, ids), onFailed: () => state.needCycle(), onDrained: () => undefined, logger });
   const host: CaptureHost = {
@@ -99,10 +103,14 @@ test('an edit and a delete upstream reach the table within a few polls', async (
   await waitFor('both created', async () => ((await names()).length === 2 ? true : undefined), 10_000);
   base.updateRecord('Items', one!.id, { Name: 'One, edited' });
   base.deleteRecords('Items', [two!.id]);
-  await waitFor('the edit and the delete', async () => {
-    const rows = await names();
-    return rows.length === 1 && rows[0]!.name === 'One, edited' ? true : undefined;
-  }, 10_000);
+  await waitFor(
+    'the edit and the delete',
+    async () => {
+      const rows = await names();
+      return rows.length === 1 && rows[0]!.name === 'One, edited' ? true : undefined;
+    },
+    10_000,
+  );
 });
 
 test('with debounce_ms, an edit waits until the record has been stable that long', async () => {

@@ -102,13 +102,38 @@ test('every field type gets its documented column type', () => {
   const [mapping] = mapBase([table], AIRTABLE_DEFAULT_SETTINGS);
   const types = Object.fromEntries(mapping!.columns.map((c) => [c.upstreamType + (c.fieldId ?? ''), c.type]));
   const expected: Record<string, string> = {
-    multipleAttachments: 'text[]', autoNumber: 'numeric', barcode: 'numeric', button: 'text', checkbox: 'boolean',
-    singleCollaborator: 'text[]', multipleCollaborators: 'text[]', count: 'numeric', createdTime: 'timestamptz',
-    currency: 'numeric', date: 'date', dateTime: 'timestamptz', duration: 'text', email: 'text', formula: 'text',
-    lastModifiedBy: 'text', multilineText: 'text', multipleLookupValues: 'text[]', multipleSelects: 'text[]',
-    number: 'numeric', percent: 'numeric', phoneNumber: 'text', rating: 'numeric', singleLineText: 'text',
-    singleSelect: 'text', url: 'text', richText: 'text', lastModifiedTime: 'timestamptz', createdBy: 'text',
-    aiText: 'text', externalSyncSource: 'text', someTypeFromTheFuture: 'jsonb',
+    multipleAttachments: 'text[]',
+    autoNumber: 'numeric',
+    barcode: 'numeric',
+    button: 'text',
+    checkbox: 'boolean',
+    singleCollaborator: 'text[]',
+    multipleCollaborators: 'text[]',
+    count: 'numeric',
+    createdTime: 'timestamptz',
+    currency: 'numeric',
+    date: 'date',
+    dateTime: 'timestamptz',
+    duration: 'text',
+    email: 'text',
+    formula: 'text',
+    lastModifiedBy: 'text',
+    multilineText: 'text',
+    multipleLookupValues: 'text[]',
+    multipleSelects: 'text[]',
+    number: 'numeric',
+    percent: 'numeric',
+    phoneNumber: 'text',
+    rating: 'numeric',
+    singleLineText: 'text',
+    singleSelect: 'text',
+    url: 'text',
+    richText: 'text',
+    lastModifiedTime: 'timestamptz',
+    createdBy: 'text',
+    aiText: 'text',
+    externalSyncSource: 'text',
+    someTypeFromTheFuture: 'jsonb',
   };
   for (const f of everyType) {
     if (f.type === 'multipleRecordLinks' || f.type === 'rollup') continue;
@@ -118,7 +143,13 @@ test('every field type gets its documented column type', () => {
   assert.is(types.multipleRecordLinksfldA18, 'text[]', 'multiple links');
   assert.is(types.rollupfldA26, 'numeric', 'numeric rollup');
   assert.is(types.rollupfldA27, 'text[]', 'text rollup');
-  assert.equal(mapping!.columns.slice(0, 2).map((c) => [c.name, c.type]), [['id', 'text'], ['created_time', 'timestamptz']]);
+  assert.equal(
+    mapping!.columns.slice(0, 2).map((c) => [c.name, c.type]),
+    [
+      ['id', 'text'],
+      ['created_time', 'timestamptz'],
+    ],
+  );
   assert.is(mapping!.name, 'everything');
 });
 
@@ -168,7 +199,13 @@ test('a duration just short of a whole second carries into it instead of ending 
 
 test('a button is its URL or NULL, never its label; looked-up AI text and buttons read as in their own columns', () => {
   assert.is(converters.button({ label: 'Run script' }), null);
-  assert.equal(converters.textArray([{ state: 'generated', isStale: false, value: 'Summary' }, { state: 'error', isStale: false, value: null }]), ['Summary']);
+  assert.equal(
+    converters.textArray([
+      { state: 'generated', isStale: false, value: 'Summary' },
+      { state: 'error', isStale: false, value: null },
+    ]),
+    ['Summary'],
+  );
   assert.equal(converters.textArray([{ label: 'Open', url: 'https://example.com/r/1' }, { label: 'Run script' }]), ['https://example.com/r/1']);
   assert.is(converters.joinedText([{ state: 'generated', isStale: true, value: 'A' }, 'B']), 'A, B');
 });
@@ -184,10 +221,22 @@ test('a plan sweeps unchanged tables, rebuilds reshaped ones, recomments renamed
   const built = new Map(before.map((m) => [m.tableId, m]));
   const after = mapBase([base('Keep', 'Title'), base('Reshape', 'Heading'), base('Rename', 'title'), base('New', 'Title')], AIRTABLE_DEFAULT_SETTINGS);
   const plan = planMigration(after, built);
-  assert.equal(plan.sweep.map((m) => m.name), ['keep']);
-  assert.equal(plan.rebuild.map((m) => m.name), ['reshape', 'new']);
-  assert.equal(plan.recomment.map((m) => m.name), ['rename']);
-  assert.equal(plan.drop.map((m) => m.name), ['gone']);
+  assert.equal(
+    plan.sweep.map((m) => m.name),
+    ['keep'],
+  );
+  assert.equal(
+    plan.rebuild.map((m) => m.name),
+    ['reshape', 'new'],
+  );
+  assert.equal(
+    plan.recomment.map((m) => m.name),
+    ['rename'],
+  );
+  assert.equal(
+    plan.drop.map((m) => m.name),
+    ['gone'],
+  );
 });
 
 test.run();

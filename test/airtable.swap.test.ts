@@ -30,7 +30,14 @@ test.before(async () => {
   url = withDatabase(serverAdminUrl(), name);
   db = new pg.Pool({ connectionString: url, max: 4 });
   [mapping] = mapBase(
-    [{ id: 'tblTasksTasksTas', name: 'Tasks', primaryFieldId: 'fldLabelLabelLab', fields: [{ id: 'fldLabelLabelLab', name: 'Label', type: 'singleLineText' }] }],
+    [
+      {
+        id: 'tblTasksTasksTas',
+        name: 'Tasks',
+        primaryFieldId: 'fldLabelLabelLab',
+        fields: [{ id: 'fldLabelLabelLab', name: 'Label', type: 'singleLineText' }],
+      },
+    ],
     AIRTABLE_DEFAULT_SETTINGS,
   ) as [TableMapping];
   await prepareRebuild(db, builtTable(mapping));
@@ -83,7 +90,11 @@ test('a write to the old table while the swap compares the tables commits after 
     await fresh.end();
   }
   const { rows } = await db.query("SELECT id, label FROM public.tasks WHERE id IN ('rec1', 'rec2') ORDER BY id");
-  assert.equal(rows.map((r) => r.label), ['written during the swap', 'new 2'], 'the write went into the new table, after the swap');
+  assert.equal(
+    rows.map((r) => r.label),
+    ['written during the swap', 'new 2'],
+    'the write went into the new table, after the swap',
+  );
 });
 
 test('a record written meanwhile and not fetched again holds the swap back; the old table stays', async () => {
@@ -91,14 +102,24 @@ test('a record written meanwhile and not fetched again holds the swap back; the 
   const since = Date.now();
   await proxiedWrite('rec7', 'proxied');
   const held = await swapIn(db, builtTable(mapping), { since, covered: () => false });
-  assert.equal(held.map((m) => m.id), ['rec7']);
+  assert.equal(
+    held.map((m) => m.id),
+    ['rec7'],
+  );
   const { rows } = await db.query("SELECT label FROM public.tasks WHERE id IN ('rec7', 'rec8') ORDER BY id");
-  assert.equal(rows.map((r) => r.label), ['proxied', 'old 8'], 'nothing swapped');
+  assert.equal(
+    rows.map((r) => r.label),
+    ['proxied', 'old 8'],
+    'nothing swapped',
+  );
   // Fetched again into the new table: now it goes in.
   await db.query("UPDATE public_swap.tasks SET label = 'proxied' WHERE id = 'rec7'");
   assert.equal(await swapIn(db, builtTable(mapping), { since, covered: () => true }), []);
   const after = await db.query("SELECT label FROM public.tasks WHERE id IN ('rec7', 'rec8') ORDER BY id");
-  assert.equal(after.rows.map((r) => r.label), ['proxied', 'newer 8']);
+  assert.equal(
+    after.rows.map((r) => r.label),
+    ['proxied', 'newer 8'],
+  );
 });
 
 test.run();

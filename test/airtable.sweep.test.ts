@@ -27,7 +27,10 @@ test.before(async () => {
   fake = await startFakeAirtable({ rateLimit: { perBasePerSecond: 5, perTokenPerSecond: 50, lockoutMs: LOCKOUT_MS } });
   fake.addToken(TOKEN, { bases: '*' });
   base = fake.createBase({ name: 'Sweeps' });
-  base.createTable('Items', [{ name: 'Name', type: 'singleLineText' }, { name: 'Count', type: 'number' }]);
+  base.createTable('Items', [
+    { name: 'Name', type: 'singleLineText' },
+    { name: 'Count', type: 'number' },
+  ]);
   base.createRecords(
     'Items',
     Array.from({ length: 250 }, (_, i) => ({ Name: `item ${i}`, Count: i })),
@@ -66,7 +69,10 @@ test('a complete sweep writes every record, and a second one writes nothing', as
 });
 
 test('a listing that fails midway deletes nothing', async () => {
-  const victims = base.records('Items').slice(0, 5).map((r) => r.id);
+  const victims = base
+    .records('Items')
+    .slice(0, 5)
+    .map((r) => r.id);
   base.deleteRecords('Items', victims);
   // Page 1 answers; page 2 fails for good.
   fake.faults.add({ match: { path: /listRecords$/ }, kind: 'delay', delayMs: 1, times: 1 });

@@ -126,23 +126,54 @@ test.before(async () => {
 test.after(async () => svc.stop());
 
 test('tables and columns follow the naming rules', async () => {
-  const tables = await query<{ table_name: string }>(
-    reader,
-    "SELECT table_name FROM information_schema.tables WHERE table_schema = 'public' ORDER BY 1",
+  const tables = await query<{ table_name: string }>(reader, "SELECT table_name FROM information_schema.tables WHERE table_schema = 'public' ORDER BY 1");
+  assert.equal(
+    tables.map((t) => t.table_name),
+    ['_sync_meta', 'clients', 'everything'],
   );
-  assert.equal(tables.map((t) => t.table_name), ['_sync_meta', 'clients', 'everything']);
   const columns = await query<{ column_name: string; data_type: string; udt_name: string }>(
     reader,
     "SELECT column_name, data_type, udt_name FROM information_schema.columns WHERE table_name = 'everything' ORDER BY ordinal_position",
   );
   const types = Object.fromEntries(columns.map((c) => [c.column_name, c.data_type === 'ARRAY' ? `${c.udt_name.slice(1)}[]` : c.data_type]));
   assert.equal(types, {
-    id: 'text', created_time: 'timestamp with time zone', name: 'text', id_: 'text', email: 'text', url: 'text', long: 'text',
-    phone: 'text', num: 'numeric', pct: 'numeric', money: 'numeric', stars: 'numeric', auto: 'numeric', dur: 'text',
-    check: 'boolean', day: 'date', when: 'timestamp with time zone', created: 'timestamp with time zone',
-    modified: 'timestamp with time zone', status: 'text', tags: 'text[]', owner: 'text[]', creator: 'text', editor: 'text',
-    team: 'text[]', files: 'text[]', code: 'numeric', go: 'text', ai: 'text', future: 'jsonb', client: 'text', clients: 'text[]',
-    client_count: 'numeric', client_names: 'text[]', client_revenue: 'numeric', double: 'text', shout: 'text',
+    id: 'text',
+    created_time: 'timestamp with time zone',
+    name: 'text',
+    id_: 'text',
+    email: 'text',
+    url: 'text',
+    long: 'text',
+    phone: 'text',
+    num: 'numeric',
+    pct: 'numeric',
+    money: 'numeric',
+    stars: 'numeric',
+    auto: 'numeric',
+    dur: 'text',
+    check: 'boolean',
+    day: 'date',
+    when: 'timestamp with time zone',
+    created: 'timestamp with time zone',
+    modified: 'timestamp with time zone',
+    status: 'text',
+    tags: 'text[]',
+    owner: 'text[]',
+    creator: 'text',
+    editor: 'text',
+    team: 'text[]',
+    files: 'text[]',
+    code: 'numeric',
+    go: 'text',
+    ai: 'text',
+    future: 'jsonb',
+    client: 'text',
+    clients: 'text[]',
+    client_count: 'numeric',
+    client_names: 'text[]',
+    client_revenue: 'numeric',
+    double: 'text',
+    shout: 'text',
   });
 });
 
@@ -154,12 +185,36 @@ test('every field type lands with the right value', async () => {
   assert.is(row!.id, upstream.id);
   assert.equal(row!.created_time, new Date(upstream.createdTime));
   const expected: Record<string, unknown> = {
-    name: 'First', id_: 'ext-1', email: 'a@example.com', url: 'https://example.com', long: 'line 1\nline 2',
-    phone: '(555) 123-4567', num: '21.5', pct: '0.5', money: '9.99', stars: '4', auto: '1', dur: '1:30:00', check: true,
-    day: '2022-09-05', when: new Date('2022-09-05T10:30:00.000Z'), status: 'Todo', tags: ['a', 'b'],
-    owner: ['kim@example.com'], team: ['kim@example.com', 'lee@example.com'], code: '12345', go: 'https://example.com/go',
-    ai: 'A summary', future: { anything: [1, 2, 3] }, client: acme, clients: [acme, globex], client_count: '2',
-    client_names: ['Acme', 'Globex'], client_revenue: '1250', double: '43', shout: 'FIRST!',
+    name: 'First',
+    id_: 'ext-1',
+    email: 'a@example.com',
+    url: 'https://example.com',
+    long: 'line 1\nline 2',
+    phone: '(555) 123-4567',
+    num: '21.5',
+    pct: '0.5',
+    money: '9.99',
+    stars: '4',
+    auto: '1',
+    dur: '1:30:00',
+    check: true,
+    day: '2022-09-05',
+    when: new Date('2022-09-05T10:30:00.000Z'),
+    status: 'Todo',
+    tags: ['a', 'b'],
+    owner: ['kim@example.com'],
+    team: ['kim@example.com', 'lee@example.com'],
+    code: '12345',
+    go: 'https://example.com/go',
+    ai: 'A summary',
+    future: { anything: [1, 2, 3] },
+    client: acme,
+    clients: [acme, globex],
+    client_count: '2',
+    client_names: ['Acme', 'Globex'],
+    client_revenue: '1250',
+    double: '43',
+    shout: 'FIRST!',
   };
   // pg returns date columns as local-midnight Dates; compare the calendar day.
   const day = row!.day as Date;
@@ -203,7 +258,11 @@ test('creates, updates and deletes upstream reach the database within seconds', 
   const updated = await waitForRows<{ revenue: string }>(reader, `SELECT revenue FROM clients WHERE id = '${made!.id}'`, (r) => r[0]?.revenue === '6');
   base.deleteRecords('Clients', [made!.id]);
   const deleted = await waitForRows(reader, `SELECT 1 FROM clients WHERE id = '${made!.id}'`, (r) => r.length === 0);
-  for (const [what, took] of [['create', created.ms], ['update', updated.ms], ['delete', deleted.ms]] as const) {
+  for (const [what, took] of [
+    ['create', created.ms],
+    ['update', updated.ms],
+    ['delete', deleted.ms],
+  ] as const) {
     assert.ok(took < 5000, `${what} took ${took} ms`);
   }
 });
@@ -260,11 +319,7 @@ test('a revoked key turns the status red with a clear error and deletes nothing'
   const countBefore = await query(reader, 'SELECT count(*)::int AS n FROM everything');
   svc.airtable.revokeToken(AIRTABLE_TEST_TOKEN);
   try {
-    const status = await waitForRows(
-      reader,
-      'SELECT 1',
-      () => true,
-    ).then(async () => {
+    const status = await waitForRows(reader, 'SELECT 1', () => true).then(async () => {
       for (let i = 0; i < 100; i++) {
         const shown = await request(svc.api, 'GET', `/api/syncs/${syncId}`, { token: account.token });
         if (shown.body.status.indicator === 'red') return shown.body.status;

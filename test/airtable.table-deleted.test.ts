@@ -10,7 +10,16 @@ import * as assert from 'uvu/assert';
 import type { FakeBase } from '../fakes/airtable/index.ts';
 import { query } from './harness/postgres.ts';
 import { waitFor } from './harness/process.ts';
-import { AIRTABLE_TEST_TOKEN, createAccount, loudSetUp, request, startTestService, type TestAccount, type TestService, waitOk as waitOkOf } from './harness/service.ts';
+import {
+  AIRTABLE_TEST_TOKEN,
+  createAccount,
+  loudSetUp,
+  request,
+  startTestService,
+  type TestAccount,
+  type TestService,
+  waitOk as waitOkOf,
+} from './harness/service.ts';
 
 let svc: TestService | undefined;
 let account: TestAccount;
@@ -36,26 +45,32 @@ async function fatalErrors(): Promise<string[]> {
 const waitOk = () => waitOkOf(svc!, account.token, syncId);
 
 test.before(
-  loudSetUp(async () => {
-    svc = await startTestService({
-      config: { roles: ['api', 'sync', 'decoder'] },
-      tunables: { airtable: { pollIntervalMs: 250, cycleGapMs: 250 }, workerTickMs: 250 },
-    });
-    account = await createAccount(svc);
-    base = svc.airtable.createBase({ name: 'Deletions' });
-    for (const name of ['Keep', 'Doomed', 'Also doomed']) {
-      base.createTable(name, fields);
-      base.createRecords(name, Array.from({ length: 20 }, (_, i) => ({ Name: `${name} ${i}`, Count: i })));
-    }
-    const created = await request(svc.api, 'POST', '/api/syncs', {
-      token: account.token,
-      body: { kind: 'airtable', base_id: base.id, api_key: AIRTABLE_TEST_TOKEN },
-    });
-    assert.is(created.status, 201, created.text);
-    syncId = created.body.id;
-    reader = created.body.database.url;
-    await waitFor('the first cycle', async () => ((await tables()).includes('also_doomed') ? true : undefined), 60_000);
-  }, () => svc),
+  loudSetUp(
+    async () => {
+      svc = await startTestService({
+        config: { roles: ['api', 'sync', 'decoder'] },
+        tunables: { airtable: { pollIntervalMs: 250, cycleGapMs: 250 }, workerTickMs: 250 },
+      });
+      account = await createAccount(svc);
+      base = svc.airtable.createBase({ name: 'Deletions' });
+      for (const name of ['Keep', 'Doomed', 'Also doomed']) {
+        base.createTable(name, fields);
+        base.createRecords(
+          name,
+          Array.from({ length: 20 }, (_, i) => ({ Name: `${name} ${i}`, Count: i })),
+        );
+      }
+      const created = await request(svc.api, 'POST', '/api/syncs', {
+        token: account.token,
+        body: { kind: 'airtable', base_id: base.id, api_key: AIRTABLE_TEST_TOKEN },
+      });
+      assert.is(created.status, 201, created.text);
+      syncId = created.body.id;
+      reader = created.body.database.url;
+      await waitFor('the first cycle', async () => ((await tables()).includes('also_doomed') ? true : undefined), 60_000);
+    },
+    () => svc,
+  ),
 );
 
 test.after(async () => {
@@ -75,7 +90,7 @@ test('a table deleted while a cycle lists it: dropped, and the key is not called
   assert.is.not(view.body.status.indicator, 'red', view.body.status.last_error ?? '');
 });
 
-test("a table deleted right after a change to one of its records: change capture goes on", async () => {
+test('a table deleted right after a change to one of its records: change capture goes on', async () => {
   const keep = base.records('Keep')[0]!;
   const doomed = base.records('Also doomed')[0]!;
   // One payload: a changed record of a table that is gone by the time it is fetched.
@@ -84,10 +99,14 @@ test("a table deleted right after a change to one of its records: change capture
   await waitFor('the table to be dropped', async () => (!(await tables()).includes('also_doomed') ? true : undefined), 30_000);
   // Change capture still brings later changes.
   base.updateRecord('Keep', keep.id, { Count: 1234 });
-  await waitFor('a later change', async () => {
-    const rows = await query<{ count: string }>(reader, 'SELECT count::text FROM public.keep WHERE id = $1', [keep.id]);
-    return rows[0]?.count === '1234' ? true : undefined;
-  }, 20_000);
+  await waitFor(
+    'a later change',
+    async () => {
+      const rows = await query<{ count: string }>(reader, 'SELECT count::text FROM public.keep WHERE id = $1', [keep.id]);
+      return rows[0]?.count === '1234' ? true : undefined;
+    },
+    20_000,
+  );
   await waitOk();
   assert.equal(await fatalErrors(), []);
   const view = await request(svc!.api, 'GET', `/api/syncs/${syncId}`, { token: account.token });

@@ -17,9 +17,9 @@ test.after(async () => svc.stop());
 
 const webhooks = async (baseId: string) =>
   (
-    (await (
-      await fetch(`${svc.airtable.url}/v0/bases/${baseId}/webhooks`, { headers: { authorization: `Bearer ${AIRTABLE_TEST_TOKEN}` } })
-    ).json()) as { webhooks: Array<{ id: string; expirationTime: string }> }
+    (await (await fetch(`${svc.airtable.url}/v0/bases/${baseId}/webhooks`, { headers: { authorization: `Bearer ${AIRTABLE_TEST_TOKEN}` } })).json()) as {
+      webhooks: Array<{ id: string; expirationTime: string }>;
+    }
   ).webhooks;
 
 test('the sync refreshes its webhook before it expires, and changes keep flowing', async () => {

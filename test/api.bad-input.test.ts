@@ -1,15 +1,7 @@
 import http from 'node:http';
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
-import {
-  airtableSyncBody,
-  createAccount,
-  request,
-  startTestService,
-  type HttpAnswer,
-  type TestAccount,
-  type TestService,
-} from './harness/service.ts';
+import { airtableSyncBody, createAccount, request, startTestService, type HttpAnswer, type TestAccount, type TestService } from './harness/service.ts';
 
 let svc: TestService;
 let account: TestAccount;
@@ -66,11 +58,7 @@ test('malformed JSON, a non-object, and a wrong content type are refused', async
     assertClientError(await request(svc.api, method, route, { token, raw: '"text"', headers }), 400, `${route} string`);
     assertClientError(await request(svc.api, method, route, { token, raw: 'null', headers }), 400, `${route} null`);
     assertClientError(await request(svc.api, method, route, { token }), 400, `${route} no body`);
-    assertClientError(
-      await request(svc.api, method, route, { token, raw: 'name=x', headers: { 'content-type': 'text/plain' } }),
-      415,
-      `${route} text/plain`,
-    );
+    assertClientError(await request(svc.api, method, route, { token, raw: 'name=x', headers: { 'content-type': 'text/plain' } }), 415, `${route} text/plain`);
   }
 });
 

@@ -58,36 +58,42 @@ const ERROR_REF = '#/components/schemas/Error';
 const METHODS = ['get', 'post', 'patch', 'put', 'delete'] as const;
 
 test.before(
-  loudSetUp(async () => {
-    // A receiver that always fails, so deliveries exist (exhausted after one attempt).
-    receiver = http.createServer((_req, res) => res.writeHead(500).end('no'));
-    await new Promise<void>((resolve) => receiver.listen(0, '127.0.0.1', resolve));
-    receiverUrl = `http://127.0.0.1:${(receiver.address() as { port: number }).port}/hook`;
-    svc = await startTestService({
-      config: { roles: ['api', 'sync', 'decoder'], webhookAllowPrivate: true },
-      tunables: {
-        airtable: { pollIntervalMs: 250, cycleGapMs: 250 },
-        stripe: { pollIntervalMs: 250 },
-        workerTickMs: 250,
-        webhooks: { schedule: { maxAttempts: 1, timeoutMs: 2_000 } },
-      },
-    });
-    doc = (await request(svc.api, 'GET', '/api/openapi.json')).body;
-    account = await createAccount(svc, 'acme');
-    base = svc.airtable.createBase({ name: 'Projects' });
-    base.createTable('Tasks', [{ name: 'Name', type: 'singleLineText' }]);
-    base.createRecords('Tasks', [{ Name: 'a' }, { Name: 'b' }]);
-    const created = await request(svc.api, 'POST', '/api/syncs', { token: account.token, body: { kind: 'airtable', base_id: base.id, api_key: AIRTABLE_TEST_TOKEN } });
-    assert.is(created.status, 201, created.text);
-    syncId = created.body.id;
-    await waitOk(svc, account.token, syncId, 60_000);
-    const webhook = await request(svc.api, 'POST', `/api/syncs/${syncId}/webhooks`, {
-      token: account.token,
-      body: { url: receiverUrl, topics: [`svc.${syncId}.tasks`] },
-    });
-    assert.is(webhook.status, 201, webhook.text);
-    webhookId = webhook.body.id;
-  }, () => svc),
+  loudSetUp(
+    async () => {
+      // A receiver that always fails, so deliveries exist (exhausted after one attempt).
+      receiver = http.createServer((_req, res) => res.writeHead(500).end('no'));
+      await new Promise<void>((resolve) => receiver.listen(0, '127.0.0.1', resolve));
+      receiverUrl = `http://127.0.0.1:${(receiver.address() as { port: number }).port}/hook`;
+      svc = await startTestService({
+        config: { roles: ['api', 'sync', 'decoder'], webhookAllowPrivate: true },
+        tunables: {
+          airtable: { pollIntervalMs: 250, cycleGapMs: 250 },
+          stripe: { pollIntervalMs: 250 },
+          workerTickMs: 250,
+          webhooks: { schedule: { maxAttempts: 1, timeoutMs: 2_000 } },
+        },
+      });
+      doc = (await request(svc.api, 'GET', '/api/openapi.json')).body;
+      account = await createAccount(svc, 'acme');
+      base = svc.airtable.createBase({ name: 'Projects' });
+      base.createTable('Tasks', [{ name: 'Name', type: 'singleLineText' }]);
+      base.createRecords('Tasks', [{ Name: 'a' }, { Name: 'b' }]);
+      const created = await request(svc.api, 'POST', '/api/syncs', {
+        token: account.token,
+        body: { kind: 'airtable', base_id: base.id, api_key: AIRTABLE_TEST_TOKEN },
+      });
+      assert.is(created.status, 201, created.text);
+      syncId = created.body.id;
+      await waitOk(svc, account.token, syncId, 60_000);
+      const webhook = await request(svc.api, 'POST', `/api/syncs/${syncId}/webhooks`, {
+        token: account.token,
+        body: { url: receiverUrl, topics: [`svc.${syncId}.tasks`] },
+      });
+      assert.is(webhook.status, 201, webhook.text);
+      webhookId = webhook.body.id;
+    },
+    () => svc,
+  ),
 );
 
 test.after(async () => {
@@ -114,7 +120,10 @@ function answerSchema(op: OperationDoc, status: number, contentType: string | nu
   const response = op.responses[String(status)];
   if (!response) throw new Error(`${where}: the document has no ${status} answer (it has ${Object.keys(op.responses).join(', ')})`);
   const entry = Object.entries(response.content ?? {}).find(([type]) => mediaType(type) === mediaType(contentType));
-  if (!entry?.[1].schema) throw new Error(`${where}: the ${status} answer is documented without ${mediaType(contentType)} (it has ${Object.keys(response.content ?? {}).join(', ') || 'no body'})`);
+  if (!entry?.[1].schema)
+    throw new Error(
+      `${where}: the ${status} answer is documented without ${mediaType(contentType)} (it has ${Object.keys(response.content ?? {}).join(', ') || 'no body'})`,
+    );
   return entry[1].schema;
 }
 
@@ -228,8 +237,15 @@ test('every route the router registers is documented with its parameters, reques
   assert.equal(problemsOf(doc, layers()), []);
   // And the document names no route the router does not have.
   const registered = new Set(routes.map((r) => `${r.method} ${openApiPath(r.route)}`));
-  const documented = Object.entries(doc.paths).flatMap(([p, ops]) => Object.keys(ops).filter((m) => (METHODS as readonly string[]).includes(m)).map((m) => `${m} ${p}`));
-  assert.equal(documented.filter((d) => !registered.has(d)), []);
+  const documented = Object.entries(doc.paths).flatMap(([p, ops]) =>
+    Object.keys(ops)
+      .filter((m) => (METHODS as readonly string[]).includes(m))
+      .map((m) => `${m} ${p}`),
+  );
+  assert.equal(
+    documented.filter((d) => !registered.has(d)),
+    [],
+  );
   assert.is(documented.length, routes.length);
 });
 
@@ -346,7 +362,10 @@ test('syncs of both kinds: created, listed, shown, changed, refused, deleted', a
   const twice = await request(svc.api, 'POST', '/api/syncs', { token: account.token, body: airtableSyncBody('appBBBBBBBBBBBBBB') });
   assert.is(twice.status, 409);
   conforms(twice, 'post', '/api/syncs');
-  const badKey = await request(svc.api, 'POST', '/api/syncs', { token: account.token, body: { ...airtableSyncBody('appCCCCCCCCCCCCCC'), api_key: 'patWRONG' } });
+  const badKey = await request(svc.api, 'POST', '/api/syncs', {
+    token: account.token,
+    body: { ...airtableSyncBody('appCCCCCCCCCCCCCC'), api_key: 'patWRONG' },
+  });
   assert.is(badKey.status, 422, badKey.text);
   conforms(badKey, 'post', '/api/syncs');
   const foreign = await request(svc.api, 'GET', '/api/syncs?account_id=acc_other', { token: account.token });
@@ -433,7 +452,10 @@ test("the service's and the console's routes", async () => {
   conforms(await request(svc.api, 'GET', '/console/nothing.js'), 'get', '/console/{file}');
 
   const tables = await request(svc.api, 'GET', `/api/syncs/${syncId}/tables`, { token: account.token });
-  assert.equal(tables.body.data.map((t: { name: string }) => t.name), ['tasks']);
+  assert.equal(
+    tables.body.data.map((t: { name: string }) => t.name),
+    ['tasks'],
+  );
   conforms(tables, 'get', '/api/syncs/{id}/tables');
   conforms(await request(svc.api, 'GET', `/api/syncs/${syncId}/history?hours=1`, { token: account.token }), 'get', '/api/syncs/{id}/history');
   const badHours = await request(svc.api, 'GET', `/api/syncs/${syncId}/history?hours=99`, { token: account.token });

@@ -1,15 +1,7 @@
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
 import { query } from './harness/postgres.ts';
-import {
-  airtableSyncBody,
-  createAccount,
-  request,
-  startTestService,
-  stripeSyncBody,
-  type TestAccount,
-  type TestService,
-} from './harness/service.ts';
+import { airtableSyncBody, createAccount, request, startTestService, stripeSyncBody, type TestAccount, type TestService } from './harness/service.ts';
 
 let svc: TestService;
 let alice: TestAccount;
@@ -75,7 +67,14 @@ test('a Stripe sync takes settings and lists with its status', async () => {
   assert.ok(ids.includes(created.body.id));
   for (const sync of listed.body.data) {
     assert.equal(Object.keys(sync.status).sort(), [
-      'completed_at', 'duration_last', 'indicator', 'lag_seconds', 'last_error', 'progress', 'reason', 'started_at',
+      'completed_at',
+      'duration_last',
+      'indicator',
+      'lag_seconds',
+      'last_error',
+      'progress',
+      'reason',
+      'started_at',
     ]);
   }
 });
@@ -189,13 +188,12 @@ test('deleting a sync drops its database; keep_database keeps it readable', asyn
   assert.equal(rows, [{ n: 1 }], 'the kept database still answers its reader');
 
   const admin = process.env.TEST_PG_ADMIN_URL!;
-  const dbs = await query<{ datname: string }>(admin, 'SELECT datname FROM pg_database WHERE datname = ANY($1)', [
-    [gone.database.name, kept.database.name],
-  ]);
-  assert.equal(dbs.map((d) => d.datname), [kept.database.name]);
-  const slots = await query(admin, 'SELECT slot_name FROM pg_replication_slots WHERE slot_name = ANY($1)', [
-    [gone.database.name, kept.database.name],
-  ]);
+  const dbs = await query<{ datname: string }>(admin, 'SELECT datname FROM pg_database WHERE datname = ANY($1)', [[gone.database.name, kept.database.name]]);
+  assert.equal(
+    dbs.map((d) => d.datname),
+    [kept.database.name],
+  );
+  const slots = await query(admin, 'SELECT slot_name FROM pg_replication_slots WHERE slot_name = ANY($1)', [[gone.database.name, kept.database.name]]);
   assert.equal(slots, [], 'no slot stays behind, even for a kept database');
   const bad = await request(svc.api, 'DELETE', `/api/syncs/${kept.id}?keep_database=maybe`, { token: erin.token });
   assert.is(bad.status, 404, 'already deleted');

@@ -38,38 +38,43 @@ async function eventsOf(syncId: string): Promise<Array<{ event: string; id: stri
   return rows.map((r) => JSON.parse(r.value));
 }
 
-test.before(loudSetUp(async () => {
-  fake = await startFakeStripe();
-  fake.addKey(STRIPE_KEY, { account: fake.createAccount().id });
-  svc = await startTestService({
-    config: { roles: ['api', 'sync', 'decoder', 'events'] },
-    tunables: {
-      airtable: { pollIntervalMs: SLOW_POLL_MS, cycleGapMs: 10 * SLOW_POLL_MS },
-      stripe: { pollIntervalMs: SLOW_POLL_MS },
-      workerTickMs: 250,
-      decoder: { lagReportMs: 300 },
+test.before(
+  loudSetUp(
+    async () => {
+      fake = await startFakeStripe();
+      fake.addKey(STRIPE_KEY, { account: fake.createAccount().id });
+      svc = await startTestService({
+        config: { roles: ['api', 'sync', 'decoder', 'events'] },
+        tunables: {
+          airtable: { pollIntervalMs: SLOW_POLL_MS, cycleGapMs: 10 * SLOW_POLL_MS },
+          stripe: { pollIntervalMs: SLOW_POLL_MS },
+          workerTickMs: 250,
+          decoder: { lagReportMs: 300 },
+        },
+        stripeUrl: fake.url,
+      });
+      account = await createAccount(svc, 'waiter');
+      other = await createAccount(svc, 'someone else');
+      base = svc.airtable.createBase({ name: 'Wait' });
+      base.createTable('Tasks', [
+        { name: 'Name', type: 'singleLineText' },
+        { name: 'Points', type: 'number', options: { precision: 0 } },
+      ]);
+      base.createRecords('Tasks', [
+        { Name: 'one', Points: 1 },
+        { Name: 'two', Points: 2 },
+      ]);
+      const created = await request(svc.api, 'POST', '/api/syncs', {
+        token: account.token,
+        body: { kind: 'airtable', base_id: base.id, api_key: AIRTABLE_TEST_TOKEN },
+      });
+      assert.is(created.status, 201, created.text);
+      airtableSync = created.body.id;
+      airtableReader = created.body.database.url;
     },
-    stripeUrl: fake.url,
-  });
-  account = await createAccount(svc, 'waiter');
-  other = await createAccount(svc, 'someone else');
-  base = svc.airtable.createBase({ name: 'Wait' });
-  base.createTable('Tasks', [
-    { name: 'Name', type: 'singleLineText' },
-    { name: 'Points', type: 'number', options: { precision: 0 } },
-  ]);
-  base.createRecords('Tasks', [
-    { Name: 'one', Points: 1 },
-    { Name: 'two', Points: 2 },
-  ]);
-  const created = await request(svc.api, 'POST', '/api/syncs', {
-    token: account.token,
-    body: { kind: 'airtable', base_id: base.id, api_key: AIRTABLE_TEST_TOKEN },
-  });
-  assert.is(created.status, 201, created.text);
-  airtableSync = created.body.id;
-  airtableReader = created.body.database.url;
-}, () => svc));
+    () => svc,
+  ),
+);
 
 test.after(async () => {
   await svc?.stop();
@@ -83,9 +88,15 @@ test('the first wait answers after the first build, with its rows and events log
   assert.match(answer.body.lsn, /^[0-9A-F]+\/[0-9A-F]+$/);
   assert.is(answer.headers.get('cache-control'), 'no-store');
   const rows = await query<{ name: string }>(airtableReader, 'SELECT name FROM tasks ORDER BY name');
-  assert.equal(rows.map((r) => r.name), ['one', 'two']);
+  assert.equal(
+    rows.map((r) => r.name),
+    ['one', 'two'],
+  );
   const events = await eventsOf(airtableSync);
-  assert.equal(events.map((e) => e.event), ['inserted', 'inserted']);
+  assert.equal(
+    events.map((e) => e.event),
+    ['inserted', 'inserted'],
+  );
 });
 
 test('Airtable: an upstream edit is in the database and the event log when the wait answers', async () => {
@@ -147,9 +158,15 @@ test('Stripe: a new customer is in the database and the event log when the wait 
     assert.equal(answer.body.ok, true, answer.text);
     assert.ok(ms < SLOW_POLL_MS / 3, `answered in ${ms} ms: the wait started a read of the events feed`);
     const rows = await query<{ name: string }>(reader, 'SELECT name FROM customer WHERE id = $1', [customer.id]);
-    assert.equal(rows.map((r) => r.name), [name]);
+    assert.equal(
+      rows.map((r) => r.name),
+      [name],
+    );
     const events = await eventsOf(syncId);
-    assert.ok(events.some((e) => e.event === 'inserted' && e.id === customer.id), 'the insert is logged');
+    assert.ok(
+      events.some((e) => e.event === 'inserted' && e.id === customer.id),
+      'the insert is logged',
+    );
   }
   // The admin token may wait on any sync.
   assert.equal((await wait(syncId, svc.adminToken)).body.ok, true);

@@ -40,7 +40,19 @@ function readTable(output: string): Array<Record<string, string>> {
 test('--help lists every command, and each command has its own help', async () => {
   const top = await cli(['--help']);
   assert.is(top.code, 0);
-  for (const command of ['run', 'fake airtable', 'fake stripe', 'accounts create', 'accounts list', 'syncs create', 'syncs list', 'syncs show', 'syncs settings', 'syncs delete', 'syncs watch']) {
+  for (const command of [
+    'run',
+    'fake airtable',
+    'fake stripe',
+    'accounts create',
+    'accounts list',
+    'syncs create',
+    'syncs list',
+    'syncs show',
+    'syncs settings',
+    'syncs delete',
+    'syncs watch',
+  ]) {
     assert.ok(top.output.includes(`tributary ${command}`), `overview lists ${command}`);
     const own = await cli([...command.split(' '), '--help']);
     assert.is(own.code, 0, command);
@@ -69,7 +81,10 @@ test('accounts and syncs are managed end to end from the CLI', async () => {
   assert.equal(sync.settings, { turbo: true });
 
   const listed = await cli(['syncs', 'list', '--json'], { token });
-  assert.equal(JSON.parse(listed.output).data.map((s: { id: string }) => s.id), [sync.id]);
+  assert.equal(
+    JSON.parse(listed.output).data.map((s: { id: string }) => s.id),
+    [sync.id],
+  );
 
   const shown = await cli(['syncs', 'show', sync.id], { token });
   assert.is(JSON.parse(shown.output).database.name, sync.database.name);
@@ -87,7 +102,11 @@ test('lists print an aligned table; --json prints the API answer unchanged', asy
   const account = await createAccount(svc, 'table-co');
   const bodies = [airtableSyncBody('appBBBBBBBBBBBBBB'), { ...stripeSyncBody(), api_key: 'sk_test_persist123' }];
   const syncs = await Promise.all(bodies.map((body) => request(svc.api, 'POST', '/api/syncs', { token: account.token, body })));
-  assert.equal(syncs.map((answer) => answer.status), [201, 201], syncs.map((answer) => answer.text).join('\n'));
+  assert.equal(
+    syncs.map((answer) => answer.status),
+    [201, 201],
+    syncs.map((answer) => answer.text).join('\n'),
+  );
   const ids = syncs.map((answer) => answer.body.id as string);
 
   const table = await cli(['syncs', 'list'], { token: account.token });
@@ -95,8 +114,17 @@ test('lists print an aligned table; --json prints the API answer unchanged', asy
   assert.match(table.output, /^ID +KIND +NAME +STATUS +LAG +CREATED\n/);
   assert.not.match(table.output, /\x1b\[/, 'no colour when stdout is not a terminal');
   const rows = readTable(table.output);
-  assert.equal(rows.map((r) => [r.ID, r.KIND]).sort(), [[ids[0], 'airtable'], [ids[1], 'stripe']].sort());
-  assert.ok(rows.some((r) => r.NAME === 'Base BBB'), 'the base name upstream');
+  assert.equal(
+    rows.map((r) => [r.ID, r.KIND]).sort(),
+    [
+      [ids[0], 'airtable'],
+      [ids[1], 'stripe'],
+    ].sort(),
+  );
+  assert.ok(
+    rows.some((r) => r.NAME === 'Base BBB'),
+    'the base name upstream',
+  );
   for (const row of rows) {
     assert.is(row.STATUS, 'normal (first pass)', 'no sync role here: never run');
     assert.is(row.LAG, '-');
@@ -106,7 +134,10 @@ test('lists print an aligned table; --json prints the API answer unchanged', asy
   const accounts = await cli(['accounts', 'list']);
   assert.is(accounts.code, 0, accounts.output);
   assert.match(accounts.output, /^ID +NAME +CREATED\n/);
-  assert.ok(readTable(accounts.output).some((r) => r.ID === account.id && r.NAME === 'table-co'), accounts.output);
+  assert.ok(
+    readTable(accounts.output).some((r) => r.ID === account.id && r.NAME === 'table-co'),
+    accounts.output,
+  );
 
   // Scripts: JSON equal to the API's own answer.
   for (const [args, route, token] of [

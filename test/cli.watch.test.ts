@@ -13,10 +13,13 @@ import { createAccount, loudSetUp, request, startTestService, type TestAccount, 
 let svc: TestService;
 let account: TestAccount;
 test.before(
-  loudSetUp(async () => {
-    svc = await startTestService({ config: { roles: ['api', 'sync'] }, tunables: { workerTickMs: 250 } });
-    account = await createAccount(svc, 'watch-co');
-  }, () => svc),
+  loudSetUp(
+    async () => {
+      svc = await startTestService({ config: { roles: ['api', 'sync'] }, tunables: { workerTickMs: 250 } });
+      account = await createAccount(svc, 'watch-co');
+    },
+    () => svc,
+  ),
 );
 test.after(async () => svc?.stop());
 
@@ -31,8 +34,7 @@ async function slowStripeSync(key: string, delayMs: number): Promise<{ syncId: s
   return { syncId: created.body.id, upstream };
 }
 
-const watch = (syncId: string) =>
-  spawnTributary(['syncs', 'watch', syncId, '--interval', '0.2'], { TRIBUTARY_URL: svc.api, TRIBUTARY_TOKEN: account.token });
+const watch = (syncId: string) => spawnTributary(['syncs', 'watch', syncId, '--interval', '0.2'], { TRIBUTARY_URL: svc.api, TRIBUTARY_TOKEN: account.token });
 
 async function exited(proc: ReturnType<typeof watch>, ms = 120_000): Promise<number | string> {
   const timeout = new Promise<string>((resolve) => setTimeout(() => resolve(`still running after ${ms} ms`), ms).unref());

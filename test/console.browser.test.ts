@@ -70,7 +70,11 @@ test.before(async () => {
       { name: 'Points', type: 'number', options: { precision: 0 } },
     ]);
     const link = base.addField('Tasks', { name: 'Client', type: 'multipleRecordLinks', options: { linkedTableId: clients.id, prefersSingleRecordLink: true } });
-    base.addField('Tasks', { name: 'Client name', type: 'multipleLookupValues', options: { recordLinkFieldId: link.id, fieldIdInLinkedTable: clients.primaryFieldId } });
+    base.addField('Tasks', {
+      name: 'Client name',
+      type: 'multipleLookupValues',
+      options: { recordLinkFieldId: link.id, fieldIdInLinkedTable: clients.primaryFieldId },
+    });
     const [acme] = base.createRecords('Clients', [{ Name: 'Acme Corp' }]);
     base.createRecords('Tasks', [
       { Name: 'Plan', Points: 1, Client: [acme!.id] },
@@ -80,7 +84,10 @@ test.before(async () => {
 
     // Another tenant with a sync of its own: nothing of it may show up for acme.
     other = await createAccount(svc, 'globex');
-    const created = await request(svc.api, 'POST', '/api/syncs', { token: other.token, body: { kind: 'airtable', base_id: 'appBBBBBBBBBBBBBB', api_key: AIRTABLE_TEST_TOKEN } });
+    const created = await request(svc.api, 'POST', '/api/syncs', {
+      token: other.token,
+      body: { kind: 'airtable', base_id: 'appBBBBBBBBBBBBBB', api_key: AIRTABLE_TEST_TOKEN },
+    });
     assert.is(created.status, 201, created.text);
     otherSync = created.body.id;
 
@@ -136,7 +143,8 @@ async function assertLabelled(where: string): Promise<void> {
     for (const el of document.querySelectorAll('input, select, textarea')) {
       const control = el as HTMLInputElement;
       if (control.type === 'hidden' || control.closest('[hidden]') || control.getAttribute('aria-hidden') === 'true') continue;
-      if ((control.labels?.length ?? 0) === 0 && !control.getAttribute('aria-label') && !control.getAttribute('aria-labelledby')) out.push(control.outerHTML.slice(0, 80));
+      if ((control.labels?.length ?? 0) === 0 && !control.getAttribute('aria-label') && !control.getAttribute('aria-labelledby'))
+        out.push(control.outerHTML.slice(0, 80));
     }
     for (const button of document.querySelectorAll('button, a')) {
       if (!(button.textContent ?? '').trim() && !button.getAttribute('aria-label')) out.push(button.outerHTML.slice(0, 80));
@@ -185,7 +193,8 @@ async function sidewaysOverflow(): Promise<string[]> {
       const what = `${el.tagName.toLowerCase()}${typeof el.className === 'string' && el.className.trim() ? `.${el.className.trim().split(/\s+/).join('.')}` : ''} “${(el.textContent ?? '').trim().slice(0, 60)}”`;
       if (rect.right > window.innerWidth + 0.5) out.push(`${what} reaches ${Math.round(rect.right - window.innerWidth)}px past the right edge`);
       const style = getComputedStyle(el);
-      if (/auto|scroll/.test(style.overflowX) && el.scrollWidth > el.clientWidth + 1) out.push(`${what} scrolls sideways by ${el.scrollWidth - el.clientWidth}px`);
+      if (/auto|scroll/.test(style.overflowX) && el.scrollWidth > el.clientWidth + 1)
+        out.push(`${what} scrolls sideways by ${el.scrollWidth - el.clientWidth}px`);
     }
     return out.slice(0, 8);
   });
@@ -213,7 +222,8 @@ async function namesBrokenMidWord(selector = IDENTIFIERS): Promise<string[]> {
           range.setEnd(node, i + 1);
           const rect = range.getClientRects()[0];
           if (!rect) continue;
-          if (lastTop !== null && rect.top > lastTop + 2 && !/[_.\s/-]/.test(lastChar)) out.push(`${(el.textContent ?? '').trim()} (…${lastChar}|${node.data[i]}…)`);
+          if (lastTop !== null && rect.top > lastTop + 2 && !/[_.\s/-]/.test(lastChar))
+            out.push(`${(el.textContent ?? '').trim()} (…${lastChar}|${node.data[i]}…)`);
           lastTop = rect.top;
           lastChar = node.data[i]!;
         }
@@ -359,12 +369,24 @@ test('a Stripe account with customers is connected (by the API): its backfill ru
   stripeSync = created.body.id;
   stripeReader = created.body.database.url;
   const url = new URL(stripe.url);
-  stripeClient = new Stripe(key, { host: url.hostname, port: Number(url.port), protocol: 'http', apiVersion: STRIPE_API_VERSION as never, maxNetworkRetries: 2 });
+  stripeClient = new Stripe(key, {
+    host: url.hostname,
+    port: Number(url.port),
+    protocol: 'http',
+    apiVersion: STRIPE_API_VERSION as never,
+    maxNetworkRetries: 2,
+  });
 });
 
 test('a first sweep shows a progress bar in the list, live, until it completes', async () => {
   const big = svc.airtable.createBase({ name: 'Big Base' });
-  big.generate({ seed: 7, tables: [{ name: 'Orders', records: 600 }, { name: 'Items', records: 600 }] });
+  big.generate({
+    seed: 7,
+    tables: [
+      { name: 'Orders', records: 600 },
+      { name: 'Items', records: 600 },
+    ],
+  });
   const bigToken = 'patBIGBASEBIGBASE.0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef';
   svc.airtable.addToken(bigToken, { bases: '*' });
   const created = await request(svc.api, 'POST', '/api/syncs', { token: acmeToken, body: { kind: 'airtable', base_id: big.id, api_key: bigToken } });
@@ -438,7 +460,10 @@ test('Settings: bad input is refused with a message; Lookup as text takes effect
   await page.getByText(/Enter a whole number of milliseconds/).waitFor();
   await screenshot(page, SHOTS, '10-settings-error');
 
-  const before = await query<{ data_type: string }>(readerUrl, "SELECT data_type FROM information_schema.columns WHERE table_name = 'tasks' AND column_name = 'client_name'");
+  const before = await query<{ data_type: string }>(
+    readerUrl,
+    "SELECT data_type FROM information_schema.columns WHERE table_name = 'tasks' AND column_name = 'client_name'",
+  );
   assert.equal(before, [{ data_type: 'ARRAY' }]);
   await page.getByLabel('Debounce Updates (ms)').fill('0');
   await page.getByLabel('Lookup as').selectOption('text');
@@ -448,7 +473,10 @@ test('Settings: bad input is refused with a message; Lookup as text takes effect
   await waitFor(
     'the lookup column to become text',
     async () => {
-      const rows = await query<{ data_type: string }>(readerUrl, "SELECT data_type FROM information_schema.columns WHERE table_name = 'tasks' AND column_name = 'client_name'");
+      const rows = await query<{ data_type: string }>(
+        readerUrl,
+        "SELECT data_type FROM information_schema.columns WHERE table_name = 'tasks' AND column_name = 'client_name'",
+      );
       return rows[0]?.data_type === 'text' ? rows : undefined;
     },
     30_000,
@@ -460,7 +488,8 @@ test('Settings: bad input is refused with a message; Lookup as text takes effect
 test('a sign-in in another tab leaves this one working: its stale CSRF token is renewed', async () => {
   // Another tab of the same browser signs in again: new session, new cookie, new CSRF token.
   const status = await page.evaluate(
-    async (token) => (await fetch('/console/session', { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ token }) })).status,
+    async (token) =>
+      (await fetch('/console/session', { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ token }) })).status,
     acmeToken,
   );
   assert.is(status, 200);
@@ -470,7 +499,11 @@ test('a sign-in in another tab leaves this one working: its stale CSRF token is 
   assert.is((await request(svc.api, 'GET', `/api/syncs/${syncId}`, { token: acmeToken })).body.settings.debounce_ms, 150);
   await page.getByLabel('Debounce Updates (ms)').fill('0');
   await page.getByRole('button', { name: 'Save settings' }).click();
-  await waitFor('debounce back to 0', async () => ((await request(svc.api, 'GET', `/api/syncs/${syncId}`, { token: acmeToken })).body.settings.debounce_ms === 0 ? true : undefined), 10_000);
+  await waitFor(
+    'debounce back to 0',
+    async () => ((await request(svc.api, 'GET', `/api/syncs/${syncId}`, { token: acmeToken })).body.settings.debounce_ms === 0 ? true : undefined),
+    10_000,
+  );
 });
 
 test('Webhooks: add one (secret shown once), see a delivery and its log', async () => {
@@ -544,7 +577,11 @@ test("no page shows another account's data", async () => {
   }, otherSync);
   assert.equal(answers, [404, 404, 404, 404]);
   // The session's own account only: the same cookie from the same page cannot act on the other.
-  const patch = await page.evaluate(async (id) => (await fetch(`/api/syncs/${id}`, { method: 'PATCH', headers: { 'content-type': 'application/json' }, body: '{"settings":{"turbo":true}}' })).status, syncId);
+  const patch = await page.evaluate(
+    async (id) =>
+      (await fetch(`/api/syncs/${id}`, { method: 'PATCH', headers: { 'content-type': 'application/json' }, body: '{"settings":{"turbo":true}}' })).status,
+    syncId,
+  );
   assert.is(patch, 403, 'no CSRF token, no change');
   await screenshot(page, SHOTS, '14-not-found');
 });
@@ -627,9 +664,15 @@ test('Stripe, Overview: _sync_meta times, 100+ tables with their object types an
 
   // _sync_meta's times, as the sync's database has them (the events feed is read every 500 ms: the
   // page's are from a moment ago).
-  const completed = await page.locator('dt', { hasText: 'Last completed (_sync_meta.completed_at)' }).locator('xpath=following-sibling::dd[1]//time').getAttribute('datetime');
+  const completed = await page
+    .locator('dt', { hasText: 'Last completed (_sync_meta.completed_at)' })
+    .locator('xpath=following-sibling::dd[1]//time')
+    .getAttribute('datetime');
   const [meta] = await query<{ started_at: Date; completed_at: Date }>(stripeReader, 'SELECT started_at, completed_at FROM _sync_meta');
-  assert.ok(completed && Date.parse(completed) <= meta!.completed_at.getTime() && Date.parse(completed) > started - 60_000, `${completed} vs ${meta!.completed_at.toISOString()}`);
+  assert.ok(
+    completed && Date.parse(completed) <= meta!.completed_at.getTime() && Date.parse(completed) > started - 60_000,
+    `${completed} vs ${meta!.completed_at.toISOString()}`,
+  );
   await page.getByText('Last started (_sync_meta.started_at)').waitFor();
   await page.locator('svg.chart polyline, svg.chart circle').first().waitFor({ timeout: 15_000 });
   assert.match((await page.locator('svg.chart').getAttribute('aria-label')) ?? '', /latest lag/);
@@ -647,7 +690,10 @@ test('Stripe, Overview: _sync_meta times, 100+ tables with their object types an
   await page.locator('table.tables tbody:not([data-seen])').waitFor({ timeout: 10_000 });
   assert.is(await rows.count(), Number(tables[0]!.n));
   const longTasks = await page.evaluate(() => (window as unknown as { longTasks: number[] }).longTasks);
-  assert.ok(longTasks.every((ms) => ms < 500), `long tasks of ${longTasks.join(', ')} ms`);
+  assert.ok(
+    longTasks.every((ms) => ms < 500),
+    `long tasks of ${longTasks.join(', ')} ms`,
+  );
   assert.equal(takePageProblems(), []);
 });
 
@@ -707,7 +753,11 @@ test('Stripe, Settings: Turbo only; a refused change says why; Turbo takes effec
   // Back to 80%, so the test's own requests to the account have room.
   await turbo.uncheck();
   await page.getByRole('button', { name: 'Save settings' }).click();
-  await waitFor('turbo off', async () => ((await request(svc.api, 'GET', `/api/syncs/${stripeSync}`, { token: acmeToken })).body.settings.turbo === false ? true : undefined), 10_000);
+  await waitFor(
+    'turbo off',
+    async () => ((await request(svc.api, 'GET', `/api/syncs/${stripeSync}`, { token: acmeToken })).body.settings.turbo === false ? true : undefined),
+    10_000,
+  );
   assert.equal(await sidewaysOverflow(), []);
   assert.equal(takePageProblems([/status of 400/]), []);
 });
@@ -729,7 +779,11 @@ test('Stripe, Webhooks: one for the customer topic delivers a change made with s
   const { data } = await stripeClient.customers.list({ limit: 1 });
   await new Promise((r) => setTimeout(r, 250));
   const customer = await stripeClient.customers.update(data[0]!.id, { name: 'Console Webhook' });
-  const delivery = await waitFor('the delivery', async () => stripeHooks.find((r) => r.body.includes(customer.id) && r.body.includes('Console Webhook')), 30_000);
+  const delivery = await waitFor(
+    'the delivery',
+    async () => stripeHooks.find((r) => r.body.includes(customer.id) && r.body.includes('Console Webhook')),
+    30_000,
+  );
   assert.ok(JSON.parse(delivery.body), 'a JSON body');
   await card.locator('.delivered-count', { hasText: /^[1-9]\d* delivered/ }).waitFor({ timeout: 15_000 });
   assert.equal(await namesBrokenMidWord(), []);
@@ -807,14 +861,19 @@ test('a Stripe sync connects through the form too, its backfill shows progress; 
   await page.getByLabel(/Type the sync ID/).fill(extra.body.id);
   await button.click();
   await page.getByRole('heading', { name: 'Syncs' }).waitFor();
-  await waitFor('the sync to go', async () => ((await request(svc.api, 'GET', `/api/syncs/${extra.body.id}`, { token: acmeToken })).status === 404 ? true : undefined), 10_000);
+  await waitFor(
+    'the sync to go',
+    async () => ((await request(svc.api, 'GET', `/api/syncs/${extra.body.id}`, { token: acmeToken })).status === 404 ? true : undefined),
+    10_000,
+  );
   await page.locator(`tr[data-sync="${extra.body.id}"]`).waitFor({ state: 'detached' });
 });
 
 test('sign out: back to the sign-in page, and the old cookie is worthless', async () => {
   // Signed in again in another tab first: this tab's CSRF token is stale, and sign-out still works.
   const status = await page.evaluate(
-    async (token) => (await fetch('/console/session', { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ token }) })).status,
+    async (token) =>
+      (await fetch('/console/session', { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ token }) })).status,
     acmeToken,
   );
   assert.is(status, 200);
@@ -845,7 +904,10 @@ test("the operator's list of every sync names each one's account", async () => {
   await page.getByRole('button', { name: 'Sign out' }).click();
   await page.getByLabel('API token', { exact: true }).waitFor();
   // Every refusal along the way was a 4xx with a message: the server never failed a request.
-  assert.equal(svc.logs.lines.filter((line) => line.includes('"request failed"')), []);
+  assert.equal(
+    svc.logs.lines.filter((line) => line.includes('"request failed"')),
+    [],
+  );
 });
 
 test.run();

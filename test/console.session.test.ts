@@ -31,9 +31,15 @@ test.before(async () => {
     { name: 'Name', type: 'singleLineText' },
     { name: 'Points', type: 'number', options: { precision: 0 } },
   ]);
-  base.createRecords('Project Tasks', [{ Name: 'a', Points: 1 }, { Name: 'b', Points: 2 }]);
+  base.createRecords('Project Tasks', [
+    { Name: 'a', Points: 1 },
+    { Name: 'b', Points: 2 },
+  ]);
   const before = new Date();
-  const created = await request(svc.api, 'POST', '/api/syncs', { token: alice.token, body: { kind: 'airtable', base_id: base.id, api_key: AIRTABLE_TEST_TOKEN } });
+  const created = await request(svc.api, 'POST', '/api/syncs', {
+    token: alice.token,
+    body: { kind: 'airtable', base_id: base.id, api_key: AIRTABLE_TEST_TOKEN },
+  });
   assert.is(created.status, 201, created.text);
   aliceSync = created.body.id;
   const other = await request(svc.api, 'POST', '/api/syncs', {
@@ -95,8 +101,17 @@ test("a session sees only its account's data; another account's sync is a 404", 
   const { cookie } = await signIn(alice.token);
   const list = await request(svc.api, 'GET', '/api/syncs', { headers: same(cookie) });
   assert.is(list.status, 200);
-  assert.equal(list.body.data.map((s: { id: string }) => s.id), [aliceSync]);
-  for (const route of [`/api/syncs/${bobSync}`, `/api/syncs/${bobSync}/tables`, `/api/syncs/${bobSync}/history`, `/api/syncs/${bobSync}/connection`, `/api/syncs/${bobSync}/webhooks`]) {
+  assert.equal(
+    list.body.data.map((s: { id: string }) => s.id),
+    [aliceSync],
+  );
+  for (const route of [
+    `/api/syncs/${bobSync}`,
+    `/api/syncs/${bobSync}/tables`,
+    `/api/syncs/${bobSync}/history`,
+    `/api/syncs/${bobSync}/connection`,
+    `/api/syncs/${bobSync}/webhooks`,
+  ]) {
     const answer = await request(svc.api, 'GET', route, { headers: same(cookie) });
     assert.is(answer.status, 404, route);
     assert.not.ok(answer.text.includes(bob.eventsUsername), route);
@@ -137,7 +152,10 @@ test('state-changing requests need the CSRF token and this origin; reads refuse 
 test('a Bearer token wins over a cookie: a session never lends its account to another token', async () => {
   const { cookie } = await signIn(alice.token);
   const asBob = await request(svc.api, 'GET', '/api/syncs', { token: bob.token, headers: { cookie } });
-  assert.equal(asBob.body.data.map((s: { id: string }) => s.id), [bobSync]);
+  assert.equal(
+    asBob.body.data.map((s: { id: string }) => s.id),
+    [bobSync],
+  );
   const badBearer = await request(svc.api, 'GET', '/api/syncs', { token: 'trb_bad', headers: { cookie } });
   assert.is(badBearer.status, 401);
 });
@@ -223,15 +241,20 @@ test('the console is served from / with a strict content policy, small when gzip
 test("the console's read-only routes: tables with upstream names, history, connection, event credentials", async () => {
   const tables = await request(svc.api, 'GET', `/api/syncs/${aliceSync}/tables`, { token: alice.token });
   assert.is(tables.status, 200, tables.text);
-  assert.equal(tables.body.data.map((t: { name: string; upstream_name: string; rows: number; topic: string }) => [t.name, t.upstream_name, t.rows, t.topic]), [
-    ['project_tasks', 'Project Tasks', 2, `svc.${aliceSync}.project_tasks`],
-  ]);
+  assert.equal(
+    tables.body.data.map((t: { name: string; upstream_name: string; rows: number; topic: string }) => [t.name, t.upstream_name, t.rows, t.topic]),
+    [['project_tasks', 'Project Tasks', 2, `svc.${aliceSync}.project_tasks`]],
+  );
   assert.ok(tables.body.sync_meta.completed_at, 'the _sync_meta times');
 
-  const history = await waitFor('a cycle sample', async () => {
-    const answer = await request(svc.api, 'GET', `/api/syncs/${aliceSync}/history?hours=1`, { token: alice.token });
-    return answer.body.cycles.length > 0 ? answer.body : undefined;
-  }, 10_000);
+  const history = await waitFor(
+    'a cycle sample',
+    async () => {
+      const answer = await request(svc.api, 'GET', `/api/syncs/${aliceSync}/history?hours=1`, { token: alice.token });
+      return answer.body.cycles.length > 0 ? answer.body : undefined;
+    },
+    10_000,
+  );
   assert.ok(history.cycles[0].lag_seconds >= history.cycles[0].duration_seconds);
   assert.is((await request(svc.api, 'GET', `/api/syncs/${aliceSync}/history?hours=99`, { token: alice.token })).status, 400);
 
@@ -255,10 +278,14 @@ test('failed cycles are kept as recent errors', async () => {
   const created = await request(svc.api, 'POST', '/api/syncs', { token: alice.token, body: { kind: 'airtable', base_id: base.id, api_key: key } });
   assert.is(created.status, 201, created.text);
   svc.airtable.revokeToken(key);
-  const errors = await waitFor('a recorded error', async () => {
-    const answer = await request(svc.api, 'GET', `/api/syncs/${created.body.id}/history`, { token: alice.token });
-    return answer.body.errors.length > 0 ? answer.body.errors : undefined;
-  }, 20_000);
+  const errors = await waitFor(
+    'a recorded error',
+    async () => {
+      const answer = await request(svc.api, 'GET', `/api/syncs/${created.body.id}/history`, { token: alice.token });
+      return answer.body.errors.length > 0 ? answer.body.errors : undefined;
+    },
+    20_000,
+  );
   assert.match(errors[0].message, /rejected|not authorized|invalid/i);
   assert.is(errors[0].kind, 'fatal');
 });

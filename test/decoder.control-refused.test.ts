@@ -51,7 +51,15 @@ test.before(async () => {
   await provisionDatabase({ adminUrl: serverAdminUrl(), name: slot, role: `${slot}_ro` }, 'control-refused-password', logger);
   const targetUrl = withDatabase(serverAdminUrl(), slot);
   target = new pg.Pool({ connectionString: targetUrl });
-  const shape = { schema: 'public', name: 'items', key: 'id', columns: [{ name: 'id', type: 'text' }, { name: 'name', type: 'text' }] };
+  const shape = {
+    schema: 'public',
+    name: 'items',
+    key: 'id',
+    columns: [
+      { name: 'id', type: 'text' },
+      { name: 'name', type: 'text' },
+    ],
+  };
   for (const statement of createTableStatements(shape)) await target.query(statement);
   // WAL written in another database of the same server: the walsender moves past it and
   // sends keepalives, each of which queues a confirmation behind the flush in flight.

@@ -34,12 +34,15 @@ async function newSlot(): Promise<string> {
   return slot;
 }
 
-const command = (slot: string) =>
-  `START_REPLICATION SLOT ${ident(slot)} LOGICAL 0/0 (proto_version '1', publication_names '${PUBLICATION}')`;
+const command = (slot: string) => `START_REPLICATION SLOT ${ident(slot)} LOGICAL 0/0 (proto_version '1', publication_names '${PUBLICATION}')`;
 
 /** A session on `slot`; handlers not given do nothing. */
 const streamOn = (slot: string, handlers: Partial<ReplicationHandlers> = {}, connectionString = url) =>
-  new ReplicationStream({ databaseUrl: connectionString, command: command(slot), handlers: { data: () => undefined, keepalive: () => undefined, ...handlers } });
+  new ReplicationStream({
+    databaseUrl: connectionString,
+    command: command(slot),
+    handlers: { data: () => undefined, keepalive: () => undefined, ...handlers },
+  });
 
 /** Whether a session is reading the slot. */
 async function slotActive(slot: string): Promise<boolean> {
@@ -91,7 +94,10 @@ test('hands over every message in order while a slow handler holds the stream ba
   });
   const running = stream.run();
   await until(() => ids.length === 2000, '2000 inserts');
-  assert.equal(ids, Array.from({ length: 2000 }, (_, i) => i + 1));
+  assert.equal(
+    ids,
+    Array.from({ length: 2000 }, (_, i) => i + 1),
+  );
   assert.is(concurrent, 1);
   assert.ok(stream.arrived >= 2002, `arrived ${stream.arrived}`); // begin, 2000 inserts, commit (plus relation)
   await stream.stop();

@@ -96,7 +96,15 @@ function startDecoder(): Decoder {
   return decoder;
 }
 
-type Event = { collection: string; created_at: string; data: Record<string, unknown>; event: string; id: string; table_db_name: string; changes?: Record<string, unknown> };
+type Event = {
+  collection: string;
+  created_at: string;
+  data: Record<string, unknown>;
+  event: string;
+  id: string;
+  table_db_name: string;
+  changes?: Record<string, unknown>;
+};
 
 /** Waits until the log holds `count` events of this sync, then returns them in order. */
 async function loggedEvents(count: number, timeoutMs = 10_000): Promise<Array<{ key: string; seq: string; event: Event; raw: string }>> {
@@ -162,16 +170,31 @@ test('an insert carries every column under its database name, as natural JSON', 
   assert.equal(first.id, 'rec1');
   assert.ok(Math.abs(Date.parse(first.created_at) - Date.now()) < 60_000, 'created_at is now');
   assert.equal(first.data, fullRow);
-  assert.equal(Object.keys(first.data), shape.columns.map((c) => c.name), 'columns in table order');
+  assert.equal(
+    Object.keys(first.data),
+    shape.columns.map((c) => c.name),
+    'columns in table order',
+  );
   const second = events[1]!.event;
-  assert.equal(second.data, { id: 'rec2', name: null, price: null, count: null, rank: null, score: null, done: null, due: null, at: null, tags: null, amounts: null, meta: null });
+  assert.equal(second.data, {
+    id: 'rec2',
+    name: null,
+    price: null,
+    count: null,
+    rank: null,
+    score: null,
+    done: null,
+    due: null,
+    at: null,
+    tags: null,
+    amounts: null,
+    meta: null,
+  });
   assert.is(events[0]!.key === events[1]!.key, false, 'every event has its own idempotency key');
 });
 
 test('an update lists prior values of the changed columns only, NULLs and arrays and jsonb included', async () => {
-  await target.query(
-    `UPDATE items SET tags = ARRAY['red'], meta = '{"flag": true}', name = NULL, price = 13 WHERE id = 'rec1'`,
-  );
+  await target.query(`UPDATE items SET tags = ARRAY['red'], meta = '{"flag": true}', name = NULL, price = 13 WHERE id = 'rec1'`);
   const events = await loggedEvents(3);
   const update = events[2]!.event;
   assert.equal(update.event, 'updated');
@@ -220,7 +243,11 @@ test('a restart resumes from the slot: changes made while stopped arrive, nothin
   const events = await loggedEvents(7 + 1000);
   assert.equal(events.length, 1007);
   assert.equal(new Set(events.map((e) => e.key)).size, 1007, 'no idempotency key twice');
-  assert.equal(events.map((e) => e.seq), events.map((_, i) => String(i + 1)), 'seq has no gaps');
+  assert.equal(
+    events.map((e) => e.seq),
+    events.map((_, i) => String(i + 1)),
+    'seq has no gaps',
+  );
   const bulk = events.slice(7);
   assert.equal(bulk.filter((e) => e.event.event === 'inserted').length, 500);
   assert.equal(bulk[500]!.event.changes, { rank: 1 });
@@ -247,15 +274,23 @@ async function rebuild(mapping: TableMapping, values: string): Promise<Event[]> 
   return (await loggedEvents(before)).slice(before).map((e) => e.event);
 }
 
-test('a swapped-in table: its first build is inserts, a rebuild gives the rows that differ, an added column\'s values included', async () => {
-  const v1: TableMapping = { tableId: 'tblSwap', upstreamName: 'Swap', name: 'swapped', columns: [swapColumn('id', 'text'), swapColumn('name', 'text'), swapColumn('points', 'numeric')] };
+test("a swapped-in table: its first build is inserts, a rebuild gives the rows that differ, an added column's values included", async () => {
+  const v1: TableMapping = {
+    tableId: 'tblSwap',
+    upstreamName: 'Swap',
+    name: 'swapped',
+    columns: [swapColumn('id', 'text'), swapColumn('name', 'text'), swapColumn('points', 'numeric')],
+  };
   const first = await rebuild(v1, `('recA', 'a', 1), ('recB', 'b', 2), ('recC', 'c', 3), ('recE', 'e', 5)`);
-  assert.equal(first.map((e) => [e.event, e.id, e.data]), [
-    ['inserted', 'recA', { id: 'recA', name: 'a', points: 1 }],
-    ['inserted', 'recB', { id: 'recB', name: 'b', points: 2 }],
-    ['inserted', 'recC', { id: 'recC', name: 'c', points: 3 }],
-    ['inserted', 'recE', { id: 'recE', name: 'e', points: 5 }],
-  ]);
+  assert.equal(
+    first.map((e) => [e.event, e.id, e.data]),
+    [
+      ['inserted', 'recA', { id: 'recA', name: 'a', points: 1 }],
+      ['inserted', 'recB', { id: 'recB', name: 'b', points: 2 }],
+      ['inserted', 'recC', { id: 'recC', name: 'c', points: 3 }],
+      ['inserted', 'recE', { id: 'recE', name: 'e', points: 5 }],
+    ],
+  );
 
   const v2: TableMapping = { ...v1, columns: [...v1.columns, swapColumn('notes', 'text')] };
   // recA unchanged but for a value in the new column, recB changed, recC gone, recD new,

@@ -26,7 +26,11 @@ let first: { airtable: string; stripe: string };
 
 /** Starts `scripts/demo.ts` (what `npm run demo` runs) and waits for its printout. */
 async function startDemo(): Promise<Demo> {
-  const child = spawn(process.execPath, ['--import', 'tsx', path.join(repoRoot, 'scripts', 'demo.ts')], { cwd: repoRoot, env, stdio: ['ignore', 'pipe', 'pipe'] });
+  const child = spawn(process.execPath, ['--import', 'tsx', path.join(repoRoot, 'scripts', 'demo.ts')], {
+    cwd: repoRoot,
+    env,
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
   const started: Demo = { child, exited: new Promise((resolve) => child.on('exit', (code, signal) => resolve(code ?? signal ?? -1))), stdout: '', stderr: '' };
   child.stdout!.on('data', (chunk: Buffer) => (started.stdout += chunk.toString()));
   child.stderr!.on('data', (chunk: Buffer) => (started.stderr += chunk.toString()));
@@ -115,7 +119,11 @@ function shell(line: string): Promise<{ code: number | null; out: string }> {
   });
 }
 
-const printed = (prefix: string) => demo.stdout.split('\n').map((l) => l.trim()).filter((l) => l.startsWith(prefix));
+const printed = (prefix: string) =>
+  demo.stdout
+    .split('\n')
+    .map((l) => l.trim())
+    .filter((l) => l.startsWith(prefix));
 
 test.before(async () => {
   dataDir = await mkdtemp(path.join(os.tmpdir(), 'tributary-demo-'));
@@ -149,9 +157,18 @@ test('the printout names both syncs, the tokens and every command', () => {
   assert.match(demo.stdout, /trb_/);
   assert.is(printed('psql ').length, 2);
   assert.is(printed('curl ').length, 5);
-  assert.ok(printed('curl ').every((l) => l.startsWith('curl -s ')), 'each is quiet when piped (no progress meter)');
-  assert.ok(printed('curl ').some((l) => l.includes('/api.airtable.com/v0/appTributaryDemo1/Projects')), 'an Airtable curl through the proxy');
-  assert.ok(printed('curl ').some((l) => l.includes('/v1/customers') && l.includes(' -u sk_test_')), 'a Stripe curl through the proxy');
+  assert.ok(
+    printed('curl ').every((l) => l.startsWith('curl -s ')),
+    'each is quiet when piped (no progress meter)',
+  );
+  assert.ok(
+    printed('curl ').some((l) => l.includes('/api.airtable.com/v0/appTributaryDemo1/Projects')),
+    'an Airtable curl through the proxy',
+  );
+  assert.ok(
+    printed('curl ').some((l) => l.includes('/v1/customers') && l.includes(' -u sk_test_')),
+    'a Stripe curl through the proxy',
+  );
   assert.not.match(demo.stderr, /has not caught up/);
 });
 

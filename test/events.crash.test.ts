@@ -44,32 +44,37 @@ interface Seen {
   key: string;
 }
 
-test.before(loudSetUp(async () => {
-  airtable = await startFakeAirtable({ port: 0 });
-  airtable.addToken(AIRTABLE_TEST_TOKEN, { bases: '*' });
-  airtable.createBase({ id: 'appCRASHCRASHCRAS', name: 'Crash' });
-  const broker = await sharedKafka();
-  brokers = broker.brokers;
-  saslBrokers = broker.saslBrokers;
-  dataDir = await mkdtemp(path.join(os.tmpdir(), 'tributary-events-crash-'));
-  controlUrl = await freshDatabase('ctl');
-  const [apiPort, eventsPort] = [await freePort(), await freePort()];
-  env = {
-    TRIBUTARY_DATA_DIR: dataDir,
-    DATABASE_URL: controlUrl,
-    TRIBUTARY_TARGET_DATABASE_URL: serverAdminUrl(),
-    TRIBUTARY_ADMIN_TOKEN: ADMIN,
-    TRIBUTARY_API_PORT: String(apiPort),
-    TRIBUTARY_EVENTS_PORT: String(eventsPort),
-    // No sync role: the test writes the row changes itself, as a sync worker would.
-    TRIBUTARY_ROLES: 'api,decoder,events',
-    TRIBUTARY_UPSTREAMS: `api.airtable.com=${airtable.url}`,
-    TRIBUTARY_WEBHOOK_ALLOW_PRIVATE: '1',
-    KAFKA_BROKERS: brokers.join(','),
-  };
-  api = `http://127.0.0.1:${apiPort}`;
-  restUrl = `http://127.0.0.1:${eventsPort}`;
-}, () => undefined));
+test.before(
+  loudSetUp(
+    async () => {
+      airtable = await startFakeAirtable({ port: 0 });
+      airtable.addToken(AIRTABLE_TEST_TOKEN, { bases: '*' });
+      airtable.createBase({ id: 'appCRASHCRASHCRAS', name: 'Crash' });
+      const broker = await sharedKafka();
+      brokers = broker.brokers;
+      saslBrokers = broker.saslBrokers;
+      dataDir = await mkdtemp(path.join(os.tmpdir(), 'tributary-events-crash-'));
+      controlUrl = await freshDatabase('ctl');
+      const [apiPort, eventsPort] = [await freePort(), await freePort()];
+      env = {
+        TRIBUTARY_DATA_DIR: dataDir,
+        DATABASE_URL: controlUrl,
+        TRIBUTARY_TARGET_DATABASE_URL: serverAdminUrl(),
+        TRIBUTARY_ADMIN_TOKEN: ADMIN,
+        TRIBUTARY_API_PORT: String(apiPort),
+        TRIBUTARY_EVENTS_PORT: String(eventsPort),
+        // No sync role: the test writes the row changes itself, as a sync worker would.
+        TRIBUTARY_ROLES: 'api,decoder,events',
+        TRIBUTARY_UPSTREAMS: `api.airtable.com=${airtable.url}`,
+        TRIBUTARY_WEBHOOK_ALLOW_PRIVATE: '1',
+        KAFKA_BROKERS: brokers.join(','),
+      };
+      api = `http://127.0.0.1:${apiPort}`;
+      restUrl = `http://127.0.0.1:${eventsPort}`;
+    },
+    () => undefined,
+  ),
+);
 
 test.after(async () => {
   await airtable?.close();
@@ -195,7 +200,15 @@ test('100k changes with a SIGKILL in the middle: all arrive on REST, webhooks an
     dbUrl.username = admin.username;
     dbUrl.password = admin.password;
     writer = new pg.Pool({ connectionString: dbUrl.toString(), max: 1 });
-    const shape = { schema: 'public', name: 'items', key: 'id', columns: [{ name: 'id', type: 'text' }, { name: 'v', type: 'integer' }] };
+    const shape = {
+      schema: 'public',
+      name: 'items',
+      key: 'id',
+      columns: [
+        { name: 'id', type: 'text' },
+        { name: 'v', type: 'integer' },
+      ],
+    };
     for (const statement of createTableStatements(shape)) await writer.query(statement);
     const topic = `svc.${syncId}.items`;
     first = { username: credentials.username, password: credentials.password, topic };
@@ -203,7 +216,8 @@ test('100k changes with a SIGKILL in the middle: all arrive on REST, webhooks an
     assert.is(webhook.status, 201, webhook.text);
 
     // The stream: every record inserted, then updated four times, 1,000 rows a transaction.
-    const logged = async () => Number((await query<{ n: string }>(controlUrl, 'SELECT coalesce(max(seq), 0) AS n FROM decoder_progress WHERE sync_id = $1', [syncId]))[0]?.n ?? 0);
+    const logged = async () =>
+      Number((await query<{ n: string }>(controlUrl, 'SELECT coalesce(max(seq), 0) AS n FROM decoder_progress WHERE sync_id = $1', [syncId]))[0]?.n ?? 0);
     const writing = (async () => {
       for (let v = 0; v < VERSIONS; v++) {
         for (let start = 0; start < RECORDS; start += 1000) {
@@ -264,14 +278,17 @@ test("an account's event credentials read its own topics from Kafka, and not ano
     await mine.connect();
     const received = await new Promise<string>((resolve, reject) => {
       const timer = setTimeout(() => reject(new Error('A could not read its own topic')), 60_000);
-      void mine.subscribe({ topic: first!.topic, fromBeginning: true }).then(() =>
-        mine.run({
-          eachMessage: async ({ message }) => {
-            clearTimeout(timer);
-            resolve(message.key!.toString());
-          },
-        }),
-      ).catch(reject);
+      void mine
+        .subscribe({ topic: first!.topic, fromBeginning: true })
+        .then(() =>
+          mine.run({
+            eachMessage: async ({ message }) => {
+              clearTimeout(timer);
+              resolve(message.key!.toString());
+            },
+          }),
+        )
+        .catch(reject);
     });
     await mine.disconnect();
     assert.match(received, /^rec\d+$/);
@@ -289,7 +306,10 @@ test("an account's event credentials read its own topics from Kafka, and not ano
 
     // Everything the service printed, its Kafka relay's client included, is its JSON log
     // (Node 24 printed kafkajs's negative-timer warning as bare text at every connection).
-    const bare = proc.output().split('\n').filter((line) => line.trim() && !line.startsWith('{'));
+    const bare = proc
+      .output()
+      .split('\n')
+      .filter((line) => line.trim() && !line.startsWith('{'));
     assert.equal(bare, [], 'lines outside the log');
   } finally {
     proc.child.kill('SIGTERM');

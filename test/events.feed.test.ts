@@ -58,7 +58,10 @@ test('the events an append returns are the rows the log holds, for small and lar
     assert.equal(returned, logged);
   }
   const all = await reader.bySeq(syncId, '0', { limit: 1000 });
-  assert.equal(all.map((e) => e.seq), Array.from({ length: 256 }, (_, i) => String(i + 1)));
+  assert.equal(
+    all.map((e) => e.seq),
+    Array.from({ length: 256 }, (_, i) => String(i + 1)),
+  );
 });
 
 const logged = (from: number, to: number): LoggedEvent[] =>

@@ -15,13 +15,16 @@ let svc: TestService | undefined;
 let account: TestAccount;
 
 test.before(
-  loudSetUp(async () => {
-    svc = await startTestService({
-      config: { roles: ['api', 'sync', 'decoder', 'events'] },
-      tunables: { airtable: { pollIntervalMs: 250, cycleGapMs: 250 }, workerTickMs: 250 },
-    });
-    account = await createAccount(svc);
-  }, () => svc),
+  loudSetUp(
+    async () => {
+      svc = await startTestService({
+        config: { roles: ['api', 'sync', 'decoder', 'events'] },
+        tunables: { airtable: { pollIntervalMs: 250, cycleGapMs: 250 }, workerTickMs: 250 },
+      });
+      account = await createAccount(svc);
+    },
+    () => svc,
+  ),
 );
 
 test.after(async () => {
@@ -42,17 +45,27 @@ async function foldAgainstDatabase(syncId: string, readerUrl: string) {
 
 test('a fresh Airtable sync of every field type: the folded events equal the rows', async () => {
   const base = svc!.airtable.base('appCCCCCCCCCCCCCC');
-  base.generate({ seed: 21, tables: [{ name: 'Projects', records: 400 }, { name: 'Tasks', records: 300 }] });
+  base.generate({
+    seed: 21,
+    tables: [
+      { name: 'Projects', records: 400 },
+      { name: 'Tasks', records: 300 },
+    ],
+  });
   const created = await request(svc!.api, 'POST', '/api/syncs', {
     token: account.token,
     body: { kind: 'airtable', base_id: 'appCCCCCCCCCCCCCC', api_key: AIRTABLE_TEST_TOKEN },
   });
   assert.is(created.status, 201, created.text);
   const syncId = created.body.id;
-  await waitFor('the first sweep', async () => {
-    const view = await request(svc!.api, 'GET', `/api/syncs/${syncId}`, { token: account.token });
-    return view.body.status.completed_at ? true : undefined;
-  }, 120_000);
+  await waitFor(
+    'the first sweep',
+    async () => {
+      const view = await request(svc!.api, 'GET', `/api/syncs/${syncId}`, { token: account.token });
+      return view.body.status.completed_at ? true : undefined;
+    },
+    120_000,
+  );
   const { fold, violations, database } = await foldAgainstDatabase(syncId, created.body.database.url);
   assert.ok(fold.events >= 700, `${fold.events} events`);
   assert.ok(database.size >= 2);
@@ -65,10 +78,14 @@ test('a fresh Airtable sync of every field type: the folded events equal the row
   await waitFor('the new table', async () => ((await readTables(created.body.database.url)).has('scratch') ? true : undefined), 60_000);
   base.renameTable('Tasks', 'Jobs');
   base.deleteTable('Scratch');
-  await waitFor('the rename and the deletion', async () => {
-    const tables = await readTables(created.body.database.url);
-    return tables.has('jobs') && !tables.has('tasks') && !tables.has('scratch') ? true : undefined;
-  }, 60_000);
+  await waitFor(
+    'the rename and the deletion',
+    async () => {
+      const tables = await readTables(created.body.database.url);
+      return tables.has('jobs') && !tables.has('tasks') && !tables.has('scratch') ? true : undefined;
+    },
+    60_000,
+  );
   const after = await foldAgainstDatabase(syncId, created.body.database.url);
   assert.equal(after.violations, []);
   assert.is(after.fold.rows.get('tasks')?.size ?? 0, 0, 'the old collection folds to nothing');
@@ -84,7 +101,10 @@ test('a field added, renamed, retyped and removed under edits: every collection 
     { name: 'Qty', type: 'number', options: { precision: 0 } },
     { name: 'Done', type: 'checkbox' },
   ]);
-  base.createRecords('Items', Array.from({ length: 8 }, (_, i) => ({ Name: `item ${i}`, Label: i % 2 ? `label ${i}` : undefined, Qty: i, Done: i % 3 === 0 })));
+  base.createRecords(
+    'Items',
+    Array.from({ length: 8 }, (_, i) => ({ Name: `item ${i}`, Label: i % 2 ? `label ${i}` : undefined, Qty: i, Done: i % 3 === 0 })),
+  );
   const created = await request(svc!.api, 'POST', '/api/syncs', {
     token: account.token,
     body: { kind: 'airtable', base_id: base.id, api_key: AIRTABLE_TEST_TOKEN },
@@ -92,19 +112,27 @@ test('a field added, renamed, retyped and removed under edits: every collection 
   assert.is(created.status, 201, created.text);
   const syncId = created.body.id;
   const reader = created.body.database.url as string;
-  await waitFor('the first sweep', async () => {
-    const view = await request(svc!.api, 'GET', `/api/syncs/${syncId}`, { token: account.token });
-    return view.body.status.completed_at ? true : undefined;
-  }, 60_000);
+  await waitFor(
+    'the first sweep',
+    async () => {
+      const view = await request(svc!.api, 'GET', `/api/syncs/${syncId}`, { token: account.token });
+      return view.body.status.completed_at ? true : undefined;
+    },
+    60_000,
+  );
 
   // A field added and five records given a value in it at once, as in the UI.
   base.addField('Items', { name: 'Note', type: 'singleLineText' });
   const records = base.records('Items');
   for (const record of records.slice(0, 5)) base.updateRecord('Items', record.id, { Note: `note ${record.fields.Name}` });
-  await waitFor('the note column filled', async () => {
-    const rows = await readTables(reader).then((t) => t.get('items'));
-    return rows?.columns.has('note') && [...rows.rows.values()].filter((r) => r.get('note') !== null).length === 5 ? true : undefined;
-  }, 60_000);
+  await waitFor(
+    'the note column filled',
+    async () => {
+      const rows = await readTables(reader).then((t) => t.get('items'));
+      return rows?.columns.has('note') && [...rows.rows.values()].filter((r) => r.get('note') !== null).length === 5 ? true : undefined;
+    },
+    60_000,
+  );
   const added = await foldAgainstDatabase(syncId, reader);
   assert.equal(added.violations, []);
   assert.equal([...added.fold.rows.get('items')!.values()].filter((r) => r.note).length, 5, 'the five values are in the events');
@@ -114,10 +142,14 @@ test('a field added, renamed, retyped and removed under edits: every collection 
   base.retypeField('Items', 'Qty', 'singleLineText');
   base.deleteField('Items', 'Done');
   base.updateRecord('Items', records[1]!.id, { Name: 'renamed at once' });
-  await waitFor('the new shape', async () => {
-    const columns = (await readTables(reader)).get('items')?.columns;
-    return columns?.has('tag') && !columns.has('label') && !columns.has('done') && columns.get('qty') === 25 ? true : undefined;
-  }, 60_000);
+  await waitFor(
+    'the new shape',
+    async () => {
+      const columns = (await readTables(reader)).get('items')?.columns;
+      return columns?.has('tag') && !columns.has('label') && !columns.has('done') && columns.get('qty') === 25 ? true : undefined;
+    },
+    60_000,
+  );
   const shifted = await foldAgainstDatabase(syncId, reader);
   assert.equal(shifted.violations, []);
   const folded = shifted.fold.rows.get('items')!.get(records[1]!.id)!;

@@ -181,7 +181,6 @@ function start(context: Context, syncId: string, onRelayed?: (events: LoggedEven
   return relay;
 }
 
-
 const byEventKey = (events: LoggedEvent[]) => new Map(events.map((e) => [e.eventKey, e]));
 
 // ---------------------------------------------------------------------------------------------
@@ -192,7 +191,10 @@ Relay('every event reaches Kafka with its key, value, svc-event-id, partition an
   await appender.load();
   const records = ['rec_a', 'rec_b', 'rec_c', 'rec_d', 'rec_e', 'rec_f'];
   // Logged before the relay starts: the relay must pick them up from its (empty) cursor.
-  await appender.append(records.map((r) => event('customer', r, 0)), nextLsn());
+  await appender.append(
+    records.map((r) => event('customer', r, 0)),
+    nextLsn(),
+  );
   const relay = start(context, syncId);
   for (let n = 1; n <= 4; n++) {
     await appender.append([...records.map((r) => event('customer', r, n)), event('invoice', `inv_${n}`, 0)], nextLsn());
@@ -253,9 +255,7 @@ Relay('every event reaches Kafka with its key, value, svc-event-id, partition an
   assert.ok(new Set(logged.filter((e) => e.topic === topics[0]).map((e) => e.partition)).size > 1);
   // Per record: versions 0..4 in order.
   for (const record of records) {
-    const versions = received
-      .filter((m) => m.key === record)
-      .map((m) => (JSON.parse(m.value!) as { data: { version: number } }).data.version);
+    const versions = received.filter((m) => m.key === record).map((m) => (JSON.parse(m.value!) as { data: { version: number } }).data.version);
     assert.equal(versions, [0, 1, 2, 3, 4], `order of ${record}`);
   }
 });
@@ -365,9 +365,7 @@ Relay('a broker restart in the middle of a stream loses nothing and keeps per-re
   // Per record: the first delivery of each version comes in order 0, 1, 2, …; a resend only
   // repeats a run of versions already seen, never brings an older one after a newer first delivery.
   for (const record of records) {
-    const versions = received
-      .filter((m) => m.key === record)
-      .map((m) => (JSON.parse(m.value!) as { data: { version: number } }).data.version);
+    const versions = received.filter((m) => m.key === record).map((m) => (JSON.parse(m.value!) as { data: { version: number } }).data.version);
     const firsts: number[] = [];
     const firstSeen = new Set<number>();
     for (const v of versions) {
@@ -602,9 +600,7 @@ Access("an account's SCRAM user reads its own topics and is refused on another a
 
     // Revoked: the sync is gone for A.
     await access.revokeSync(a.account.eventsUsername, syncA);
-    await eventually('the revocation to take effect', 20_000, async () =>
-      assert.is(await describeAs(kafkaA, topicA), 'TOPIC_AUTHORIZATION_FAILED'),
-    );
+    await eventually('the revocation to take effect', 20_000, async () => assert.is(await describeAs(kafkaA, topicA), 'TOPIC_AUTHORIZATION_FAILED'));
 
     // Startup reconciliation from the control database: gives A its sync back, takes away a
     // stale grant on B's sync and one on A's sync that is being deleted.
@@ -635,9 +631,7 @@ Access("an account's SCRAM user reads its own topics and is refused on another a
 
     // Removing the account: its user can no longer log in.
     await access.removeAccount(b.account.eventsUsername);
-    await eventually('the user removal to take effect', 20_000, async () =>
-      assert.match(await describeAs(kafkaB, topicB), /SASLAuthentication/),
-    );
+    await eventually('the user removal to take effect', 20_000, async () => assert.match(await describeAs(kafkaB, topicB), /SASLAuthentication/));
   } finally {
     await access.close();
   }

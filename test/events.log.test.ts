@@ -38,21 +38,34 @@ test('offsets count per partition; a record always lands in the same partition',
   const appender = new EventAppender({ pool: control, syncId: 'sy_parts', accountId, partitions: 4 });
   await appender.load();
   const ids = Array.from({ length: 40 }, (_, i) => `rec${i}`);
-  await appender.append(ids.map((id) => event(id, 1)), '0/10');
-  await appender.append(ids.map((id) => event(id, 2)), '0/20');
+  await appender.append(
+    ids.map((id) => event(id, 1)),
+    '0/10',
+  );
+  await appender.append(
+    ids.map((id) => event(id, 2)),
+    '0/20',
+  );
   const reader = new EventLogReader(control);
   let total = 0;
   for (let partition = 0; partition < 4; partition++) {
     const rows = await reader.byOffset('svc.sy_parts.things', partition, '0');
     total += rows.length;
-    assert.equal(rows.map((r) => r.offset), rows.map((_, i) => String(i)), `partition ${partition} offsets are 0..n-1`);
+    assert.equal(
+      rows.map((r) => r.offset),
+      rows.map((_, i) => String(i)),
+      `partition ${partition} offsets are 0..n-1`,
+    );
     for (const row of rows) assert.is(partitionOf(row.recordId, 4), partition);
     const perRecord = new Map<string, number[]>();
     for (const row of rows) perRecord.set(row.recordId, [...(perRecord.get(row.recordId) ?? []), (JSON.parse(row.value) as { n: number }).n]);
     for (const [, ns] of perRecord) assert.equal(ns, [1, 2], 'per-record order');
   }
   assert.is(total, 80);
-  assert.equal((await reader.bySeq('sy_parts', '0', { limit: 100 })).map((r) => r.seq), Array.from({ length: 80 }, (_, i) => String(i + 1)));
+  assert.equal(
+    (await reader.bySeq('sy_parts', '0', { limit: 100 })).map((r) => r.seq),
+    Array.from({ length: 80 }, (_, i) => String(i + 1)),
+  );
 });
 
 test('retention drops whole old days; offsets go on where they were', async () => {
@@ -65,14 +78,20 @@ test('retention drops whole old days; offsets go on where they were', async () =
   assert.ok(dropped.length >= 1, 'the ten-day-old partition went');
   const reader = new EventLogReader(control);
   const kept = await reader.byOffset('svc.sy_old.things', 0, '0');
-  assert.equal(kept.map((r) => [r.recordId, r.offset]), [['recNew', '2']]);
+  assert.equal(
+    kept.map((r) => [r.recordId, r.offset]),
+    [['recNew', '2']],
+  );
   assert.equal(await reader.offsets('svc.sy_old.things', 0), { earliest: '2', next: '3' });
 
   // A restarted appender continues the offsets, though the early events are gone.
   const again = new EventAppender({ pool: control, syncId: 'sy_old', accountId });
   assert.equal(await again.load(), { lsn: '0/40', seq: '3' });
   await again.append([event('recNew', 2, now)], '0/50');
-  assert.equal((await reader.byOffset('svc.sy_old.things', 0, '0')).map((r) => r.offset), ['2', '3']);
+  assert.equal(
+    (await reader.byOffset('svc.sy_old.things', 0, '0')).map((r) => r.offset),
+    ['2', '3'],
+  );
   assert.equal(await dropExpiredEventPartitions(control, 7 * DAY, now), [], 'nothing recent is dropped');
 });
 

@@ -37,10 +37,14 @@ async function events(syncId: string, afterSeq = 0): Promise<Array<Event & { top
 }
 
 async function eventsUntil(syncId: string, afterSeq: number, accept: (list: Event[]) => boolean, what: string) {
-  return waitFor(what, async () => {
-    const list = await events(syncId, afterSeq);
-    return accept(list) ? list : undefined;
-  }, 20_000);
+  return waitFor(
+    what,
+    async () => {
+      const list = await events(syncId, afterSeq);
+      return accept(list) ? list : undefined;
+    },
+    20_000,
+  );
 }
 
 async function lastSeq(syncId: string): Promise<number> {
@@ -48,41 +52,46 @@ async function lastSeq(syncId: string): Promise<number> {
   return Number(rows[0]?.seq ?? 0);
 }
 
-test.before(loudSetUp(async () => {
-  // In a process of its own: beside the service in this one, the fake reads the sync's
-  // requests late and bunched, counts more of them in a second than were sent, and answers
-  // this test's own requests 429.
-  fake = await startFakeProcess({ kind: 'stripe', key: STRIPE_KEY });
-  svc = await startTestService({
-    config: { roles: ['api', 'sync', 'decoder', 'events'], webhookAllowPrivate: true },
-    tunables: {
-      airtable: { pollIntervalMs: 250, cycleGapMs: 250 },
-      workerTickMs: 250,
-      stripe: { pollIntervalMs: 300 },
-      decoder: { lagReportMs: 300 },
+test.before(
+  loudSetUp(
+    async () => {
+      // In a process of its own: beside the service in this one, the fake reads the sync's
+      // requests late and bunched, counts more of them in a second than were sent, and answers
+      // this test's own requests 429.
+      fake = await startFakeProcess({ kind: 'stripe', key: STRIPE_KEY });
+      svc = await startTestService({
+        config: { roles: ['api', 'sync', 'decoder', 'events'], webhookAllowPrivate: true },
+        tunables: {
+          airtable: { pollIntervalMs: 250, cycleGapMs: 250 },
+          workerTickMs: 250,
+          stripe: { pollIntervalMs: 300 },
+          decoder: { lagReportMs: 300 },
+        },
+        stripeUrl: fake.url,
+      });
+      account = await createAccount(svc);
+      base = svc.airtable.createBase({ name: 'Events' });
+      base.createTable('Tasks', [
+        { name: 'Name', type: 'singleLineText' },
+        { name: 'Points', type: 'number', options: { precision: 0 } },
+      ]);
+      base.createRecords('Tasks', [
+        { Name: 'one', Points: 1 },
+        { Name: 'two', Points: 2 },
+        { Name: 'three', Points: 3 },
+      ]);
+      const before = new Date();
+      const created = await request(svc.api, 'POST', '/api/syncs', {
+        token: account.token,
+        body: { kind: 'airtable', base_id: base.id, api_key: AIRTABLE_TEST_TOKEN },
+      });
+      assert.is(created.status, 201, created.text);
+      airtableSync = created.body.id;
+      await waitForCycle(svc, account.token, airtableSync, before);
     },
-    stripeUrl: fake.url,
-  });
-  account = await createAccount(svc);
-  base = svc.airtable.createBase({ name: 'Events' });
-  base.createTable('Tasks', [
-    { name: 'Name', type: 'singleLineText' },
-    { name: 'Points', type: 'number', options: { precision: 0 } },
-  ]);
-  base.createRecords('Tasks', [
-    { Name: 'one', Points: 1 },
-    { Name: 'two', Points: 2 },
-    { Name: 'three', Points: 3 },
-  ]);
-  const before = new Date();
-  const created = await request(svc.api, 'POST', '/api/syncs', {
-    token: account.token,
-    body: { kind: 'airtable', base_id: base.id, api_key: AIRTABLE_TEST_TOKEN },
-  });
-  assert.is(created.status, 201, created.text);
-  airtableSync = created.body.id;
-  await waitForCycle(svc, account.token, airtableSync, before);
-}, () => svc));
+    () => svc,
+  ),
+);
 
 test.after(async () => {
   await svc?.stop();
@@ -92,7 +101,10 @@ test.after(async () => {
 test("Airtable's first build gives one inserted event per record, on the table's topic", async () => {
   const list = await eventsUntil(airtableSync, 0, (l) => l.length >= 3, 'three inserted events');
   assert.equal(list.length, 3);
-  assert.equal(list.map((e) => e.event), ['inserted', 'inserted', 'inserted']);
+  assert.equal(
+    list.map((e) => e.event),
+    ['inserted', 'inserted', 'inserted'],
+  );
   assert.equal(new Set(list.map((e) => e.topic)), new Set([`svc.${airtableSync}.tasks`]));
   assert.equal(list.map((e) => e.data.name).sort(), ['one', 'three', 'two']);
   const one = list.find((e) => e.data.name === 'one')!;
@@ -132,10 +144,14 @@ test('a new column whose cells are filled at once: its values reach the events, 
   }
   const three = base.records('Tasks').find((r) => r.fields.Name === 'THREE')!;
   const reader = (await request(svc.api, 'GET', `/api/syncs/${airtableSync}`, { token: account.token })).body.database.url as string;
-  await waitFor('the notes column filled', async () => {
-    const rows = await query<{ notes: string | null }>(reader, 'SELECT notes FROM tasks WHERE notes IS NOT NULL').catch(() => []);
-    return rows.length === notes.size ? true : undefined;
-  }, 20_000);
+  await waitFor(
+    'the notes column filled',
+    async () => {
+      const rows = await query<{ notes: string | null }>(reader, 'SELECT notes FROM tasks WHERE notes IS NOT NULL').catch(() => []);
+      return rows.length === notes.size ? true : undefined;
+    },
+    20_000,
+  );
   await waitForCycle(svc, account.token, airtableSync, new Date());
 
   // Folding every event of the table from the first gives each record's row, the new column included.
@@ -155,9 +171,15 @@ test('a new column whose cells are filled at once: its values reach the events, 
   for (const id of notes.keys()) {
     const mine = since.filter((e) => e.id === id);
     assert.ok(mine.length >= 1 && mine.every((e) => e.event === 'updated'), JSON.stringify(mine));
-    assert.ok(mine.some((e) => 'notes' in (e.changes ?? {}) && e.changes!.notes === null), JSON.stringify(mine));
+    assert.ok(
+      mine.some((e) => 'notes' in (e.changes ?? {}) && e.changes!.notes === null),
+      JSON.stringify(mine),
+    );
   }
-  assert.ok(since.some((e) => e.id === three.id && e.changes?.name === 'three'), JSON.stringify(since));
+  assert.ok(
+    since.some((e) => e.id === three.id && e.changes?.name === 'three'),
+    JSON.stringify(since),
+  );
 });
 
 test('an upstream delete is a deleted event with the whole row', async () => {
@@ -234,8 +256,15 @@ test('a webhook added through the API receives the next change, signed', async (
     assert.is(delivery.headers['svc-event-id'], id);
     const expected = createHmac('sha256', secret).update(`${id}.${timestamp}.${delivery.body}`).digest('base64');
     assert.ok((delivery.headers['webhook-signature'] as string).split(' ').includes(`v1,${expected}`), 'Standard Webhooks signature');
-    const logged = await query<{ event_key: string }>(svc.controlUrl, 'SELECT event_key FROM events WHERE sync_id = $1 AND value = $2', [airtableSync, delivery.body]);
-    assert.equal(logged.map((r) => r.event_key), [id], 'the body is the logged event; webhook-id is its idempotency key');
+    const logged = await query<{ event_key: string }>(svc.controlUrl, 'SELECT event_key FROM events WHERE sync_id = $1 AND value = $2', [
+      airtableSync,
+      delivery.body,
+    ]);
+    assert.equal(
+      logged.map((r) => r.event_key),
+      [id],
+      'the body is the logged event; webhook-id is its idempotency key',
+    );
   } finally {
     receiver.close();
   }
@@ -243,10 +272,14 @@ test('a webhook added through the API receives the next change, signed', async (
 
 test("the sync's view shows how many events are logged and the slot's lag", async () => {
   const seq = await lastSeq(airtableSync);
-  const view = await waitFor('a lag report', async () => {
-    const answer = await request(svc.api, 'GET', `/api/syncs/${airtableSync}`, { token: account.token });
-    return typeof answer.body.events.slot_lag_bytes === 'number' ? answer.body : undefined;
-  }, 10_000);
+  const view = await waitFor(
+    'a lag report',
+    async () => {
+      const answer = await request(svc.api, 'GET', `/api/syncs/${airtableSync}`, { token: account.token });
+      return typeof answer.body.events.slot_lag_bytes === 'number' ? answer.body : undefined;
+    },
+    10_000,
+  );
   assert.is(view.events.logged, seq);
   assert.ok(view.events.slot_lag_bytes >= 0);
   assert.is(view.events.topic_prefix, `svc.${airtableSync}.`);

@@ -189,7 +189,10 @@ test('fetch returns exactly the appended events, in offset order, with their key
 
   const all = await consumer.fetch({ topic, partition: 0, offset: 0, timeout: 1000 });
   assert.equal(offsetsOf(all), [0, 1, 2, 3, 4]);
-  assert.equal(keysOf(all), events.map((e) => e.eventKey));
+  assert.equal(
+    keysOf(all),
+    events.map((e) => e.eventKey),
+  );
   all.forEach((message, i) => {
     const event = events[i]!;
     assert.is(message.topic, topic);
@@ -206,7 +209,10 @@ test('fetch returns exactly the appended events, in offset order, with their key
 
   const tail = await consumer.fetch({ topic, partition: 0, offset: 3, timeout: 0 });
   assert.equal(offsetsOf(tail), [3, 4]);
-  assert.equal(keysOf(tail), events.slice(3).map((e) => e.eventKey));
+  assert.equal(
+    keysOf(tail),
+    events.slice(3).map((e) => e.eventKey),
+  );
 
   // Several partitions at once: the client's default sends one request per partition, with
   // parallel: false it sends one request holding them all; combined with a single triple too.
@@ -254,7 +260,10 @@ test('fetch returns exactly the appended events, in offset order, with their key
     },
   ]);
   const viaGet = await call('GET', '/fetch', { auth: asA(), body: { topic, partition: 0, offset: 0, timeout: 0 } });
-  assert.equal(viaGet.body.map((m: Message) => m.key), events.map((e) => e.eventKey));
+  assert.equal(
+    viaGet.body.map((m: Message) => m.key),
+    events.map((e) => e.eventKey),
+  );
 });
 
 test('a fetch long poll wakes when events are logged, well before its timeout; with none it waits the timeout', async () => {
@@ -295,9 +304,7 @@ test('a consume long poll wakes on new events, also for a topic of the account t
   const appenderC = new EventAppender({ pool, syncId: syncC, accountId: A.id });
   await appenderC.load();
   const productTopic = topicName(syncC, 'product');
-  const first = timed(
-    consumer.consume({ consumerGroupId: 'waker', instanceId: 'w2', topics: [productTopic], autoOffsetReset: 'earliest', timeout: 10_000 }),
-  );
+  const first = timed(consumer.consume({ consumerGroupId: 'waker', instanceId: 'w2', topics: [productTopic], autoOffsetReset: 'earliest', timeout: 10_000 }));
   await new Promise((r) => setTimeout(r, 300));
   const [product] = await append(appenderC, 'product', ['prod_1']);
   const got = await first;
@@ -314,13 +321,19 @@ test('consume auto-commits what it handed out at the next consume; a new instanc
     (await consumer.committed({ consumerGroupId: 'billing', instanceId: 'i1', topicPartitions: [{ topic, partition: 0 }] }))[0]!.offset;
 
   const batch1 = await consumer.consume({ consumerGroupId: 'billing', instanceId: 'i1', topics: [topic], autoOffsetReset: 'earliest', timeout: 1000 });
-  assert.equal(keysOf(batch1), first.map((e) => e.eventKey));
+  assert.equal(
+    keysOf(batch1),
+    first.map((e) => e.eventKey),
+  );
   assert.equal(offsetsOf(batch1), [0, 1, 2]);
   assert.is(await committedOffset(), -1, 'handed out is not yet committed');
 
   const second = await append(appenderA, 'order', ids('ord_b', 2));
   const batch2 = await consumer.consume({ consumerGroupId: 'billing', instanceId: 'i1', topics: [topic], timeout: 1000 });
-  assert.equal(keysOf(batch2), second.map((e) => e.eventKey));
+  assert.equal(
+    keysOf(batch2),
+    second.map((e) => e.eventKey),
+  );
   assert.is(await committedOffset(), 3, 'the next consume committed the first batch');
 
   // Removing the instance commits what it was handed (as closing a Kafka consumer does).
@@ -330,14 +343,20 @@ test('consume auto-commits what it handed out at the next consume; a new instanc
   const third = await append(appenderA, 'order', ids('ord_c', 2));
   // "latest" only applies without a committed offset: the group's offset wins.
   const batch3 = await consumer.consume({ consumerGroupId: 'billing', instanceId: 'i2', topics: [topic], autoOffsetReset: 'latest', timeout: 1000 });
-  assert.equal(keysOf(batch3), third.map((e) => e.eventKey));
+  assert.equal(
+    keysOf(batch3),
+    third.map((e) => e.eventKey),
+  );
   assert.equal(offsetsOf(batch3), [5, 6]);
 
   // The path variant answers the same way.
   const fourth = await append(appenderA, 'order', ['ord_d']);
   const viaPath = await call('GET', `/consume/billing/i2/${encodeURIComponent(topic)}?timeout=500`, { auth: asA() });
   assert.is(viaPath.status, 200);
-  assert.equal(viaPath.body.map((m: Message) => m.key), [fourth[0]!.eventKey]);
+  assert.equal(
+    viaPath.body.map((m: Message) => m.key),
+    [fourth[0]!.eventKey],
+  );
   assert.is(await committedOffset(), 7);
 });
 
@@ -359,8 +378,7 @@ test('instances of a group share the partitions; a stale instance’s partitions
 
   const groups = await kafkaA.admin().consumers();
   const shared = groups.find((g) => g.name === 'shared')!;
-  const partitionsOf = (instance: string) =>
-    shared.instances.find((i) => i.name === instance)!.topics.flatMap((t) => (t.topic === topic ? t.partitions : []));
+  const partitionsOf = (instance: string) => shared.instances.find((i) => i.name === instance)!.topics.flatMap((t) => (t.topic === topic ? t.partitions : []));
   const p1 = partitionsOf('i1');
   const p2 = partitionsOf('i2');
   assert.is(p1.length, 2);
@@ -371,13 +389,23 @@ test('instances of a group share the partitions; a stale instance’s partitions
   const r1 = await consumeRaw('i1');
   const r2 = await consumeRaw('i2');
   assert.ok(r1.length > 0 && r2.length > 0, 'both instances got work');
-  assert.ok(r1.every((m) => p1.includes(m.partition)), 'i1 reads only its partitions');
-  assert.ok(r2.every((m) => p2.includes(m.partition)), 'i2 reads only its partitions');
+  assert.ok(
+    r1.every((m) => p1.includes(m.partition)),
+    'i1 reads only its partitions',
+  );
+  assert.ok(
+    r2.every((m) => p2.includes(m.partition)),
+    'i2 reads only its partitions',
+  );
   assert.equal(keysOf([...r1, ...r2]).sort(), events.map((e) => e.eventKey).sort(), 'together exactly the new events');
   for (const messages of [r1, r2]) {
     for (const p of [0, 1, 2, 3]) {
       const offsets = messages.filter((m) => m.partition === p).map((m) => m.offset);
-      assert.equal(offsets, [...offsets].sort((a, b) => a - b), `partition ${p} in offset order`);
+      assert.equal(
+        offsets,
+        [...offsets].sort((a, b) => a - b),
+        `partition ${p} in offset order`,
+      );
     }
   }
   // Each record's events are in the partition partitionOf() gives it.
@@ -391,7 +419,10 @@ test('instances of a group share the partitions; a stale instance’s partitions
   const expected = [...keysOf(r1), ...later.map((e) => e.eventKey)].sort();
   assert.equal(keysOf(takeover).sort(), expected);
   const after = (await kafkaA.admin().consumers()).find((g) => g.name === 'shared')!;
-  assert.equal(after.instances.map((i) => i.name), ['i2']);
+  assert.equal(
+    after.instances.map((i) => i.name),
+    ['i2'],
+  );
   assert.equal(after.instances[0]!.topics.find((t) => t.topic === topic)!.partitions, [0, 1, 2, 3]);
 });
 
@@ -403,7 +434,10 @@ test('with auto-commit off only commits move the group; commit and committed in 
   const committedOffset = async () => (await consumer.committed({ ...group, topicPartitions: [{ topic, partition: 0 }] }))[0]!.offset;
 
   const batch = await consumer.consume({ ...group, topics: [topic], autoCommit: false, autoOffsetReset: 'earliest', timeout: 1000 });
-  assert.equal(keysOf(batch), events.map((e) => e.eventKey));
+  assert.equal(
+    keysOf(batch),
+    events.map((e) => e.eventKey),
+  );
   assert.equal(await consumer.consume({ ...group, topics: [topic], timeout: 200 }), [], 'the position moved on');
   assert.is(await committedOffset(), -1, 'nothing committed without a commit');
 
@@ -482,7 +516,9 @@ test("another account's credentials get nothing of a topic, and cannot tell it f
   assert.equal((await call('GET', '/committed/billing/b1', { auth: asB() })).body, []);
   assert.equal((await call('POST', '/committed/billing/b1', { auth: asB(), body: { topics: [topicOfA] } })).body, []);
   // A's group of that name is untouched.
-  const aCommitted = await kafkaA.consumer().committed({ consumerGroupId: 'billing', instanceId: 'i2', topicPartitions: [{ topic: topicName(syncA, 'order'), partition: 0 }] });
+  const aCommitted = await kafkaA
+    .consumer()
+    .committed({ consumerGroupId: 'billing', instanceId: 'i2', topicPartitions: [{ topic: topicName(syncA, 'order'), partition: 0 }] });
   assert.is(aCommitted[0]!.offset, 7);
 
   // commit and offsets refuse a foreign topic exactly as a missing one
@@ -500,7 +536,10 @@ test("another account's credentials get nothing of a topic, and cannot tell it f
   const topicsOfA = await kafkaA.admin().topics();
   assert.ok(topicOfA in topicsOfA && !(topicOfB in topicsOfA));
   const consumersOfB = await kafkaB.admin().consumers();
-  assert.equal(consumersOfB.map((g) => g.name), ['billing']);
+  assert.equal(
+    consumersOfB.map((g) => g.name),
+    ['billing'],
+  );
   assert.equal(
     consumersOfB[0]!.instances.flatMap((i) => i.topics),
     [],
@@ -517,7 +556,9 @@ test('offsets by earliest, latest and timestamp', async () => {
   assert.equal(await admin.topicPartitionOffsets({ timestamp: 'earliest', topicPartition: { topic, partition: 0 } }), [{ topic, partition: 0, offset: 0 }]);
   assert.equal(await admin.topicPartitionOffsets({ timestamp: 'latest', topicPartitions: [{ topic, partition: 0 }] }), [{ topic, partition: 0, offset: 6 }]);
   assert.equal(await admin.topicPartitionOffsets({ timestamp: before, topicPartition: { topic, partition: 0 } }), [{ topic, partition: 0, offset: 5 }]);
-  assert.equal(await admin.topicPartitionOffsets({ timestamp: Date.now() + 60_000, topicPartition: { topic, partition: 0 } }), [{ topic, partition: 0, offset: -1 }]);
+  assert.equal(await admin.topicPartitionOffsets({ timestamp: Date.now() + 60_000, topicPartition: { topic, partition: 0 } }), [
+    { topic, partition: 0, offset: -1 },
+  ]);
 });
 
 test('bad credentials are a 401 with the error shape, the same whatever was wrong', async () => {
@@ -528,7 +569,11 @@ test('bad credentials are a 401 with the error shape, the same whatever was wron
   const wrongPassword = await call('POST', '/fetch', { body, auth: basic({ username: A.username, password: 'not-it' }) });
   const unknownUser = await call('POST', '/fetch', { body, auth: basic({ username: 'ev_nobody', password: A.password }) });
   const crossed = await call('POST', '/fetch', { body, auth: basic({ username: A.username, password: B.password }) });
-  for (const [answer, what] of [[wrongPassword, 'wrong password'], [unknownUser, 'unknown user'], [crossed, "another account's password"]] as const) {
+  for (const [answer, what] of [
+    [wrongPassword, 'wrong password'],
+    [unknownUser, 'unknown user'],
+    [crossed, "another account's password"],
+  ] as const) {
     assertError(answer, 401, what);
     assert.is(answer.body.error, wrongPassword.body.error, `${what}: one message for every failure`);
   }
@@ -583,7 +628,15 @@ test('bad input answers a clear 4xx with the error shape, and the server keeps s
   // Messages name the field.
   const negative = await call('POST', '/fetch', { auth, body: { topic, partition: 0, offset: -1 } });
   assert.is(negative.body.error, 'offset must not be negative');
-  const nested = await call('POST', '/fetch', { auth, body: { topicPartitionOffsets: [{ topic, partition: 0, offset: 0 }, { topic, partition: 'x', offset: 0 }] } });
+  const nested = await call('POST', '/fetch', {
+    auth,
+    body: {
+      topicPartitionOffsets: [
+        { topic, partition: 0, offset: 0 },
+        { topic, partition: 'x', offset: 0 },
+      ],
+    },
+  });
   assert.is(nested.body.error, 'topicPartitionOffsets[1].partition must be an integer');
   const header = await call('POST', '/consume/g/i', { auth, body: { topic }, headers: { 'Kafka-Auto-Offset-Reset': 'sometimes' } });
   assert.match(header.body.error, /Kafka-Auto-Offset-Reset/);
@@ -625,7 +678,10 @@ test('a client that goes away during a long poll loses nothing, and nothing brea
 
   const events = await append(appenderA, 'payout', ['po_1', 'po_2']);
   const next = await consumer.consume({ ...group, timeout: 1000 });
-  assert.equal(keysOf(next), events.map((e) => e.eventKey));
+  assert.equal(
+    keysOf(next),
+    events.map((e) => e.eventKey),
+  );
   assert.equal(offsetsOf(next), [1, 2]);
 });
 

@@ -115,7 +115,14 @@ test.before(async () => {
 });
 
 test.after(async () => {
-  if (process.env.WEBHOOK_TEST_LOGS) process.stderr.write(logs.lines.filter((l) => /"level":(40|50)/.test(l)).map((l) => l.slice(0, 400)).slice(0, 30).join('\n'));
+  if (process.env.WEBHOOK_TEST_LOGS)
+    process.stderr.write(
+      logs.lines
+        .filter((l) => /"level":(40|50)/.test(l))
+        .map((l) => l.slice(0, 400))
+        .slice(0, 30)
+        .join('\n'),
+    );
   for (const deliverer of deliverers) await deliverer.stop();
   for (const receiver of receivers) await receiver.stop();
   await api.close();
@@ -307,10 +314,33 @@ function perRecord(received: Received[]): Map<string, number[]> {
 
 test('addresses: loopback, private, link-local and embedded IPv4 are not public', () => {
   const notPublic = [
-    '127.0.0.1', '127.8.9.10', '10.0.0.1', '172.16.0.1', '172.31.255.255', '192.168.0.1', '169.254.169.254', '100.64.0.1',
-    '0.0.0.0', '224.0.0.1', '255.255.255.255', '::', '::1', 'fe80::1', 'fc00::1', 'fd12:3456::1', 'ff02::1',
-    '::ffff:127.0.0.1', '::ffff:7f00:1', '::ffff:10.0.0.1', '::ffff:a9fe:a9fe', '::127.0.0.1', '64:ff9b::a00:1',
-    '2002:7f00:1::1', '2002:c0a8:101::', 'fe80::1%eth0', 'not-an-ip',
+    '127.0.0.1',
+    '127.8.9.10',
+    '10.0.0.1',
+    '172.16.0.1',
+    '172.31.255.255',
+    '192.168.0.1',
+    '169.254.169.254',
+    '100.64.0.1',
+    '0.0.0.0',
+    '224.0.0.1',
+    '255.255.255.255',
+    '::',
+    '::1',
+    'fe80::1',
+    'fc00::1',
+    'fd12:3456::1',
+    'ff02::1',
+    '::ffff:127.0.0.1',
+    '::ffff:7f00:1',
+    '::ffff:10.0.0.1',
+    '::ffff:a9fe:a9fe',
+    '::127.0.0.1',
+    '64:ff9b::a00:1',
+    '2002:7f00:1::1',
+    '2002:c0a8:101::',
+    'fe80::1%eth0',
+    'not-an-ip',
   ];
   for (const address of notPublic) assert.ok(nonPublicKind(address), `${address} should not be public`);
   const isPublic = ['93.184.216.34', '8.8.8.8', '172.32.0.1', '192.169.0.1', '2606:4700::1111', '::ffff:8.8.8.8', '64:ff9b::808:808', '2002:808:808::1'];
@@ -322,10 +352,22 @@ test('addresses: loopback, private, link-local and embedded IPv4 are not public'
 test('retry schedule: exponential with full jitter, capped; exhausted by attempts or by a long failing run', () => {
   const schedule = retrySchedule();
   assert.equal([schedule.initialDelayMs, schedule.factor, schedule.maxDelayMs, schedule.maxAgeMs], [1_000, 2, 3_600_000, 86_400_000]);
-  assert.is(retryDelay(schedule, 1, () => 0.999999), 999);
-  assert.is(retryDelay(schedule, 4, () => 0.5), 4_000);
-  assert.is(retryDelay(schedule, 30, () => 0.5), 1_800_000);
-  assert.is(retryDelay(schedule, 3, () => 0), 0);
+  assert.is(
+    retryDelay(schedule, 1, () => 0.999999),
+    999,
+  );
+  assert.is(
+    retryDelay(schedule, 4, () => 0.5),
+    4_000,
+  );
+  assert.is(
+    retryDelay(schedule, 30, () => 0.5),
+    1_800_000,
+  );
+  assert.is(
+    retryDelay(schedule, 3, () => 0),
+    0,
+  );
   const now = Date.now();
   assert.not.ok(isExhausted(schedule, 3, now - 1000, now));
   assert.ok(isExhausted(schedule, schedule.maxAttempts, now, now));
@@ -336,10 +378,10 @@ test('retry schedule: exponential with full jitter, capped; exhausted by attempt
 test('lanes: the SQL hash agrees with the one in code', async () => {
   const ids = ['cus_1', 'rec0123456789abcd', 'ünï', 'x'.repeat(200), '', 'sub_ABC'];
   for (const lanes of [1, 4, 32, 7]) {
-    const { rows } = await pool.query<{ id: string; lane: number }>(
-      `SELECT id, ${LANE_SQL('id', '$2')} AS lane FROM unnest($1::text[]) AS u(id)`,
-      [ids, lanes],
-    );
+    const { rows } = await pool.query<{ id: string; lane: number }>(`SELECT id, ${LANE_SQL('id', '$2')} AS lane FROM unnest($1::text[]) AS u(id)`, [
+      ids,
+      lanes,
+    ]);
     for (const row of rows) assert.is(row.lane, laneOf(row.id, lanes), `${row.id} over ${lanes} lanes`);
   }
 });
@@ -496,8 +538,7 @@ test('exhausted deliveries are listed and replayed (through the API); the lane m
   deliver(syncId, { schedule: { ...fast, maxAttempts: 3 } });
   receiver.behaviour = () => ({ status: 500, body: 'database is down' });
   const keys = await log.append(['a', 'b', 'a']);
-  const listExhausted = () =>
-    request(apiUrl, 'GET', `/api/syncs/${syncId}/webhooks/${webhook.id}/deliveries?status=exhausted`, { token: alice.token });
+  const listExhausted = () => request(apiUrl, 'GET', `/api/syncs/${syncId}/webhooks/${webhook.id}/deliveries?status=exhausted`, { token: alice.token });
   await until('three exhausted', async () => (await listExhausted()).body.data.length === 3);
   const exhausted = (await listExhausted()).body;
   assert.equal(exhausted.data.map((d: { event_id: string }) => d.event_id).sort(), [...keys].sort());
@@ -534,7 +575,10 @@ test('exhausted deliveries are listed and replayed (through the API); the lane m
   await until('replayed all', () => keys.every((k) => receiver.accepted.some((r) => r.id === k)));
   // The record's events in log order among the replays; replayed ones are signed like any other.
   assert.equal(
-    receiver.accepted.filter((r) => keys.includes(r.id)).map((r) => r.id).filter((id) => id !== keys[1]),
+    receiver.accepted
+      .filter((r) => keys.includes(r.id))
+      .map((r) => r.id)
+      .filter((id) => id !== keys[1]),
     [keys[0], keys[2]],
   );
   for (const r of receiver.accepted) assert.ok(verify(webhook.secret, r));
@@ -566,7 +610,11 @@ test('a long outage drains into the exhausted list at one attempt per event, the
   await pool.query('SELECT pg_notify($1, $2)', ['tributary_events', syncId]);
   await until('all replayed', () => receiver.accepted.length === keys.length);
   for (const [recordId, ns] of perRecord(receiver.accepted)) {
-    assert.equal(ns, [...ns].sort((a, b) => a - b), `replayed in log order for ${recordId}`);
+    assert.equal(
+      ns,
+      [...ns].sort((a, b) => a - b),
+      `replayed in log order for ${recordId}`,
+    );
   }
 });
 
@@ -593,7 +641,11 @@ test('stopping and restarting the deliverer delivers every event, duplicates kee
   for (const r of receiver.accepted) assert.is(r.body, log.values.get(r.id)!.value, 'a duplicate carries the same id and body');
   const firstSeen = receiver.accepted.filter((r, i, all) => all.findIndex((x) => x.id === r.id) === i);
   for (const [recordId, ns] of perRecord(firstSeen)) {
-    assert.equal(ns, [...ns].sort((a, b) => a - b), `first receipts in log order for ${recordId}`);
+    assert.equal(
+      ns,
+      [...ns].sort((a, b) => a - b),
+      `first receipts in log order for ${recordId}`,
+    );
   }
 });
 
@@ -796,7 +848,10 @@ test('another account can neither see nor delete a webhook; the admin can', asyn
   const crossed = await request(apiUrl, 'GET', `/api/syncs/${bobSync}/webhooks/${wid}`, { token: bob.token });
   assert.is(crossed.status, 404);
   const listed = await request(apiUrl, 'GET', `/api/syncs/${syncId}/webhooks`, { token: alice.token });
-  assert.equal(listed.body.data.map((w: { id: string }) => w.id), [wid]);
+  assert.equal(
+    listed.body.data.map((w: { id: string }) => w.id),
+    [wid],
+  );
   assert.not.ok('secret' in listed.body.data[0]);
   const asAdmin = await request(apiUrl, 'GET', `/api/syncs/${syncId}/webhooks/${wid}`, { token: adminToken });
   assert.is(asAdmin.status, 200);

@@ -101,8 +101,16 @@ test.before(async () => {
   const revenue = base.table('Clients').fields.find((f) => f.name === 'Revenue')?.id;
   const clientName = base.table('Clients').primaryFieldId;
   base.addField('Everything', { name: 'Client count', type: 'count', options: { recordLinkFieldId: link.id } });
-  base.addField('Everything', { name: 'Client names', type: 'multipleLookupValues', options: { recordLinkFieldId: link.id, fieldIdInLinkedTable: clientName } });
-  base.addField('Everything', { name: 'Client revenue', type: 'rollup', options: { recordLinkFieldId: link.id, fieldIdInLinkedTable: revenue, function: 'SUM' } });
+  base.addField('Everything', {
+    name: 'Client names',
+    type: 'multipleLookupValues',
+    options: { recordLinkFieldId: link.id, fieldIdInLinkedTable: clientName },
+  });
+  base.addField('Everything', {
+    name: 'Client revenue',
+    type: 'rollup',
+    options: { recordLinkFieldId: link.id, fieldIdInLinkedTable: revenue, function: 'SUM' },
+  });
   base.addField('Everything', { name: 'Double', type: 'formula', options: { formula: '{Num} * 2' } });
   base.addField('Everything', { name: 'Shout', type: 'formula', options: { formula: 'UPPER({Name}) & "!"' } });
   base.addField('Everything', { name: 'Infinite', type: 'formula', options: { formula: '{Num} / 0' } });
@@ -204,7 +212,24 @@ test('every field type has Airtable cell JSON', async () => {
   // Empty values are absent, never "", [], false or null.
   const empty = await client.table('Everything').create({ Name: 'Empty', Check: false, Tags: [], Long: '' } as unknown as Airtable.FieldSet);
   const raw = (await call('GET', `/v0/${base.id}/Everything/${empty.id}`)).json;
-  assert.equal(Object.keys(raw.fields).sort(), ['Auto', 'Client count', 'Client revenue', 'Created', 'Creator', 'Double', 'Editor', 'Infinite', 'Modified', 'Name', 'NotANumber', 'Shout', 'Broken'].sort());
+  assert.equal(
+    Object.keys(raw.fields).sort(),
+    [
+      'Auto',
+      'Client count',
+      'Client revenue',
+      'Created',
+      'Creator',
+      'Double',
+      'Editor',
+      'Infinite',
+      'Modified',
+      'Name',
+      'NotANumber',
+      'Shout',
+      'Broken',
+    ].sort(),
+  );
   assert.is(raw.fields.Double, 0);
 
   // Metadata shows every type with its options.
@@ -219,7 +244,10 @@ test('every field type has Airtable cell JSON', async () => {
   assert.is(byName.Client.options.linkedTableId, base.table('Clients').id);
   const inverse = base.table('Clients').fields.find((x) => x.id === byName.Client.options.inverseLinkFieldId);
   assert.is(inverse?.name, 'Everything', 'the link has an inverse field in the other table');
-  assert.equal(byName.Status.options.choices.map((c: { name: string }) => c.name), ['Todo', 'Done']);
+  assert.equal(
+    byName.Status.options.choices.map((c: { name: string }) => c.name),
+    ['Todo', 'Done'],
+  );
   assert.is(everything.views[0].type, 'grid');
   function revenue() {
     return base.table('Clients').fields.find((x) => x.name === 'Revenue')?.id;
@@ -227,7 +255,10 @@ test('every field type has Airtable cell JSON', async () => {
 });
 
 test('computed fields recompute: formula, lookup, rollup, count, inverse links, lastModifiedTime', async () => {
-  const [a, b] = base.createRecords('Clients', [{ Name: 'Alpha', Revenue: 10 }, { Name: 'Beta', Revenue: 32 }]);
+  const [a, b] = base.createRecords('Clients', [
+    { Name: 'Alpha', Revenue: 10 },
+    { Name: 'Beta', Revenue: 32 },
+  ]);
   const rec = await client.table('Everything').create({ Name: 'calc', Num: 1 } as unknown as Airtable.FieldSet);
   const before = (await client.table('Everything').find(rec.id)).fields as Record<string, unknown>;
   assert.is(before.Double, 2);
@@ -288,7 +319,9 @@ test('validation: unknown fields, computed fields, types, typecast', async () =>
   assert.is(base.recordCount('Everything'), count);
 
   // typecast relaxes: "3" into a number, a new select option is created.
-  const r = await call('POST', `/v0/${base.id}/Everything`, { body: { records: [{ fields: { Name: 'cast', Num: '3', Status: 'Blocked', Check: 'true' } }], typecast: true } });
+  const r = await call('POST', `/v0/${base.id}/Everything`, {
+    body: { records: [{ fields: { Name: 'cast', Num: '3', Status: 'Blocked', Check: 'true' } }], typecast: true },
+  });
   assert.is(r.status, 200);
   assert.is(r.json.records[0].fields.Num, 3);
   assert.is(r.json.records[0].fields.Status, 'Blocked');
@@ -420,7 +453,10 @@ test('listing: pages, offsets, fixed order with live values, POST listRecords, s
     { name: 'Name', type: 'singleLineText' },
     { name: 'N', type: 'number' },
   ]);
-  base.createRecords('Pages', Array.from({ length: 250 }, (_, i) => ({ Name: `p${String(i).padStart(3, '0')}`, N: i })));
+  base.createRecords(
+    'Pages',
+    Array.from({ length: 250 }, (_, i) => ({ Name: `p${String(i).padStart(3, '0')}`, N: i })),
+  );
   const all = await client.table('Pages').select({ pageSize: 100 }).all();
   assert.is(all.length, 250);
   assert.is(all[0]?.get('Name'), 'p000');
@@ -443,7 +479,11 @@ test('listing: pages, offsets, fixed order with live values, POST listRecords, s
   assert.ok(!second.records.some((r: { fields: { Name: string } }) => r.fields.Name === 'late'), 'records created after the start are not listed');
   assert.ok(!second.records.some((r: { id: string }) => r.id === victim), 'deleted records are skipped');
   const again = (await call('GET', `/v0/${base.id}/Pages?${q}`)).json;
-  assert.equal(again.records.map((r: { id: string }) => r.id), second.records.map((r: { id: string }) => r.id), 'a retried page answers the same');
+  assert.equal(
+    again.records.map((r: { id: string }) => r.id),
+    second.records.map((r: { id: string }) => r.id),
+    'a retried page answers the same',
+  );
   const third = (await call('GET', `/v0/${base.id}/Pages?pageSize=100&offset=${encodeURIComponent(second.offset)}`)).json;
   assert.is(third.records.length, 49);
   assert.is(third.offset, undefined, 'no offset on the last page');
@@ -453,10 +493,19 @@ test('listing: pages, offsets, fixed order with live values, POST listRecords, s
     body: { pageSize: 2, fields: ['Name'], sort: [{ field: 'N', direction: 'asc' }], method: 'post', returnFieldsByFieldId: false },
   });
   assert.is(viaPost.status, 200, viaPost.text);
-  assert.equal(viaPost.json.records.map((r: { fields: unknown }) => r.fields), [{ Name: 'p000' }, { Name: 'p001' }]);
+  assert.equal(
+    viaPost.json.records.map((r: { fields: unknown }) => r.fields),
+    [{ Name: 'p000' }, { Name: 'p001' }],
+  );
   const more = await call('POST', `/v0/${base.id}/Pages/listRecords`, { body: { pageSize: 2, offset: viaPost.json.offset, fields: ['Name'] } });
-  assert.equal(more.json.records.map((r: { fields: unknown }) => r.fields), [{ Name: 'p002' }, { Name: 'p003' }]);
-  const viaClient = await client.table('Pages').select({ method: 'post', maxRecords: 5, fields: ['N'], recordMetadata: ['commentCount'] } as never).all();
+  assert.equal(
+    more.json.records.map((r: { fields: unknown }) => r.fields),
+    [{ Name: 'p002' }, { Name: 'p003' }],
+  );
+  const viaClient = await client
+    .table('Pages')
+    .select({ method: 'post', maxRecords: 5, fields: ['N'], recordMetadata: ['commentCount'] } as never)
+    .all();
   assert.is(viaClient.length, 5);
   assert.equal(Object.keys(viaClient[0]?.fields ?? {}), ['N']);
   assert.is((viaClient[0]!._rawJson as { commentCount: number }).commentCount, 0);
@@ -475,16 +524,28 @@ test('filterByFormula is evaluated, not matched', async () => {
   const touched = await client.table('Pages').select({ filterByFormula: '{N} = 7' }).all();
   assert.is(touched.length, 1);
   await client.table('Pages').update(touched[0]?.id as string, { Name: 'recent' });
-  const recent = await client.table('Pages').select({ filterByFormula: `IS_AFTER(LAST_MODIFIED_TIME(), '${start}')` }).all();
-  assert.equal(recent.map((r) => r.get('Name')), ['recent']);
+  const recent = await client
+    .table('Pages')
+    .select({ filterByFormula: `IS_AFTER(LAST_MODIFIED_TIME(), '${start}')` })
+    .all();
+  assert.equal(
+    recent.map((r) => r.get('Name')),
+    ['recent'],
+  );
   const complex = await client
     .table('Pages')
     .select({ filterByFormula: 'AND(OR({N} < 3, AND({N} >= 248, {N} < 1000)), NOT({Name} = "p001"), LEN({Name}) = 4)', sort: [{ field: 'N' }] })
     .all();
-  assert.equal(complex.map((r) => r.get('N')), [0, 2, 248, 249]);
+  assert.equal(
+    complex.map((r) => r.get('N')),
+    [0, 2, 248, 249],
+  );
   const concat = await client.table('Pages').select({ filterByFormula: `UPPER({Name}) & "-" & ({N} * 2) = "P010-20"` }).all();
   assert.is(concat.length, 1);
-  const byId = await client.table('Pages').select({ filterByFormula: `RECORD_ID() = '${touched[0]?.id}'` }).all();
+  const byId = await client
+    .table('Pages')
+    .select({ filterByFormula: `RECORD_ID() = '${touched[0]?.id}'` })
+    .all();
   assert.is(byId.length, 1);
   const blank = await client.table('Pages').select({ filterByFormula: 'IF({Name} = BLANK(), TRUE(), FALSE())' }).all();
   assert.is(blank.length, 0);
@@ -510,7 +571,13 @@ test('schema: control API and metadata writes are visible at once', async () => 
   base.renameTable('Sheets', 'Pages');
 
   const created = await call('POST', `/v0/meta/bases/${base.id}/tables`, {
-    body: { name: 'Via API', fields: [{ name: 'Title', type: 'singleLineText' }, { name: 'Qty', type: 'number', options: { precision: 0 } }] },
+    body: {
+      name: 'Via API',
+      fields: [
+        { name: 'Title', type: 'singleLineText' },
+        { name: 'Qty', type: 'number', options: { precision: 0 } },
+      ],
+    },
   });
   assert.is(created.status, 200, created.text);
   assert.match(created.json.id, /^tbl[0-9A-Za-z]{14}$/);
@@ -518,13 +585,30 @@ test('schema: control API and metadata writes are visible at once', async () => 
   assert.is(field.status, 200);
   const renamed = await call('PATCH', `/v0/meta/bases/${base.id}/tables/${created.json.id}/fields/${field.json.id}`, { body: { name: 'Remarks' } });
   assert.is(renamed.json.name, 'Remarks');
-  assert.is(errorType(await call('POST', `/v0/meta/bases/${base.id}/tables/${created.json.id}/fields`, { body: { name: 'F', type: 'formula', options: { formula: '1' } } })), 'UNSUPPORTED_FIELD_TYPE_FOR_CREATE');
-  assert.is(errorType(await call('POST', `/v0/meta/bases/${base.id}/tables/${created.json.id}/fields`, { body: { name: 'N', type: 'number' } })), 'INVALID_FIELD_TYPE_OPTIONS_FOR_CREATE');
-  assert.is(errorType(await call('POST', `/v0/meta/bases/${base.id}/tables/${created.json.id}/fields`, { body: { name: 'remarks', type: 'singleLineText' } })), 'DUPLICATE_OR_EMPTY_FIELD_NAME');
-  assert.is((await call('POST', `/v0/meta/bases/${base.id}/tables`, { token: READ_ONLY, body: { name: 'x', fields: [{ name: 'a', type: 'singleLineText' }] } })).status, 403);
+  assert.is(
+    errorType(
+      await call('POST', `/v0/meta/bases/${base.id}/tables/${created.json.id}/fields`, { body: { name: 'F', type: 'formula', options: { formula: '1' } } }),
+    ),
+    'UNSUPPORTED_FIELD_TYPE_FOR_CREATE',
+  );
+  assert.is(
+    errorType(await call('POST', `/v0/meta/bases/${base.id}/tables/${created.json.id}/fields`, { body: { name: 'N', type: 'number' } })),
+    'INVALID_FIELD_TYPE_OPTIONS_FOR_CREATE',
+  );
+  assert.is(
+    errorType(await call('POST', `/v0/meta/bases/${base.id}/tables/${created.json.id}/fields`, { body: { name: 'remarks', type: 'singleLineText' } })),
+    'DUPLICATE_OR_EMPTY_FIELD_NAME',
+  );
+  assert.is(
+    (await call('POST', `/v0/meta/bases/${base.id}/tables`, { token: READ_ONLY, body: { name: 'x', fields: [{ name: 'a', type: 'singleLineText' }] } })).status,
+    403,
+  );
   const schema = (await call('GET', `/v0/meta/bases/${base.id}/tables`)).json;
   const viaApi = schema.tables.find((t: { name: string }) => t.name === 'Via API');
-  assert.equal(viaApi.fields.map((f: { name: string }) => f.name), ['Title', 'Qty', 'Remarks']);
+  assert.equal(
+    viaApi.fields.map((f: { name: string }) => f.name),
+    ['Title', 'Qty', 'Remarks'],
+  );
   const rec = await client.table('Via API').create({ Title: 't', Remarks: 'r' });
   assert.is(rec.get('Remarks'), 'r');
   // A link made through the API gets its inverse; deleting the table takes the inverse away.
@@ -568,7 +652,11 @@ test('webhooks: record and field changes as payloads, cursors, pings, limits', a
     assert.ok(Date.parse(created.json.expirationTime) > Date.now() + 6 * 86_400_000);
     const hookId = created.json.id as string;
     const secret = Buffer.from(created.json.macSecretBase64, 'base64');
-    const plain = (await call('POST', `/v0/bases/${base.id}/webhooks`, { body: { specification: { options: { filters: { dataTypes: ['tableData'], recordChangeScope: everything.id } } } } })).json.id;
+    const plain = (
+      await call('POST', `/v0/bases/${base.id}/webhooks`, {
+        body: { specification: { options: { filters: { dataTypes: ['tableData'], recordChangeScope: everything.id } } } },
+      })
+    ).json.id;
 
     // A create, an update and a delete over HTTP: one payload each.
     const rec = await client.table('Everything').create({ Name: 'hooked', Num: 2, Status: 'Todo' } as unknown as Airtable.FieldSet);
@@ -641,7 +729,10 @@ test('webhooks: record and field changes as payloads, cursors, pings, limits', a
     const eleventh = await call('POST', `/v0/bases/${base.id}/webhooks`, { body: spec });
     assert.is(eleventh.status, 422);
     assert.is(errorType(eleventh), 'TOO_MANY_WEBHOOKS');
-    assert.is(errorType(await call('POST', `/v0/bases/${base.id}/webhooks`, { body: { specification: { options: { filters: { dataTypes: ['nope'] } } } } })), 'INVALID_REQUEST_UNKNOWN');
+    assert.is(
+      errorType(await call('POST', `/v0/bases/${base.id}/webhooks`, { body: { specification: { options: { filters: { dataTypes: ['nope'] } } } } })),
+      'INVALID_REQUEST_UNKNOWN',
+    );
     for (const id of [...extraHooks, plain, hookId]) assert.is((await call('DELETE', `/v0/bases/${base.id}/webhooks/${id}`)).status, 200);
     assert.is((await call('GET', `/v0/bases/${base.id}/webhooks/${hookId}/payloads`)).status, 404);
     assert.is((await call('GET', `/v0/bases/${base.id}/webhooks`, { token: READ_ONLY })).status, 403);
@@ -662,7 +753,9 @@ test('short lifetimes: offsets and webhooks expire', async () => {
     const expired = await call('GET', `/v0/${b.id}/T?pageSize=1&offset=${encodeURIComponent(first.offset)}`, { on: short });
     assert.is(expired.status, 422);
     assert.is(errorType(expired), 'LIST_RECORDS_ITERATOR_NOT_AVAILABLE');
-    const hook = (await call('POST', `/v0/bases/${b.id}/webhooks`, { on: short, body: { specification: { options: { filters: { dataTypes: ['tableData'] } } } } })).json;
+    const hook = (
+      await call('POST', `/v0/bases/${b.id}/webhooks`, { on: short, body: { specification: { options: { filters: { dataTypes: ['tableData'] } } } } })
+    ).json;
     b.createRecords('T', [{ Name: 'd' }]);
     assert.is((await call('GET', `/v0/bases/${b.id}/webhooks/${hook.id}/payloads`, { on: short })).json.payloads.length, 1);
     await sleep(450);
@@ -789,7 +882,13 @@ function isJson(text: string): boolean {
 test('generator: every type, deterministic per seed, 100k rows fast', async () => {
   const other = await startFakeAirtable({ rateLimit: false });
   try {
-    const spec = { seed: 7, tables: [{ name: 'Projects', records: 300 }, { name: 'Tasks', records: 200 }] };
+    const spec = {
+      seed: 7,
+      tables: [
+        { name: 'Projects', records: 300 },
+        { name: 'Tasks', records: 200 },
+      ],
+    };
     const g1 = fake.createBase({ name: 'Gen 1' });
     const g2 = other.createBase({ name: 'Gen 2' });
     const t1 = g1.generate(spec);
@@ -802,7 +901,41 @@ test('generator: every type, deterministic per seed, 100k rows fast', async () =
     assert.not.equal(g3[0]?.id, t1[0]?.id, 'another seed, other ids');
 
     const types = new Set(t1[0]?.fields.map((f) => f.type));
-    for (const type of ['singleLineText', 'email', 'url', 'multilineText', 'richText', 'phoneNumber', 'number', 'percent', 'currency', 'rating', 'autoNumber', 'count', 'duration', 'checkbox', 'date', 'dateTime', 'createdTime', 'lastModifiedTime', 'singleSelect', 'multipleSelects', 'singleCollaborator', 'createdBy', 'lastModifiedBy', 'multipleCollaborators', 'multipleRecordLinks', 'multipleAttachments', 'barcode', 'button', 'formula', 'rollup', 'multipleLookupValues', 'externalSyncSource', 'aiText']) {
+    for (const type of [
+      'singleLineText',
+      'email',
+      'url',
+      'multilineText',
+      'richText',
+      'phoneNumber',
+      'number',
+      'percent',
+      'currency',
+      'rating',
+      'autoNumber',
+      'count',
+      'duration',
+      'checkbox',
+      'date',
+      'dateTime',
+      'createdTime',
+      'lastModifiedTime',
+      'singleSelect',
+      'multipleSelects',
+      'singleCollaborator',
+      'createdBy',
+      'lastModifiedBy',
+      'multipleCollaborators',
+      'multipleRecordLinks',
+      'multipleAttachments',
+      'barcode',
+      'button',
+      'formula',
+      'rollup',
+      'multipleLookupValues',
+      'externalSyncSource',
+      'aiText',
+    ]) {
       assert.ok(types.has(type), `generated tables have a ${type} field`);
     }
     // Links are consistent both ways, and lookups follow them.
@@ -824,7 +957,13 @@ test('generator: every type, deterministic per seed, 100k rows fast', async () =
 
     const started = performance.now();
     const big = other.createBase({ name: 'Big' });
-    big.generate({ seed: 1, tables: [{ name: 'Big', records: 100_000 }, { name: 'Side', records: 1_000 }] });
+    big.generate({
+      seed: 1,
+      tables: [
+        { name: 'Big', records: 100_000 },
+        { name: 'Side', records: 1_000 },
+      ],
+    });
     const ms = performance.now() - started;
     console.log(`  generated 101,000 records in ${ms.toFixed(0)} ms`);
     assert.is(big.recordCount('Big'), 100_000);

@@ -101,7 +101,10 @@ test('test clocks: create, retrieve, list, delete, shaped as the spec; customers
   assert.is(clock.name, 'Renewals');
   assert.ok(Math.abs(clock.created - Date.now() / 1000) < 5, 'created in real time');
   assert.is((await stripe.testHelpers.testClocks.retrieve(clock.id)).id, clock.id);
-  assert.equal((await stripe.testHelpers.testClocks.list()).data.map((c) => c.id), [clock.id]);
+  assert.equal(
+    (await stripe.testHelpers.testClocks.list()).data.map((c) => c.id),
+    [clock.id],
+  );
   assert.is((await stripe.events.list({ limit: 1 })).data[0]?.type, 'test_helpers.test_clock.created');
 
   const customer = await clockCustomer(stripe, clock.id);
@@ -109,8 +112,14 @@ test('test clocks: create, retrieve, list, delete, shaped as the spec; customers
   assert.is(customer.created, T0, 'a clock customer is created at its frozen time');
   const plain = await stripe.customers.create({ email: 'plain@example.com' });
   // Stripe's lists leave test-clock customers out unless asked for them.
-  assert.equal((await stripe.customers.list()).data.map((c) => c.id), [plain.id]);
-  assert.equal((await stripe.customers.list({ test_clock: clock.id })).data.map((c) => c.id), [customer.id]);
+  assert.equal(
+    (await stripe.customers.list()).data.map((c) => c.id),
+    [plain.id],
+  );
+  assert.equal(
+    (await stripe.customers.list({ test_clock: clock.id })).data.map((c) => c.id),
+    [customer.id],
+  );
   const expanded = await stripe.customers.retrieve(customer.id, { expand: ['test_clock'] });
   assert.is(((expanded as Stripe.Customer).test_clock as Stripe.TestHelpers.TestClock).frozen_time, T0);
   const missing = await rejection(stripe.customers.create({ test_clock: 'clock_1NoSuchClock000000000000' }));
@@ -191,12 +200,15 @@ test('a monthly subscription renews when its clock passes the period end: draft,
   // Two more months in one advance: two more renewals, in order.
   await stripe.testHelpers.testClocks.advance(clock.id, { frozen_time: Date.UTC(2026, 3, 1) / 1000 + 2 * HOUR });
   const cycles = await stripe.invoices.list({ customer: customer.id });
-  assert.equal(cycles.data.map((i) => [i.billing_reason, i.status]), [
-    ['subscription_cycle', 'paid'],
-    ['subscription_cycle', 'paid'],
-    ['subscription_cycle', 'paid'],
-    ['subscription_create', 'paid'],
-  ]);
+  assert.equal(
+    cycles.data.map((i) => [i.billing_reason, i.status]),
+    [
+      ['subscription_cycle', 'paid'],
+      ['subscription_cycle', 'paid'],
+      ['subscription_cycle', 'paid'],
+      ['subscription_create', 'paid'],
+    ],
+  );
 });
 
 test('a trial warns three days ahead, then ends: trialing → active and the first paid invoice', async () => {
@@ -210,13 +222,19 @@ test('a trial warns three days ahead, then ends: trialing → active and the fir
   let marker = await lastEventId(stripe);
   await stripe.testHelpers.testClocks.advance(clock.id, { frozen_time: T0 + 5 * DAY });
   const warned = await eventsSince(stripe, marker);
-  assert.equal(warned.map((e) => e.type), ['test_helpers.test_clock.advancing', 'customer.subscription.trial_will_end', 'test_helpers.test_clock.ready']);
+  assert.equal(
+    warned.map((e) => e.type),
+    ['test_helpers.test_clock.advancing', 'customer.subscription.trial_will_end', 'test_helpers.test_clock.ready'],
+  );
   assert.is((await stripe.subscriptions.retrieve(sub.id)).status, 'trialing');
 
   marker = await lastEventId(stripe);
   await stripe.testHelpers.testClocks.advance(clock.id, { frozen_time: T0 + 8 * DAY });
   const events = await eventsSince(stripe, marker);
-  inOrder(events.map((e) => e.type), ['invoice.created', 'customer.subscription.updated', 'invoice.finalized', 'invoice.paid']);
+  inOrder(
+    events.map((e) => e.type),
+    ['invoice.created', 'customer.subscription.updated', 'invoice.finalized', 'invoice.paid'],
+  );
   const update = events.find((e) => e.type === 'customer.subscription.updated')!;
   assert.is((update.data.previous_attributes as { status?: string }).status, 'trialing');
   const active = await stripe.subscriptions.retrieve(sub.id);
@@ -240,7 +258,10 @@ test('a declining card: payment_failed and past_due; the retry after the card is
   const end = periodEnd(sub);
   await stripe.testHelpers.testClocks.advance(clock.id, { frozen_time: end + 2 * HOUR });
   let events = await eventsSince(stripe, marker);
-  inOrder(events.map((e) => e.type), ['invoice.created', 'invoice.finalized', 'charge.failed', 'payment_intent.payment_failed', 'invoice.payment_failed', 'customer.subscription.updated']);
+  inOrder(
+    events.map((e) => e.type),
+    ['invoice.created', 'invoice.finalized', 'charge.failed', 'payment_intent.payment_failed', 'invoice.payment_failed', 'customer.subscription.updated'],
+  );
   const pastDue = await stripe.subscriptions.retrieve(sub.id);
   assert.is(pastDue.status, 'past_due');
   const open = await stripe.invoices.retrieve(pastDue.latest_invoice as string);
@@ -249,7 +270,7 @@ test('a declining card: payment_failed and past_due; the retry after the card is
   assert.is(open.next_payment_attempt, end + HOUR + 3 * DAY, 'retried three days after the failure');
   const failedEvent = events.find((e) => e.type === 'invoice.payment_failed')!.data.object as Stripe.Invoice;
   assert.is(failedEvent.next_payment_attempt, end + HOUR + 3 * DAY, 'the event shows the next attempt');
-  assert.is((await stripe.customers.retrieve(customer.id) as Stripe.Customer).delinquent, true);
+  assert.is(((await stripe.customers.retrieve(customer.id)) as Stripe.Customer).delinquent, true);
 
   // The customer fixes the card; the retry (not the update) pays.
   const good = await stripe.paymentMethods.attach('pm_card_visa', { customer: customer.id });
@@ -258,11 +279,14 @@ test('a declining card: payment_failed and past_due; the retry after the card is
   marker = await lastEventId(stripe);
   await stripe.testHelpers.testClocks.advance(clock.id, { frozen_time: end + 4 * DAY });
   events = await eventsSince(stripe, marker);
-  inOrder(events.map((e) => e.type), ['charge.succeeded', 'invoice.paid', 'invoice.payment_succeeded', 'customer.updated', 'customer.subscription.updated']);
+  inOrder(
+    events.map((e) => e.type),
+    ['charge.succeeded', 'invoice.paid', 'invoice.payment_succeeded', 'customer.updated', 'customer.subscription.updated'],
+  );
   const paid = await stripe.invoices.retrieve(open.id);
   assert.equal([paid.status, paid.attempt_count, paid.next_payment_attempt], ['paid', 2, null]);
   assert.is((await stripe.subscriptions.retrieve(sub.id)).status, 'active');
-  assert.is((await stripe.customers.retrieve(customer.id) as Stripe.Customer).delinquent, false);
+  assert.is(((await stripe.customers.retrieve(customer.id)) as Stripe.Customer).delinquent, false);
 
   // Back to the failing card: the next renewal fails three times, 3 days apart, then the subscription is canceled.
   await stripe.customers.update(customer.id, { invoice_settings: { default_payment_method: failing.id } });
@@ -301,7 +325,10 @@ test('incomplete subscriptions expire after 23 hours; cancel_at_period_end ends 
   const marker = await lastEventId(stripe);
   await stripe.testHelpers.testClocks.advance(clock.id, { frozen_time: periodEnd(sub) + DAY });
   const events = await eventsSince(stripe, marker);
-  assert.equal(events.map((e) => e.type), ['test_helpers.test_clock.advancing', 'customer.subscription.deleted', 'test_helpers.test_clock.ready']);
+  assert.equal(
+    events.map((e) => e.type),
+    ['test_helpers.test_clock.advancing', 'customer.subscription.deleted', 'test_helpers.test_clock.ready'],
+  );
   const ended = await stripe.subscriptions.retrieve(sub.id);
   assert.equal([ended.status, ended.ended_at, ended.cancellation_details?.reason], ['canceled', periodEnd(sub), 'cancellation_requested']);
 });
@@ -385,12 +412,21 @@ test('billing traffic: a seeded, paced mix of operations with renewals paid and 
     const done = [...actor.counts.done.keys()];
     assert.ok(done.length >= 6, `a mix of operations: ${done.join(', ')}`);
     for (const kind of ['customer.create', 'subscription.create', 'test_clock.advance']) assert.ok(done.includes(kind), `did ${kind}`);
-    assert.ok(done.some((k) => k.startsWith('burst.')), 'bursts');
+    assert.ok(
+      done.some((k) => k.startsWith('burst.')),
+      'bursts',
+    );
     assert.is(actor.counts.refused.get('rate_limited'), undefined, `kept under the limit (logs: ${logs.join(' | ')})`);
     assert.is(limited.stats.byAccount(account.id).rateLimited, 0);
     const renewals = account.all('invoices').filter((i) => i.billing_reason === 'subscription_cycle');
-    assert.ok(renewals.some((i) => i.status === 'paid'), 'a renewal invoice paid');
-    assert.ok(account.events().some((e) => e.type === 'invoice.payment_failed'), 'a payment failed');
+    assert.ok(
+      renewals.some((i) => i.status === 'paid'),
+      'a renewal invoice paid',
+    );
+    assert.ok(
+      account.events().some((e) => e.type === 'invoice.payment_failed'),
+      'a payment failed',
+    );
 
     // Same seed, same answers (no 429 here): the same operations in the same order, as far as both got.
     const traces = runs.map((r) => (r.actor as unknown as { trace: string[] }).trace);

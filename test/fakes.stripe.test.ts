@@ -30,7 +30,11 @@ interface Reply {
   json: any;
 }
 
-async function call(method: string, path: string, opts: { key?: string | null; form?: string; headers?: Record<string, string>; on?: FakeStripe } = {}): Promise<Reply> {
+async function call(
+  method: string,
+  path: string,
+  opts: { key?: string | null; form?: string; headers?: Record<string, string>; on?: FakeStripe } = {},
+): Promise<Reply> {
   const target = opts.on ?? fake;
   const headers: Record<string, string> = { 'stripe-version': API_VERSION, ...(opts.headers ?? {}) };
   const key = opts.key === undefined ? KEY : opts.key;
@@ -74,7 +78,12 @@ test.after(async () => {
 });
 
 test('customers: create, retrieve, update, list, delete, with their events', async () => {
-  const created = await stripe.customers.create({ email: 'ada@example.com', name: 'Ada', metadata: { plan: 'gold', team: 'a' }, address: { city: 'London', country: 'GB' } });
+  const created = await stripe.customers.create({
+    email: 'ada@example.com',
+    name: 'Ada',
+    metadata: { plan: 'gold', team: 'a' },
+    address: { city: 'London', country: 'GB' },
+  });
   assert.match(created.id, /^cus_[0-9A-Za-z]{14}$/);
   assert.is(created.object, 'customer');
   assert.is(created.email, 'ada@example.com');
@@ -93,7 +102,11 @@ test('customers: create, retrieve, update, list, delete, with their events', asy
   const fetched = await stripe.customers.retrieve(created.id);
   assert.equal(fetched, created);
 
-  const updated = await stripe.customers.update(created.id, { name: 'Ada Lovelace', metadata: { plan: 'platinum', team: '', added: 'x' }, description: 'first' });
+  const updated = await stripe.customers.update(created.id, {
+    name: 'Ada Lovelace',
+    metadata: { plan: 'platinum', team: '', added: 'x' },
+    description: 'first',
+  });
   assert.is(updated.name, 'Ada Lovelace');
   assert.equal(updated.metadata, { plan: 'platinum', added: 'x' });
   assert.is(updated.description, 'first');
@@ -102,7 +115,10 @@ test('customers: create, retrieve, update, list, delete, with their events', asy
 
   const events = await stripe.events.list({ types: ['customer.created', 'customer.updated'], limit: 10 });
   const mine = events.data.filter((e) => (e.data.object as { id: string }).id === created.id);
-  assert.equal(mine.map((e) => e.type), ['customer.updated', 'customer.updated', 'customer.created']);
+  assert.equal(
+    mine.map((e) => e.type),
+    ['customer.updated', 'customer.updated', 'customer.created'],
+  );
   const [second, first, creation] = mine as [Stripe.Event, Stripe.Event, Stripe.Event];
   assert.equal(first.data.previous_attributes, { name: 'Ada', metadata: { plan: 'gold', team: 'a', added: null }, description: null });
   assert.equal(second.data.previous_attributes, { description: 'first' });
@@ -121,7 +137,10 @@ test('customers: create, retrieve, update, list, delete, with their events', asy
   assert.is(deletedEvent?.type, 'customer.deleted');
   assert.is((deletedEvent!.data.object as Stripe.Customer).name, 'Ada Lovelace', 'the full object before deletion');
   const listed = await stripe.customers.list({ limit: 100 });
-  assert.not.ok(listed.data.some((c) => c.id === created.id), 'deleted customers are not listed');
+  assert.not.ok(
+    listed.data.some((c) => c.id === created.id),
+    'deleted customers are not listed',
+  );
   const err = await rejection(stripe.customers.update(created.id, { name: 'x' }));
   assert.is(err.statusCode, 404);
   assert.is(err.code, 'resource_missing');
@@ -129,7 +148,10 @@ test('customers: create, retrieve, update, list, delete, with their events', asy
 });
 
 test('products, prices and plans share objects; prices cannot be deleted, products with prices neither', async () => {
-  const product = await stripe.products.create({ name: 'Widget', default_price_data: { currency: 'usd', unit_amount: 1500, recurring: { interval: 'month' } } });
+  const product = await stripe.products.create({
+    name: 'Widget',
+    default_price_data: { currency: 'usd', unit_amount: 1500, recurring: { interval: 'month' } },
+  });
   assert.match(product.id, /^prod_/);
   assert.match(String(product.default_price), /^price_1/);
   const price = await stripe.prices.retrieve(String(product.default_price));
@@ -146,11 +168,21 @@ test('products, prices and plans share objects; prices cannot be deleted, produc
   const oneTime = await stripe.prices.create({ currency: 'usd', unit_amount: 999, product: product.id, lookup_key: 'widget_once' });
   assert.is(oneTime.type, 'one_time');
   const byKey = await stripe.prices.list({ lookup_keys: ['widget_once'] });
-  assert.equal(byKey.data.map((p) => p.id), [oneTime.id]);
+  assert.equal(
+    byKey.data.map((p) => p.id),
+    [oneTime.id],
+  );
   const recurringOnly = await stripe.prices.list({ product: product.id, type: 'recurring' });
-  assert.equal(recurringOnly.data.map((p) => p.id), [price.id]);
+  assert.equal(
+    recurringOnly.data.map((p) => p.id),
+    [price.id],
+  );
   const plans = await stripe.plans.list({ product: product.id });
-  assert.equal(plans.data.map((p) => p.id), [price.id], 'one-time prices are not plans');
+  assert.equal(
+    plans.data.map((p) => p.id),
+    [price.id],
+    'one-time prices are not plans',
+  );
 
   const dup = await rejection(stripe.prices.create({ currency: 'usd', unit_amount: 1, product: product.id, lookup_key: 'widget_once' }));
   assert.is(dup.statusCode, 400);
@@ -158,7 +190,10 @@ test('products, prices and plans share objects; prices cannot be deleted, produc
 
   const noDelete = await call('DELETE', `/v1/prices/${price.id}`);
   assert.is(noDelete.status, 404);
-  assert.is(noDelete.json.error.message, `Unrecognized request URL (DELETE: /v1/prices/${price.id}). Please see https://stripe.com/docs or we can help at https://support.stripe.com/.`);
+  assert.is(
+    noDelete.json.error.message,
+    `Unrecognized request URL (DELETE: /v1/prices/${price.id}). Please see https://stripe.com/docs or we can help at https://support.stripe.com/.`,
+  );
   const withPrices = await rejection(stripe.products.del(product.id));
   assert.is(withPrices.message, 'This product cannot be deleted because it has one or more user-created prices.');
 
@@ -213,7 +248,10 @@ test('entitlement features: create, retrieve, update, list by lookup_key and arc
   assert.is((await stripe.entitlements.features.retrieve(seats.id)).metadata.tier, 'pro');
   const live = (await stripe.entitlements.features.list({ archived: false, limit: 100 })).data.map((f) => f.id);
   assert.ok(live.includes(seats.id) && !live.includes(sso.id), 'archived=false leaves archived features out');
-  assert.equal((await stripe.entitlements.features.list({ lookup_key: 'sso_fx' })).data.map((f) => f.id), [sso.id]);
+  assert.equal(
+    (await stripe.entitlements.features.list({ lookup_key: 'sso_fx' })).data.map((f) => f.id),
+    [sso.id],
+  );
   const unknown = await rejection(stripe.entitlements.features.retrieve('feat_nosuch'));
   assert.is(unknown.statusCode, 404);
 });
@@ -224,7 +262,12 @@ async function billable(amount = 2000): Promise<{ customer: Stripe.Customer; pri
   const pms = await stripe.customers.listPaymentMethods(customer.id);
   const pm = (pms.data[0] as Stripe.PaymentMethod).id;
   await stripe.customers.update(customer.id, { invoice_settings: { default_payment_method: pm } });
-  const price = await stripe.prices.create({ currency: 'usd', unit_amount: amount, recurring: { interval: 'month' }, product_data: { name: `Plan ${amount}` } });
+  const price = await stripe.prices.create({
+    currency: 'usd',
+    unit_amount: amount,
+    recurring: { interval: 'month' },
+    product_data: { name: `Plan ${amount}` },
+  });
   return { customer, price, pm };
 }
 
@@ -257,28 +300,60 @@ test('subscriptions: the first invoice is paid with the default card; items chan
   assert.equal([txn.amount, txn.fee, txn.net, txn.type], [4000, 146, 3854, 'charge']);
   const created = await stripe.events.list({ limit: 30 });
   const types: string[] = created.data.map((e) => e.type);
-  for (const t of ['customer.subscription.created', 'customer.subscription.updated', 'invoice.created', 'invoice.finalized', 'invoice.paid', 'invoice.payment_succeeded', 'payment_intent.succeeded', 'charge.succeeded', 'invoice_payment.paid']) {
+  for (const t of [
+    'customer.subscription.created',
+    'customer.subscription.updated',
+    'invoice.created',
+    'invoice.finalized',
+    'invoice.paid',
+    'invoice.payment_succeeded',
+    'payment_intent.succeeded',
+    'charge.succeeded',
+    'invoice_payment.paid',
+  ]) {
     assert.ok(types.includes(t), t);
   }
 
-  const added = await stripe.subscriptionItems.create({ subscription: sub.id, price: (await stripe.prices.create({ currency: 'usd', unit_amount: 500, recurring: { interval: 'month' }, product_data: { name: 'Add-on' } })).id });
+  const added = await stripe.subscriptionItems.create({
+    subscription: sub.id,
+    price: (await stripe.prices.create({ currency: 'usd', unit_amount: 500, recurring: { interval: 'month' }, product_data: { name: 'Add-on' } })).id,
+  });
   const withTwo = await stripe.subscriptions.retrieve(sub.id);
-  assert.equal(withTwo.items.data.map((i) => i.id), [item.id, added.id]);
+  assert.equal(
+    withTwo.items.data.map((i) => i.id),
+    [item.id, added.id],
+  );
   const updatedEvent = (await stripe.events.list({ type: 'customer.subscription.updated', limit: 1 })).data[0];
-  assert.equal((updatedEvent!.data.previous_attributes as { items: Stripe.ApiList<Stripe.SubscriptionItem> }).items.data.map((i) => i.id), [item.id]);
+  assert.equal(
+    (updatedEvent!.data.previous_attributes as { items: Stripe.ApiList<Stripe.SubscriptionItem> }).items.data.map((i) => i.id),
+    [item.id],
+  );
   const listedItems = await stripe.subscriptionItems.list({ subscription: sub.id });
   assert.is(listedItems.data.length, 2);
   const missing = await rejection(stripe.subscriptionItems.list({} as Stripe.SubscriptionItemListParams));
   assert.is(missing.code, 'parameter_missing');
-  await stripe.subscriptions.update(sub.id, { items: [{ id: item.id, quantity: 3 }, { id: added.id, deleted: true }], metadata: { seats: '3' } });
+  await stripe.subscriptions.update(sub.id, {
+    items: [
+      { id: item.id, quantity: 3 },
+      { id: added.id, deleted: true },
+    ],
+    metadata: { seats: '3' },
+  });
   const after = await stripe.subscriptions.retrieve(sub.id);
-  assert.equal(after.items.data.map((i) => [i.id, i.quantity]), [[item.id, 3]]);
+  assert.equal(
+    after.items.data.map((i) => [i.id, i.quantity]),
+    [[item.id, 3]],
+  );
   assert.equal(after.metadata, { seats: '3' });
   const lastItem = await rejection(stripe.subscriptionItems.del(item.id));
   assert.match(lastItem.message, /at least one active plan/);
   const mixed = await rejection(stripe.subscriptions.update(sub.id, { items: [{ id: item.id, deleted: true }, { price: 'price_missing000000000000' }] }));
   assert.is(mixed.code, 'resource_missing');
-  assert.equal((await stripe.subscriptions.retrieve(sub.id)).items.data.map((i) => i.id), [item.id], 'a failed update changes nothing');
+  assert.equal(
+    (await stripe.subscriptions.retrieve(sub.id)).items.data.map((i) => i.id),
+    [item.id],
+    'a failed update changes nothing',
+  );
 
   const canceled = await stripe.subscriptions.cancel(sub.id);
   assert.is(canceled.status, 'canceled');
@@ -289,9 +364,15 @@ test('subscriptions: the first invoice is paid with the default card; items chan
   const active = await stripe.subscriptions.list({ customer: customer.id });
   assert.equal(active.data.length, 0, 'the default list hides canceled subscriptions');
   const all = await stripe.subscriptions.list({ customer: customer.id, status: 'all' });
-  assert.equal(all.data.map((s) => s.id), [sub.id]);
+  assert.equal(
+    all.data.map((s) => s.id),
+    [sub.id],
+  );
   const onlyCanceled = await stripe.subscriptions.list({ status: 'canceled', customer: customer.id });
-  assert.equal(onlyCanceled.data.map((s) => s.status), ['canceled']);
+  assert.equal(
+    onlyCanceled.data.map((s) => s.status),
+    ['canceled'],
+  );
   assert.is((await stripe.subscriptions.retrieve(sub.id)).status, 'canceled');
 });
 
@@ -301,7 +382,13 @@ test('subscriptions without a card stay incomplete with an open invoice; send_in
   const sub = await stripe.subscriptions.create({ customer: customer.id, items: [{ price: price.id }], expand: ['latest_invoice'] });
   assert.is(sub.status, 'incomplete');
   assert.is((sub.latest_invoice as Stripe.Invoice).status, 'open');
-  const invoiced = await stripe.subscriptions.create({ customer: customer.id, items: [{ price: price.id }], collection_method: 'send_invoice', days_until_due: 30, expand: ['latest_invoice'] });
+  const invoiced = await stripe.subscriptions.create({
+    customer: customer.id,
+    items: [{ price: price.id }],
+    collection_method: 'send_invoice',
+    days_until_due: 30,
+    expand: ['latest_invoice'],
+  });
   assert.is(invoiced.status, 'active');
   const inv = invoiced.latest_invoice as Stripe.Invoice;
   assert.is(inv.status, 'open');
@@ -324,7 +411,10 @@ test('invoices: items, draft, finalize, pay, lines, delete, void', async () => {
   const extra = await stripe.invoiceItems.create({ customer: customer.id, invoice: draft.id, amount: 500, currency: 'usd', description: 'Extra' });
   const withExtra = await stripe.invoices.retrieve(draft.id);
   assert.is(withExtra.total, 3000);
-  assert.equal(withExtra.lines.data.map((l) => l.description), ['Setup', 'Extra']);
+  assert.equal(
+    withExtra.lines.data.map((l) => l.description),
+    ['Setup', 'Extra'],
+  );
   const lines = await stripe.invoices.listLineItems(draft.id, { limit: 1 });
   assert.is(lines.data.length, 1);
   assert.is(lines.has_more, true);
@@ -351,22 +441,39 @@ test('invoices: items, draft, finalize, pay, lines, delete, void', async () => {
   assert.is(gone.deleted, true);
   const deletedEvent = (await stripe.events.list({ type: 'invoice.deleted', limit: 1 })).data[0];
   assert.is((deletedEvent!.data.object as Stripe.Invoice).id, throwaway.id);
-  const toVoid = await stripe.invoices.finalizeInvoice((await stripe.invoices.create({ customer: customer.id, collection_method: 'send_invoice', days_until_due: 7 })).id);
+  const toVoid = await stripe.invoices.finalizeInvoice(
+    (await stripe.invoices.create({ customer: customer.id, collection_method: 'send_invoice', days_until_due: 7 })).id,
+  );
   assert.is(toVoid.amount_due, 0);
   assert.is(toVoid.status, 'paid', 'an empty invoice is paid when finalized');
   const open = await stripe.invoiceItems.create({ customer: customer.id, amount: 700, currency: 'usd' });
-  const second = await stripe.invoices.create({ customer: customer.id, pending_invoice_items_behavior: 'include', collection_method: 'send_invoice', days_until_due: 7 });
+  const second = await stripe.invoices.create({
+    customer: customer.id,
+    pending_invoice_items_behavior: 'include',
+    collection_method: 'send_invoice',
+    days_until_due: 7,
+  });
   assert.is(second.amount_due, 700, String(open.id));
   await stripe.invoices.finalizeInvoice(second.id);
   const voided = await stripe.invoices.voidInvoice(second.id);
   assert.is(voided.status, 'void');
   const listed = await stripe.invoices.list({ customer: customer.id, status: 'void' });
-  assert.equal(listed.data.map((i) => i.id), [second.id]);
+  assert.equal(
+    listed.data.map((i) => i.id),
+    [second.id],
+  );
 });
 
 test('payment intents: confirm charges the card; declines are 402 card errors; manual capture; refunds', async () => {
   const customer = await stripe.customers.create({ name: 'Payer' });
-  const pi = await stripe.paymentIntents.create({ amount: 5000, currency: 'usd', customer: customer.id, payment_method: 'pm_card_mastercard', confirm: true, metadata: { order: '42' } });
+  const pi = await stripe.paymentIntents.create({
+    amount: 5000,
+    currency: 'usd',
+    customer: customer.id,
+    payment_method: 'pm_card_mastercard',
+    confirm: true,
+    metadata: { order: '42' },
+  });
   assert.is(pi.status, 'succeeded');
   assert.is(pi.amount_received, 5000);
   assert.match(pi.client_secret ?? '', new RegExp(`^${pi.id}_secret_`));
@@ -376,7 +483,10 @@ test('payment intents: confirm charges the card; declines are 402 card errors; m
   assert.is(charge.status, 'succeeded');
   assert.is(charge.customer, customer.id);
   const byIntent = await stripe.charges.list({ payment_intent: pi.id });
-  assert.equal(byIntent.data.map((c) => c.id), [charge.id]);
+  assert.equal(
+    byIntent.data.map((c) => c.id),
+    [charge.id],
+  );
 
   const declined = await rejection(stripe.paymentIntents.create({ amount: 1000, currency: 'usd', payment_method: 'pm_card_chargeDeclined', confirm: true }));
   assert.is(declined.statusCode, 402);
@@ -424,14 +534,20 @@ test('payment methods: attach, list per customer, detach', async () => {
   const attached = await stripe.paymentMethods.attach(pm.id, { customer: customer.id });
   assert.is(attached.customer, customer.id);
   const listed = await stripe.customers.listPaymentMethods(customer.id, { type: 'card' });
-  assert.equal(listed.data.map((p) => p.id), [pm.id]);
+  assert.equal(
+    listed.data.map((p) => p.id),
+    [pm.id],
+  );
   assert.is(listed.url, `/v1/customers/${customer.id}/payment_methods`);
   const twice = await rejection(stripe.paymentMethods.attach(pm.id, { customer: (await stripe.customers.create({})).id }));
   assert.is(twice.code, 'payment_method_unexpected_state');
   const detached = await stripe.paymentMethods.detach(pm.id);
   assert.is(detached.customer, null);
   const pmEvents = (await stripe.events.list({ type: 'payment_method.*', limit: 2 })).data;
-  assert.equal(pmEvents.map((e) => e.type), ['payment_method.detached', 'payment_method.attached']);
+  assert.equal(
+    pmEvents.map((e) => e.type),
+    ['payment_method.detached', 'payment_method.attached'],
+  );
   assert.equal(pmEvents[0]?.data.previous_attributes, { customer: customer.id });
   const raw = await rejection(stripe.paymentMethods.create({ type: 'card', card: { number: '4242424242424242', exp_month: 1, exp_year: 2030 } }));
   assert.match(raw.message, /Sending credit card numbers directly/);
@@ -439,13 +555,21 @@ test('payment methods: attach, list per customer, detach', async () => {
 
 test('checkout sessions: create, line items, expire, complete through the control API', async () => {
   const price = await stripe.prices.create({ currency: 'usd', unit_amount: 1200, product_data: { name: 'Poster' } });
-  const session = await stripe.checkout.sessions.create({ mode: 'payment', line_items: [{ price: price.id, quantity: 2 }], success_url: 'https://example.com/ok', customer_email: 'guest@example.com' });
+  const session = await stripe.checkout.sessions.create({
+    mode: 'payment',
+    line_items: [{ price: price.id, quantity: 2 }],
+    success_url: 'https://example.com/ok',
+    customer_email: 'guest@example.com',
+  });
   assert.match(session.id, /^cs_test_/);
   assert.is(session.amount_total, 2400);
   assert.is(session.status, 'open');
   assert.match(session.url ?? '', /^https:\/\/checkout\.stripe\.com\/c\/pay\/cs_test_/);
   const items = await stripe.checkout.sessions.listLineItems(session.id);
-  assert.equal(items.data.map((i) => [i.description, i.quantity, i.amount_total]), [['Poster', 2, 2400]]);
+  assert.equal(
+    items.data.map((i) => [i.description, i.quantity, i.amount_total]),
+    [['Poster', 2, 2400]],
+  );
   const completed = account.act('checkout/sessions', session.id, 'complete', { payment_method: 'pm_card_visa' });
   assert.is(completed.status, 'complete');
   assert.is(completed.payment_status, 'paid');
@@ -458,12 +582,18 @@ test('checkout sessions: create, line items, expire, complete through the contro
   const listed = await stripe.checkout.sessions.list({ status: 'expired', limit: 100 });
   assert.ok(listed.data.some((s) => s.id === other.id));
   const recurring = await stripe.prices.create({ currency: 'usd', unit_amount: 800, recurring: { interval: 'month' }, product_data: { name: 'Club' } });
-  const subSession = await stripe.checkout.sessions.create({ mode: 'subscription', line_items: [{ price: recurring.id, quantity: 1 }], success_url: 'https://example.com/ok' });
+  const subSession = await stripe.checkout.sessions.create({
+    mode: 'subscription',
+    line_items: [{ price: recurring.id, quantity: 1 }],
+    success_url: 'https://example.com/ok',
+  });
   const done = account.act('checkout/sessions', subSession.id, 'complete', { email: 'member@example.com' });
   const sub = await stripe.subscriptions.retrieve(String(done.subscription));
   assert.is(sub.status, 'active');
-  assert.is((await stripe.customers.retrieve(String(done.customer)) as Stripe.Customer).email, 'member@example.com');
-  const wrongMode = await rejection(stripe.checkout.sessions.create({ mode: 'payment', line_items: [{ price: recurring.id }], success_url: 'https://example.com/ok' }));
+  assert.is(((await stripe.customers.retrieve(String(done.customer))) as Stripe.Customer).email, 'member@example.com');
+  const wrongMode = await rejection(
+    stripe.checkout.sessions.create({ mode: 'payment', line_items: [{ price: recurring.id }], success_url: 'https://example.com/ok' }),
+  );
   assert.match(wrongMode.message, /recurring price/);
 });
 
@@ -476,14 +606,24 @@ test('lists: limit, cursors both ways, created ranges, auto-pagination, expand',
   for (let i = 0; i < 250; i++) other.create('customers', { email: `c${i}@example.com`, metadata: { i: String(i) } });
   const all = await s.customers.list({ limit: 100 }).autoPagingToArray({ limit: 1000 });
   assert.is(all.length, 250);
-  assert.equal(all.map((c) => c.id), other.all('customers').map((c) => c.id), 'newest first, same order as the store');
+  assert.equal(
+    all.map((c) => c.id),
+    other.all('customers').map((c) => c.id),
+    'newest first, same order as the store',
+  );
   assert.is(new Set(all.map((c) => c.id)).size, 250);
   assert.is(all[0]?.email, 'c249@example.com', 'same second: the later one first');
   const page1 = await s.customers.list({ limit: 3 });
   const page2 = await s.customers.list({ limit: 3, starting_after: page1.data[2]?.id });
-  assert.equal(page2.data.map((c) => c.email), ['c246@example.com', 'c245@example.com', 'c244@example.com']);
+  assert.equal(
+    page2.data.map((c) => c.email),
+    ['c246@example.com', 'c245@example.com', 'c244@example.com'],
+  );
   const back = await s.customers.list({ limit: 3, ending_before: page2.data[0]?.id });
-  assert.equal(back.data.map((c) => c.id), page1.data.map((c) => c.id));
+  assert.equal(
+    back.data.map((c) => c.id),
+    page1.data.map((c) => c.id),
+  );
   assert.is(back.has_more, false);
   const none = await s.customers.list({ created: { lt: base } });
   assert.equal(none.data, []);
@@ -506,9 +646,15 @@ test('lists: limit, cursors both ways, created ranges, auto-pagination, expand',
   const badExpand = await rejection(stripe.customers.list({ expand: ['data.nothing_here'] }));
   assert.match(badExpand.message, /cannot be expanded/);
   const found = await s.customers.search({ query: "email:'c7@example.com'" });
-  assert.equal(found.data.map((c) => c.email), ['c7@example.com']);
+  assert.equal(
+    found.data.map((c) => c.email),
+    ['c7@example.com'],
+  );
   const meta = await s.customers.search({ query: "metadata['i']:'12' OR email:'c13@example.com'" });
-  assert.equal(meta.data.map((c) => c.email), ['c13@example.com', 'c12@example.com']);
+  assert.equal(
+    meta.data.map((c) => c.email),
+    ['c13@example.com', 'c12@example.com'],
+  );
 });
 
 test('events: type filters, created ranges, retention after 30 days', async () => {
@@ -524,17 +670,30 @@ test('events: type filters, created ranges, retention after 30 days', async () =
     acct.update('customers', c.id, { name: 'Newer' });
     await s.products.create({ name: 'Thing' });
     const all = await s.events.list();
-    assert.equal(all.data.map((e) => e.type), ['product.created', 'customer.updated', 'customer.created']);
+    assert.equal(
+      all.data.map((e) => e.type),
+      ['product.created', 'customer.updated', 'customer.created'],
+    );
     assert.equal(all.data[1]?.request, { id: null, idempotency_key: null }, 'control-API changes have no request');
     const recent = await s.events.list({ created: { gt: t0 } });
-    assert.equal(recent.data.map((e) => e.type), ['product.created', 'customer.updated']);
+    assert.equal(
+      recent.data.map((e) => e.type),
+      ['product.created', 'customer.updated'],
+    );
     const customerOnly = await s.events.list({ type: 'customer.*' });
-    assert.equal(customerOnly.data.map((e) => e.type), ['customer.updated', 'customer.created']);
+    assert.equal(
+      customerOnly.data.map((e) => e.type),
+      ['customer.updated', 'customer.created'],
+    );
     const oldId = all.data[2]?.id as string;
     assert.is((await s.events.retrieve(oldId)).type, 'customer.created');
     clocked.clock.advance(25 * 86_400_000);
     const kept = await s.events.list();
-    assert.equal(kept.data.map((e) => e.type), ['product.created', 'customer.updated'], 'events older than 30 days are gone');
+    assert.equal(
+      kept.data.map((e) => e.type),
+      ['product.created', 'customer.updated'],
+      'events older than 30 days are gone',
+    );
     assert.is((await rejection(s.events.retrieve(oldId))).statusCode, 404);
     assert.is(acct.events().length, 2);
     const tooMany = await rejection(s.events.list({ types: Array.from({ length: 21 }, (_, i) => `t${i}.created`) }));
@@ -649,7 +808,9 @@ test('errors: unknown routes, unmodeled endpoints, bad parameters, versions', as
   assert.match(enumBad.json.error.message, /^Invalid status: must be one of active, all, canceled/);
   const missing = await rejection(stripe.prices.create({ unit_amount: 5 } as Stripe.PriceCreateParams));
   assert.equal([missing.code, missing.param], ['parameter_missing', 'currency']);
-  const bracketed = await call('POST', '/v1/customers', { form: 'email=b%40example.com&metadata%5Bk%5D=v&preferred_locales%5B%5D=en&preferred_locales%5B%5D=fr' });
+  const bracketed = await call('POST', '/v1/customers', {
+    form: 'email=b%40example.com&metadata%5Bk%5D=v&preferred_locales%5B%5D=en&preferred_locales%5B%5D=fr',
+  });
   assert.equal([bracketed.json.email, bracketed.json.metadata, bracketed.json.preferred_locales], ['b@example.com', { k: 'v' }, ['en', 'fr']]);
 
   const versioned = await call('GET', '/v1/customers?limit=1', { headers: { 'stripe-version': '2024-06-20' } });
@@ -712,7 +873,10 @@ test('upcoming invoices: create_preview computes the next invoice; the old endpo
   assert.is(preview.status, 'draft');
   const periodEnd = (sub.items.data[0] as Stripe.SubscriptionItem).current_period_end;
   assert.is(preview.created, periodEnd);
-  assert.equal(preview.lines.data.map((l) => l.amount), [3000, 450]);
+  assert.equal(
+    preview.lines.data.map((l) => l.amount),
+    [3000, 450],
+  );
   assert.is(preview.lines.data[0]?.period.start, periodEnd);
   assert.is((await stripe.events.list({ limit: 1 })).data[0]?.id, eventsBefore, 'previews leave no events');
   const more = await stripe.invoices.createPreview({ subscription: sub.id, subscription_details: { items: [{ id: sub.items.data[0]?.id, quantity: 3 }] } });
@@ -817,12 +981,52 @@ test('object shapes: every field Stripe shows by default, nothing the spec does 
       }
       Object.values(o).forEach(visit);
     };
-    for (const r of ['customers', 'products', 'prices', 'plans', 'coupons', 'subscriptions', 'invoices', 'invoiceitems', 'invoice_payments', 'payment_intents', 'charges', 'refunds', 'payment_methods', 'checkout/sessions', 'balance_transactions', 'payouts', 'disputes', 'events']) {
+    for (const r of [
+      'customers',
+      'products',
+      'prices',
+      'plans',
+      'coupons',
+      'subscriptions',
+      'invoices',
+      'invoiceitems',
+      'invoice_payments',
+      'payment_intents',
+      'charges',
+      'refunds',
+      'payment_methods',
+      'checkout/sessions',
+      'balance_transactions',
+      'payouts',
+      'disputes',
+      'events',
+    ]) {
       visit(a.all(r));
     }
     // Includable since 2022-11-15: Stripe's own fixture still shows it.
     const notByDefault: Record<string, string[]> = { charge: ['refunds'] };
-    for (const name of ['customer', 'product', 'price', 'plan', 'coupon', 'subscription', 'subscription_item', 'invoice', 'line_item', 'invoiceitem', 'invoice_payment', 'payment_intent', 'charge', 'refund', 'payment_method', 'checkout.session', 'balance_transaction', 'payout', 'dispute', 'event']) {
+    for (const name of [
+      'customer',
+      'product',
+      'price',
+      'plan',
+      'coupon',
+      'subscription',
+      'subscription_item',
+      'invoice',
+      'line_item',
+      'invoiceitem',
+      'invoice_payment',
+      'payment_intent',
+      'charge',
+      'refund',
+      'payment_method',
+      'checkout.session',
+      'balance_transaction',
+      'payout',
+      'dispute',
+      'event',
+    ]) {
       const objects = seen.get(name) ?? [];
       assert.ok(objects.length > 0, `saw a ${name}`);
       const spec = objectFields(name);
@@ -898,7 +1102,10 @@ test('disputes and payouts: control-opened disputes update and close; payouts ne
   const canceled = await stripe.payouts.cancel(payout.id);
   assert.is(canceled.status, 'canceled');
   const txn = await stripe.balanceTransactions.list({ type: 'payout', limit: 2 });
-  assert.equal(txn.data.map((t) => t.amount).sort((x, y) => x - y), [-1000, 1000]);
+  assert.equal(
+    txn.data.map((t) => t.amount).sort((x, y) => x - y),
+    [-1000, 1000],
+  );
 });
 
 test.run();

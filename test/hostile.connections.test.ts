@@ -26,7 +26,18 @@ import { CrashablePostgres } from './harness/crashable-postgres.ts';
 import { sharedKafka } from './harness/kafka/index.ts';
 import { query } from './harness/postgres.ts';
 import { waitFor } from './harness/process.ts';
-import { AIRTABLE_TEST_TOKEN, airtableSyncBody, createAccount, request, startTestService, STRIPE_TEST_KEYS, stripeSyncBody, type TestService, waitBackfilled, waitOk } from './harness/service.ts';
+import {
+  AIRTABLE_TEST_TOKEN,
+  airtableSyncBody,
+  createAccount,
+  request,
+  startTestService,
+  STRIPE_TEST_KEYS,
+  stripeSyncBody,
+  type TestService,
+  waitBackfilled,
+  waitOk,
+} from './harness/service.ts';
 
 let dir: string;
 let server: CrashablePostgres;
@@ -52,7 +63,12 @@ test.before(async () => {
       webhookAllowPrivate: true,
       kafkaBrokers: brokers,
     },
-    tunables: { workerTickMs: 250, stripe: { pollIntervalMs: 500 }, airtable: { pollIntervalMs: 250 }, webhooks: { schedule: { initialDelayMs: 200, maxDelayMs: 2000 } } },
+    tunables: {
+      workerTickMs: 250,
+      stripe: { pollIntervalMs: 500 },
+      airtable: { pollIntervalMs: 250 },
+      webhooks: { schedule: { initialDelayMs: 200, maxDelayMs: 2000 } },
+    },
   });
   receiver = http.createServer((req, res) => {
     let body = '';
@@ -66,7 +82,7 @@ test.before(async () => {
 });
 
 test.after(async () => {
-  process.off("unhandledRejection", onUnhandled);
+  process.off('unhandledRejection', onUnhandled);
   receiver?.close();
   await svc?.stop();
   await server?.stop();
@@ -94,7 +110,10 @@ async function fillSlots(): Promise<pg.Client[]> {
       held.push(client);
       mine.add(Number((await client.query<{ pid: number }>('SELECT pg_backend_pid() AS pid')).rows[0]!.pid));
     }
-    await held[0]!.query('SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE pid <> ALL($1::int[]) AND backend_type IN (\'client backend\', \'walsender\')', [[...mine]]);
+    await held[0]!.query(
+      "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE pid <> ALL($1::int[]) AND backend_type IN ('client backend', 'walsender')",
+      [[...mine]],
+    );
   }
   return held;
 }
@@ -137,8 +156,21 @@ test("with every connection slot taken from outside, the service's loops wait, t
   });
   assert.is(hook.status, 201, hook.text);
   const fake = new URL(svc.stripe!.url);
-  const direct = new Stripe(STRIPE_TEST_KEYS[0]!, { host: fake.hostname, port: Number(fake.port), protocol: 'http', apiVersion: STRIPE_API_VERSION as never, maxNetworkRetries: 0 });
-  const proxied = new Stripe(STRIPE_TEST_KEYS[0]!, { host: '127.0.0.1', port: svc.service.proxyPort!, protocol: 'http', apiVersion: STRIPE_API_VERSION as never, maxNetworkRetries: 0, timeout: 60_000 });
+  const direct = new Stripe(STRIPE_TEST_KEYS[0]!, {
+    host: fake.hostname,
+    port: Number(fake.port),
+    protocol: 'http',
+    apiVersion: STRIPE_API_VERSION as never,
+    maxNetworkRetries: 0,
+  });
+  const proxied = new Stripe(STRIPE_TEST_KEYS[0]!, {
+    host: '127.0.0.1',
+    port: svc.service.proxyPort!,
+    protocol: 'http',
+    apiVersion: STRIPE_API_VERSION as never,
+    maxNetworkRetries: 0,
+    timeout: 60_000,
+  });
   const first = await direct.customers.create({ name: 'Before' });
   const second = await direct.customers.create({ name: 'Before' });
   await waitBackfilled(svc.api, account.token, syncId, 60_000);
@@ -154,7 +186,12 @@ test("with every connection slot taken from outside, the service's loops wait, t
   const otherId: string = otherSync.body.id;
   await waitBackfilled(svc.api, other.token, otherId, 60_000);
   await waitOk(svc, other.token, otherId, 30_000);
-  const clients = new Airtable({ apiKey: AIRTABLE_TEST_TOKEN, endpointUrl: `http://127.0.0.1:${svc.service.proxyPort}/api.airtable.com`, noRetryIfRateLimited: true, requestTimeout: 60_000 }).base(base.id)('Clients');
+  const clients = new Airtable({
+    apiKey: AIRTABLE_TEST_TOKEN,
+    endpointUrl: `http://127.0.0.1:${svc.service.proxyPort}/api.airtable.com`,
+    noRetryIfRateLimited: true,
+    requestTimeout: 60_000,
+  }).base(base.id)('Clients');
 
   // Changes keep coming while the server is full: batches are in flight when it refuses.
   const busy = await direct.customers.create({ name: 'Busy 0' });
@@ -192,7 +229,7 @@ test("with every connection slot taken from outside, the service's loops wait, t
     // Refused before it left: a 503 from the proxy, nothing done upstream; the client retries.
     assert.is((answer as Stripe.errors.StripeError).statusCode, 503, answer.message);
     assert.match(answer.message, /not sent upstream/);
-    assert.is((await direct.customers.retrieve(second.id) as Stripe.Customer).name, 'Before', 'not forwarded');
+    assert.is(((await direct.customers.retrieve(second.id)) as Stripe.Customer).name, 'Before', 'not forwarded');
     assert.is((await proxied.customers.update(second.id, { name: 'Proxied while full' })).name, 'Proxied while full');
   } else {
     assert.is(answer.name, 'Proxied while full');
@@ -207,27 +244,43 @@ test("with every connection slot taken from outside, the service's loops wait, t
   await waitOk(svc, account.token, syncId, 60_000);
   await waitOk(svc, other.token, otherId, 60_000);
   const otherRows = await query<{ id: string; name: string }>(otherSync.body.database.url, 'SELECT id, name FROM clients ORDER BY id');
-  assert.equal(
-    otherRows.map((r) => `${r.id}:${r.name}`).sort(),
-    [`${changed}:Changed while full`, `${written}:Proxied while full`].sort(),
-  );
-  const rows = await query<{ id: string; name: string }>(created.body.database.url, 'SELECT id, name FROM customer WHERE id = ANY($1) ORDER BY name', [[busy.id, first.id, second.id]]);
+  assert.equal(otherRows.map((r) => `${r.id}:${r.name}`).sort(), [`${changed}:Changed while full`, `${written}:Proxied while full`].sort());
+  const rows = await query<{ id: string; name: string }>(created.body.database.url, 'SELECT id, name FROM customer WHERE id = ANY($1) ORDER BY name', [
+    [busy.id, first.id, second.id],
+  ]);
   assert.equal(
     rows.map((r) => r.name),
     [`Busy ${edits}`, 'Changed while full', 'Proxied while full'],
   );
-  await waitFor('the changes delivered to the webhook', async () => {
-    const names = new Set(received.map((e) => `${e.id}:${e.data.name}`));
-    return names.has(`${first.id}:Changed while full`) && names.has(`${second.id}:Proxied while full`) && names.has(`${busy.id}:Busy ${edits}`) ? true : undefined;
-  }, 60_000);
+  await waitFor(
+    'the changes delivered to the webhook',
+    async () => {
+      const names = new Set(received.map((e) => `${e.id}:${e.data.name}`));
+      return names.has(`${first.id}:Changed while full`) && names.has(`${second.id}:Proxied while full`) && names.has(`${busy.id}:Busy ${edits}`)
+        ? true
+        : undefined;
+    },
+    60_000,
+  );
   // Kafka: the relay carried on from where it stopped.
-  const onKafka = await kafkaNames(topicName(syncId, 'customer'), [`${first.id}:Changed while full`, `${second.id}:Proxied while full`, `${busy.id}:Busy ${edits}`]);
+  const onKafka = await kafkaNames(topicName(syncId, 'customer'), [
+    `${first.id}:Changed while full`,
+    `${second.id}:Proxied while full`,
+    `${busy.id}:Busy ${edits}`,
+  ]);
   assert.ok(onKafka, 'the changes reached Kafka');
   assert.equal(unhandled, [], 'no unhandled rejection');
   // The loops are the ones that started with the service: it never restarted them.
-  for (const [id, token] of [[syncId, account.token], [otherId, other.token]] as const) {
+  for (const [id, token] of [
+    [syncId, account.token],
+    [otherId, other.token],
+  ] as const) {
     const view = (await request(svc.api, 'GET', `/api/syncs/${id}`, { token })).body;
-    await waitFor(`${id} to turn normal`, async () => ((await request(svc.api, 'GET', `/api/syncs/${id}`, { token })).body.status.indicator === 'normal' ? true : undefined), 60_000).catch(() => {
+    await waitFor(
+      `${id} to turn normal`,
+      async () => ((await request(svc.api, 'GET', `/api/syncs/${id}`, { token })).body.status.indicator === 'normal' ? true : undefined),
+      60_000,
+    ).catch(() => {
       throw new Error(`${id} stayed ${view.status.indicator}: ${view.status.last_error}`);
     });
   }

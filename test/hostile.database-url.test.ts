@@ -51,7 +51,12 @@ function refused(answer: HttpAnswer, status: number, message: RegExp, what: stri
 
 test('the URL takes only postgres:// with a host and a port, and sslmode as its one parameter', async () => {
   const { token } = await createAccount(lenient, 'shapes');
-  refused(await create(lenient, token, 'postgres://u:p@example.com:5432/db?sslrootcert=/etc/nonexistent-file'), 400, /parameter sslrootcert is not accepted/, 'sslrootcert');
+  refused(
+    await create(lenient, token, 'postgres://u:p@example.com:5432/db?sslrootcert=/etc/nonexistent-file'),
+    400,
+    /parameter sslrootcert is not accepted/,
+    'sslrootcert',
+  );
   refused(await create(lenient, token, 'postgres://u:p@example.com:5432/db?host=/var/run/postgresql'), 400, /parameter host is not accepted/, '?host=');
   refused(await create(lenient, token, 'postgres://u:p@%2Fvar%2Frun%2Fpostgresql:5432/db'), 400, /socket paths are not accepted/, 'a socket path');
   refused(await create(lenient, token, 'postgres://u:p@example.com/db'), 400, /must name the port/, 'no port');
@@ -62,7 +67,12 @@ test('loopback, private and link-local (metadata) servers are refused without a 
   const { token } = await createAccount(strict, 'addresses');
   const closed = await freePort();
   const started = Date.now();
-  refused(await create(strict, token, `postgres://postgres:x@127.0.0.1:${closed}/postgres`), 422, /loopback address; customer-owned servers must be public/, 'loopback');
+  refused(
+    await create(strict, token, `postgres://postgres:x@127.0.0.1:${closed}/postgres`),
+    422,
+    /loopback address; customer-owned servers must be public/,
+    'loopback',
+  );
   refused(await create(strict, token, 'postgres://postgres:x@169.254.169.254:5432/postgres'), 422, /link-local address/, 'metadata');
   refused(await create(strict, token, 'postgres://postgres:x@10.1.2.3:5432/postgres'), 422, /private address/, 'private');
   refused(await create(strict, token, 'postgres://postgres:x@[::ffff:7f00:1]:5432/postgres'), 422, /loopback address/, 'mapped loopback');
@@ -77,7 +87,10 @@ test("Tributary's own servers are never a customer's, even with private servers 
   viaLocalhost.hostname = 'localhost';
   refused(await create(lenient, token, viaLocalhost.toString()), 422, /names one of Tributary's own servers/, 'the shared server by another name');
   // 0.0.0.0 and :: reach the local host too, and so does any address of this machine's interfaces.
-  const others = Object.values(os.networkInterfaces()).flatMap((list) => list ?? []).filter((i) => !i.internal && i.family === 'IPv4').map((i) => i.address);
+  const others = Object.values(os.networkInterfaces())
+    .flatMap((list) => list ?? [])
+    .filter((i) => !i.internal && i.family === 'IPv4')
+    .map((i) => i.address);
   for (const [i, host] of ['0.0.0.0', '[::]', ...others].entries()) {
     const another = new URL(shared);
     another.hostname = host;
@@ -89,9 +102,19 @@ test("Tributary's own servers are never a customer's, even with private servers 
 
 test('connection failures answer from a short fixed list that echoes nothing', async () => {
   const { token } = await createAccount(lenient, 'failures');
-  refused(await create(lenient, token, `postgres://postgres:x@127.0.0.1:${await freePort()}/postgres`), 422, /cannot connect to database_url: refused/, 'a closed port');
+  refused(
+    await create(lenient, token, `postgres://postgres:x@127.0.0.1:${await freePort()}/postgres`),
+    422,
+    /cannot connect to database_url: refused/,
+    'a closed port',
+  );
   const httpPort = (web.address() as AddressInfo).port;
-  refused(await create(lenient, token, `postgres://postgres:x@127.0.0.1:${httpPort}/postgres`), 422, /cannot connect to database_url: not a PostgreSQL server/, 'an HTTP port');
+  refused(
+    await create(lenient, token, `postgres://postgres:x@127.0.0.1:${httpPort}/postgres`),
+    422,
+    /cannot connect to database_url: not a PostgreSQL server/,
+    'an HTTP port',
+  );
 });
 
 test('database_url attempts are rate-limited per account', async () => {
@@ -119,9 +142,7 @@ test('a name that resolves to a non-public address when connecting is refused th
 test('every connection the service makes to a database goes through the connection settings that keep the mark', async () => {
   // Only the control database's own clients (and connect.ts itself) may take a bare connection string.
   const control = new Set(['src/db/connect.ts', 'src/main.ts', 'src/db/listen.ts', 'src/db/migrate.ts', 'src/db/embedded.ts']);
-  const bare = (await sourceFiles('src'))
-    .filter(({ file, text }) => !control.has(file) && /connectionString:/.test(text))
-    .map(({ file }) => file);
+  const bare = (await sourceFiles('src')).filter(({ file, text }) => !control.has(file) && /connectionString:/.test(text)).map(({ file }) => file);
   assert.equal(bare, []);
 });
 

@@ -32,7 +32,10 @@ function refused(answer: HttpAnswer, status: number, what: string, message?: Reg
 test('a NUL character in a JSON string or key is a 400 that names where, not a 500', async () => {
   refused(await request(svc.api, 'POST', '/api/accounts', { token: svc.adminToken, body: { name: 'a\u0000b' } }), 400, 'account name', /name: .*NUL/);
   refused(
-    await request(svc.api, 'POST', `/api/syncs/${syncId}/webhooks`, { token: alice.token, body: { url: 'https://93.184.216.34/a\u0000b', topics: [`svc.${syncId}.table_a`] } }),
+    await request(svc.api, 'POST', `/api/syncs/${syncId}/webhooks`, {
+      token: alice.token,
+      body: { url: 'https://93.184.216.34/a\u0000b', topics: [`svc.${syncId}.table_a`] },
+    }),
     400,
     'webhook url',
     /url: .*NUL/,
@@ -64,9 +67,13 @@ test('the event REST interface refuses NUL bytes too, in its paths and its bodie
 });
 
 test('a delivery id past the bigint range is a 400, not a 500', async () => {
-  const hook = await request(svc.api, 'POST', `/api/syncs/${syncId}/webhooks`, { token: alice.token, body: { url: 'https://93.184.216.34/hook', topics: [`svc.${syncId}.table_a`] } });
+  const hook = await request(svc.api, 'POST', `/api/syncs/${syncId}/webhooks`, {
+    token: alice.token,
+    body: { url: 'https://93.184.216.34/hook', topics: [`svc.${syncId}.table_a`] },
+  });
   assert.is(hook.status, 201, hook.text);
-  const replay = (ids: string[]) => request(svc.api, 'POST', `/api/syncs/${syncId}/webhooks/${hook.body.id}/deliveries/replay`, { token: alice.token, body: { ids } });
+  const replay = (ids: string[]) =>
+    request(svc.api, 'POST', `/api/syncs/${syncId}/webhooks/${hook.body.id}/deliveries/replay`, { token: alice.token, body: { ids } });
   refused(await replay(['9999999999999999999']), 400, '19 digits past the range', /ids\.0: must be a delivery id/);
   const twenty = await replay(['99999999999999999999']);
   refused(twenty, 400, '20 digits', /ids\.0: must be a delivery id/);
@@ -96,9 +103,13 @@ test("webhook destinations in IPv6's special-purpose blocks are refused", async 
     '100::1', // discard
   ];
   for (const address of blocked) assert.ok(nonPublicKind(address), `${address} should not be public`);
-  for (const address of ['2606:4700::1111', '2a00:1450:4001::1', '64:ff9b::808:808', '::ffff:0:808:808']) assert.is(nonPublicKind(address), undefined, `${address} is public`);
+  for (const address of ['2606:4700::1111', '2a00:1450:4001::1', '64:ff9b::808:808', '::ffff:0:808:808'])
+    assert.is(nonPublicKind(address), undefined, `${address} is public`);
   for (const address of ['::ffff:0:7f00:1', '2001::1', '5f00::1', '3fff::1']) {
-    const answer = await request(svc.api, 'POST', `/api/syncs/${syncId}/webhooks`, { token: alice.token, body: { url: `http://[${address}]/hook`, topics: [`svc.${syncId}.table_a`] } });
+    const answer = await request(svc.api, 'POST', `/api/syncs/${syncId}/webhooks`, {
+      token: alice.token,
+      body: { url: `http://[${address}]/hook`, topics: [`svc.${syncId}.table_a`] },
+    });
     refused(answer, 422, address, /webhook destinations must be public/);
   }
 });

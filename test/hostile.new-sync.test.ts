@@ -23,7 +23,13 @@ test('a proxied Stripe create right after the sync is created is written through
   const created = await request(svc.api, 'POST', '/api/syncs', { token: account.token, body: stripeSyncBody() });
   assert.is(created.status, 201, created.text);
   assert.is(stripeSyncBody().api_key, STRIPE_TEST_KEYS[0]);
-  const proxied = new Stripe(STRIPE_TEST_KEYS[0]!, { host: '127.0.0.1', port: svc.service.proxyPort!, protocol: 'http', apiVersion: STRIPE_API_VERSION as never, maxNetworkRetries: 0 });
+  const proxied = new Stripe(STRIPE_TEST_KEYS[0]!, {
+    host: '127.0.0.1',
+    port: svc.service.proxyPort!,
+    protocol: 'http',
+    apiVersion: STRIPE_API_VERSION as never,
+    maxNetworkRetries: 0,
+  });
   const customer = await proxied.customers.create({ name: 'First customer' });
   assert.is(customer.lastResponse.headers['tributary-write-through'], undefined, 'written through');
   const rows = await query<{ name: string }>(created.body.database.url, 'SELECT name FROM customer WHERE id = $1', [customer.id]);

@@ -30,7 +30,7 @@ async function connects(url: string): Promise<boolean> {
   }
 }
 
-test("a reader that changes its own password and defaults is put back as provisioned", async () => {
+test('a reader that changes its own password and defaults is put back as provisioned', async () => {
   const account = await createAccount(svc);
   const created = await request(svc.api, 'POST', '/api/syncs', { token: account.token, body: stripeSyncBody() });
   assert.is(created.status, 201, created.text);

@@ -51,7 +51,11 @@ test('the operator sets how many syncs an account may have', async () => {
   assert.is(svc.airtable.stats.requests, asked, 'no upstream request for a sync past the limit');
   assert.is((await limits(account.id, { max_syncs: 3 })).status, 200);
   assert.is((await create(account.token, airtableSyncBody(TEST_BASES[2]))).status, 201);
-  assert.is((await request(svc.api, 'PATCH', `/api/accounts/${account.id}`, { token: account.token, body: { max_syncs: 50 } })).status, 403, 'the account cannot raise its own');
+  assert.is(
+    (await request(svc.api, 'PATCH', `/api/accounts/${account.id}`, { token: account.token, body: { max_syncs: 50 } })).status,
+    403,
+    'the account cannot raise its own',
+  );
   assert.is((await limits('acc_nope', { max_syncs: 1 })).status, 404);
   assert.is((await limits(account.id, { max_syncs: -1 })).status, 400);
 });
@@ -94,7 +98,9 @@ test("an account's readers share its connection budget, and each reader has its 
   const lowered = await request(svc.api, 'PATCH', `/api/syncs/${first.body.id}`, { token: svc.adminToken, body: { reader_connection_limit: 1 } });
   assert.is(lowered.status, 200, lowered.text);
   assert.is(lowered.body.database.connection_limit, 1);
-  const [role] = await query<{ rolconnlimit: number }>(serverAdminUrl(), 'SELECT rolconnlimit FROM pg_roles WHERE rolname = $1', [`${first.body.database.name}_ro`]);
+  const [role] = await query<{ rolconnlimit: number }>(serverAdminUrl(), 'SELECT rolconnlimit FROM pg_roles WHERE rolname = $1', [
+    `${first.body.database.name}_ro`,
+  ]);
   assert.is(role!.rolconnlimit, 1);
   const raised = await request(svc.api, 'PATCH', `/api/syncs/${second.body.id}`, { token: svc.adminToken, body: { reader_connection_limit: 6 } });
   assert.is(raised.status, 200, raised.text);

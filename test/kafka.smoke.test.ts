@@ -25,10 +25,7 @@ function headerText(headers: IHeaders | undefined, name: string): string | undef
 function consumeN(consumer: Consumer, count: number): Promise<KafkaMessage[]> {
   return new Promise((resolve, reject) => {
     const received: KafkaMessage[] = [];
-    const timer = setTimeout(
-      () => reject(new Error(`only ${received.length} of ${count} messages within ${CONSUME_TIMEOUT_MS} ms`)),
-      CONSUME_TIMEOUT_MS,
-    );
+    const timer = setTimeout(() => reject(new Error(`only ${received.length} of ${count} messages within ${CONSUME_TIMEOUT_MS} ms`)), CONSUME_TIMEOUT_MS);
     consumer
       .run({
         eachMessage: async ({ message }) => {

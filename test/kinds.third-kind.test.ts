@@ -19,18 +19,21 @@ let svc: TestService;
 let account: TestAccount;
 
 test.before(
-  loudSetUp(async () => {
-    upstream = new NotesUpstream(KEY);
-    await upstream.start();
-    const kinds = builtInKinds();
-    kinds.register(notesKind);
-    svc = await startTestService({
-      kinds,
-      config: { roles: ['api', 'sync', 'decoder', 'proxy', 'events'], upstreams: new Map([[NOTES_HOST, upstream.url]]) },
-      tunables: { workerTickMs: 250 },
-    });
-    account = await createAccount(svc);
-  }, () => svc),
+  loudSetUp(
+    async () => {
+      upstream = new NotesUpstream(KEY);
+      await upstream.start();
+      const kinds = builtInKinds();
+      kinds.register(notesKind);
+      svc = await startTestService({
+        kinds,
+        config: { roles: ['api', 'sync', 'decoder', 'proxy', 'events'], upstreams: new Map([[NOTES_HOST, upstream.url]]) },
+        tunables: { workerTickMs: 250 },
+      });
+      account = await createAccount(svc);
+    },
+    () => svc,
+  ),
 );
 
 test.after(async () => {
@@ -68,15 +71,22 @@ test('a kind registered from outside the product syncs, emits events, proxies a 
   assert.equal(await query(reader, 'SELECT text FROM notes WHERE id = $1', [note.id]), [{ text: 'through the proxy' }]);
 
   // Events, under the kind's collection, with the prior value of what changed.
-  const events = await waitFor('the three changes as events', async () => {
-    const list = await eventsOf(syncId);
-    return list.length >= 3 ? list : undefined;
-  }, 20_000);
-  assert.equal(events.map((e) => [e.event, e.collection, e.topic, e.data.text]), [
-    ['inserted', 'note', `svc.${syncId}.note`, 'written before the sync'],
-    ['updated', 'note', `svc.${syncId}.note`, 'changed straight upstream'],
-    ['inserted', 'note', `svc.${syncId}.note`, 'through the proxy'],
-  ]);
+  const events = await waitFor(
+    'the three changes as events',
+    async () => {
+      const list = await eventsOf(syncId);
+      return list.length >= 3 ? list : undefined;
+    },
+    20_000,
+  );
+  assert.equal(
+    events.map((e) => [e.event, e.collection, e.topic, e.data.text]),
+    [
+      ['inserted', 'note', `svc.${syncId}.note`, 'written before the sync'],
+      ['updated', 'note', `svc.${syncId}.note`, 'changed straight upstream'],
+      ['inserted', 'note', `svc.${syncId}.note`, 'through the proxy'],
+    ],
+  );
 
   // The console lists the kind's table under its upstream name and topic.
   const tables = await request(svc.api, 'GET', `/api/syncs/${syncId}/tables`, { token: account.token });

@@ -17,7 +17,11 @@ const run = promisify(execFile);
 test('the production image copies the product alone', async () => {
   const dockerfile = await readFile(path.join(repoRoot, 'docker', 'Dockerfile'), 'utf8');
   const copied = [...dockerfile.matchAll(/^COPY\s+(.+?)\s+\S+$/gm)].flatMap((m) => m[1]!.split(/\s+/));
-  assert.equal(copied.filter((source) => /^(fakes|sim|test|bench|scripts)\b/.test(source)), [], `COPY ${copied.join(' ')}`);
+  assert.equal(
+    copied.filter((source) => /^(fakes|sim|test|bench|scripts)\b/.test(source)),
+    [],
+    `COPY ${copied.join(' ')}`,
+  );
   assert.ok(copied.includes('src'), 'the sources are copied');
 });
 
@@ -26,7 +30,11 @@ test('nothing under src/ imports the fakes, but for the CLI loading them on dema
   for (const { file, text } of await sourceFiles('src')) {
     for (const line of text.split('\n')) if (/from '[./]*fakes\/|import\('[./]*fakes\//.test(line)) imports.push(`${file}: ${line.trim()}`);
   }
-  assert.equal(imports.filter((line) => !/^src\/cli\/main\.ts: .*await fakes\(\(\) => import\(/.test(line)), [], imports.join('\n'));
+  assert.equal(
+    imports.filter((line) => !/^src\/cli\/main\.ts: .*await fakes\(\(\) => import\(/.test(line)),
+    [],
+    imports.join('\n'),
+  );
   assert.is(imports.length, 2, 'the CLI loads the two fakes on demand');
 });
 

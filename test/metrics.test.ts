@@ -47,7 +47,10 @@ function parse(text: string): Map<string, ParsedFamily> {
       const name = m![1]!;
       const family = families.get(current!)!;
       const suffixes = family.type === 'histogram' ? ['_bucket', '_sum', '_count'] : [''];
-      assert.ok(suffixes.some((s) => name === current + s), `${name} belongs to ${current}`);
+      assert.ok(
+        suffixes.some((s) => name === current + s),
+        `${name} belongs to ${current}`,
+      );
       const labels: Record<string, string> = {};
       for (const pair of (m![2] ?? '').matchAll(/([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\]|\\.)*)"/g)) {
         labels[pair[1]!] = pair[2]!.replace(/\\(.)/g, (_, c: string) => (c === 'n' ? '\n' : c));
@@ -77,7 +80,9 @@ test('the registry writes counters, gauges and histograms in the text format', a
   counter.inc({ path: '/a "quoted"\npath\\' }, 2);
   gauge.set({}, -1.5);
   for (const v of [0.05, 0.1, 0.5, 3]) histogram.observe({ kind: 'x' }, v);
-  registry.collect(async () => [{ name: 'demo_collected', help: 'From a collector.', type: 'gauge', samples: [{ name: 'demo_collected', labels: { a: 'b' }, value: Infinity }] }]);
+  registry.collect(async () => [
+    { name: 'demo_collected', help: 'From a collector.', type: 'gauge', samples: [{ name: 'demo_collected', labels: { a: 'b' }, value: Infinity }] },
+  ]);
   const text = await registry.render();
   const families = parse(text);
   assert.equal([...families.keys()].sort(), ['demo_collected', 'demo_requests_total', 'demo_seconds', 'demo_temperature']);
@@ -117,7 +122,7 @@ test('proxy metrics: requests by upstream and status, latency by upstream; unkno
   assert.is(one(families, 'tributary_proxy_request_duration_seconds_bucket', { upstream: 'api.stripe.com', le: '+Inf' }), 1);
 });
 
-test("the Airtable client tells its hook of each 429", async () => {
+test('the Airtable client tells its hook of each 429', async () => {
   const fake = await startFakeAirtable({ port: 0 });
   try {
     fake.addToken(AIRTABLE_TEST_TOKEN, { bases: '*' });
@@ -155,7 +160,10 @@ test('GET /metrics: per-sync values from the control database, for the operator 
   const base = svc.airtable.createBase({ name: 'Metrics' });
   base.createTable('Items', [{ name: 'Name', type: 'singleLineText' }]);
   base.createRecords('Items', [{ Name: 'a' }, { Name: 'b' }, { Name: 'c' }]);
-  const airtable = await request(svc.api, 'POST', '/api/syncs', { token: account.token, body: { kind: 'airtable', base_id: base.id, api_key: AIRTABLE_TEST_TOKEN } });
+  const airtable = await request(svc.api, 'POST', '/api/syncs', {
+    token: account.token,
+    body: { kind: 'airtable', base_id: base.id, api_key: AIRTABLE_TEST_TOKEN },
+  });
   assert.is(airtable.status, 201, airtable.text);
   const stripe = await request(svc.api, 'POST', '/api/syncs', { token: account.token, body: { kind: 'stripe', api_key: STRIPE_KEY } });
   assert.is(stripe.status, 201, stripe.text);
@@ -163,10 +171,16 @@ test('GET /metrics: per-sync values from the control database, for the operator 
   const stripeId = stripe.body.id as string;
 
   // Two 429s on the Stripe sync's events feed, once it follows the feed.
-  await waitFor('the Stripe backfill', async () => ((await request(svc!.api, 'GET', `/api/syncs/${stripeId}`, { token: account.token })).body.status.completed_at ? true : undefined));
+  await waitFor('the Stripe backfill', async () =>
+    (await request(svc!.api, 'GET', `/api/syncs/${stripeId}`, { token: account.token })).body.status.completed_at ? true : undefined,
+  );
   stripeFake.faults.add({ match: { path: '/v1/events' }, kind: 'status', status: 429, times: 2 });
   await waitFor('the Airtable events and the slot lag', async () => {
-    const rows = await query<{ seq: string; slot_lag_bytes: string | null }>(svc!.controlUrl, 'SELECT seq, slot_lag_bytes FROM decoder_progress WHERE sync_id = $1', [airtableId]);
+    const rows = await query<{ seq: string; slot_lag_bytes: string | null }>(
+      svc!.controlUrl,
+      'SELECT seq, slot_lag_bytes FROM decoder_progress WHERE sync_id = $1',
+      [airtableId],
+    );
     return Number(rows[0]?.seq) >= 3 && rows[0]?.slot_lag_bytes !== null ? true : undefined;
   });
   await waitFor('the 429s counted', async () => {
@@ -180,7 +194,9 @@ test('GET /metrics: per-sync values from the control database, for the operator 
   const text = await scrape.text();
   const families = parse(text);
   const view = (await request(svc.api, 'GET', `/api/syncs/${airtableId}`, { token: account.token })).body;
-  const progress = await query<{ seq: string; slot_lag_bytes: string }>(svc.controlUrl, 'SELECT seq, slot_lag_bytes FROM decoder_progress WHERE sync_id = $1', [airtableId]);
+  const progress = await query<{ seq: string; slot_lag_bytes: string }>(svc.controlUrl, 'SELECT seq, slot_lag_bytes FROM decoder_progress WHERE sync_id = $1', [
+    airtableId,
+  ]);
   const a = { sync_id: airtableId, kind: 'airtable' };
   const s = { sync_id: stripeId, kind: 'stripe' };
 
@@ -191,7 +207,9 @@ test('GET /metrics: per-sync values from the control database, for the operator 
   assert.ok(one(families, 'tributary_sync_cycle_duration_seconds', a)! >= 0);
   assert.is(families.get('tributary_sync_events_logged_total')!.type, 'counter');
   // The decoder may log more between the two reads; never fewer.
-  assert.ok(one(families, 'tributary_sync_events_logged_total', a)! <= Number(progress[0]!.seq) && one(families, 'tributary_sync_events_logged_total', a)! >= 3);
+  assert.ok(
+    one(families, 'tributary_sync_events_logged_total', a)! <= Number(progress[0]!.seq) && one(families, 'tributary_sync_events_logged_total', a)! >= 3,
+  );
   assert.ok(one(families, 'tributary_sync_slot_lag_bytes', a)! >= 0);
   assert.is(one(families, 'tributary_sync_upstream_429_total', s), 2);
   assert.is(one(families, 'tributary_sync_upstream_429_total', a), 0);

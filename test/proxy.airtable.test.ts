@@ -25,46 +25,65 @@ let globex = '';
 
 const auth = { authorization: `Bearer ${AIRTABLE_TEST_TOKEN}`, 'content-type': 'application/json' };
 
-test.before(loudSetUp(async () => {
-  svc = await startTestService({
-    config: { roles: ['api', 'sync', 'proxy'] },
-    // Quota and 429s are proxy.quota.test.ts's subject, with the fake in its own process.
-    airtable: { rateLimit: false },
-    // Sweeps are rare here; a sweep page crossing a proxied write is proxy.sweep-race.test.ts's subject.
-    tunables: { airtable: { pollIntervalMs: 250, cycleGapMs: 120_000 }, workerTickMs: 250 },
-  });
-  account = await createAccount(svc);
-  base = svc.airtable.createBase({ name: 'Proxy base' });
-  base.createTable('Clients', [
-    { name: 'Name', type: 'singleLineText' },
-    { name: 'Revenue', type: 'currency' },
-  ]);
-  base.createTable('Projects 🚀', [
-    { name: 'Name', type: 'singleLineText' },
-    { name: 'Budget', type: 'number', options: { precision: 0 } },
-    { name: 'Status', type: 'singleSelect', options: { choices: [{ name: 'Todo' }, { name: 'Done' }] } },
-  ]);
-  const clients = base.table('Clients');
-  const link = base.addField('Projects 🚀', { name: 'Clients', type: 'multipleRecordLinks', options: { linkedTableId: clients.id } });
-  base.addField('Projects 🚀', {
-    name: 'Client names',
-    type: 'multipleLookupValues',
-    options: { recordLinkFieldId: link.id, fieldIdInLinkedTable: clients.primaryFieldId },
-  });
-  base.addField('Projects 🚀', { name: 'Double', type: 'formula', options: { formula: '{Budget} * 2' } });
-  base.addField('Projects 🚀', { name: 'Shout', type: 'formula', options: { formula: 'UPPER({Name})' } });
-  [acme, globex] = base.createRecords('Clients', [{ Name: 'Acme', Revenue: 1000 }, { Name: 'Globex', Revenue: 250 }]).map((r) => r.id) as [string, string];
-  base.createRecords('Projects 🚀', [{ Name: 'Seed', Budget: 1 }]);
+test.before(
+  loudSetUp(
+    async () => {
+      svc = await startTestService({
+        config: { roles: ['api', 'sync', 'proxy'] },
+        // Quota and 429s are proxy.quota.test.ts's subject, with the fake in its own process.
+        airtable: { rateLimit: false },
+        // Sweeps are rare here; a sweep page crossing a proxied write is proxy.sweep-race.test.ts's subject.
+        tunables: { airtable: { pollIntervalMs: 250, cycleGapMs: 120_000 }, workerTickMs: 250 },
+      });
+      account = await createAccount(svc);
+      base = svc.airtable.createBase({ name: 'Proxy base' });
+      base.createTable('Clients', [
+        { name: 'Name', type: 'singleLineText' },
+        { name: 'Revenue', type: 'currency' },
+      ]);
+      base.createTable('Projects 🚀', [
+        { name: 'Name', type: 'singleLineText' },
+        { name: 'Budget', type: 'number', options: { precision: 0 } },
+        { name: 'Status', type: 'singleSelect', options: { choices: [{ name: 'Todo' }, { name: 'Done' }] } },
+      ]);
+      const clients = base.table('Clients');
+      const link = base.addField('Projects 🚀', { name: 'Clients', type: 'multipleRecordLinks', options: { linkedTableId: clients.id } });
+      base.addField('Projects 🚀', {
+        name: 'Client names',
+        type: 'multipleLookupValues',
+        options: { recordLinkFieldId: link.id, fieldIdInLinkedTable: clients.primaryFieldId },
+      });
+      base.addField('Projects 🚀', { name: 'Double', type: 'formula', options: { formula: '{Budget} * 2' } });
+      base.addField('Projects 🚀', { name: 'Shout', type: 'formula', options: { formula: 'UPPER({Name})' } });
+      [acme, globex] = base
+        .createRecords('Clients', [
+          { Name: 'Acme', Revenue: 1000 },
+          { Name: 'Globex', Revenue: 250 },
+        ])
+        .map((r) => r.id) as [string, string];
+      base.createRecords('Projects 🚀', [{ Name: 'Seed', Budget: 1 }]);
 
-  ({ reader, proxy, airtable } = await airtableSyncBehindProxy(svc, account.token, base.id));
-}, () => svc));
+      ({ reader, proxy, airtable } = await airtableSyncBehindProxy(svc, account.token, base.id));
+    },
+    () => svc,
+  ),
+);
 
 test.after(async () => {
   await proxy?.stop();
   await svc?.stop();
 });
 
-type ProjectRow = { id: string; name: string | null; budget: string | null; status: string | null; clients: string[] | null; client_names: string[] | null; double: string | null; shout: string | null };
+type ProjectRow = {
+  id: string;
+  name: string | null;
+  budget: string | null;
+  status: string | null;
+  clients: string[] | null;
+  client_names: string[] | null;
+  double: string | null;
+  shout: string | null;
+};
 const project = async (id: string) => (await query<ProjectRow>(reader, 'SELECT * FROM projects WHERE id = $1', [id]))[0];
 
 test('airtable.js creates through the proxy: the row is there at once, lookup and formulas included', async () => {
@@ -76,13 +95,22 @@ test('airtable.js creates through the proxy: the row is there at once, lookup an
     ['Alpha', '100', 'Todo', [acme], ['Acme'], '200', 'ALPHA'],
   );
 
-  const batch = await ok(airtable('Projects 🚀').create([
-    { fields: { Name: 'Beta', Budget: 5, Clients: [acme, globex] } },
-    { fields: { Name: 'Gamma' } },
-    { fields: { Name: 'Delta', Budget: 7 } },
-  ]));
+  const batch = await ok(
+    airtable('Projects 🚀').create([
+      { fields: { Name: 'Beta', Budget: 5, Clients: [acme, globex] } },
+      { fields: { Name: 'Gamma' } },
+      { fields: { Name: 'Delta', Budget: 7 } },
+    ]),
+  );
   const rows = await query<ProjectRow>(reader, 'SELECT * FROM projects WHERE id = ANY($1) ORDER BY name', [batch.map((r) => r.id)]);
-  assert.equal(rows.map((r) => [r.name, r.double, r.client_names]), [['Beta', '10', ['Acme', 'Globex']], ['Delta', '14', null], ['Gamma', '0', null]]);
+  assert.equal(
+    rows.map((r) => [r.name, r.double, r.client_names]),
+    [
+      ['Beta', '10', ['Acme', 'Globex']],
+      ['Delta', '14', null],
+      ['Gamma', '0', null],
+    ],
+  );
 });
 
 test('updates (PATCH merge, PUT replace, upsert) land before the answer', async () => {
@@ -107,7 +135,13 @@ test('updates (PATCH merge, PUT replace, upsert) land before the answer', async 
   assert.is(upsert.json.updatedRecords.length, 1);
   assert.is(upsert.json.createdRecords.length, 1);
   const rows = await query<ProjectRow>(reader, "SELECT * FROM projects WHERE name IN ('Epsilon 2', 'Zeta') ORDER BY name", []);
-  assert.equal(rows.map((r) => [r.name, r.budget, r.double]), [['Epsilon 2', '3', '6'], ['Zeta', '4', '8']]);
+  assert.equal(
+    rows.map((r) => [r.name, r.budget, r.double]),
+    [
+      ['Epsilon 2', '3', '6'],
+      ['Zeta', '4', '8'],
+    ],
+  );
 });
 
 test('deletes, one and a batch, remove the rows before the answer', async () => {
@@ -191,9 +225,14 @@ test('svc-translate: database table and column names are mapped to Airtable name
   assert.is(patched.status, 200, patched.body.toString());
   assert.is((await project(id))!.double, '18');
 
-  const listed = await rawRequest(proxy.url, 'GET', `/api.airtable.com/v0/${base.id}/projects?fields%5B%5D=name&fields%5B%5D=budget&sort%5B0%5D%5Bfield%5D=budget&sort%5B0%5D%5Bdirection%5D=desc`, {
-    headers: { ...auth, 'svc-translate': '1' },
-  });
+  const listed = await rawRequest(
+    proxy.url,
+    'GET',
+    `/api.airtable.com/v0/${base.id}/projects?fields%5B%5D=name&fields%5B%5D=budget&sort%5B0%5D%5Bfield%5D=budget&sort%5B0%5D%5Bdirection%5D=desc`,
+    {
+      headers: { ...auth, 'svc-translate': '1' },
+    },
+  );
   assert.is(listed.status, 200, listed.body.toString());
   const first = listed.json.records[0];
   assert.equal(Object.keys(first.fields).sort(), ['Budget', 'Name']);
@@ -221,13 +260,26 @@ test('refused: other hosts, traversal, absolute URLs, CONNECT, smuggling, oversi
     ['scheme-relative', `GET //evil.example.com/x HTTP/1.1\r\n${h}\r\n`, 400],
     ['CONNECT', `CONNECT api.airtable.com:443 HTTP/1.1\r\nHost: api.airtable.com:443\r\n\r\n`, 405, /CONNECT is refused/],
     ['TRACE', `TRACE /api.airtable.com/v0 HTTP/1.1\r\n${h}\r\n`, 405],
-    ['Content-Length with Transfer-Encoding', `POST /api.airtable.com/v0/${base.id}/Clients HTTP/1.1\r\n${h}Content-Length: 4\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n`, 400],
+    [
+      'Content-Length with Transfer-Encoding',
+      `POST /api.airtable.com/v0/${base.id}/Clients HTTP/1.1\r\n${h}Content-Length: 4\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n`,
+      400,
+    ],
     ['two Content-Lengths', `POST /api.airtable.com/v0/${base.id}/Clients HTTP/1.1\r\n${h}Content-Length: 2\r\nContent-Length: 3\r\n\r\n{}`, 400],
     ['two equal Content-Lengths', `POST /api.airtable.com/v0/${base.id}/Clients HTTP/1.1\r\n${h}Content-Length: 2\r\nContent-Length: 2\r\n\r\n{}`, 400],
-    ['a Transfer-Encoding other than chunked', `POST /api.airtable.com/v0/${base.id}/Clients HTTP/1.1\r\n${h}Transfer-Encoding: gzip, chunked\r\n\r\n0\r\n\r\n`, 400],
+    [
+      'a Transfer-Encoding other than chunked',
+      `POST /api.airtable.com/v0/${base.id}/Clients HTTP/1.1\r\n${h}Transfer-Encoding: gzip, chunked\r\n\r\n0\r\n\r\n`,
+      400,
+    ],
     ['a control character in a header', `GET /api.airtable.com/v0/${base.id}/Clients HTTP/1.1\r\n${h}X-Evil: a\u0001b\r\n\r\n`, 400],
     ['a header name with a space', `GET /api.airtable.com/v0/${base.id}/Clients HTTP/1.1\r\n${h}X Evil: 1\r\n\r\n`, 400],
-    ['an oversize body (declared)', `POST /api.airtable.com/v0/${base.id}/Clients HTTP/1.1\r\n${h}Content-Length: 20000000\r\n\r\n{`, 413, /exceeds the proxy's limit of 10 MiB/],
+    [
+      'an oversize body (declared)',
+      `POST /api.airtable.com/v0/${base.id}/Clients HTTP/1.1\r\n${h}Content-Length: 20000000\r\n\r\n{`,
+      413,
+      /exceeds the proxy's limit of 10 MiB/,
+    ],
     ['the root', `GET / HTTP/1.1\r\n${h}\r\n`, 404],
   ];
   // Through a proxy whose upstream is a recording relay: nothing may reach it.
@@ -261,9 +313,15 @@ test('refused: other hosts, traversal, absolute URLs, CONNECT, smuggling, oversi
   try {
     const chunk = 'x'.repeat(32 * 1024);
     const body = `${Array.from({ length: 4 }, () => `${(chunk.length).toString(16)}\r\n${chunk}\r\n`).join('')}0\r\n\r\n`;
-    const streamed = await rawSocket(small.url, `POST /api.airtable.com/v0/${base.id}/Clients/listRecords HTTP/1.1\r\n${h}Content-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n${body}`);
+    const streamed = await rawSocket(
+      small.url,
+      `POST /api.airtable.com/v0/${base.id}/Clients/listRecords HTTP/1.1\r\n${h}Content-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n${body}`,
+    );
     assert.is(streamed.status, 413, streamed.text.slice(0, 300));
-    const written = await rawSocket(small.url, `POST /api.airtable.com/v0/${base.id}/Clients HTTP/1.1\r\n${h}Content-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n${body}`);
+    const written = await rawSocket(
+      small.url,
+      `POST /api.airtable.com/v0/${base.id}/Clients HTTP/1.1\r\n${h}Content-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n${body}`,
+    );
     assert.is(written.status, 413, written.text.slice(0, 300));
     assert.match(written.text, /"source":"proxy"/);
   } finally {
@@ -286,12 +344,15 @@ test('504 when the upstream does not answer in time, 502 when it cannot be used'
     assert.equal(refused.json.error, { source: 'proxy', code: 'bad_gateway', message: 'api.airtable.com could not be reached (ECONNREFUSED)' });
 
     svc.airtable.faults.add({ match: { method: 'POST', path: /\/Clients$/, baseId: base.id }, kind: 'truncate' });
-    const cut = await rawRequest(proxy.url, 'POST', `/api.airtable.com/v0/${base.id}/Clients`, { headers: auth, body: JSON.stringify({ fields: { Name: 'Cut' } }) });
+    const cut = await rawRequest(proxy.url, 'POST', `/api.airtable.com/v0/${base.id}/Clients`, {
+      headers: auth,
+      body: JSON.stringify({ fields: { Name: 'Cut' } }),
+    });
     assert.is(cut.status, 502);
     assert.is(cut.json.error.source, 'proxy');
 
     const upstreamError = await rawRequest(proxy.url, 'GET', `/api.airtable.com/v0/${base.id}/NoSuchTable`, { headers: auth });
-    assert.is(upstreamError.status, 403, 'upstream errors are the upstream\'s');
+    assert.is(upstreamError.status, 403, "upstream errors are the upstream's");
     assert.is(upstreamError.json.error.type, 'INVALID_PERMISSIONS_OR_MODEL_NOT_FOUND');
   } finally {
     svc.airtable.faults.clear();
@@ -301,7 +362,11 @@ test('504 when the upstream does not answer in time, 502 when it cannot be used'
 });
 
 test("the service's own proxy port (main.ts) writes through the same way", async () => {
-  const served = new Airtable({ apiKey: AIRTABLE_TEST_TOKEN, endpointUrl: `http://127.0.0.1:${svc.service.proxyPort}/api.airtable.com`, noRetryIfRateLimited: true }).base(base.id);
+  const served = new Airtable({
+    apiKey: AIRTABLE_TEST_TOKEN,
+    endpointUrl: `http://127.0.0.1:${svc.service.proxyPort}/api.airtable.com`,
+    noRetryIfRateLimited: true,
+  }).base(base.id);
   const made = await ok(served('Projects 🚀').create({ Name: 'Served', Budget: 4, Clients: [globex] }));
   const row = await project(made.id);
   assert.equal([row!.name, row!.double, row!.client_names], ['Served', '8', ['Globex']]);
@@ -310,7 +375,10 @@ test("the service's own proxy port (main.ts) writes through the same way", async
 });
 
 test('no credential in the logs', async () => {
-  assert.ok(svc.logs.lines.some((l) => /"part":"proxy"/.test(l)), 'the proxy logged');
+  assert.ok(
+    svc.logs.lines.some((l) => /"part":"proxy"/.test(l)),
+    'the proxy logged',
+  );
   assert.not.match(svc.logs.text, AIRTABLE_TEST_TOKEN);
   assert.not.match(svc.logs.text, AIRTABLE_TEST_TOKEN.split('.')[0]!);
 });

@@ -38,7 +38,13 @@ test.before(async () => {
     config: { roles: ['api', 'proxy', 'sync', 'decoder'], targetDatabaseUrl: server.adminUrl },
     tunables: { proxy: { writeThroughPatienceMs: PATIENCE_MS } },
   });
-  proxied = new Stripe(KEY, { host: '127.0.0.1', port: set.svc.service.proxyPort!, protocol: 'http', apiVersion: STRIPE_API_VERSION as never, maxNetworkRetries: 0 });
+  proxied = new Stripe(KEY, {
+    host: '127.0.0.1',
+    port: set.svc.service.proxyPort!,
+    protocol: 'http',
+    apiVersion: STRIPE_API_VERSION as never,
+    maxNetworkRetries: 0,
+  });
 });
 
 test.after(async () => {

@@ -25,37 +25,45 @@ let upstreams: Map<string, string>;
 
 const auth = { authorization: `Bearer ${AIRTABLE_TEST_TOKEN}`, 'content-type': 'application/json' };
 
-test.before(loudSetUp(async () => {
-  [airtableFake, stripeFake] = await Promise.all([
-    startFakeProcess({ kind: 'airtable', token: AIRTABLE_TEST_TOKEN, records: 1500 }),
-    startFakeProcess({ kind: 'stripe', key: STRIPE_KEY }),
-  ]);
-  upstreams = new Map([
-    ['api.airtable.com', airtableFake.url],
-    ['api.stripe.com', stripeFake.url],
-  ]);
-  svc = await startTestService({
-    config: { roles: ['api', 'sync'], upstreams },
-    tunables: { airtable: { pollIntervalMs: 250, cycleGapMs: 0 }, stripe: { pollIntervalMs: 250 }, workerTickMs: 250 },
-  });
-  const account = await createAccount(svc);
-  const before = new Date();
-  const airtableSync = await request(svc.api, 'POST', '/api/syncs', {
-    token: account.token,
-    body: { kind: 'airtable', base_id: airtableFake.id, api_key: AIRTABLE_TEST_TOKEN, settings: { turbo: true } },
-  });
-  assert.is(airtableSync.status, 201, airtableSync.text);
-  const stripeSync = await request(svc.api, 'POST', '/api/syncs', { token: account.token, body: { kind: 'stripe', api_key: STRIPE_KEY, settings: { turbo: true } } });
-  assert.is(stripeSync.status, 201, stripeSync.text);
-  await waitForCycle(svc, account.token, airtableSync.body.id, before, 120_000);
-  await waitFor(
-    'the Stripe backfill',
-    async () => ((await request(svc.api, 'GET', `/api/syncs/${stripeSync.body.id}`, { token: account.token })).body.status.completed_at ? true : undefined),
-    120_000,
-  );
-  // A long enough wait that a slow machine still serves a whole burst (the bound has its own test).
-  proxy = await startProxy(svc, { upstreams, queue: { maxWaitMs: 30_000 } });
-}, () => svc));
+test.before(
+  loudSetUp(
+    async () => {
+      [airtableFake, stripeFake] = await Promise.all([
+        startFakeProcess({ kind: 'airtable', token: AIRTABLE_TEST_TOKEN, records: 1500 }),
+        startFakeProcess({ kind: 'stripe', key: STRIPE_KEY }),
+      ]);
+      upstreams = new Map([
+        ['api.airtable.com', airtableFake.url],
+        ['api.stripe.com', stripeFake.url],
+      ]);
+      svc = await startTestService({
+        config: { roles: ['api', 'sync'], upstreams },
+        tunables: { airtable: { pollIntervalMs: 250, cycleGapMs: 0 }, stripe: { pollIntervalMs: 250 }, workerTickMs: 250 },
+      });
+      const account = await createAccount(svc);
+      const before = new Date();
+      const airtableSync = await request(svc.api, 'POST', '/api/syncs', {
+        token: account.token,
+        body: { kind: 'airtable', base_id: airtableFake.id, api_key: AIRTABLE_TEST_TOKEN, settings: { turbo: true } },
+      });
+      assert.is(airtableSync.status, 201, airtableSync.text);
+      const stripeSync = await request(svc.api, 'POST', '/api/syncs', {
+        token: account.token,
+        body: { kind: 'stripe', api_key: STRIPE_KEY, settings: { turbo: true } },
+      });
+      assert.is(stripeSync.status, 201, stripeSync.text);
+      await waitForCycle(svc, account.token, airtableSync.body.id, before, 120_000);
+      await waitFor(
+        'the Stripe backfill',
+        async () => ((await request(svc.api, 'GET', `/api/syncs/${stripeSync.body.id}`, { token: account.token })).body.status.completed_at ? true : undefined),
+        120_000,
+      );
+      // A long enough wait that a slow machine still serves a whole burst (the bound has its own test).
+      proxy = await startProxy(svc, { upstreams, queue: { maxWaitMs: 30_000 } });
+    },
+    () => svc,
+  ),
+);
 
 test.after(async () => {
   await proxy?.stop();
@@ -90,13 +98,21 @@ test('Airtable: a sync at full rate plus a client burst far above the quota: no 
   const client = new Airtable({ apiKey: AIRTABLE_TEST_TOKEN, endpointUrl: `${proxy.url}/api.airtable.com`, noRetryIfRateLimited: true }).base(airtableFake.id);
   const answers = await Promise.all([
     ...Array.from({ length: burst - 5 }, (_, i) =>
-      rawRequest(proxy.url, 'GET', `/api.airtable.com/v0/${airtableFake.id}/Big?pageSize=1&maxRecords=1&filterByFormula=${encodeURIComponent(`{Number}=${i + 1}`)}`, { headers: auth }),
+      rawRequest(
+        proxy.url,
+        'GET',
+        `/api.airtable.com/v0/${airtableFake.id}/Big?pageSize=1&maxRecords=1&filterByFormula=${encodeURIComponent(`{Number}=${i + 1}`)}`,
+        { headers: auth },
+      ),
     ),
     ...Array.from({ length: 5 }, (_, i) => ok(client('Big').create({ Name: `Burst ${i}` })).then(() => ({ status: 200 }))),
   ]);
   const ended = new Date();
   const seconds = (ended.getTime() - started.getTime()) / 1000;
-  assert.equal(answers.map((a) => a.status), Array(burst).fill(200));
+  assert.equal(
+    answers.map((a) => a.status),
+    Array(burst).fill(200),
+  );
   assert.is((await airtableFake.stats()).rateLimited, refusedBefore, 'the fake answered no 429');
 
   // Who got the base's slots during the burst, from the shared limiter's own log.
@@ -125,7 +141,9 @@ test('Airtable: past the queue bound, the proxy answers 429 itself, with Retry-A
   const bounded = await startProxy(svc, { upstreams, queue: { maxWaiting: 4, maxWaitMs: 2000 } });
   try {
     const answers = await Promise.all(
-      Array.from({ length: 20 }, () => rawRequest(bounded.url, 'GET', `/api.airtable.com/v0/${airtableFake.id}/Big?pageSize=1&maxRecords=1`, { headers: auth })),
+      Array.from({ length: 20 }, () =>
+        rawRequest(bounded.url, 'GET', `/api.airtable.com/v0/${airtableFake.id}/Big?pageSize=1&maxRecords=1`, { headers: auth }),
+      ),
     );
     const served = answers.filter((a) => a.status === 200);
     const refused = answers.filter((a) => a.status === 429);
@@ -149,10 +167,12 @@ test('Airtable: clients that hang up while queued leave quietly: no error in the
   try {
     const path = `/api.airtable.com/v0/${airtableFake.id}/Big?pageSize=1&maxRecords=1`;
     // 30 requests against 5 a second: most wait in the queue; half of them give up after 300 ms.
-    const leaving = Array.from({ length: 15 }, () => fetch(`${patient.url}${path}`, { headers: auth, signal: AbortSignal.timeout(300) }).then(
-      () => 'answered',
-      () => 'left',
-    ));
+    const leaving = Array.from({ length: 15 }, () =>
+      fetch(`${patient.url}${path}`, { headers: auth, signal: AbortSignal.timeout(300) }).then(
+        () => 'answered',
+        () => 'left',
+      ),
+    );
     const staying = Array.from({ length: 15 }, () => rawRequest(patient.url, 'GET', path, { headers: auth }));
     const left = (await Promise.all(leaving)).filter((r) => r === 'left').length;
     const served = (await Promise.all(staying)).filter((a) => a.status === 200).length;
@@ -160,8 +180,15 @@ test('Airtable: clients that hang up while queued leave quietly: no error in the
     assert.is(served, 15, 'those that stayed were served');
     await sleep(500);
     const lines = svc.logs.lines.slice(from).map((line) => JSON.parse(line) as { level: number; msg: string });
-    assert.equal(lines.filter((l) => l.level >= 50).map((l) => l.msg), [], 'no error logged');
-    assert.ok(lines.some((l) => l.msg === 'proxy client went away while its request waited'), 'each is noted at debug');
+    assert.equal(
+      lines.filter((l) => l.level >= 50).map((l) => l.msg),
+      [],
+      'no error logged',
+    );
+    assert.ok(
+      lines.some((l) => l.msg === 'proxy client went away while its request waited'),
+      'each is noted at debug',
+    );
   } finally {
     await patient.stop();
   }
@@ -176,7 +203,10 @@ test('Stripe: a burst above the account limit (25/s in test mode) alongside the 
     ...Array.from({ length: 10 }, (_, i) => stripe.customers.create({ email: `burst${i}@example.com` })),
   ]);
   const seconds = (Date.now() - started) / 1000;
-  assert.equal(answers.filter((a) => a.status === 'rejected').map((a) => String((a as PromiseRejectedResult).reason)), []);
+  assert.equal(
+    answers.filter((a) => a.status === 'rejected').map((a) => String((a as PromiseRejectedResult).reason)),
+    [],
+  );
   assert.ok(seconds >= 2.5, `80 requests (and the write-through fetches) at 25/s take over 3 s, took ${seconds.toFixed(1)} s`);
   assert.is((await stripeFake.stats()).rateLimited, refusedBefore, 'no 429 from the fake');
 });

@@ -22,11 +22,18 @@ let airtable: Airtable.Base;
 /** How late the change-capture fetch arrives. */
 const LATE_MS = 1500;
 
-test.before(loudSetUp(async () => {
-  // Change capture polls often; after the first cycle no sweep comes for minutes, so every
-  // listing the fake sees is a fetch by id.
-  ({ svc, base, reader, proxy, airtable } = await raceSetUp({ airtable: { pollIntervalMs: 200, cycleGapMs: 600_000 }, workerTickMs: 100 }, [{ Name: 'Racer', Count: 1 }]));
-}, () => svc));
+test.before(
+  loudSetUp(
+    async () => {
+      // Change capture polls often; after the first cycle no sweep comes for minutes, so every
+      // listing the fake sees is a fetch by id.
+      ({ svc, base, reader, proxy, airtable } = await raceSetUp({ airtable: { pollIntervalMs: 200, cycleGapMs: 600_000 }, workerTickMs: 100 }, [
+        { Name: 'Racer', Count: 1 },
+      ]));
+    },
+    () => svc,
+  ),
+);
 
 test.after(async () => {
   await proxy?.stop();

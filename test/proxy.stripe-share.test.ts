@@ -33,12 +33,15 @@ let account: TestAccount;
 let customerId: string;
 
 test.before(
-  loudSetUp(async () => {
-    fake = await startFakeProcess({ kind: 'stripe', key: KEY, customers: 40, seed: 13 });
-    customerId = fake.first!;
-    svc = await startTestService({ config: { roles: ['api', 'proxy'], secretKeyBase64: SECRET_KEY }, stripeUrl: fake.url });
-    account = await createAccount(svc);
-  }, () => svc),
+  loudSetUp(
+    async () => {
+      fake = await startFakeProcess({ kind: 'stripe', key: KEY, customers: 40, seed: 13 });
+      customerId = fake.first!;
+      svc = await startTestService({ config: { roles: ['api', 'proxy'], secretKeyBase64: SECRET_KEY }, stripeUrl: fake.url });
+      account = await createAccount(svc);
+    },
+    () => svc,
+  ),
 );
 
 test.after(async () => {
@@ -51,7 +54,13 @@ test("the proxy's fetch in the pinned version comes out of the sync's share: a c
   assert.is.not(CLIENT_VERSION, STRIPE_API_VERSION);
   const url = new URL(fake.url);
   const direct = new Stripe(KEY, { host: url.hostname, port: Number(url.port), protocol: 'http', apiVersion: CLIENT_VERSION as never, maxNetworkRetries: 0 });
-  const proxied = new Stripe(KEY, { host: '127.0.0.1', port: svc!.service.proxyPort!, protocol: 'http', apiVersion: CLIENT_VERSION as never, maxNetworkRetries: 0 });
+  const proxied = new Stripe(KEY, {
+    host: '127.0.0.1',
+    port: svc!.service.proxyPort!,
+    protocol: 'http',
+    apiVersion: CLIENT_VERSION as never,
+    maxNetworkRetries: 0,
+  });
   const created = await request(svc!.api, 'POST', '/api/syncs', { token: account.token, body: { kind: 'stripe', api_key: KEY } });
   assert.is(created.status, 201, created.text);
   const syncId: string = created.body.id;

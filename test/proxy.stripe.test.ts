@@ -74,7 +74,11 @@ test('products, prices, subscriptions (with their items inline), invoice actions
   const subRow = await one<{ status: string; customer: string }>('subscription', sub.id);
   assert.equal([subRow!.status, subRow!.customer], ['active', customer.id]);
   const items = await query<{ id: string; quantity: string }>(reader, 'SELECT id, quantity FROM public.subscription_item WHERE subscription = $1', [sub.id]);
-  assert.equal(items.map((i) => [i.id, i.quantity]), [[sub.items.data[0]!.id, '3']], 'the inline items list is written as its own rows');
+  assert.equal(
+    items.map((i) => [i.id, i.quantity]),
+    [[sub.items.data[0]!.id, '3']],
+    'the inline items list is written as its own rows',
+  );
 
   await stripe.invoiceItems.create({ customer: customer.id, amount: 2500, currency: 'usd', description: 'Setup' });
   const draft = await stripe.invoices.create({ customer: customer.id, pending_invoice_items_behavior: 'include' });
@@ -116,9 +120,18 @@ test('the events the sync reads later do not roll a proxied write back', async (
 
 test('curl-style basic auth and the /api.stripe.com prefix; answers are the upstream bytes', async () => {
   const tap = await startTap(svc.stripe!.url);
-  const tapped = await startProxy(svc, { upstreams: new Map([['api.airtable.com', svc.airtable.url], ['api.stripe.com', tap.url]]) });
+  const tapped = await startProxy(svc, {
+    upstreams: new Map([
+      ['api.airtable.com', svc.airtable.url],
+      ['api.stripe.com', tap.url],
+    ]),
+  });
   try {
-    const basic = { authorization: `Basic ${Buffer.from(`${CLIENT_KEY}:`).toString('base64')}`, 'content-type': 'application/x-www-form-urlencoded', 'stripe-version': STRIPE_API_VERSION };
+    const basic = {
+      authorization: `Basic ${Buffer.from(`${CLIENT_KEY}:`).toString('base64')}`,
+      'content-type': 'application/x-www-form-urlencoded',
+      'stripe-version': STRIPE_API_VERSION,
+    };
     const created = await rawRequest(tapped.url, 'POST', '/api.stripe.com/v1/customers', { headers: basic, body: 'email=tap%40example.com&metadata[a]=b' });
     assert.is(created.status, 200, created.body.toString());
     const sent = tap.records.find((r) => r.method === 'POST' && r.path === '/v1/customers')!;

@@ -43,12 +43,15 @@ let worker: TestService | undefined;
 let account: TestAccount;
 
 test.before(
-  loudSetUp(async () => {
-    // Enough for a backfill of several seconds at the sync's full share.
-    fake = await startFakeProcess({ kind: 'stripe', key: KEY, customers: 40, seed: 11 });
-    svc = await startTestService({ config: { roles: ['api'], secretKeyBase64: SECRET_KEY }, stripeUrl: fake.url });
-    account = await createAccount(svc);
-  }, () => svc),
+  loudSetUp(
+    async () => {
+      // Enough for a backfill of several seconds at the sync's full share.
+      fake = await startFakeProcess({ kind: 'stripe', key: KEY, customers: 40, seed: 11 });
+      svc = await startTestService({ config: { roles: ['api'], secretKeyBase64: SECRET_KEY }, stripeUrl: fake.url });
+      account = await createAccount(svc);
+    },
+    () => svc,
+  ),
 );
 
 test.after(async () => {
@@ -59,7 +62,13 @@ test.after(async () => {
 
 test('the sync keeps to its share as Stripe counts it; a customer keeping to the rest sees no 429', async () => {
   const url = new URL(fake.url);
-  const stripe = new Stripe(KEY, { host: url.hostname, port: Number(url.port), protocol: 'http', apiVersion: STRIPE_API_VERSION as never, maxNetworkRetries: 0 });
+  const stripe = new Stripe(KEY, {
+    host: url.hostname,
+    port: Number(url.port),
+    protocol: 'http',
+    apiVersion: STRIPE_API_VERSION as never,
+    maxNetworkRetries: 0,
+  });
   const created = await request(svc!.api, 'POST', '/api/syncs', { token: account.token, body: { kind: 'stripe', api_key: KEY } });
   assert.is(created.status, 201, created.text);
   const syncId: string = created.body.id;
@@ -109,7 +118,10 @@ test('the sync keeps to its share as Stripe counts it; a customer keeping to the
   // The customer kept to the rest, and was never refused.
   assert.ok(peak(client, 1000) <= stripeRule(KEY).limit - share, `the customer sent ${peak(client, 1000)} in one second`);
   assert.equal(failures, []);
-  assert.equal(seen.filter((a) => a.status === 429).map((a) => `${a.agent.split(' ')[0]} ${a.method} ${a.path}`), []);
+  assert.equal(
+    seen.filter((a) => a.status === 429).map((a) => `${a.agent.split(' ')[0]} ${a.method} ${a.path}`),
+    [],
+  );
   assert.is((await fake.stats()).rateLimited, refusedBefore, 'no 429 from the fake');
 });
 

@@ -58,9 +58,7 @@ test('a waiting client goes before queued sync requests', async () => {
   const order: string[] = [];
   // Fill the window with sync requests, then queue more sync requests and one client.
   for (let i = 0; i < 3; i++) await limiters[0]!.acquire('appPRIO', rule, { kind: 'sync', syncLimit: 5 });
-  const syncs = Array.from({ length: 4 }, (_, i) =>
-    limiters[0]!.acquire('appPRIO', rule, { kind: 'sync', syncLimit: 5 }).then(() => order.push(`sync${i}`)),
-  );
+  const syncs = Array.from({ length: 4 }, (_, i) => limiters[0]!.acquire('appPRIO', rule, { kind: 'sync', syncLimit: 5 }).then(() => order.push(`sync${i}`)));
   await new Promise((r) => setTimeout(r, 20));
   const client = limiters[1]!.acquire('appPRIO', rule, { kind: 'client' }).then(() => order.push('client'));
   await Promise.all([...syncs, client]);

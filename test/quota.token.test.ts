@@ -43,7 +43,7 @@ test('a request counts against its base and its token: neither window is ever ex
     }),
   );
   const { rows } = await pool.query<{ key: string; ms: number }>(
-    "SELECT key, extract(epoch FROM at) * 1000 AS ms FROM quota_requests WHERE key = ANY($1) ORDER BY at",
+    'SELECT key, extract(epoch FROM at) * 1000 AS ms FROM quota_requests WHERE key = ANY($1) ORDER BY at',
     [['appA', 'appB', 'appC', 'appD', token.key]],
   );
   const times = (key: string) => rows.filter((r) => r.key === key).map((r) => Number(r.ms));
@@ -51,8 +51,14 @@ test('a request counts against its base and its token: neither window is ever ex
   assert.ok(peak(times(token.key), 1000) <= 8, `token peak ${peak(times(token.key), 1000)} in 1 s`);
   for (const base of ['appA', 'appB', 'appC', 'appD']) assert.is(times(base).length, 4);
   // Logged under both keys at the same instant, so a re-stamp moves both.
-  const bases = rows.filter((r) => r.key !== token.key).map((r) => Number(r.ms)).sort((a, b) => a - b);
-  assert.equal(times(token.key).sort((a, b) => a - b), bases);
+  const bases = rows
+    .filter((r) => r.key !== token.key)
+    .map((r) => Number(r.ms))
+    .sort((a, b) => a - b);
+  assert.equal(
+    times(token.key).sort((a, b) => a - b),
+    bases,
+  );
 });
 
 test('twelve bases read with one token at full speed draw no 429 from the fake', async () => {

@@ -118,7 +118,8 @@ test('the README tour runs as written against the fakes', async () => {
     const code = await tour.exited;
     clearTimeout(timer);
     const outputs = tour.out().split(`${MARK}\n`);
-    const failed = () => `\n--- tour stdout ---\n${tour.out().slice(-3000)}\n--- tour stderr ---\n${tour.err().slice(-3000)}\n--- terminal 1 ---\n${service.err().slice(-3000)}`;
+    const failed = () =>
+      `\n--- tour stdout ---\n${tour.out().slice(-3000)}\n--- tour stderr ---\n${tour.err().slice(-3000)}\n--- terminal 1 ---\n${service.err().slice(-3000)}`;
     assert.is(code, 0, `block ${outputs.length} of the tour failed (exit ${code})${failed()}`);
     blocks.forEach((block, i) => {
       let rest = outputs[i] ?? '';

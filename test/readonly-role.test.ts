@@ -29,9 +29,7 @@ test.before(async () => {
 test.after(async () => svc.stop());
 
 test('the reader can SELECT synced tables and _sync_meta', async () => {
-  assert.equal(await query(reader, 'SELECT id, email, metadata FROM customer'), [
-    { id: 'cus_1', email: 'a@example.com', metadata: { plan: 'pro' } },
-  ]);
+  assert.equal(await query(reader, 'SELECT id, email, metadata FROM customer'), [{ id: 'cus_1', email: 'a@example.com', metadata: { plan: 'pro' } }]);
   assert.is((await query(reader, 'SELECT count(*)::int AS n FROM _sync_meta'))[0]!.n, 1);
   assert.equal(await query(reader, 'SHOW default_transaction_read_only'), [{ default_transaction_read_only: 'on' }]);
 });
@@ -80,14 +78,8 @@ test('turning read-only off and writing fails on privileges, and changes nothing
 
 test('the reader cannot open another sync’s database, the control database or the maintenance ones', async () => {
   const url = new URL(reader);
-  const credentials = (target: string) =>
-    withCredentials(target, decodeURIComponent(url.username), decodeURIComponent(url.password));
-  const targets = [
-    other.name,
-    new URL(svc.controlUrl).pathname.slice(1),
-    'postgres',
-    'template1',
-  ];
+  const credentials = (target: string) => withCredentials(target, decodeURIComponent(url.username), decodeURIComponent(url.password));
+  const targets = [other.name, new URL(svc.controlUrl).pathname.slice(1), 'postgres', 'template1'];
   for (const name of targets) {
     const error = await errorOf(credentials(withDatabase(reader, name)), 'SELECT 1');
     assert.instance(error, Error, `connect to ${name}`);

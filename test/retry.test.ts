@@ -11,7 +11,10 @@ const high = () => 0.999_999;
 
 test('the wait doubles from the first to the ceiling, spread as each jitter says', () => {
   const backoff = { initialMs: 100, maxMs: 1000 };
-  assert.equal([1, 2, 3, 4, 5, 9].map((n) => backoffDelay({ ...backoff, jitter: 'none' }, n)), [100, 200, 400, 800, 1000, 1000]);
+  assert.equal(
+    [1, 2, 3, 4, 5, 9].map((n) => backoffDelay({ ...backoff, jitter: 'none' }, n)),
+    [100, 200, 400, 800, 1000, 1000],
+  );
   assert.is(backoffDelay({ ...backoff, jitter: 'full' }, 3, low), 0);
   assert.is(backoffDelay({ ...backoff, jitter: 'full' }, 3, high), 399);
   assert.is(backoffDelay({ ...backoff, jitter: 'upper' }, 3, low), 200);

@@ -4,14 +4,7 @@ import { inspect } from 'node:util';
 import { Secret, SecretBox } from '../src/control/secrets.ts';
 import { newSecretKey } from '../src/ids.ts';
 import { query } from './harness/postgres.ts';
-import {
-  airtableSyncBody,
-  createAccount,
-  request,
-  startTestService,
-  stripeSyncBody,
-  type TestService,
-} from './harness/service.ts';
+import { airtableSyncBody, createAccount, request, startTestService, stripeSyncBody, type TestService } from './harness/service.ts';
 
 let svc: TestService;
 /** Every secret the service was handed or made, to be searched for afterwards. */
@@ -34,9 +27,7 @@ test.before(async () => {
     answersAfterCreation.push((await request(svc.api, 'GET', route, { token: account.token })).text);
   }
   answersAfterCreation.push((await request(svc.api, 'GET', '/api/accounts', { token: svc.adminToken })).text);
-  answersAfterCreation.push(
-    (await request(svc.api, 'PATCH', `/api/syncs/${a.id}`, { token: account.token, body: { settings: { turbo: true } } })).text,
-  );
+  answersAfterCreation.push((await request(svc.api, 'PATCH', `/api/syncs/${a.id}`, { token: account.token, body: { settings: { turbo: true } } })).text);
   answersAfterCreation.push((await request(svc.api, 'DELETE', `/api/syncs/${s.id}`, { token: account.token })).text);
 });
 test.after(async () => svc.stop());

@@ -24,7 +24,10 @@ test('stop() called twice at once, and again after, shuts down once and resolves
       () => 'refused',
     );
     assert.is(after, 'refused', 'the API port is closed');
-    assert.not.ok(svc.logs.lines.some((l) => /"level":50/.test(l)), 'no error logged while stopping');
+    assert.not.ok(
+      svc.logs.lines.some((l) => /"level":50/.test(l)),
+      'no error logged while stopping',
+    );
   } finally {
     if (!stopped) await svc.service.stop().catch(() => undefined);
     await svc.airtable.close();

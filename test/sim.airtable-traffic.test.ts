@@ -23,7 +23,14 @@ test.before(async () => {
   fake.addToken(TOKEN, { bases: [base.id] });
   // Clients is in the link ring (Projects → Tasks → Clients → Projects), so the generator has to
   // keep off it through links too.
-  base.generate({ seed: 20240601, tables: [{ name: 'Projects', records: 50 }, { name: 'Tasks', records: 60 }, { name: RESERVED, records: 40 }] });
+  base.generate({
+    seed: 20240601,
+    tables: [
+      { name: 'Projects', records: 50 },
+      { name: 'Tasks', records: 60 },
+      { name: RESERVED, records: 40 },
+    ],
+  });
 });
 
 test.after(async () => {
@@ -73,7 +80,9 @@ test('several UI users edit the base at once; a reserved table is left alone', a
   const stopMs = Date.now() - stopping;
   assert.ok(stopMs < 1000, `actors took ${stopMs} ms to stop`);
 
-  const report = actors.map((a) => `${a.name}: ok ${JSON.stringify(Object.fromEntries(a.counts.done))} no ${JSON.stringify(Object.fromEntries(a.counts.refused))}`);
+  const report = actors.map(
+    (a) => `${a.name}: ok ${JSON.stringify(Object.fromEntries(a.counts.done))} no ${JSON.stringify(Object.fromEntries(a.counts.refused))}`,
+  );
   console.log(`  ${((Date.now() - started) / 1000).toFixed(1)} s\n  ${report.join('\n  ')}\n  ${lines.join('\n  ')}`);
 
   // No refusal a wrong value would explain (only ones the moment's state explains).
@@ -123,7 +132,10 @@ test('the control API lists tables and changes field types as the UI does', () =
     { name: 'Tags', type: 'singleSelect', options: { choices: [{ name: 'a' }, { name: 'b' }] } },
   ]);
   b.createTable('U', [{ name: 'Name', type: 'singleLineText' }]);
-  assert.equal(b.tables().map((t) => t.name), ['T', 'U']);
+  assert.equal(
+    b.tables().map((t) => t.name),
+    ['T', 'U'],
+  );
   const [r1, r2] = b.createRecords('T', [
     { Name: 'one', Qty: '12', Level: 'high', Price: 9.5, Tags: 'a' },
     { Name: 'two', Qty: 'lots', Level: 'low', Price: 3, Tags: 'b' },
@@ -133,7 +145,10 @@ test('the control API lists tables and changes field types as the UI does', () =
   b.retypeField('T', 'Price', 'singleLineText');
   const tags = b.retypeField('T', 'Tags', 'multipleSelects');
   assert.equal((level.options!.choices as Array<{ name: string }>).map((c) => c.name).sort(), ['high', 'low']);
-  assert.equal((tags.options!.choices as Array<{ name: string }>).map((c) => c.name), ['a', 'b']);
+  assert.equal(
+    (tags.options!.choices as Array<{ name: string }>).map((c) => c.name),
+    ['a', 'b'],
+  );
   const rows = new Map(b.records('T').map((r) => [r.id, r.fields]));
   assert.equal(rows.get(r1.id), { Name: 'one', Qty: 12, Level: 'high', Price: '9.5', Tags: ['a'] });
   // What does not convert is cleared.
@@ -145,7 +160,10 @@ test('the control API lists tables and changes field types as the UI does', () =
   g.generate({ seed: 5, tables: [{ name: 'G', records: 20 }] });
   const amounts = g.records('G').map((r) => r.fields.Amount);
   g.retypeField('G', 'Amount', 'singleLineText');
-  assert.equal(g.records('G').map((r) => r.fields.Amount), amounts.map((a) => (a === undefined ? undefined : String(a))));
+  assert.equal(
+    g.records('G').map((r) => r.fields.Amount),
+    amounts.map((a) => (a === undefined ? undefined : String(a))),
+  );
 });
 
 test.run();

@@ -72,10 +72,12 @@ test('behind the arrival front, the same requests are all answered', async () =>
 test('the front passes a cut answer on as cut, and a client that gives up frees the fake', async () => {
   const baseId = newBase('Faults');
   fake.faults.add({ match: { baseId }, kind: 'truncate', times: 1 });
-  const cut = await fetch(`${front.url}/v0/${baseId}/Items`, { headers: { authorization: `Bearer ${TOKEN}` } }).then((r) => r.text()).then(
-    () => 'whole',
-    () => 'cut',
-  );
+  const cut = await fetch(`${front.url}/v0/${baseId}/Items`, { headers: { authorization: `Bearer ${TOKEN}` } })
+    .then((r) => r.text())
+    .then(
+      () => 'whole',
+      () => 'cut',
+    );
   assert.is(cut, 'cut');
   fake.faults.add({ match: { baseId }, kind: 'hang', times: 1 });
   const hung = await fetch(`${front.url}/v0/${baseId}/Items`, { headers: { authorization: `Bearer ${TOKEN}` }, signal: AbortSignal.timeout(300) }).then(

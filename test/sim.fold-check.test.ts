@@ -48,16 +48,28 @@ test('an update whose changes miss a new column, or give it a prior other than n
   const inserted = event('inserted', 'rec1', { id: 'rec1', name: 'a' });
   const db = table({ id: TEXT, name: TEXT, note: TEXT }, [{ id: 'rec1', name: 'b', note: 'x' }]);
   const missed = checked([inserted, event('updated', 'rec1', { id: 'rec1', name: 'b', note: 'x' }, { name: 'a' })], db);
-  assert.ok(missed.some((d) => /note went from null to "x" but is not in changes/.test(d)), missed.join('\n'));
+  assert.ok(
+    missed.some((d) => /note went from null to "x" but is not in changes/.test(d)),
+    missed.join('\n'),
+  );
   const prior = checked([inserted, event('updated', 'rec1', { id: 'rec1', name: 'b', note: 'x' }, { name: 'a', note: 'y' })], db);
-  assert.ok(prior.some((d) => /changes\.note is "y", but the record held null/.test(d)), prior.join('\n'));
+  assert.ok(
+    prior.some((d) => /changes\.note is "y", but the record held null/.test(d)),
+    prior.join('\n'),
+  );
 });
 
 test('a removed or renamed column whose value the events keep is a difference', () => {
   const events = [event('inserted', 'rec1', { id: 'rec1', label: 'kept' })];
   const renamed = checked(events, table({ id: TEXT, tag: TEXT }, [{ id: 'rec1', tag: 'kept' }]));
-  assert.ok(renamed.some((d) => /items\.tag: events and database differ/.test(d)), renamed.join('\n'));
-  assert.ok(renamed.some((d) => /items\.label: in the events, not a column of the table/.test(d)), renamed.join('\n'));
+  assert.ok(
+    renamed.some((d) => /items\.tag: events and database differ/.test(d)),
+    renamed.join('\n'),
+  );
+  assert.ok(
+    renamed.some((d) => /items\.label: in the events, not a column of the table/.test(d)),
+    renamed.join('\n'),
+  );
   const done = [...events, event('updated', 'rec1', { id: 'rec1', tag: 'kept' }, { label: 'kept', tag: null })];
   assert.equal(checked(done, table({ id: TEXT, tag: TEXT }, [{ id: 'rec1', tag: 'kept' }])), []);
 });
@@ -66,8 +78,14 @@ test('only representation is forgiven: a number is not its text, a boolean not "
   const events = [event('inserted', 'rec1', { id: 'rec1', qty: 13, flag: true })];
   assert.equal(checked(events, table({ id: TEXT, qty: NUMERIC, flag: 16 }, [{ id: 'rec1', qty: '13', flag: true }])), [], 'numeric as node-pg text');
   const retyped = checked(events, table({ id: TEXT, qty: TEXT, flag: TEXT }, [{ id: 'rec1', qty: '13', flag: 'true' }]));
-  assert.ok(retyped.some((d) => /items\.qty: events and database differ/.test(d)), retyped.join('\n'));
-  assert.ok(retyped.some((d) => /items\.flag: events and database differ/.test(d)), retyped.join('\n'));
+  assert.ok(
+    retyped.some((d) => /items\.qty: events and database differ/.test(d)),
+    retyped.join('\n'),
+  );
+  assert.ok(
+    retyped.some((d) => /items\.flag: events and database differ/.test(d)),
+    retyped.join('\n'),
+  );
   const asText = checked([event('inserted', 'rec1', { id: 'rec1', qty: '13' })], table({ id: TEXT, qty: NUMERIC }, [{ id: 'rec1', qty: '13' }]));
   assert.is(asText.length, 1, 'an event holding text for a numeric column differs');
 });

@@ -17,7 +17,14 @@ test('the committed field kinds are exactly what the extractor makes of the pinn
 test('kinds the docs type differently are told apart', () => {
   const { objects } = JSON.parse(readFileSync(FIELDS_PATH, 'utf8')) as { objects: Record<string, Record<string, string>> };
   assert.equal(
-    [objects.charge!.amount, objects.charge!.created, objects.charge!.customer, objects.price!.unit_amount_decimal, objects.customer!.preferred_locales, objects.customer!.address],
+    [
+      objects.charge!.amount,
+      objects.charge!.created,
+      objects.charge!.customer,
+      objects.price!.unit_amount_decimal,
+      objects.customer!.preferred_locales,
+      objects.customer!.address,
+    ],
     ['integer', 'unix-time', 'reference', 'decimal', 'string[]', 'object'],
   );
   assert.not.ok('object' in objects.charge!);

@@ -36,88 +36,95 @@ async function createSync(body: Record<string, unknown>): Promise<{ id: string; 
 }
 
 test.before(
-  loudSetUp(async () => {
-    fake = await startFakeStripe();
-    upstream = fake.createAccount();
-    upstream.generate({ seed: 11, customers: 12 });
-    fake.addKey(KEY, { account: upstream.id });
-    svc = await startTestService({
-      config: { roles: ['api', 'sync'] },
-      // One Airtable cycle only (no sweep would repair the tampered rows before the check).
-      tunables: { airtable: { pollIntervalMs: 250, cycleGapMs: 600_000 }, workerTickMs: 250, stripe: { pollIntervalMs: 500 } },
-      stripeUrl: fake.url,
-    });
-    account = await createAccount(svc);
+  loudSetUp(
+    async () => {
+      fake = await startFakeStripe();
+      upstream = fake.createAccount();
+      upstream.generate({ seed: 11, customers: 12 });
+      fake.addKey(KEY, { account: upstream.id });
+      svc = await startTestService({
+        config: { roles: ['api', 'sync'] },
+        // One Airtable cycle only (no sweep would repair the tampered rows before the check).
+        tunables: { airtable: { pollIntervalMs: 250, cycleGapMs: 600_000 }, workerTickMs: 250, stripe: { pollIntervalMs: 500 } },
+        stripeUrl: fake.url,
+      });
+      account = await createAccount(svc);
 
-    base = svc.airtable.createBase({ name: 'Upstream check' });
-    base.addCollaborator({ email: 'kim@example.com', name: 'Kim' });
-    base.createTable('Clients', [
-      { name: 'Name', type: 'singleLineText' },
-      { name: 'Revenue', type: 'currency' },
-    ]);
-    base.createTable('Projects 🚀', [
-      { name: 'Name', type: 'singleLineText' },
-      { name: 'Email', type: 'email' },
-      { name: 'Budget', type: 'number', options: { precision: 2 } },
-      { name: 'Done', type: 'checkbox' },
-      { name: 'Due', type: 'date' },
-      { name: 'When', type: 'dateTime' },
-      { name: 'Took', type: 'duration' },
-      { name: 'Tags', type: 'multipleSelects', options: { choices: [{ name: 'a' }, { name: 'b' }] } },
-      { name: 'Owner', type: 'singleCollaborator' },
-      { name: 'Files', type: 'multipleAttachments' },
-      { name: 'Created', type: 'createdTime' },
-      { name: 'Future', type: 'hologram' },
-    ]);
-    const clients = base.table('Clients');
-    const revenue = clients.fields.find((f) => f.name === 'Revenue')!.id;
-    const link = base.addField('Projects 🚀', { name: 'Clients', type: 'multipleRecordLinks', options: { linkedTableId: clients.id } });
-    base.addField('Projects 🚀', { name: 'Client names', type: 'multipleLookupValues', options: { recordLinkFieldId: link.id, fieldIdInLinkedTable: clients.primaryFieldId } });
-    base.addField('Projects 🚀', { name: 'Client revenue', type: 'rollup', options: { recordLinkFieldId: link.id, fieldIdInLinkedTable: revenue, function: 'SUM' } });
-    base.addField('Projects 🚀', { name: 'Double', type: 'formula', options: { formula: '{Budget} * 2' } });
-    const [acme, globex] = base.createRecords('Clients', [
-      { Name: 'Acme', Revenue: 1000 },
-      { Name: 'Globex', Revenue: 250.5 },
-      { Name: 'Initech' },
-    ]);
-    base.createRecords('Projects 🚀', [
-      {
-        Name: 'Launch',
-        Email: 'a@example.com',
-        Budget: 1234.5,
-        Done: true,
-        Due: '2024-02-29',
-        When: '2024-03-01T09:15:00.000Z',
-        Took: 5400.25,
-        Tags: ['a', 'b'],
-        Owner: { email: 'kim@example.com' },
-        Files: [{ url: 'https://example.com/f/plan.pdf' }],
-        Future: { anything: [1, 2, 3] },
-        Clients: [acme!.id, globex!.id],
-      },
-      { Name: 'Empty' },
-      { Name: 'Half', Budget: 0, Clients: [globex!.id] },
-    ]);
+      base = svc.airtable.createBase({ name: 'Upstream check' });
+      base.addCollaborator({ email: 'kim@example.com', name: 'Kim' });
+      base.createTable('Clients', [
+        { name: 'Name', type: 'singleLineText' },
+        { name: 'Revenue', type: 'currency' },
+      ]);
+      base.createTable('Projects 🚀', [
+        { name: 'Name', type: 'singleLineText' },
+        { name: 'Email', type: 'email' },
+        { name: 'Budget', type: 'number', options: { precision: 2 } },
+        { name: 'Done', type: 'checkbox' },
+        { name: 'Due', type: 'date' },
+        { name: 'When', type: 'dateTime' },
+        { name: 'Took', type: 'duration' },
+        { name: 'Tags', type: 'multipleSelects', options: { choices: [{ name: 'a' }, { name: 'b' }] } },
+        { name: 'Owner', type: 'singleCollaborator' },
+        { name: 'Files', type: 'multipleAttachments' },
+        { name: 'Created', type: 'createdTime' },
+        { name: 'Future', type: 'hologram' },
+      ]);
+      const clients = base.table('Clients');
+      const revenue = clients.fields.find((f) => f.name === 'Revenue')!.id;
+      const link = base.addField('Projects 🚀', { name: 'Clients', type: 'multipleRecordLinks', options: { linkedTableId: clients.id } });
+      base.addField('Projects 🚀', {
+        name: 'Client names',
+        type: 'multipleLookupValues',
+        options: { recordLinkFieldId: link.id, fieldIdInLinkedTable: clients.primaryFieldId },
+      });
+      base.addField('Projects 🚀', {
+        name: 'Client revenue',
+        type: 'rollup',
+        options: { recordLinkFieldId: link.id, fieldIdInLinkedTable: revenue, function: 'SUM' },
+      });
+      base.addField('Projects 🚀', { name: 'Double', type: 'formula', options: { formula: '{Budget} * 2' } });
+      const [acme, globex] = base.createRecords('Clients', [{ Name: 'Acme', Revenue: 1000 }, { Name: 'Globex', Revenue: 250.5 }, { Name: 'Initech' }]);
+      base.createRecords('Projects 🚀', [
+        {
+          Name: 'Launch',
+          Email: 'a@example.com',
+          Budget: 1234.5,
+          Done: true,
+          Due: '2024-02-29',
+          When: '2024-03-01T09:15:00.000Z',
+          Took: 5400.25,
+          Tags: ['a', 'b'],
+          Owner: { email: 'kim@example.com' },
+          Files: [{ url: 'https://example.com/f/plan.pdf' }],
+          Future: { anything: [1, 2, 3] },
+          Clients: [acme!.id, globex!.id],
+        },
+        { Name: 'Empty' },
+        { Name: 'Half', Budget: 0, Clients: [globex!.id] },
+      ]);
 
-    const before = new Date();
-    const [airtable, stripe] = await Promise.all([
-      createSync({ kind: 'airtable', base_id: base.id, api_key: AIRTABLE_TEST_TOKEN }),
-      createSync({ kind: 'stripe', api_key: KEY }),
-    ]);
-    airtableDb = airtable.adminUrl;
-    stripeDb = stripe.adminUrl;
-    await waitForCycle(svc, account.token, airtable.id, before);
-    await waitFor(
-      'the Stripe backfill and its upcoming invoices',
-      async () => {
-        const view = await request(svc.api, 'GET', `/api/syncs/${stripe.id}`, { token: account.token });
-        if (!view.body?.status?.completed_at) return undefined;
-        const [due] = await query<{ n: string }>(stripeDb, 'SELECT count(*) AS n FROM public_swap._stripe_upcoming_due');
-        return due!.n === '0' ? true : undefined;
-      },
-      45_000,
-    );
-  }, () => svc),
+      const before = new Date();
+      const [airtable, stripe] = await Promise.all([
+        createSync({ kind: 'airtable', base_id: base.id, api_key: AIRTABLE_TEST_TOKEN }),
+        createSync({ kind: 'stripe', api_key: KEY }),
+      ]);
+      airtableDb = airtable.adminUrl;
+      stripeDb = stripe.adminUrl;
+      await waitForCycle(svc, account.token, airtable.id, before);
+      await waitFor(
+        'the Stripe backfill and its upcoming invoices',
+        async () => {
+          const view = await request(svc.api, 'GET', `/api/syncs/${stripe.id}`, { token: account.token });
+          if (!view.body?.status?.completed_at) return undefined;
+          const [due] = await query<{ n: string }>(stripeDb, 'SELECT count(*) AS n FROM public_swap._stripe_upcoming_due');
+          return due!.n === '0' ? true : undefined;
+        },
+        45_000,
+      );
+    },
+    () => svc,
+  ),
 );
 
 test.after(async () => {
@@ -172,13 +179,19 @@ test('the Airtable check knows the types itself: a checkbox turned text and amou
   const violations = await airtableMatchesUpstream({ base, databaseUrl: airtableDb });
   const details = violations.map((v) => v.detail);
   const rows = base.records('Projects 🚀');
-  assert.ok(details.includes(`table "Projects 🚀" (${projects.id}): column projects.done is text; the type table makes field "Done" (${done.id}, checkbox) boolean`), show(violations));
+  assert.ok(
+    details.includes(`table "Projects 🚀" (${projects.id}): column projects.done is text; the type table makes field "Done" (${done.id}, checkbox) boolean`),
+    show(violations),
+  );
   for (const r of rows) {
     const checked = r.fields.Done === true;
     assert.ok(details.includes(`projects (${projects.id}) ${r.id}: column done is "${checked}" in the database, ${checked} upstream`), show(violations));
   }
   for (const r of base.records('Clients').filter((c) => c.fields.Revenue !== undefined)) {
-    assert.ok(details.some((d) => d.startsWith(`clients (${clients.id}) ${r.id}: column revenue is ${Number(r.fields.Revenue) * 100}`)), show(violations));
+    assert.ok(
+      details.some((d) => d.startsWith(`clients (${clients.id}) ${r.id}: column revenue is ${Number(r.fields.Revenue) * 100}`)),
+      show(violations),
+    );
   }
   // Besides these, only what the test before tampered with.
   assert.is(violations.length, 1 + rows.length + 2 + 2, show(violations));

@@ -32,7 +32,8 @@ test(`the CI profile (seed ${SEED}): no invariant is violated under traffic and 
   const done = (kind: string) => report.operations.get(kind)?.done ?? 0;
   assert.ok(done('proxy.create') > 0 && done('proxy.update') > 0 && done('wait.ok') > 0, summary);
   assert.ok((report.checks.get('read-after-write') ?? 0) > 20, summary);
-  for (const name of ['db=upstream', 'events-fold (REST)', 'events-fold (webhooks)', 'events-fold (Kafka)', 'events (webhooks)', 'events (Kafka)']) assert.ok(report.checks.has(name), `${name} checked`);
+  for (const name of ['db=upstream', 'events-fold (REST)', 'events-fold (webhooks)', 'events-fold (Kafka)', 'events (webhooks)', 'events (Kafka)'])
+    assert.ok(report.checks.has(name), `${name} checked`);
 });
 
 test.run();

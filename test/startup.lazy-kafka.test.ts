@@ -32,7 +32,10 @@ test('loading the service and the CLI leaves @platformatic/kafka unloaded', asyn
   const asked: string[] = JSON.parse(stdout);
   // The probe sees the packages the service does load, or it proves nothing.
   assert.ok(asked.includes('pg') && asked.includes('kafkajs'), `packages asked for: ${asked.join(', ')}`);
-  assert.equal(asked.filter((name) => name.startsWith('@platformatic/kafka')), []);
+  assert.equal(
+    asked.filter((name) => name.startsWith('@platformatic/kafka')),
+    [],
+  );
 });
 
 test.run();

@@ -31,9 +31,20 @@ let syncView: () => Promise<any>;
 const waitOk = () => waitOkOf(svc!, account.token, syncId);
 
 test.before(
-  loudSetUp(async () => {
-    ({ fake, svc, account, syncId, reader, stripe, view: syncView } = await backfilledStripeSync({ key: KEY, seed: 7, customers: 5, pollIntervalMs: POLL_MS }));
-  }, () => svc),
+  loudSetUp(
+    async () => {
+      ({
+        fake,
+        svc,
+        account,
+        syncId,
+        reader,
+        stripe,
+        view: syncView,
+      } = await backfilledStripeSync({ key: KEY, seed: 7, customers: 5, pollIntervalMs: POLL_MS }));
+    },
+    () => svc,
+  ),
 );
 
 test.after(async () => {
@@ -50,7 +61,9 @@ test("the key check's account request counts in the account's quota, where the s
   const created = await request(svc!.api, 'POST', '/api/syncs', { token: account.token, body: { kind: 'stripe', api_key: key } });
   assert.is(created.status, 201, created.text);
   const asked = fake.stats.byAccount(other.id).requests;
-  const [logged] = await query<{ n: number }>(svc!.controlUrl, "SELECT count(*)::int AS n FROM quota_requests WHERE key = $1 AND at < now()", [`stripe:${other.id}`]);
+  const [logged] = await query<{ n: number }>(svc!.controlUrl, 'SELECT count(*)::int AS n FROM quota_requests WHERE key = $1 AND at < now()', [
+    `stripe:${other.id}`,
+  ]);
   // Every request of the check so far is in the account's log (the sync may have added more).
   assert.ok(logged!.n >= asked, `${logged!.n} logged of the ${asked} the check sent`);
   await request(svc!.api, 'DELETE', `/api/syncs/${created.body.id}`, { token: account.token });
@@ -95,7 +108,11 @@ test('the console lists every table of a Stripe sync with its row count', async 
   assert.is(answer.status, 200, answer.text);
   const tables: Array<{ name: string; rows: number; topic: string | null }> = answer.body.data;
   assert.ok(tables.length > 100, `${tables.length} tables`);
-  for (const name of stripeTables().keys()) assert.ok(tables.some((t) => t.name === name), `${name} is listed`);
+  for (const name of stripeTables().keys())
+    assert.ok(
+      tables.some((t) => t.name === name),
+      `${name} is listed`,
+    );
   const customers = tables.find((t) => t.name === 'customer')!;
   const [count] = await query<{ n: number }>(reader, 'SELECT count(*)::int AS n FROM public.customer');
   assert.is(customers.rows, count!.n);

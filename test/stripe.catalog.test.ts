@@ -2,14 +2,7 @@ import { readFileSync } from 'node:fs';
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
 import { buildCatalog, readSpec, renderCatalog, stripeMockSpecPath } from '../scripts/stripe-catalog.ts';
-import {
-  CATALOG_PATH,
-  STRIPE_API_VERSION,
-  STRIPE_MOCK_VERSION,
-  loadCatalog,
-  tableForObject,
-  type CatalogTable,
-} from '../src/stripe/catalog.ts';
+import { CATALOG_PATH, STRIPE_API_VERSION, STRIPE_MOCK_VERSION, loadCatalog, tableForObject, type CatalogTable } from '../src/stripe/catalog.ts';
 
 function table(object: string): CatalogTable {
   const found = tableForObject(object);
@@ -31,8 +24,7 @@ test('the committed catalog is exactly what the generator makes of the pinned st
     const [a, b] = [generated.split('\n'), committed.split('\n')];
     const line = a.findIndex((l, i) => l !== b[i]);
     assert.unreachable(
-      `catalog.json is stale at line ${line + 1}:\n  generated: ${a[line]}\n  committed: ${b[line]}\n` +
-        'run: node --import tsx scripts/stripe-catalog.ts',
+      `catalog.json is stale at line ${line + 1}:\n  generated: ${a[line]}\n  committed: ${b[line]}\n` + 'run: node --import tsx scripts/stripe-catalog.ts',
     );
   }
 });
@@ -86,9 +78,7 @@ test('lists name their parents', () => {
   assert.equal(table('subscription_item').lists, [
     { path: '/v1/subscription_items', parent: { table: 'subscription', queryParam: 'subscription' }, group: 'billing' },
   ]);
-  assert.equal(table('line_item').lists, [
-    { path: '/v1/invoices/{invoice}/lines', parent: { table: 'invoice', pathParam: 'invoice' }, group: 'billing' },
-  ]);
+  assert.equal(table('line_item').lists, [{ path: '/v1/invoices/{invoice}/lines', parent: { table: 'invoice', pathParam: 'invoice' }, group: 'billing' }]);
   // Namespaced parents: an issuing token belongs to an issuing.card, not a payment card.
   assert.equal(table('issuing.token').lists[0]?.parent, { table: 'issuing_card', queryParam: 'card' });
   assert.equal(table('source_transaction').lists[0]?.parent, { table: 'source', pathParam: 'source' });

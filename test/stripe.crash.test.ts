@@ -56,8 +56,7 @@ async function start(): Promise<Spawned> {
   return proc;
 }
 
-const objectsWritten = async (reader: string) =>
-  Number((await query<{ n: string }>(reader, 'SELECT count(*) AS n FROM public_swap._stripe_versions'))[0]!.n);
+const objectsWritten = async (reader: string) => Number((await query<{ n: string }>(reader, 'SELECT count(*) AS n FROM public_swap._stripe_versions'))[0]!.n);
 
 test('a backfill killed halfway resumes with no gap and no duplicate', async () => {
   let proc = await start();

@@ -52,7 +52,12 @@ test('a deletion leaves a tombstone: no later change brings the row back', async
 });
 
 test('customer.subscription.deleted is a cancellation, not a deletion', () => {
-  const canceled = changeOf({ id: 'evt_2', type: 'customer.subscription.deleted', created: 5, data: { object: { id: 'sub_1', object: 'subscription', status: 'canceled' } } });
+  const canceled = changeOf({
+    id: 'evt_2',
+    type: 'customer.subscription.deleted',
+    created: 5,
+    data: { object: { id: 'sub_1', object: 'subscription', status: 'canceled' } },
+  });
   assert.not.ok(canceled.deleted);
 });
 

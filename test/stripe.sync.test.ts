@@ -43,7 +43,7 @@ async function count(table: string, url = reader): Promise<number> {
 /** Waits for a query to return what `accept` wants; returns how long it took. */
 async function within(sql: string, params: unknown[], accept: (rows: any[]) => boolean, timeoutMs = 5000): Promise<number> {
   const started = Date.now();
-  await waitFor(sql, async () => ((accept(await query(reader, sql, params))) ? true : undefined), timeoutMs);
+  await waitFor(sql, async () => (accept(await query(reader, sql, params)) ? true : undefined), timeoutMs);
   return Date.now() - started;
 }
 
@@ -76,11 +76,17 @@ test('creating a sync checks the key: a bad key is a 422, a restricted key is to
   assert.is(bad.status, 422);
   assert.match(bad.body.error.message, /Stripe key was rejected/);
 
-  fake.addKey('rk_test_RESTRICTED00000000', { account: upstream.id, restricted: { read: ['customers', 'checkout_sessions', 'subscriptions', 'balance_transactions', 'charges'] } });
+  fake.addKey('rk_test_RESTRICTED00000000', {
+    account: upstream.id,
+    restricted: { read: ['customers', 'checkout_sessions', 'subscriptions', 'balance_transactions', 'charges'] },
+  });
   const limited = await request(svc.api, 'POST', '/api/syncs', { token: account.token, body: { kind: 'stripe', api_key: 'rk_test_RESTRICTED00000000' } });
   assert.is(limited.status, 201, limited.text);
   assert.ok(limited.body.warnings.length > 0, 'warnings name what is skipped');
-  assert.ok(limited.body.warnings.some((w: string) => /issuing/.test(w)), limited.body.warnings.join('\n'));
+  assert.ok(
+    limited.body.warnings.some((w: string) => /issuing/.test(w)),
+    limited.body.warnings.join('\n'),
+  );
   const gone = await request(svc.api, 'DELETE', `/api/syncs/${limited.body.id}`, { token: account.token });
   assert.is(gone.status, 200);
 });
@@ -120,7 +126,10 @@ test('a backfill lands every object of the account in its table', async () => {
   assert.is(charge.customer, original.customer);
   // Entitlements come only with a live subscription: asked for each such customer once, and
   // only once the subscriptions are all in (asked earlier, customers not yet seen were missed).
-  const [live] = await query<{ n: number }>(reader, "SELECT count(DISTINCT customer)::int AS n FROM public.subscription WHERE status NOT IN ('canceled', 'incomplete_expired')");
+  const [live] = await query<{ n: number }>(
+    reader,
+    "SELECT count(DISTINCT customer)::int AS n FROM public.subscription WHERE status NOT IN ('canceled', 'incomplete_expired')",
+  );
   assert.ok(live!.n > 0);
   assert.is(await count('entitlements_feature'), 1, 'the feature landed');
   assert.is(entitlementRequests() - entitlementsBefore, live!.n, 'active entitlements asked per customer with a live subscription');
@@ -134,10 +143,18 @@ test('creates, updates and deletes made through the API reach the database withi
   const customer = await stripe.customers.create({ email: 'new@example.com', name: 'New Customer', metadata: { tier: 'gold' } });
   const createLag = await within('SELECT email FROM public.customer WHERE id = $1', [customer.id], (rows) => rows[0]?.email === 'new@example.com');
   await stripe.customers.update(customer.id, { name: 'Renamed', metadata: { tier: 'platinum' } });
-  const updateLag = await within('SELECT name, metadata FROM public.customer WHERE id = $1', [customer.id], (rows) => rows[0]?.name === 'Renamed' && rows[0]?.metadata.tier === 'platinum');
+  const updateLag = await within(
+    'SELECT name, metadata FROM public.customer WHERE id = $1',
+    [customer.id],
+    (rows) => rows[0]?.name === 'Renamed' && rows[0]?.metadata.tier === 'platinum',
+  );
   await stripe.customers.del(customer.id);
   const deleteLag = await within('SELECT 1 FROM public.customer WHERE id = $1', [customer.id], (rows) => rows.length === 0);
-  for (const [what, ms] of [['create', createLag], ['update', updateLag], ['delete', deleteLag]] as const) {
+  for (const [what, ms] of [
+    ['create', createLag],
+    ['update', updateLag],
+    ['delete', deleteLag],
+  ] as const) {
     assert.ok(ms <= 1500, `${what} took ${ms} ms`);
   }
 
@@ -190,14 +207,23 @@ test('when the events cursor falls out of the 30-day feed, a new backfill catche
   const before = (await request(svc.api, 'GET', `/api/syncs/${syncId}`, { token: account.token })).body.status.completed_at;
   fake.faults.clear();
   await within('SELECT 1 FROM public.customer WHERE id = $1', [gone.id], (rows) => rows.length === 0, 90_000).catch((error) => {
-    console.error(svc.logs.lines.filter((l) => !l.includes('"level":20')).slice(-25).join('\n'));
+    console.error(
+      svc.logs.lines
+        .filter((l) => !l.includes('"level":20'))
+        .slice(-25)
+        .join('\n'),
+    );
     throw error;
   });
   // The removal comes at the end of the new backfill, just before it records its completion.
-  await waitFor('the new backfill to complete', async () => {
-    const view = (await request(svc.api, 'GET', `/api/syncs/${syncId}`, { token: account.token })).body;
-    return Date.parse(view.status.completed_at) > Date.parse(before) ? true : undefined;
-  }, 10_000);
+  await waitFor(
+    'the new backfill to complete',
+    async () => {
+      const view = (await request(svc.api, 'GET', `/api/syncs/${syncId}`, { token: account.token })).body;
+      return Date.parse(view.status.completed_at) > Date.parse(before) ? true : undefined;
+    },
+    10_000,
+  );
   assert.is(await count('customer'), upstream.count('customers'));
   assert.match(svc.logs.text, /events feed out of reach; backfilling again/);
 });
@@ -215,7 +241,11 @@ test('events rendered in an older account API version are fetched again in the p
   old.update('customers', id, { name: 'Seen in the pinned version' });
   assert.is(old.events()[0]!.api_version, '2024-06-20');
   const url = created.body.database.url;
-  await waitFor('the update', async () => ((await query<any>(url, 'SELECT name FROM public.customer WHERE id = $1', [id]))[0]?.name === 'Seen in the pinned version' ? true : undefined), 10_000);
+  await waitFor(
+    'the update',
+    async () => ((await query<any>(url, 'SELECT name FROM public.customer WHERE id = $1', [id]))[0]?.name === 'Seen in the pinned version' ? true : undefined),
+    10_000,
+  );
   assert.ok(fake.stats.byPath(`/v1/customers/${id}`).requests > fetchedBefore, 'the customer was fetched by id');
   await request(svc.api, 'DELETE', `/api/syncs/${created.body.id}`, { token: account.token });
 });

@@ -37,9 +37,21 @@ const waitOk = () => waitOkOf(svc!, account.token, syncId);
 const ids = async (sql: string, params: unknown[] = []) => (await query<{ id: string }>(reader, sql, params)).map((r) => r.id).sort();
 
 test.before(
-  loudSetUp(async () => {
-    ({ fake, upstream, svc, account, syncId, reader, stripe, view: syncView } = await backfilledStripeSync({ key: KEY, seed: 5, customers: 4, pollIntervalMs: 500 }));
-  }, () => svc),
+  loudSetUp(
+    async () => {
+      ({
+        fake,
+        upstream,
+        svc,
+        account,
+        syncId,
+        reader,
+        stripe,
+        view: syncView,
+      } = await backfilledStripeSync({ key: KEY, seed: 5, customers: 4, pollIntervalMs: 500 }));
+    },
+    () => svc,
+  ),
 );
 
 test.after(async () => {
@@ -69,20 +81,26 @@ test('balance transactions, payment methods used unattached and child lists even
   const customer = await paced(() =>
     stripe.customers.create({ name: 'Many Lines', payment_method: 'pm_card_visa', invoice_settings: { default_payment_method: 'pm_card_visa' } }),
   );
-  for (let i = 1; i <= 12; i++) await paced(() => stripe.invoiceItems.create({ customer: customer.id, amount: 100 * i, currency: 'usd', description: `Line ${i}` }));
+  for (let i = 1; i <= 12; i++)
+    await paced(() => stripe.invoiceItems.create({ customer: customer.id, amount: 100 * i, currency: 'usd', description: `Line ${i}` }));
   const draft = await paced(() => stripe.invoices.create({ customer: customer.id, pending_invoice_items_behavior: 'include', auto_advance: false }));
   await paced(() => stripe.invoices.finalizeInvoice(draft.id!));
   const invoice = await paced(() => stripe.invoices.pay(draft.id!));
   // A checkout session (created without an event) that a buyer completes.
   const price = await paced(() => stripe.prices.create({ currency: 'usd', unit_amount: 1500, product_data: { name: 'Workshop seat' } }));
-  const session = await paced(() => stripe.checkout.sessions.create({ mode: 'payment', line_items: [{ price: price.id, quantity: 2 }], success_url: 'https://example.com/done' }));
+  const session = await paced(() =>
+    stripe.checkout.sessions.create({ mode: 'payment', line_items: [{ price: price.id, quantity: 2 }], success_url: 'https://example.com/done' }),
+  );
   upstream.act('checkout/sessions', session.id, 'complete');
   await waitOk();
 
   const violations = (await stripeMatchesUpstream({ account: upstream, databaseUrl: reader })).filter((v) =>
     /^(table )?(balance_transaction|payment_method|line_item)\b/.test(v.detail),
   );
-  assert.equal(violations.map((v) => v.detail), []);
+  assert.equal(
+    violations.map((v) => v.detail),
+    [],
+  );
   // The objects of this test in particular (the comparison above covers the backfilled ones too).
   const charge = upstream.get('charges', paid.latest_charge as string)!;
   const dispute = upstream.all('disputes').find((d) => d.payment_intent === disputed.id)!;

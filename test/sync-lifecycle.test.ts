@@ -4,7 +4,7 @@ import { newDatabaseName } from '../src/ids.ts';
 import { provisionDatabase } from '../src/control/provisioner.ts';
 import { createLogger } from '../src/log.ts';
 import { query, serverAdminUrl } from './harness/postgres.ts';
-import { createAccount, request, startTestService, stripeSyncBody, } from './harness/service.ts';
+import { createAccount, request, startTestService, stripeSyncBody } from './harness/service.ts';
 
 interface Leftovers {
   databases: string[];

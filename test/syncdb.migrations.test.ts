@@ -53,7 +53,15 @@ async function pendingChanges(pool: pg.Pool, slot: string): Promise<number> {
 
 test('a database made before numbered steps is migrated in place: rows, slot and events untouched', async () => {
   const { pool, slot } = await olderDatabase();
-  const shape = { schema: 'public', name: 'customer', key: 'id', columns: [{ name: 'id', type: 'text' }, { name: 'name', type: 'text' }] };
+  const shape = {
+    schema: 'public',
+    name: 'customer',
+    key: 'id',
+    columns: [
+      { name: 'id', type: 'text' },
+      { name: 'name', type: 'text' },
+    ],
+  };
   for (const statement of createTableStatements(shape)) await pool.query(statement);
   await pool.query("INSERT INTO customer VALUES ('cus_1', 'Ada'), ('cus_2', 'Grace')");
   await pool.query("INSERT INTO public_swap._stripe_versions VALUES ('customer', 'cus_1', 7, false)");
@@ -67,10 +75,17 @@ test('a database made before numbered steps is migrated in place: rows, slot and
     { scope: 'core', version: 1 },
     { scope: 'stripe', version: 1 },
   ]);
-  assert.equal((await pool.query('SELECT id, name FROM customer ORDER BY id')).rows, [{ id: 'cus_1', name: 'Ada' }, { id: 'cus_2', name: 'Grace' }]);
+  assert.equal((await pool.query('SELECT id, name FROM customer ORDER BY id')).rows, [
+    { id: 'cus_1', name: 'Ada' },
+    { id: 'cus_2', name: 'Grace' },
+  ]);
   assert.equal((await pool.query('SELECT version FROM public_swap._stripe_versions')).rows, [{ version: '7' }]);
   assert.equal((await pool.query('SELECT value FROM public_swap._state')).rows, [{ value: { cursor: 'evt_1' } }]);
-  assert.equal((await pool.query('SELECT confirmed_flush_lsn::text AS lsn FROM pg_replication_slots WHERE slot_name = $1', [slot])).rows[0], before, 'the slot is where it was');
+  assert.equal(
+    (await pool.query('SELECT confirmed_flush_lsn::text AS lsn FROM pg_replication_slots WHERE slot_name = $1', [slot])).rows[0],
+    before,
+    'the slot is where it was',
+  );
   assert.is(await pendingChanges(pool, slot), 0, 'no row change, so no event');
   assert.is(await migrateSyncDatabase(pool, [CORE, STRIPE_SCHEMA], logger), 0, 'a second run does nothing');
 });
@@ -80,7 +95,13 @@ test('a database that predates a table gets it; a step added later runs once, af
   await migrateSyncDatabase(pool, [CORE], logger);
   assert.ok((await pool.query("SELECT to_regclass('public_swap._recent_writes') IS NOT NULL AS ok")).rows[0].ok, 'the marks table was made');
 
-  const later = { scope: 'core', migrations: [...CORE.migrations, { version: 2, name: 'a later step', up: (c: pg.ClientBase) => c.query('CREATE TABLE public_swap._later (x int)').then(() => undefined) }] };
+  const later = {
+    scope: 'core',
+    migrations: [
+      ...CORE.migrations,
+      { version: 2, name: 'a later step', up: (c: pg.ClientBase) => c.query('CREATE TABLE public_swap._later (x int)').then(() => undefined) },
+    ],
+  };
   // Two runners starting at once: the step runs once.
   const applied = await Promise.all([migrateSyncDatabase(pool, [later], logger), migrateSyncDatabase(pool, [later], logger)]);
   assert.equal(applied.sort(), [0, 1]);

@@ -15,7 +15,15 @@ import { createTableStatements, type TableShape } from '../src/writer/shape.ts';
 import { upsertRows } from '../src/writer/upsert.ts';
 import { freshDatabase, query } from './harness/postgres.ts';
 
-const shape: TableShape = { schema: 'public', name: 'tasks', key: 'id', columns: [{ name: 'id', type: 'text' }, { name: 'count', type: 'bigint' }] };
+const shape: TableShape = {
+  schema: 'public',
+  name: 'tasks',
+  key: 'id',
+  columns: [
+    { name: 'id', type: 'text' },
+    { name: 'count', type: 'bigint' },
+  ],
+};
 let url: string;
 let pool: pg.Pool;
 
@@ -28,7 +36,8 @@ test.before(async () => {
 });
 test.after(async () => pool?.end());
 
-const counts = async () => Object.fromEntries((await query<{ id: string; count: string }>(url, 'SELECT id, count FROM tasks ORDER BY id')).map((r) => [r.id, Number(r.count)]));
+const counts = async () =>
+  Object.fromEntries((await query<{ id: string; count: string }>(url, 'SELECT id, count FROM tasks ORDER BY id')).map((r) => [r.id, Number(r.count)]));
 
 async function write(rows: Array<{ id: string; count: number }>, fetchedAt: number) {
   const client = await pool.connect();
@@ -40,15 +49,35 @@ async function write(rows: Array<{ id: string; count: number }>, fetchedAt: numb
 }
 
 test('a fetched copy older than a proxied write is held back and named; unmarked and equal rows are written or skipped', async () => {
-  await write([{ id: 'recA', count: 1 }, { id: 'recB', count: 1 }, { id: 'recC', count: 1 }], Date.now());
+  await write(
+    [
+      { id: 'recA', count: 1 },
+      { id: 'recB', count: 1 },
+      { id: 'recC', count: 1 },
+    ],
+    Date.now(),
+  );
   const proxiedAt = Date.now();
   // The proxy's writes: recA to 2, recC to 5, each marked in the same statement.
-  await upsertRows(pool, shape, [{ id: 'recA', count: 2 }, { id: 'recC', count: 5 }], { mark: { table: 'tblTasks', at: proxiedAt } });
+  await upsertRows(
+    pool,
+    shape,
+    [
+      { id: 'recA', count: 2 },
+      { id: 'recC', count: 5 },
+    ],
+    { mark: { table: 'tblTasks', at: proxiedAt } },
+  );
 
   // Fetched just before those writes: recA's copy is older (1), recC's already equals the
   // proxy's (5), recB is unmarked and changed upstream (7), recD is new.
   const result = await write(
-    [{ id: 'recA', count: 1 }, { id: 'recB', count: 7 }, { id: 'recC', count: 5 }, { id: 'recD', count: 4 }],
+    [
+      { id: 'recA', count: 1 },
+      { id: 'recB', count: 7 },
+      { id: 'recC', count: 5 },
+      { id: 'recD', count: 4 },
+    ],
     proxiedAt - 50,
   );
   assert.equal(result.held, ['recA']);

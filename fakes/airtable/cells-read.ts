@@ -1,16 +1,6 @@
 import { evaluate, formulaCellJson } from './formula/evaluate.ts';
 import { FDate, FError, type FValue, flatten, toText } from './formula/values.ts';
-import {
-  type Field,
-  fieldById,
-  primaryField,
-  type Rec,
-  recordMeta,
-  storedValue,
-  type Table,
-  tableById,
-  type World,
-} from './model.ts';
+import { type Field, fieldById, primaryField, type Rec, recordMeta, storedValue, type Table, tableById, type World } from './model.ts';
 
 /** REST answers use plain values; webhook payloads use Airtable's richer "v2" cell format for some types. */
 export type CellFormat = 'rest' | 'webhook';

@@ -103,7 +103,11 @@ export function normalizeCell(field: Field, value: unknown, opts: WriteOptions):
     }
     case 'multipleSelects': {
       let names: unknown = value;
-      if (typecast && typeof value === 'string') names = value.split(',').map((s) => s.trim()).filter(Boolean);
+      if (typecast && typeof value === 'string')
+        names = value
+          .split(',')
+          .map((s) => s.trim())
+          .filter(Boolean);
       if (!Array.isArray(names) || names.some((n) => typeof n !== 'string')) throw invalid(field);
       const ids = [...new Set((names as string[]).filter((n) => n !== '').map((n) => choiceId(field, n, opts)))];
       return ids.length === 0 ? undefined : ids;
@@ -163,13 +167,22 @@ function userId(field: Field, value: unknown, opts: WriteOptions): string {
 
 function linkIds(field: Field, value: unknown, opts: WriteOptions): string[] | undefined {
   let items: unknown = value;
-  if (opts.typecast && typeof value === 'string') items = value.split(',').map((s) => s.trim()).filter(Boolean);
+  if (opts.typecast && typeof value === 'string')
+    items = value
+      .split(',')
+      .map((s) => s.trim())
+      .filter(Boolean);
   if (!Array.isArray(items)) throw invalid(field);
   const linked = tableById(opts.world, String(field.options.linkedTableId));
   if (!linked) throw invalid(field, 'the linked table no longer exists');
   const out: string[] = [];
   for (const item of items) {
-    const id = typeof item === 'string' ? item : typeof item === 'object' && item !== null && typeof (item as { id?: unknown }).id === 'string' ? (item as { id: string }).id : undefined;
+    const id =
+      typeof item === 'string'
+        ? item
+        : typeof item === 'object' && item !== null && typeof (item as { id?: unknown }).id === 'string'
+          ? (item as { id: string }).id
+          : undefined;
     if (id === undefined) throw invalid(field);
     if (linked.records.has(id)) {
       out.push(id);
@@ -201,7 +214,14 @@ function linkByName(linked: Table, name: string, opts: WriteOptions): string {
 }
 
 const MIME: Record<string, string> = {
-  png: 'image/png', jpg: 'image/jpeg', jpeg: 'image/jpeg', gif: 'image/gif', pdf: 'application/pdf', txt: 'text/plain', csv: 'text/csv', json: 'application/json',
+  png: 'image/png',
+  jpg: 'image/jpeg',
+  jpeg: 'image/jpeg',
+  gif: 'image/gif',
+  pdf: 'application/pdf',
+  txt: 'text/plain',
+  csv: 'text/csv',
+  json: 'application/json',
 };
 
 function attachments(field: Field, value: unknown, opts: WriteOptions): StoredAttachment[] | undefined {

@@ -1,18 +1,51 @@
 /** The field type catalog: which types exist, which the fake computes, which the API may write or create. */
 export const KNOWN_TYPES = new Set([
-  'singleLineText', 'email', 'url', 'multilineText', 'richText', 'phoneNumber',
-  'number', 'percent', 'currency', 'rating', 'autoNumber', 'count', 'duration',
-  'checkbox', 'date', 'dateTime', 'createdTime', 'lastModifiedTime',
-  'singleSelect', 'multipleSelects',
-  'singleCollaborator', 'createdBy', 'lastModifiedBy', 'multipleCollaborators',
-  'multipleRecordLinks', 'multipleAttachments', 'barcode', 'button',
-  'formula', 'rollup', 'multipleLookupValues', 'externalSyncSource', 'aiText',
+  'singleLineText',
+  'email',
+  'url',
+  'multilineText',
+  'richText',
+  'phoneNumber',
+  'number',
+  'percent',
+  'currency',
+  'rating',
+  'autoNumber',
+  'count',
+  'duration',
+  'checkbox',
+  'date',
+  'dateTime',
+  'createdTime',
+  'lastModifiedTime',
+  'singleSelect',
+  'multipleSelects',
+  'singleCollaborator',
+  'createdBy',
+  'lastModifiedBy',
+  'multipleCollaborators',
+  'multipleRecordLinks',
+  'multipleAttachments',
+  'barcode',
+  'button',
+  'formula',
+  'rollup',
+  'multipleLookupValues',
+  'externalSyncSource',
+  'aiText',
 ]);
 
 /** Values the fake derives from other data on every read. */
 export const DERIVED_TYPES = new Set([
-  'formula', 'rollup', 'multipleLookupValues', 'count', 'autoNumber',
-  'createdTime', 'lastModifiedTime', 'createdBy', 'lastModifiedBy',
+  'formula',
+  'rollup',
+  'multipleLookupValues',
+  'count',
+  'autoNumber',
+  'createdTime',
+  'lastModifiedTime',
+  'createdBy',
+  'lastModifiedBy',
 ]);
 
 /** Stored, but written only by Airtable itself (the control API may set them). */
@@ -62,4 +95,15 @@ export const DEFAULT_OPTIONS: Record<string, Record<string, unknown>> = {
   button: { label: 'Open' },
 };
 
-export const CHOICE_COLORS = ['blueLight2', 'cyanLight2', 'tealLight2', 'greenLight2', 'yellowLight2', 'orangeLight2', 'redLight2', 'pinkLight2', 'purpleLight2', 'grayLight2'];
+export const CHOICE_COLORS = [
+  'blueLight2',
+  'cyanLight2',
+  'tealLight2',
+  'greenLight2',
+  'yellowLight2',
+  'orangeLight2',
+  'redLight2',
+  'pinkLight2',
+  'purpleLight2',
+  'grayLight2',
+];

@@ -9,7 +9,28 @@ export interface GenerateInput {
   tables: Array<{ name: string; records: number }>;
 }
 
-const WORDS = ['Atlas', 'Birch', 'Cobalt', 'Delta', 'Ember', 'Fjord', 'Granite', 'Harbor', 'Indigo', 'Juniper', 'Kestrel', 'Lumen', 'Meadow', 'Nimbus', 'Orchid', 'Pioneer', 'Quartz', 'Raven', 'Summit', 'Tundra'];
+const WORDS = [
+  'Atlas',
+  'Birch',
+  'Cobalt',
+  'Delta',
+  'Ember',
+  'Fjord',
+  'Granite',
+  'Harbor',
+  'Indigo',
+  'Juniper',
+  'Kestrel',
+  'Lumen',
+  'Meadow',
+  'Nimbus',
+  'Orchid',
+  'Pioneer',
+  'Quartz',
+  'Raven',
+  'Summit',
+  'Tundra',
+];
 const PEOPLE = ['Ada Lovelace', 'Grace Hopper', 'Alan Turing', 'Katherine Johnson', 'Edsger Dijkstra'];
 const EPOCH = Date.UTC(2023, 0, 1);
 const DAY = 86_400_000;
@@ -80,7 +101,7 @@ function valueMaker(field: Field, table: Table, seed: number, salt: number, user
     case 'Summary':
       return (r) => (h(r, 5) % 3 === 0 ? undefined : `**${WORDS[h(r, 5) % WORDS.length]}** and _more_\n`);
     case 'Phone':
-      return (r) => (h(r, 6) % 5 === 0 ? undefined : `(555) ${String(h(r, 6) % 900 + 100)}-${String(h(r, 7) % 9000 + 1000)}`);
+      return (r) => (h(r, 6) % 5 === 0 ? undefined : `(555) ${String((h(r, 6) % 900) + 100)}-${String((h(r, 7) % 9000) + 1000)}`);
     case 'Amount':
       return (r) => (h(r, 8) % 20 === 0 ? undefined : (h(r, 8) % 1_000_000) / 100);
     case 'Ratio':
@@ -88,7 +109,7 @@ function valueMaker(field: Field, table: Table, seed: number, salt: number, user
     case 'Price':
       return (r) => (h(r, 10) % 100_000) / 100;
     case 'Stars':
-      return (r) => (h(r, 11) % 6 === 0 ? undefined : h(r, 11) % 5 + 1);
+      return (r) => (h(r, 11) % 6 === 0 ? undefined : (h(r, 11) % 5) + 1);
     case 'Time spent':
       return (r) => h(r, 12) % 36_000;
     case 'Done':
@@ -121,7 +142,12 @@ function valueMaker(field: Field, table: Table, seed: number, salt: number, user
         for (let k = 0; k < count; k++) {
           const image = (h(r, 22 + k) & 1) === 0;
           const filename = image ? `photo-${r + 1}-${k + 1}.png` : `document-${r + 1}-${k + 1}.pdf`;
-          const file: StoredAttachment = { id: seededId('att', seed, salt, r, k), filename, size: 1000 + (h(r, 24 + k) % 500_000), type: image ? 'image/png' : 'application/pdf' };
+          const file: StoredAttachment = {
+            id: seededId('att', seed, salt, r, k),
+            filename,
+            size: 1000 + (h(r, 24 + k) % 500_000),
+            type: image ? 'image/png' : 'application/pdf',
+          };
           if (image) Object.assign(file, { width: 800, height: 600 });
           files.push(file);
         }
@@ -228,8 +254,23 @@ export function generateTables(s: WriteSession, input: GenerateInput): Table[] {
     const nextName = findField(next, 'Name') as Field;
     const nextAmount = findField(next, 'Amount') as Field;
     addField(s, table, { id: id(42), name: 'Linked count', type: 'count', options: { recordLinkFieldId: link.id } }, { trusted: true });
-    addField(s, table, { id: id(43), name: 'Linked names', type: 'multipleLookupValues', options: { recordLinkFieldId: link.id, fieldIdInLinkedTable: nextName.id } }, { trusted: true });
-    addField(s, table, { id: id(44), name: 'Linked amount', type: 'rollup', options: { recordLinkFieldId: link.id, fieldIdInLinkedTable: nextAmount.id, formula: 'SUM(values)' } }, { trusted: true });
+    addField(
+      s,
+      table,
+      { id: id(43), name: 'Linked names', type: 'multipleLookupValues', options: { recordLinkFieldId: link.id, fieldIdInLinkedTable: nextName.id } },
+      { trusted: true },
+    );
+    addField(
+      s,
+      table,
+      {
+        id: id(44),
+        name: 'Linked amount',
+        type: 'rollup',
+        options: { recordLinkFieldId: link.id, fieldIdInLinkedTable: nextAmount.id, formula: 'SUM(values)' },
+      },
+      { trusted: true },
+    );
   });
 
   // Rows: ids and metadata come from the seed; cells stay virtual.
@@ -269,4 +310,3 @@ export function generateTables(s: WriteSession, input: GenerateInput): Table[] {
   });
   return tables;
 }
-

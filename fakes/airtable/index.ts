@@ -86,9 +86,10 @@ export async function startFakeAirtable(options: FakeAirtableOptions = {}): Prom
     tokens: new TokenRegistry(world.users),
     faults: new FaultList(),
     stats: new Stats(),
-    limiters: rate === false
-      ? undefined
-      : { base: new SlidingWindowLimiter(rate.perBasePerSecond, rate.lockoutMs), token: new SlidingWindowLimiter(rate.perTokenPerSecond, rate.lockoutMs) },
+    limiters:
+      rate === false
+        ? undefined
+        : { base: new SlidingWindowLimiter(rate.perBasePerSecond, rate.lockoutMs), token: new SlidingWindowLimiter(rate.perTokenPerSecond, rate.lockoutMs) },
     trustArrivalStamps: options.trustArrivalStamps ?? false,
   };
   const controls = new Map<string, FakeBaseControl>();

@@ -80,10 +80,12 @@ export function paramsFromQuery(q: URLSearchParams): ListParams {
       }
     }
   }
-  const sort = [...sorts.entries()].sort((a, b) => a[0] - b[0]).map(([, s]) => {
-    if (!s.field) throw invalidRequest('every sort entry needs a field');
-    return { field: s.field, direction: (s.direction ?? 'asc') as 'asc' | 'desc' };
-  });
+  const sort = [...sorts.entries()]
+    .sort((a, b) => a[0] - b[0])
+    .map(([, s]) => {
+      if (!s.field) throw invalidRequest('every sort entry needs a field');
+      return { field: s.field, direction: (s.direction ?? 'asc') as 'asc' | 'desc' };
+    });
   const get = (k: string) => q.get(k) ?? undefined;
   return finish({
     pageSize: get('pageSize') === undefined ? MAX_PAGE_SIZE : intParam('pageSize', get('pageSize'), MAX_PAGE_SIZE),
@@ -231,20 +233,21 @@ function snapshotIds(reader: CellReader, table: Table, params: ListParams): stri
     }
     const only = recordIdsOf(formula.ast);
     if (only) recs = recs.filter((rec) => only.has(rec.id));
-    else recs = recs.filter((rec) => {
-      const meta = recordMeta(table, rec);
-      const value = evaluate(formula.ast, {
-        recordId: rec.id,
-        createdTime: meta.created,
-        modifiedTime: meta.modified,
-        now: reader.now,
-        field: (id) => {
-          const f = fieldById(table, id);
-          return f ? reader.formulaValue(table, rec, f) : null;
-        },
+    else
+      recs = recs.filter((rec) => {
+        const meta = recordMeta(table, rec);
+        const value = evaluate(formula.ast, {
+          recordId: rec.id,
+          createdTime: meta.created,
+          modifiedTime: meta.modified,
+          now: reader.now,
+          field: (id) => {
+            const f = fieldById(table, id);
+            return f ? reader.formulaValue(table, rec, f) : null;
+          },
+        });
+        return truthy(value);
       });
-      return truthy(value);
-    });
   }
   if (params.sort.length > 0) {
     const keys = params.sort.map((s) => {

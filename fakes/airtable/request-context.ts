@@ -45,7 +45,13 @@ export class RequestContext {
     if (!limiter) return;
     const ua = this.headers['user-agent'];
     // A token is named by its first characters only: the log is shown in test output.
-    const arrival = { key: key === 'base' ? id : `token ${id.slice(0, 8)}…`, at: this.arrivedAt, method: this.method, path: `/${this.segments.join('/')}`, agent: (Array.isArray(ua) ? ua[0] : ua) ?? '' };
+    const arrival = {
+      key: key === 'base' ? id : `token ${id.slice(0, 8)}…`,
+      at: this.arrivedAt,
+      method: this.method,
+      path: `/${this.segments.join('/')}`,
+      agent: (Array.isArray(ua) ? ua[0] : ua) ?? '',
+    };
     if (limiter.allow(id, this.arrivedAt)) return this.core.stats.refusals.arrived(arrival);
     this.core.stats.count(baseId, true);
     this.core.stats.refusals.refused(arrival);

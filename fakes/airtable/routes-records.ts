@@ -125,7 +125,8 @@ function planUpsert(ctx: RequestContext, table: Table, items: unknown[], mergeOn
     }
     const cells = cellsOf(ctx.core, table, item.fields, typecast, pending);
     const missing = mergeFields.filter((f) => !cells.has(f));
-    if (missing.length > 0) throw unprocessable('INVALID_REQUEST_UNKNOWN', `Invalid request: every record must set the merge field "${(missing[0] as Field).name}"`);
+    if (missing.length > 0)
+      throw unprocessable('INVALID_REQUEST_UNKNOWN', `Invalid request: every record must set the merge field "${(missing[0] as Field).name}"`);
     const key = keyOf(mergeFields.map((f) => cells.get(f) ?? null));
     if (seen.has(key)) throw unprocessable('INVALID_RECORDS', 'Two records in one upsert request have the same merge field values');
     seen.add(key);

@@ -33,7 +33,10 @@ function checkFieldName(table: Table, name: unknown, except?: Field): string {
   return name.trim();
 }
 
-function normaliseChoices(raw: unknown, existing: Array<{ id: string; name: string; color?: string }> = []): Array<{ id: string; name: string; color?: string }> {
+function normaliseChoices(
+  raw: unknown,
+  existing: Array<{ id: string; name: string; color?: string }> = [],
+): Array<{ id: string; name: string; color?: string }> {
   if (!Array.isArray(raw)) throw unprocessable('INVALID_FIELD_TYPE_OPTIONS', 'choices must be an array');
   const seen = new Set<string>();
   return raw.map((c, i) => {
@@ -42,13 +45,20 @@ function normaliseChoices(raw: unknown, existing: Array<{ id: string; name: stri
     seen.add(c.name);
     const kept = existing.find((e) => (typeof c.id === 'string' ? e.id === c.id : e.name === c.name));
     const id = kept?.id ?? (typeof c.id === 'string' && /^sel/.test(c.id) ? c.id : randomId('sel'));
-    const color = typeof c.color === 'string' ? c.color : kept?.color ?? (CHOICE_COLORS[i % CHOICE_COLORS.length] as string);
+    const color = typeof c.color === 'string' ? c.color : (kept?.color ?? (CHOICE_COLORS[i % CHOICE_COLORS.length] as string));
     return { id, name: c.name, color };
   });
 }
 
 /** Checks a field spec against the table and returns the stored options (and compiled formula). */
-function buildOptions(s: WriteSession, table: Table, type: string, raw: unknown, opts: SchemaWriteOptions, previous?: Field): Pick<Field, 'options' | 'formula'> {
+function buildOptions(
+  s: WriteSession,
+  table: Table,
+  type: string,
+  raw: unknown,
+  opts: SchemaWriteOptions,
+  previous?: Field,
+): Pick<Field, 'options' | 'formula'> {
   if (raw !== undefined && raw !== null && !isObject(raw)) throw unprocessable('INVALID_FIELD_TYPE_OPTIONS', 'options must be an object');
   const given = isObject(raw) ? raw : {};
   if (!opts.trusted && !previous) {
@@ -92,7 +102,8 @@ function buildOptions(s: WriteSession, table: Table, type: string, raw: unknown,
     }
     case 'rollup': {
       linkedTarget(linkField(options.recordLinkFieldId), options.fieldIdInLinkedTable);
-      const text = typeof options.formula === 'string' ? options.formula : typeof options.function === 'string' ? `${options.function}(values)` : 'ARRAYJOIN(values)';
+      const text =
+        typeof options.formula === 'string' ? options.formula : typeof options.function === 'string' ? `${options.function}(values)` : 'ARRAYJOIN(values)';
       const formula = compileOrThrow(text, { resolveField: () => undefined, allowValues: true });
       return { options: { recordLinkFieldId: options.recordLinkFieldId, fieldIdInLinkedTable: options.fieldIdInLinkedTable, formula: text }, formula };
     }
@@ -101,7 +112,8 @@ function buildOptions(s: WriteSession, table: Table, type: string, raw: unknown,
       const formula = compileOrThrow(options.formula, {
         resolveField: (nameOrId) => (fieldById(table, nameOrId) ?? table.fields.find((f) => f.name === nameOrId))?.id,
       });
-      if (previous && formula.refs.some((r) => r.fieldId === previous.id)) throw unprocessable('INVALID_FIELD_TYPE_OPTIONS', 'a formula cannot reference itself');
+      if (previous && formula.refs.some((r) => r.fieldId === previous.id))
+        throw unprocessable('INVALID_FIELD_TYPE_OPTIONS', 'a formula cannot reference itself');
       return { options: { formula: options.formula }, formula };
     }
     default:
@@ -162,17 +174,14 @@ export function addField(s: WriteSession, table: Table, spec: FieldSpec, opts: S
   return field;
 }
 
-export function createTable(
-  s: WriteSession,
-  input: { name: unknown; description?: unknown; fields: unknown; id?: string },
-  opts: SchemaWriteOptions,
-): Table {
+export function createTable(s: WriteSession, input: { name: unknown; description?: unknown; fields: unknown; id?: string }, opts: SchemaWriteOptions): Table {
   const base = s.base;
   if (typeof input.name !== 'string' || input.name.trim() === '') throw unprocessable('INVALID_TABLE_NAME', 'Table name must be a non-empty string');
   if (base.tables.some((t) => t.name.toLowerCase() === (input.name as string).trim().toLowerCase())) {
     throw unprocessable('DUPLICATE_TABLE_NAME', `Table name "${input.name}" is already used`);
   }
-  if (!Array.isArray(input.fields) || input.fields.length === 0) throw unprocessable('INVALID_REQUEST_UNKNOWN', 'Invalid request: a table needs at least one field');
+  if (!Array.isArray(input.fields) || input.fields.length === 0)
+    throw unprocessable('INVALID_REQUEST_UNKNOWN', 'Invalid request: a table needs at least one field');
   const table: Table = {
     id: input.id ?? randomId('tbl'),
     name: input.name.trim(),
@@ -345,7 +354,8 @@ function conversionInput(v: unknown, type: string): unknown {
  * options), no record changes.
  */
 export function changeFieldType(s: WriteSession, table: Table, field: Field, type: string, options?: Record<string, unknown>): void {
-  if (field.type === 'multipleRecordLinks') throw unprocessable('UNSUPPORTED_FIELD_TYPE_CONVERSION', `Field "${field.name}" links records; it cannot change type`);
+  if (field.type === 'multipleRecordLinks')
+    throw unprocessable('UNSUPPORTED_FIELD_TYPE_CONVERSION', `Field "${field.name}" links records; it cannot change type`);
   if (type !== 'formula' && (!isApiCreatable(type) || type === 'multipleRecordLinks')) {
     throw unprocessable('UNSUPPORTED_FIELD_TYPE_CONVERSION', `A field cannot be converted to ${type}`);
   }

@@ -21,10 +21,23 @@ export interface TableJson {
 }
 
 const RESULT_OF_TYPE: Record<string, ResultType> = {
-  number: 'number', percent: 'number', currency: 'number', rating: 'number', duration: 'number', autoNumber: 'number', count: 'number',
-  checkbox: 'checkbox', date: 'dateTime', dateTime: 'dateTime', createdTime: 'dateTime', lastModifiedTime: 'dateTime',
-  multipleRecordLinks: 'multipleLookupValues', multipleSelects: 'multipleLookupValues', multipleLookupValues: 'multipleLookupValues',
-  multipleCollaborators: 'multipleLookupValues', multipleAttachments: 'multipleLookupValues',
+  number: 'number',
+  percent: 'number',
+  currency: 'number',
+  rating: 'number',
+  duration: 'number',
+  autoNumber: 'number',
+  count: 'number',
+  checkbox: 'checkbox',
+  date: 'dateTime',
+  dateTime: 'dateTime',
+  createdTime: 'dateTime',
+  lastModifiedTime: 'dateTime',
+  multipleRecordLinks: 'multipleLookupValues',
+  multipleSelects: 'multipleLookupValues',
+  multipleLookupValues: 'multipleLookupValues',
+  multipleCollaborators: 'multipleLookupValues',
+  multipleAttachments: 'multipleLookupValues',
 };
 
 /** What a formula sees a field as, for inferring a formula's result type. */
@@ -74,7 +87,7 @@ export function fieldOptionsJson(world: World, table: Table, field: Field): Reco
     }
     case 'multipleLookupValues': {
       const { link, target, linked } = lookupTarget(world, table, field);
-      const result = target && linked ? { type: target.type, ...(optionsOrEmpty(world, linked, target)) } : null;
+      const result = target && linked ? { type: target.type, ...optionsOrEmpty(world, linked, target) } : null;
       return { fieldIdInLinkedTable: o.fieldIdInLinkedTable, isValid: Boolean(link && target), recordLinkFieldId: o.recordLinkFieldId, result };
     }
     case 'count': {

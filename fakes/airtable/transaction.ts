@@ -128,7 +128,10 @@ export class Transaction {
     if (this.createdTables.has(table.id)) return;
     const changes = this.tableChanges(table.id);
     const earlier = changes.changedFields.get(fieldId);
-    changes.changedFields.set(fieldId, earlier ? { current: { ...earlier.current, ...current }, previous: { ...previous, ...earlier.previous } } : { current, previous });
+    changes.changedFields.set(
+      fieldId,
+      earlier ? { current: { ...earlier.current, ...current }, previous: { ...previous, ...earlier.previous } } : { current, previous },
+    );
   }
 
   fieldDestroyed(table: Table, fieldId: string): void {

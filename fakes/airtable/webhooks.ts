@@ -77,7 +77,8 @@ function parseSpecification(raw: unknown): Specification {
     if (!isObject(inc)) throw bad('includes must be an object');
     spec.options.includes = {};
     if (inc.includeCellValuesInFieldIds !== undefined) {
-      spec.options.includes.includeCellValuesInFieldIds = inc.includeCellValuesInFieldIds === 'all' ? 'all' : (stringList(inc.includeCellValuesInFieldIds, 'includeCellValuesInFieldIds') as string[]);
+      spec.options.includes.includeCellValuesInFieldIds =
+        inc.includeCellValuesInFieldIds === 'all' ? 'all' : (stringList(inc.includeCellValuesInFieldIds, 'includeCellValuesInFieldIds') as string[]);
     }
     if (inc.includePreviousCellValues !== undefined) spec.options.includes.includePreviousCellValues = Boolean(inc.includePreviousCellValues);
     if (inc.includePreviousFieldDefinitions !== undefined) spec.options.includes.includePreviousFieldDefinitions = Boolean(inc.includePreviousFieldDefinitions);
@@ -292,7 +293,13 @@ export class WebhookStore {
       hook.lastNotificationResult = { success, completionTimestamp: iso(Date.now()), durationMs: Date.now() - started, retryNumber: 0 };
     } catch (e) {
       // Best effort, like Airtable's: a failed ping is recorded, never raised.
-      hook.lastNotificationResult = { success: false, error: { message: e instanceof Error ? e.message : String(e) }, completionTimestamp: iso(Date.now()), durationMs: Date.now() - started, retryNumber: 0 };
+      hook.lastNotificationResult = {
+        success: false,
+        error: { message: e instanceof Error ? e.message : String(e) },
+        completionTimestamp: iso(Date.now()),
+        durationMs: Date.now() - started,
+        retryNumber: 0,
+      };
     } finally {
       clearTimeout(timer);
       this.inflight.delete(controller);

@@ -25,7 +25,12 @@ const KEY_SHAPE = /^(sk|rk)_(test|live)_[0-9A-Za-z]{4,247}$/;
 
 /** 'customers', 'rak_customer_read', 'Checkout.Sessions' → 'customer', 'checkout_session'. */
 export function permissionGroup(name: string): string {
-  let g = name.trim().toLowerCase().replace(/^rak_/, '').replace(/_(read|write)$/, '').replace(/[./]/g, '_');
+  let g = name
+    .trim()
+    .toLowerCase()
+    .replace(/^rak_/, '')
+    .replace(/_(read|write)$/, '')
+    .replace(/[./]/g, '_');
   if (g.endsWith('ies')) g = `${g.slice(0, -3)}y`;
   else if (g.endsWith('s') && !g.endsWith('ss')) g = g.slice(0, -1);
   return g;
@@ -73,16 +78,58 @@ export class KeyRegistry {
  */
 const SECTIONS: Record<string, string[]> = {
   core: [
-    'balance', 'balance_transaction', 'charge', 'refund', 'customer', 'customer_balance_transaction', 'cash_balance', 'dispute',
-    'event', 'file', 'file_link', 'mandate', 'payment_intent', 'payment_method', 'payment_method_configuration',
-    'payment_method_domain', 'payout', 'product', 'product_feature', 'setup_intent', 'setup_attempt', 'source', 'token',
-    'apple_pay_domain', 'country_spec', 'exchange_rate', 'confirmation_token', 'customer_session', 'payment_record',
-    'payment_attempt_record', 'review',
+    'balance',
+    'balance_transaction',
+    'charge',
+    'refund',
+    'customer',
+    'customer_balance_transaction',
+    'cash_balance',
+    'dispute',
+    'event',
+    'file',
+    'file_link',
+    'mandate',
+    'payment_intent',
+    'payment_method',
+    'payment_method_configuration',
+    'payment_method_domain',
+    'payout',
+    'product',
+    'product_feature',
+    'setup_intent',
+    'setup_attempt',
+    'source',
+    'token',
+    'apple_pay_domain',
+    'country_spec',
+    'exchange_rate',
+    'confirmation_token',
+    'customer_session',
+    'payment_record',
+    'payment_attempt_record',
+    'review',
   ],
   billing: [
-    'invoice', 'invoiceitem', 'invoice_payment', 'invoice_rendering_template', 'price', 'plan', 'coupon', 'promotion_code',
-    'quote', 'subscription', 'subscription_item', 'subscription_schedule', 'credit_note', 'tax_rate', 'tax_id', 'tax_code',
-    'shipping_rate', 'test_helpers_test_clock', 'discount',
+    'invoice',
+    'invoiceitem',
+    'invoice_payment',
+    'invoice_rendering_template',
+    'price',
+    'plan',
+    'coupon',
+    'promotion_code',
+    'quote',
+    'subscription',
+    'subscription_item',
+    'subscription_schedule',
+    'credit_note',
+    'tax_rate',
+    'tax_id',
+    'tax_code',
+    'shipping_rate',
+    'test_helpers_test_clock',
+    'discount',
   ],
   checkout: ['checkout_session', 'payment_link', 'item'],
   connect: ['account', 'application_fee', 'fee_refund', 'transfer', 'transfer_reversal', 'topup', 'capability', 'person', 'external_account', 'login_link'],

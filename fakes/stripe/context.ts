@@ -112,7 +112,11 @@ export class Ctx {
   }
 
   /** Deletes and emits `<events>.deleted` carrying the object as it was; answers Stripe's stub. */
-  destroy(res: ResourceNames, obj: StripeObject, eventType: string | null = res.events && `${res.events}.deleted`): { id: string; object: string; deleted: true } {
+  destroy(
+    res: ResourceNames,
+    obj: StripeObject,
+    eventType: string | null = res.events && `${res.events}.deleted`,
+  ): { id: string; object: string; deleted: true } {
     this.col(res.name).remove(obj.id);
     if (eventType) this.emit(eventType, obj);
     return { id: obj.id, object: obj.object, deleted: true };

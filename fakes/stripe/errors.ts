@@ -54,17 +54,19 @@ export const unrecognizedUrl = (method: string, path: string) =>
 
 /** A real Stripe endpoint this fake does not implement: say so instead of pretending it is unknown. */
 export const notImplemented = (method: string, path: string) =>
-  new StripeApiError(404, 'invalid_request_error', `Unrecognized request URL (${method}: ${path}). The local fake Stripe does not implement this endpoint. ${HELP}`);
+  new StripeApiError(
+    404,
+    'invalid_request_error',
+    `Unrecognized request URL (${method}: ${path}). The local fake Stripe does not implement this endpoint. ${HELP}`,
+  );
 
 /** "No such customer: 'cus_x'"; `noun` is what Stripe calls the thing in that sentence. */
 export const noSuch = (noun: string, id: string, param = 'id') =>
   new StripeApiError(404, 'invalid_request_error', `No such ${noun}: '${id}'`, { code: 'resource_missing', param });
 
-export const unknownParam = (param: string) =>
-  invalidRequest(`Received unknown parameter: ${param}`, { code: 'parameter_unknown', param });
+export const unknownParam = (param: string) => invalidRequest(`Received unknown parameter: ${param}`, { code: 'parameter_unknown', param });
 
-export const missingParam = (param: string) =>
-  invalidRequest(`Missing required param: ${param}.`, { code: 'parameter_missing', param });
+export const missingParam = (param: string) => invalidRequest(`Missing required param: ${param}.`, { code: 'parameter_missing', param });
 
 export const NO_KEY_MESSAGE =
   "You did not provide an API key. You need to provide your API key in the Authorization header, using Bearer auth (e.g. 'Authorization: Bearer YOUR_SECRET_KEY'). See https://stripe.com/docs/api#authentication for details, or we can help at https://support.stripe.com/.";
@@ -78,8 +80,7 @@ export function maskKey(key: string): string {
   return prefix + '*'.repeat(rest.length - 4) + rest.slice(-4);
 }
 
-export const invalidKey = (key: string) =>
-  new StripeApiError(401, 'invalid_request_error', `Invalid API Key provided: ${maskKey(key)}`);
+export const invalidKey = (key: string) => new StripeApiError(401, 'invalid_request_error', `Invalid API Key provided: ${maskKey(key)}`);
 
 export const missingKey = () => new StripeApiError(401, 'invalid_request_error', NO_KEY_MESSAGE);
 

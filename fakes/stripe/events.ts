@@ -21,8 +21,7 @@ export interface StripeEvent extends StripeObject {
   type: string;
 }
 
-const isHash = (v: unknown): v is Record<string, unknown> =>
-  typeof v === 'object' && v !== null && !Array.isArray(v) && !('object' in v);
+const isHash = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v) && !('object' in v);
 
 function same(a: unknown, b: unknown): boolean {
   if (a === b) return true;

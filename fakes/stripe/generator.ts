@@ -76,9 +76,60 @@ export interface GenerateInput {
 export type GenerateSummary = Record<string, number>;
 
 const DAY = 86_400;
-const FIRST = ['Ada', 'Grace', 'Alan', 'Katherine', 'Edsger', 'Barbara', 'Donald', 'Frances', 'John', 'Margaret', 'Tim', 'Radia', 'Ken', 'Lynn', 'Linus', 'Hedy'];
-const LAST = ['Lovelace', 'Hopper', 'Turing', 'Johnson', 'Dijkstra', 'Liskov', 'Knuth', 'Allen', 'McCarthy', 'Hamilton', 'Berners-Lee', 'Perlman', 'Thompson', 'Conway', 'Torvalds', 'Lamarr'];
-const WORDS = ['Atlas', 'Birch', 'Cobalt', 'Delta', 'Ember', 'Fjord', 'Granite', 'Harbor', 'Indigo', 'Juniper', 'Kestrel', 'Lumen', 'Meadow', 'Nimbus', 'Orchid', 'Pioneer'];
+const FIRST = [
+  'Ada',
+  'Grace',
+  'Alan',
+  'Katherine',
+  'Edsger',
+  'Barbara',
+  'Donald',
+  'Frances',
+  'John',
+  'Margaret',
+  'Tim',
+  'Radia',
+  'Ken',
+  'Lynn',
+  'Linus',
+  'Hedy',
+];
+const LAST = [
+  'Lovelace',
+  'Hopper',
+  'Turing',
+  'Johnson',
+  'Dijkstra',
+  'Liskov',
+  'Knuth',
+  'Allen',
+  'McCarthy',
+  'Hamilton',
+  'Berners-Lee',
+  'Perlman',
+  'Thompson',
+  'Conway',
+  'Torvalds',
+  'Lamarr',
+];
+const WORDS = [
+  'Atlas',
+  'Birch',
+  'Cobalt',
+  'Delta',
+  'Ember',
+  'Fjord',
+  'Granite',
+  'Harbor',
+  'Indigo',
+  'Juniper',
+  'Kestrel',
+  'Lumen',
+  'Meadow',
+  'Nimbus',
+  'Orchid',
+  'Pioneer',
+];
 const TIERS = ['Starter', 'Basic', 'Team', 'Pro', 'Business', 'Enterprise'];
 const MONTHLY = [500, 900, 1500, 2900, 4900, 9900, 19900];
 const CITIES: Array<[string, string, string]> = [
@@ -236,7 +287,12 @@ class Generator {
     if (pm) this.payments(i, customer, pm, products);
     if (this.r(21, i) < (this.input.pendingItemRate ?? 0.05)) {
       this.at(created + (this.now - created) * this.r(22, i));
-      createInvoiceItem(this.ctx, { customer: customer.id, amount: 500 + Math.floor(this.r(23, i) * 50) * 100, currency: 'usd', description: 'Onboarding session' });
+      createInvoiceItem(this.ctx, {
+        customer: customer.id,
+        amount: 500 + Math.floor(this.r(23, i) * 50) * 100,
+        currency: 'usd',
+        description: 'Onboarding session',
+      });
     }
   }
 
@@ -281,7 +337,12 @@ class Generator {
         ...sub,
         canceled_at: canceledAt,
         ended_at: canceledAt,
-        cancellation_details: { comment: null, feedback: this.pick(['too_expensive', 'unused', 'switched_service', null], 40, i), feedback_option: null, reason: 'cancellation_requested' },
+        cancellation_details: {
+          comment: null,
+          feedback: this.pick(['too_expensive', 'unused', 'switched_service', null], 40, i),
+          feedback_option: null,
+          reason: 'cancellation_requested',
+        },
       };
     }
     sub = withItems(ctx, sub, items);
@@ -307,9 +368,21 @@ class Generator {
     unpaid: boolean,
   ): string {
     const ctx = this.at(period.start);
-    let inv = buildInvoice(ctx, { customer: state.customer, currency: 'usd', billingReason: reason, collectionMethod: 'charge_automatically', subscription: sub, autoAdvance: true });
+    let inv = buildInvoice(ctx, {
+      customer: state.customer,
+      currency: 'usd',
+      billingReason: reason,
+      collectionMethod: 'charge_automatically',
+      subscription: sub,
+      autoAdvance: true,
+    });
     const lines = items.map((item) =>
-      subscriptionLine(ctx, sub.id, { id: item.id, price: item.price as StripeObject, quantity: item.quantity as number }, { id: ctx.newId('il'), invoice: inv.id, period, trial }),
+      subscriptionLine(
+        ctx,
+        sub.id,
+        { id: item.id, price: item.price as StripeObject, quantity: item.quantity as number },
+        { id: ctx.newId('il'), invoice: inv.id, period, trial },
+      ),
     );
     inv = withLines(ctx, inv, lines);
     const number = `${String(state.customer.invoice_prefix)}-${String(state.sequence++).padStart(4, '0')}`;
@@ -322,7 +395,14 @@ class Generator {
     }
     const paidAt = period.start + (amount > 0 ? 3600 : 0);
     if (amount > 0) {
-      const pi = this.payment(amount, state.customer.id as string, pm, reason === 'subscription_create' ? 'Subscription creation' : 'Subscription cycle', paidAt, false);
+      const pi = this.payment(
+        amount,
+        state.customer.id as string,
+        pm,
+        reason === 'subscription_create' ? 'Subscription creation' : 'Subscription cycle',
+        paidAt,
+        false,
+      );
       this.at(paidAt);
       this.put(INVOICE_PAYMENTS, invoicePayment(this.ctx, inv, pi, amount), 'invoice_payment.paid');
     }
@@ -375,7 +455,15 @@ class Generator {
       ? {
           ...pi,
           latest_charge: charge.id,
-          last_payment_error: { charge: charge.id, code: 'card_declined', decline_code: 'generic_decline', doc_url: 'https://stripe.com/docs/error-codes/card-declined', message: 'Your card was declined.', payment_method: pm, type: 'card_error' },
+          last_payment_error: {
+            charge: charge.id,
+            code: 'card_declined',
+            decline_code: 'generic_decline',
+            doc_url: 'https://stripe.com/docs/error-codes/card-declined',
+            message: 'Your card was declined.',
+            payment_method: pm,
+            type: 'card_error',
+          },
         }
       : { ...pi, amount_received: amount, latest_charge: charge.id, payment_method: pm.id, status: 'succeeded' };
     this.put(PAYMENT_INTENTS, final, declined ? 'payment_intent.payment_failed' : 'payment_intent.succeeded');
@@ -391,7 +479,14 @@ class Generator {
       const product = this.pick(products, 52, i, k);
       const amount = product.oneTime ? (product.oneTime.unit_amount as number) : 1000 + Math.floor(this.r(53, i, k) * 190) * 100;
       const declined = this.r(54, i, k) < 0.03;
-      const pi = this.payment(amount, customer.id, pm, `Order ${String(customer.metadata && (customer.metadata as Json).customer_no)}-${k + 1}: ${String(product.product.name)} (${formatMoney(amount, 'usd')})`, at, declined);
+      const pi = this.payment(
+        amount,
+        customer.id,
+        pm,
+        `Order ${String(customer.metadata && (customer.metadata as Json).customer_no)}-${k + 1}: ${String(product.product.name)} (${formatMoney(amount, 'usd')})`,
+        at,
+        declined,
+      );
       if (declined) continue;
       const chargeId = pi.latest_charge as string;
       const later = at + Math.floor((this.now - at) * this.r(55, i, k));
@@ -404,7 +499,10 @@ class Generator {
         const charge = this.ctx.col(CHARGES.name).get(chargeId) as StripeObject;
         this.at(later);
         const settled = later < this.now - 30 * DAY;
-        openDispute(this.ctx, charge, { reason: this.pick(DISPUTE_REASONS, 59, i, k), status: settled ? this.pick(['won', 'lost'], 60, i, k) : 'needs_response' });
+        openDispute(this.ctx, charge, {
+          reason: this.pick(DISPUTE_REASONS, 59, i, k),
+          status: settled ? this.pick(['won', 'lost'], 60, i, k) : 'needs_response',
+        });
       }
     }
   }
@@ -433,7 +531,10 @@ class Generator {
         continue;
       }
       this.at(at + 300);
-      completeSession(this.ctx, session, { payment_method: `pm_card_${this.pick(['visa', 'mastercard', 'amex'], 74, s)}`, email: `guest.${s + 1}@example.com` });
+      completeSession(this.ctx, session, {
+        payment_method: `pm_card_${this.pick(['visa', 'mastercard', 'amex'], 74, s)}`,
+        email: `guest.${s + 1}@example.com`,
+      });
     }
   }
 
@@ -447,15 +548,38 @@ class Generator {
       const ctx = this.at(at);
       const arrival = at + 2 * DAY;
       const payout = buildPayout(ctx, { amount, currency: 'usd', automatic: true, status: arrival <= this.now ? 'paid' : 'in_transit', arrival });
-      const txn = createBalanceTransaction(ctx, { amount: -amount, currency: 'usd', type: 'payout', source: payout.id, description: 'STRIPE PAYOUT', settleDays: 0 });
+      const txn = createBalanceTransaction(ctx, {
+        amount: -amount,
+        currency: 'usd',
+        type: 'payout',
+        source: payout.id,
+        description: 'STRIPE PAYOUT',
+        settleDays: 0,
+      });
       this.put(PAYOUTS, { ...payout, balance_transaction: txn.id }, payout.status === 'paid' ? 'payout.paid' : 'payout.created');
     }
   }
 }
 
 const COUNTED = [
-  'products', 'prices', 'coupons', 'customers', 'payment_methods', 'subscriptions', 'subscription_items', 'invoices', 'invoiceitems',
-  'invoice_payments', 'payment_intents', 'charges', 'balance_transactions', 'refunds', 'disputes', 'checkout_sessions', 'payouts', 'events',
+  'products',
+  'prices',
+  'coupons',
+  'customers',
+  'payment_methods',
+  'subscriptions',
+  'subscription_items',
+  'invoices',
+  'invoiceitems',
+  'invoice_payments',
+  'payment_intents',
+  'charges',
+  'balance_transactions',
+  'refunds',
+  'disputes',
+  'checkout_sessions',
+  'payouts',
+  'events',
 ];
 
 export function generateAccount(account: AccountState, clock: Clock, input: GenerateInput): GenerateSummary {

@@ -72,5 +72,8 @@ export function accountId(): string {
 
 /** A coupon's default id: 8 upper-case letters and digits, as the Dashboard makes them. */
 export function couponId(chars: string): string {
-  return chars.toUpperCase().replace(/[^0-9A-Z]/g, '7').slice(0, 8);
+  return chars
+    .toUpperCase()
+    .replace(/[^0-9A-Z]/g, '7')
+    .slice(0, 8);
 }

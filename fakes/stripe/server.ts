@@ -163,7 +163,12 @@ class Pipeline {
         const print = fingerprint(raw);
         const saved = account.idempotency.lookup(idemKey, pathname, print, this.core.clock.nowMs());
         if (saved) {
-          send({ status: saved.status, body: saved.body, headers: { ...headers, 'Idempotent-Replayed': 'true', 'Original-Request': saved.requestId }, truncate });
+          send({
+            status: saved.status,
+            body: saved.body,
+            headers: { ...headers, 'Idempotent-Replayed': 'true', 'Original-Request': saved.requestId },
+            truncate,
+          });
           return;
         }
         const answer = this.run(new Ctx(account, this.core.clock, request, apiVersion), method, pathname, resolved, raw, reqId);

@@ -67,7 +67,12 @@ export function itemText(item: unknown): string | null {
   return JSON.stringify(item);
 }
 
-const textItems = (cell: unknown) => orNull(asArray(cell).map(itemText).filter((t): t is string => t !== null));
+const textItems = (cell: unknown) =>
+  orNull(
+    asArray(cell)
+      .map(itemText)
+      .filter((t): t is string => t !== null),
+  );
 const plainText = (cell: unknown) => (typeof cell === 'string' && cell !== '' ? cell : null);
 const number = (cell: unknown) => (typeof cell === 'number' && Number.isFinite(cell) ? cell : null);
 /** Emails of collaborator objects, one or many. */
@@ -87,7 +92,12 @@ export function durationText(cell: unknown): string | null {
   if (typeof cell !== 'number' || !Number.isFinite(cell)) return null;
   const ms = Math.round(Math.abs(cell) * 1000);
   const two = (n: number) => String(n).padStart(2, '0');
-  const fraction = ms % 1000 === 0 ? '' : `.${String(ms % 1000).padStart(3, '0').replace(/0+$/, '')}`;
+  const fraction =
+    ms % 1000 === 0
+      ? ''
+      : `.${String(ms % 1000)
+          .padStart(3, '0')
+          .replace(/0+$/, '')}`;
   const sign = cell < 0 && ms > 0 ? '-' : '';
   return `${sign}${Math.floor(ms / 3_600_000)}:${two(Math.floor(ms / 60_000) % 60)}:${two(Math.floor(ms / 1000) % 60)}${fraction}`;
 }

@@ -112,7 +112,10 @@ export class EventFold implements Fold {
       for (const column of new Set([...Object.keys(before), ...Object.keys(event.data)])) {
         if (Object.hasOwn(changes, column)) continue;
         if (!sameValue(cell(before, column), cell(event.data, column))) {
-          this.fail('missed', `${at}: ${column} went from ${JSON.stringify(cell(before, column))} to ${JSON.stringify(cell(event.data, column))} but is not in changes`);
+          this.fail(
+            'missed',
+            `${at}: ${column} went from ${JSON.stringify(cell(before, column))} to ${JSON.stringify(cell(event.data, column))} but is not in changes`,
+          );
         }
       }
     }

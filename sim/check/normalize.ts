@@ -47,7 +47,13 @@ function ddlType(dataType: string, udtName: string): string {
 
 /** The ordinary tables of a schema with their columns (in order) and COMMENTs. */
 export async function tablesOf(db: pg.ClientBase, schema: string): Promise<Map<string, DbTable>> {
-  const { rows } = await db.query<{ table_name: string; column_name: string | null; data_type: string | null; udt_name: string | null; comment: string | null }>(
+  const { rows } = await db.query<{
+    table_name: string;
+    column_name: string | null;
+    data_type: string | null;
+    udt_name: string | null;
+    comment: string | null;
+  }>(
     `SELECT t.table_name, c.column_name, c.data_type, c.udt_name,
             obj_description(format('%I.%I', t.table_schema, t.table_name)::regclass, 'pg_class') AS comment
        FROM information_schema.tables t
@@ -75,7 +81,13 @@ function selectExpression(column: DbColumn): string {
 }
 
 /** Every row of a table, keyed by `key`, with the given columns. */
-export async function rowsOf(db: pg.ClientBase, schema: string, table: string, key: string, columns: DbColumn[]): Promise<Map<string, Record<string, unknown>>> {
+export async function rowsOf(
+  db: pg.ClientBase,
+  schema: string,
+  table: string,
+  key: string,
+  columns: DbColumn[],
+): Promise<Map<string, Record<string, unknown>>> {
   const list = columns.map(selectExpression).join(', ');
   const { rows } = await db.query<Record<string, unknown>>(`SELECT ${list} FROM ${ident(schema)}.${ident(table)}`);
   return new Map(rows.map((r) => [String(r[key]), r]));
@@ -243,7 +255,9 @@ export function compareRows(options: {
       const dbValue = have[column.name];
       if (sameValue(column.type, dbValue, want[column.name])) continue;
       if (options.accept?.(column.name, dbValue, want)) continue;
-      report.add(`${label} ${id}: column ${column.name} is ${show(dbValue, column.type)} in the database, ${show(want[column.name], column.type)} upstream${note(id)}`);
+      report.add(
+        `${label} ${id}: column ${column.name} is ${show(dbValue, column.type)} in the database, ${show(want[column.name], column.type)} upstream${note(id)}`,
+      );
     }
   }
   for (const [id, row] of db) {

@@ -42,7 +42,12 @@ export class RestTail {
         const at = `${topic}/${partition}`;
         for (;;) {
           const offset = this.offsets.get(at) ?? 0;
-          const page = await call<Array<{ offset: number; key: string; value: string }>>(this.creds, 'POST', '/fetch', { topic, partition, offset, timeout: 0 });
+          const page = await call<Array<{ offset: number; key: string; value: string }>>(this.creds, 'POST', '/fetch', {
+            topic,
+            partition,
+            offset,
+            timeout: 0,
+          });
           if (page.length === 0) break;
           for (const m of page) out.push({ key: m.key, value: m.value, where: `rest ${topic}/${partition}@${m.offset}` });
           this.offsets.set(at, page[page.length - 1]!.offset + 1);

@@ -91,7 +91,14 @@ function asOfComputation(columns: DbColumn[], have: Row, want: Row): Row {
   return moved;
 }
 
-export async function checkUpcoming(db: pg.Client, account: FakeStripeAccount, kind: Kind, columns: DbColumn[], cap: number | undefined, out: Violation[]): Promise<void> {
+export async function checkUpcoming(
+  db: pg.Client,
+  account: FakeStripeAccount,
+  kind: Kind,
+  columns: DbColumn[],
+  cap: number | undefined,
+  out: Violation[],
+): Promise<void> {
   const { table: name, key } = UPCOMING_TABLES[kind];
   const report = new TableViolations(name, cap);
   const rows = new Map([...(await rowsOf(db, 'public', name, key, columns))].map(([id, row]) => [id, maskIds(row) as Row]));
@@ -109,7 +116,10 @@ export async function checkUpcoming(db: pg.Client, account: FakeStripeAccount, k
     const row = rows.get(id);
     const fitted = candidates.map((c) => maskIds(c) as Row).map((c) => (row ? asOfComputation(columns, row, c) : c));
     const differences = (c: Row) => (row ? columns.filter((col) => !sameValue(col.type, row[col.name], c[col.name])).length : 0);
-    chosen.set(id, fitted.reduce((best, c) => (differences(c) < differences(best) ? c : best)));
+    chosen.set(
+      id,
+      fitted.reduce((best, c) => (differences(c) < differences(best) ? c : best)),
+    );
   }
   compareRows({
     label: `${name} ${kind}`,

@@ -153,7 +153,8 @@ export async function stripeMatchesUpstream(options: StripeCheckOptions): Promis
       report.into(out);
     }
     for (const name of inDb.keys()) {
-      if (!expectedTables().has(name) && name !== '_sync_meta') out.push({ check: 'db=upstream', detail: `table ${name}: in the database, but no Stripe table by the rules` });
+      if (!expectedTables().has(name) && name !== '_sync_meta')
+        out.push({ check: 'db=upstream', detail: `table ${name}: in the database, but no Stripe table by the rules` });
     }
   });
   return out;

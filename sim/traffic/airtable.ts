@@ -39,8 +39,38 @@ const MIN_RECORDS = 20;
 /** How long an actor trusts its last read of a table's records. */
 const RECORDS_TTL_MS = 1000;
 
-const WORDS = ['Hello', 'Atlas', 'Birch', 'Cobalt', 'Delta', 'Ember', 'Fjord', 'Granite', 'Harbor', 'Indigo', 'Juniper', 'Kestrel', 'Lumen', 'Meadow', 'Nimbus', 'Orchid', 'Quartz', 'Raven', 'Summit', 'Tundra'];
-const PHRASES = ['Hello world', 'Call back on Monday', 'Quarterly review', 'Ship the new pricing page', 'Follow up with legal', 'Renewal due soon', 'Needs a second look', 'Draft ready for review'];
+const WORDS = [
+  'Hello',
+  'Atlas',
+  'Birch',
+  'Cobalt',
+  'Delta',
+  'Ember',
+  'Fjord',
+  'Granite',
+  'Harbor',
+  'Indigo',
+  'Juniper',
+  'Kestrel',
+  'Lumen',
+  'Meadow',
+  'Nimbus',
+  'Orchid',
+  'Quartz',
+  'Raven',
+  'Summit',
+  'Tundra',
+];
+const PHRASES = [
+  'Hello world',
+  'Call back on Monday',
+  'Quarterly review',
+  'Ship the new pricing page',
+  'Follow up with legal',
+  'Renewal due soon',
+  'Needs a second look',
+  'Draft ready for review',
+];
 const NEW_CHOICES = ['Backlog', 'Blocked', 'Review', 'Later', 'Someday', 'Archived'];
 const EPOCH = Date.UTC(2023, 0, 1);
 const DAY = 86_400_000;
@@ -49,9 +79,26 @@ const TYPABLE = new Set(['singleLineText', 'multilineText', 'richText']);
 const TYPABLE_NUMBERS = new Set(['number', 'currency']);
 /** Cell types a person edits by hand (links are the linker's). */
 const EDITABLE = new Set([
-  'singleLineText', 'email', 'url', 'multilineText', 'richText', 'phoneNumber',
-  'number', 'percent', 'currency', 'rating', 'duration', 'checkbox', 'date', 'dateTime',
-  'singleSelect', 'multipleSelects', 'singleCollaborator', 'multipleCollaborators', 'multipleAttachments', 'barcode',
+  'singleLineText',
+  'email',
+  'url',
+  'multilineText',
+  'richText',
+  'phoneNumber',
+  'number',
+  'percent',
+  'currency',
+  'rating',
+  'duration',
+  'checkbox',
+  'date',
+  'dateTime',
+  'singleSelect',
+  'multipleSelects',
+  'singleCollaborator',
+  'multipleCollaborators',
+  'multipleAttachments',
+  'barcode',
 ]);
 const COLLABORATOR_TYPES = new Set(['singleCollaborator', 'multipleCollaborators', 'createdBy', 'lastModifiedBy']);
 const NOT_PRIMARY = new Set(['multipleRecordLinks', 'multipleAttachments', 'checkbox', 'multipleCollaborators', 'multipleSelects']);
@@ -134,7 +181,10 @@ function sleep(ms: number, signal: AbortSignal): Promise<void> {
 /** Errors that mean "the base changed under me", which a UI user simply shrugs off. */
 function isStateRefusal(e: unknown): boolean {
   const type = isObject(e) && typeof e.type === 'string' ? e.type : undefined;
-  if (type && ['ROW_DOES_NOT_EXIST', 'DUPLICATE_TABLE_NAME', 'DUPLICATE_OR_EMPTY_FIELD_NAME', 'CANNOT_DELETE_LAST_TABLE', 'CANNOT_DELETE_PRIMARY_FIELD'].includes(type)) {
+  if (
+    type &&
+    ['ROW_DOES_NOT_EXIST', 'DUPLICATE_TABLE_NAME', 'DUPLICATE_OR_EMPTY_FIELD_NAME', 'CANNOT_DELETE_LAST_TABLE', 'CANNOT_DELETE_PRIMARY_FIELD'].includes(type)
+  ) {
     return true;
   }
   return e instanceof Error && /^no (record|table|field) /.test(e.message);
@@ -205,7 +255,8 @@ class Shared {
         for (const name of names) {
           const v = rec.fields[name];
           for (const u of Array.isArray(v) ? v : [v]) {
-            if (isObject(u) && typeof u.id === 'string' && typeof u.email === 'string') found.set(u.id, { id: u.id, email: u.email, name: String(u.name ?? u.email) });
+            if (isObject(u) && typeof u.id === 'string' && typeof u.email === 'string')
+              found.set(u.id, { id: u.id, email: u.email, name: String(u.name ?? u.email) });
           }
         }
       }
@@ -463,7 +514,9 @@ class BulkEditor extends Person {
         // Never one whose links a reserved table mirrors (read afresh: API clients may just have linked it).
         const linkNames = table.fields.filter((f) => this.shared.linksReserved(f, reservedIds)).map((f) => f.name);
         if (linkNames.length > 0) this.forget(table.id);
-        const records = this.records(table.id).filter((rec) => linkNames.every((n) => !Array.isArray(rec.fields[n]) || (rec.fields[n] as unknown[]).length === 0));
+        const records = this.records(table.id).filter((rec) =>
+          linkNames.every((n) => !Array.isArray(rec.fields[n]) || (rec.fields[n] as unknown[]).length === 0),
+        );
         if (records.length < 15) return 200;
         const ids = new Set<string>();
         while (ids.size < 10) ids.add(r.pick(records).id);
@@ -498,7 +551,8 @@ class Linker extends Person {
     const links: Array<{ table: TableJson; field: FieldJson }> = [];
     for (const table of this.shared.open(all)) {
       for (const field of table.fields) {
-        if (field.type === 'multipleRecordLinks' && ids.has(String(field.options?.linkedTableId)) && !this.shared.linksReserved(field, reservedIds)) links.push({ table, field });
+        if (field.type === 'multipleRecordLinks' && ids.has(String(field.options?.linkedTableId)) && !this.shared.linksReserved(field, reservedIds))
+          links.push({ table, field });
       }
     }
     if (links.length === 0) return 1000;
@@ -535,14 +589,30 @@ class Linker extends Person {
 }
 
 type SchemaCard = 'field.add' | 'field.rename' | 'field.retype' | 'field.options' | 'field.delete' | 'table.create' | 'table.rename' | 'table.delete';
-const DECK: SchemaCard[] = ['field.add', 'field.add', 'field.rename', 'field.retype', 'field.retype', 'field.options', 'field.delete', 'table.create', 'table.rename', 'table.delete'];
+const DECK: SchemaCard[] = [
+  'field.add',
+  'field.add',
+  'field.rename',
+  'field.retype',
+  'field.retype',
+  'field.options',
+  'field.delete',
+  'table.create',
+  'table.rename',
+  'table.delete',
+];
 
 class SchemaEditor extends Person {
   private deck: SchemaCard[] = [];
   private serial = 0;
   private first = true;
 
-  constructor(name: string, shared: Shared, random: Random, private readonly rate: number) {
+  constructor(
+    name: string,
+    shared: Shared,
+    random: Random,
+    private readonly rate: number,
+  ) {
     super(name, shared, random);
   }
 
@@ -604,9 +674,21 @@ class SchemaEditor extends Person {
   private fieldSpec(all: TableJson[], table: TableJson): FieldSpec | undefined {
     const r = this.random;
     const reservedIds = this.shared.reservedIds(all);
-    const name = this.newName(table.fields.map((f) => f.name), r.pick(WORDS));
-    const links = table.fields.filter((f) => f.type === 'multipleRecordLinks' && !this.shared.linksReserved(f, reservedIds) && all.some((t) => t.id === f.options?.linkedTableId));
-    const kind = r.weighted({ simple: 10, link: 2, lookup: links.length > 0 ? 2 : 0, rollup: links.length > 0 ? 1 : 0, count: links.length > 0 ? 1 : 0, formula: 1 });
+    const name = this.newName(
+      table.fields.map((f) => f.name),
+      r.pick(WORDS),
+    );
+    const links = table.fields.filter(
+      (f) => f.type === 'multipleRecordLinks' && !this.shared.linksReserved(f, reservedIds) && all.some((t) => t.id === f.options?.linkedTableId),
+    );
+    const kind = r.weighted({
+      simple: 10,
+      link: 2,
+      lookup: links.length > 0 ? 2 : 0,
+      rollup: links.length > 0 ? 1 : 0,
+      count: links.length > 0 ? 1 : 0,
+      formula: 1,
+    });
     switch (kind) {
       case 'link': {
         const targets = this.shared.open(all).filter((t) => t.id === table.id || t.fields.length < MAX_FIELDS - 1);
@@ -619,10 +701,15 @@ class SchemaEditor extends Person {
         const link = r.pick(links);
         const linked = all.find((t) => t.id === link.options?.linkedTableId) as TableJson;
         if (kind === 'count') return { name, type: 'count', options: { recordLinkFieldId: link.id } };
-        if (kind === 'lookup') return { name, type: 'multipleLookupValues', options: { recordLinkFieldId: link.id, fieldIdInLinkedTable: r.pick(linked.fields).id } };
+        if (kind === 'lookup')
+          return { name, type: 'multipleLookupValues', options: { recordLinkFieldId: link.id, fieldIdInLinkedTable: r.pick(linked.fields).id } };
         const numeric = linked.fields.filter((f) => ['number', 'currency', 'percent', 'rating', 'duration', 'count'].includes(f.type));
         if (numeric.length === 0) return { name, type: 'count', options: { recordLinkFieldId: link.id } };
-        return { name, type: 'rollup', options: { recordLinkFieldId: link.id, fieldIdInLinkedTable: r.pick(numeric).id, formula: r.pick(['SUM(values)', 'MAX(values)', 'AVERAGE(values)']) } };
+        return {
+          name,
+          type: 'rollup',
+          options: { recordLinkFieldId: link.id, fieldIdInLinkedTable: r.pick(numeric).id, formula: r.pick(['SUM(values)', 'MAX(values)', 'AVERAGE(values)']) },
+        };
       }
       case 'formula': {
         const numbers = table.fields.filter((f) => ['number', 'currency', 'percent', 'rating'].includes(f.type) && !/[{}]/.test(f.name));
@@ -655,7 +742,9 @@ class SchemaEditor extends Person {
   private fields(all: TableJson[], open: TableJson[]): Array<{ table: TableJson; field: FieldJson }> {
     const guarded = this.shared.protectedFields(all);
     const reservedIds = this.shared.reservedIds(all);
-    return open.flatMap((table) => table.fields.filter((f) => !guarded.has(f.id) && !this.shared.linksReserved(f, reservedIds)).map((field) => ({ table, field })));
+    return open.flatMap((table) =>
+      table.fields.filter((f) => !guarded.has(f.id) && !this.shared.linksReserved(f, reservedIds)).map((field) => ({ table, field })),
+    );
   }
 
   private renameField(all: TableJson[], open: TableJson[]): void {
@@ -663,7 +752,10 @@ class SchemaEditor extends Person {
     if (candidates.length === 0) return;
     const { table, field } = this.random.pick(candidates);
     const stem = field.name.replace(/ \d+$/, '') || 'Field';
-    const name = this.newName(table.fields.map((f) => f.name), stem);
+    const name = this.newName(
+      table.fields.map((f) => f.name),
+      stem,
+    );
     const done = this.attempt('field.rename', table.id, () => {
       this.base.renameField(table.id, field.id, name);
       return true;
@@ -673,7 +765,9 @@ class SchemaEditor extends Person {
 
   private retypeField(all: TableJson[], open: TableJson[]): void {
     const r = this.random;
-    const candidates = this.fields(all, open).filter(({ table, field }) => (RETYPES[field.type] ?? []).some((to) => field.id !== table.primaryFieldId || !NOT_PRIMARY.has(to)));
+    const candidates = this.fields(all, open).filter(({ table, field }) =>
+      (RETYPES[field.type] ?? []).some((to) => field.id !== table.primaryFieldId || !NOT_PRIMARY.has(to)),
+    );
     if (candidates.length === 0) return;
     // The primary field changes type now and then, other fields more often.
     const nonPrimary = candidates.filter(({ table, field }) => field.id !== table.primaryFieldId);
@@ -729,7 +823,10 @@ class SchemaEditor extends Person {
 
   private createTable(all: TableJson[], open: TableJson[]): void {
     const r = this.random;
-    const name = this.newName(all.map((t) => t.name), `Sim ${r.pick(WORDS)}`);
+    const name = this.newName(
+      all.map((t) => t.name),
+      `Sim ${r.pick(WORDS)}`,
+    );
     const fields: FieldSpec[] = [{ name: 'Name', type: 'singleLineText' }];
     const types = Object.keys(NEW_FIELD_TYPES).filter((t) => t !== 'singleLineText');
     for (let k = r.between(2, 4); k > 0; k--) {
@@ -747,11 +844,21 @@ class SchemaEditor extends Person {
     let linkId: string | undefined;
     if (others.length > 0) {
       const other = r.pick(others);
-      const link = this.attempt('field.add', table.id, () => this.base.addField(table.id, { name: `Link to ${other.name}`, type: 'multipleRecordLinks', options: { linkedTableId: other.id } }));
+      const link = this.attempt('field.add', table.id, () =>
+        this.base.addField(table.id, { name: `Link to ${other.name}`, type: 'multipleRecordLinks', options: { linkedTableId: other.id } }),
+      );
       if (link) {
         linkId = link.id;
-        this.attempt('field.add', table.id, () => this.base.addField(table.id, { name: 'Linked count', type: 'count', options: { recordLinkFieldId: link.id } }));
-        this.attempt('field.add', table.id, () => this.base.addField(table.id, { name: 'Linked names', type: 'multipleLookupValues', options: { recordLinkFieldId: link.id, fieldIdInLinkedTable: other.primaryFieldId } }));
+        this.attempt('field.add', table.id, () =>
+          this.base.addField(table.id, { name: 'Linked count', type: 'count', options: { recordLinkFieldId: link.id } }),
+        );
+        this.attempt('field.add', table.id, () =>
+          this.base.addField(table.id, {
+            name: 'Linked names',
+            type: 'multipleLookupValues',
+            options: { recordLinkFieldId: link.id, fieldIdInLinkedTable: other.primaryFieldId },
+          }),
+        );
       }
     }
     const now = this.base.table(table.id);
@@ -770,7 +877,10 @@ class SchemaEditor extends Person {
   private renameTable(all: TableJson[], open: TableJson[]): void {
     const table = this.random.pick(open);
     const stem = table.name.replace(/ \d+$/, '');
-    const name = this.newName(all.map((t) => t.name), stem);
+    const name = this.newName(
+      all.map((t) => t.name),
+      stem,
+    );
     const done = this.attempt('table.rename', undefined, () => {
       this.base.renameTable(table.id, name);
       return true;

@@ -224,7 +224,11 @@ export class StripeClient extends ClientActor {
   }
 
   protected async create(seq: number, proxied: boolean): Promise<string> {
-    const made = await (proxied ? this.proxied : this.direct).customers.create({ name: `Client ${seq}`, email: `client${seq}@example.com`, metadata: { seq: String(seq) } });
+    const made = await (proxied ? this.proxied : this.direct).customers.create({
+      name: `Client ${seq}`,
+      email: `client${seq}@example.com`,
+      metadata: { seq: String(seq) },
+    });
     return made.id;
   }
 

@@ -43,7 +43,11 @@ const GOOD_CARDS = ['tok_visa', 'tok_mastercard', 'tok_amex', 'tok_visa_debit'];
 const DECLINING_CARD = 'tok_chargeCustomerFail';
 /** Charges succeed, then are disputed (Stripe's 4000 0000 0000 0259). */
 const DISPUTED_CARD = 'tok_createDispute';
-const TIERS = [{ name: 'Starter', monthly: 900 }, { name: 'Team', monthly: 2900 }, { name: 'Business', monthly: 9900 }];
+const TIERS = [
+  { name: 'Starter', monthly: 900 },
+  { name: 'Team', monthly: 2900 },
+  { name: 'Business', monthly: 9900 },
+];
 const NAMES = ['Ada', 'Grace', 'Alan', 'Edsger', 'Barbara', 'Donald', 'Frances', 'Radia', 'Ken', 'Hedy'];
 const CITIES = ['Austin', 'Boston', 'Denver', 'Portland', 'Chicago'];
 /** How many entries of the op trace are kept (for comparing two runs of one seed). */
@@ -53,8 +57,22 @@ const REQUEST_TIMEOUT_MS = 20_000;
 const STOPPED = Symbol('stopped');
 
 const WEIGHTS = {
-  signup: 10, subscribe: 6, upgrade: 4, downgrade: 3, cancel: 4, advance: 6, invoice: 4, refund: 3,
-  dispute: 1, attachCard: 4, detachCard: 2, coupon: 2, priceChange: 1, updateCustomer: 5, deleteCustomer: 1, burst: 3,
+  signup: 10,
+  subscribe: 6,
+  upgrade: 4,
+  downgrade: 3,
+  cancel: 4,
+  advance: 6,
+  invoice: 4,
+  refund: 3,
+  dispute: 1,
+  attachCard: 4,
+  detachCard: 2,
+  coupon: 2,
+  priceChange: 1,
+  updateCustomer: 5,
+  deleteCustomer: 1,
+  burst: 3,
 };
 type Op = keyof typeof WEIGHTS;
 
@@ -62,7 +80,16 @@ type Op = keyof typeof WEIGHTS;
 type Plan = { product: string; prices: { month: string; year: string }; amount: number };
 type Clock = { id: string; time: number; customers: number };
 type Customer = { id: string; clock: string | null; cards: string[]; defaultCard: string | null; declining: boolean };
-type Sub = { id: string; customer: string; item: string; plan: number; interval: 'month' | 'year'; status: string; endsAtPeriodEnd: boolean; periodEnd: number };
+type Sub = {
+  id: string;
+  customer: string;
+  item: string;
+  plan: number;
+  interval: 'month' | 'year';
+  status: string;
+  endsAtPeriodEnd: boolean;
+  periodEnd: number;
+};
 
 const LIVE = new Set(['active', 'trialing', 'past_due']);
 
@@ -211,13 +238,17 @@ class BillingTraffic implements TrafficActor {
     if (!month || !year) return;
     this.plans.push({ product: product.id, prices: { month, year }, amount: tier.monthly });
     if (this.plans.length === TIERS.length) {
-      const coupon = await this.req('coupon.create', (o) => this.o.stripe.coupons.create({ percent_off: 20, duration: 'repeating', duration_in_months: 3, name: 'Launch 20%' }, o));
+      const coupon = await this.req('coupon.create', (o) =>
+        this.o.stripe.coupons.create({ percent_off: 20, duration: 'repeating', duration_in_months: 3, name: 'Launch 20%' }, o),
+      );
       this.couponId = coupon?.id;
     }
   }
 
   private async price(product: string, amount: number, interval: 'month' | 'year'): Promise<string | undefined> {
-    const price = await this.req('price.create', (o) => this.o.stripe.prices.create({ product, currency: 'usd', unit_amount: amount, recurring: { interval } }, o));
+    const price = await this.req('price.create', (o) =>
+      this.o.stripe.prices.create({ product, currency: 'usd', unit_amount: amount, recurring: { interval } }, o),
+    );
     return price?.id;
   }
 
@@ -234,7 +265,9 @@ class BillingTraffic implements TrafficActor {
     if (open) return open;
     // A new clock starts at the business's present: the furthest any clock has gone.
     const time = this.clocks.reduce((t, c) => Math.max(t, c.time), Math.floor(Date.now() / 1000 / 3600) * 3600);
-    const clock = await this.req('test_clock.create', (o) => this.o.stripe.testHelpers.testClocks.create({ frozen_time: time, name: `billing ${this.clocks.length + 1}` }, o));
+    const clock = await this.req('test_clock.create', (o) =>
+      this.o.stripe.testHelpers.testClocks.create({ frozen_time: time, name: `billing ${this.clocks.length + 1}` }, o),
+    );
     if (!clock) {
       // Refused outright (not a fault or a 429): this account has no test clocks.
       const status = this.lastStatus;
@@ -263,7 +296,11 @@ class BillingTraffic implements TrafficActor {
     const card = await this.newCard(token);
     if (!card) return true;
     const name = `${this.r.pick(NAMES)} ${this.r.int(10_000)}`;
-    const params: Stripe.CustomerCreateParams = { name, email: `${name.replace(' ', '.').toLowerCase()}@example.com`, metadata: { source: this.r.pick(['ads', 'referral', 'organic']) } };
+    const params: Stripe.CustomerCreateParams = {
+      name,
+      email: `${name.replace(' ', '.').toLowerCase()}@example.com`,
+      metadata: { source: this.r.pick(['ads', 'referral', 'organic']) },
+    };
     Object.assign(params, { payment_method: card, invoice_settings: { default_payment_method: card } }, clock ? { test_clock: clock.id } : {});
     const customer = await this.req('customer.create', (o) => this.o.stripe.customers.create(params, o));
     if (!customer) return true;
@@ -290,7 +327,17 @@ class BillingTraffic implements TrafficActor {
     Object.assign(params, trial ? { trial_period_days: trial } : {}, discounted ? { discounts: [{ coupon: this.couponId }] } : {});
     const sub = await this.req('subscription.create', (o) => this.o.stripe.subscriptions.create(params, o));
     const item = sub?.items.data[0];
-    if (sub && item) this.subs.push({ id: sub.id, customer: customer.id, item: item.id, plan, interval, status: sub.status, endsAtPeriodEnd: false, periodEnd: item.current_period_end });
+    if (sub && item)
+      this.subs.push({
+        id: sub.id,
+        customer: customer.id,
+        item: item.id,
+        plan,
+        interval,
+        status: sub.status,
+        endsAtPeriodEnd: false,
+        periodEnd: item.current_period_end,
+      });
   }
 
   private upgrade = (): Promise<boolean> => this.changePlan(+1);
@@ -362,8 +409,14 @@ class BillingTraffic implements TrafficActor {
     await this.inBurst(4, async () => {
       const amount = this.r.between(5, 80) * 100;
       const description = this.r.pick(['Onboarding', 'Extra seats', 'Support hours']);
-      const item = await this.req('invoiceitem.create', (o) => this.o.stripe.invoiceItems.create({ customer: customer.id, amount, currency: 'usd', description }, o));
-      const draft = item && (await this.req('invoice.create', (o) => this.o.stripe.invoices.create({ customer: customer.id, pending_invoice_items_behavior: 'include', auto_advance: false }, o)));
+      const item = await this.req('invoiceitem.create', (o) =>
+        this.o.stripe.invoiceItems.create({ customer: customer.id, amount, currency: 'usd', description }, o),
+      );
+      const draft =
+        item &&
+        (await this.req('invoice.create', (o) =>
+          this.o.stripe.invoices.create({ customer: customer.id, pending_invoice_items_behavior: 'include', auto_advance: false }, o),
+        ));
       const open = draft && (await this.req('invoice.finalize', (o) => this.o.stripe.invoices.finalizeInvoice(draft.id, {}, o)));
       if (!open) return;
       await this.req('invoice.pay', (o) => this.o.stripe.invoices.pay(open.id, {}, o));
@@ -396,12 +449,18 @@ class BillingTraffic implements TrafficActor {
   /** A payment on Stripe's dispute test card: it succeeds, then the cardholder disputes it; sometimes the business answers with evidence. */
   private async dispute(): Promise<boolean> {
     const card = await this.newCard(DISPUTED_CARD);
-    const pi = card && (await this.req('payment_intent.create', (o) => this.o.stripe.paymentIntents.create({ amount: this.r.between(10, 200) * 100, currency: 'usd', payment_method: card, confirm: true }, o)));
+    const pi =
+      card &&
+      (await this.req('payment_intent.create', (o) =>
+        this.o.stripe.paymentIntents.create({ amount: this.r.between(10, 200) * 100, currency: 'usd', payment_method: card, confirm: true }, o),
+      ));
     if (!pi) return true;
     const disputes = await this.req('dispute.list', (o) => this.o.stripe.disputes.list({ payment_intent: pi.id, limit: 1 }, o));
     const dispute = disputes?.data[0];
     if (dispute && this.r.chance(0.5)) {
-      await this.req('dispute.update', (o) => this.o.stripe.disputes.update(dispute.id, { evidence: { uncategorized_text: 'Service was delivered as agreed.' }, submit: this.r.chance(0.5) }, o));
+      await this.req('dispute.update', (o) =>
+        this.o.stripe.disputes.update(dispute.id, { evidence: { uncategorized_text: 'Service was delivered as agreed.' }, submit: this.r.chance(0.5) }, o),
+      );
     }
     return true;
   }
@@ -416,7 +475,9 @@ class BillingTraffic implements TrafficActor {
     if (!attached) return true;
     customer.cards.push(attached.id);
     if (customer.declining || bad || this.r.chance(0.5)) {
-      const updated = await this.req('customer.default_card', (o) => this.o.stripe.customers.update(customer.id, { invoice_settings: { default_payment_method: attached.id } }, o));
+      const updated = await this.req('customer.default_card', (o) =>
+        this.o.stripe.customers.update(customer.id, { invoice_settings: { default_payment_method: attached.id } }, o),
+      );
       if (updated) Object.assign(customer, { defaultCard: attached.id, declining: bad });
     }
     return true;

@@ -44,7 +44,13 @@ const airtable = setUp.only === 'airtable' ? await startFakeAirtable({ port: 0, 
 const base = airtable?.createBase({ id: setUp.baseId, name: 'Simulation' });
 if (airtable && base) {
   airtable.addToken(setUp.airtableToken, { bases: '*' });
-  base.generate({ seed: setUp.seed, tables: [{ name: 'Projects', records: 120 }, { name: 'Tasks', records: 150 }] });
+  base.generate({
+    seed: setUp.seed,
+    tables: [
+      { name: 'Projects', records: 120 },
+      { name: 'Tasks', records: 150 },
+    ],
+  });
   base.createTable(setUp.clientTable, [
     { name: 'Name', type: 'singleLineText' },
     { name: 'Seq', type: 'number', options: { precision: 0 } },

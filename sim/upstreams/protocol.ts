@@ -50,4 +50,3 @@ export interface UserCounts {
   done: Array<[string, number]>;
   refused: Array<[string, number]>;
 }
-

@@ -39,7 +39,12 @@ class UpstreamHost implements HostReady {
   readonly stripeAccount: string;
 
   static async start(setUp: HostSetUp, log: (line: string) => void): Promise<UpstreamHost> {
-    const child = fork(HOST, [JSON.stringify(setUp)], { cwd: ROOT, execArgv: ['--import', 'tsx'], serialization: 'advanced', stdio: ['ignore', 'inherit', 'inherit', 'ipc'] });
+    const child = fork(HOST, [JSON.stringify(setUp)], {
+      cwd: ROOT,
+      execArgv: ['--import', 'tsx'],
+      serialization: 'advanced',
+      stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
+    });
     const ready = await new Promise<HostReady>((resolve, reject) => {
       child.once('exit', (code) => reject(new Error(`the upstreams' process exited (${code}) before it was ready`)));
       child.on('message', (message: { ready?: HostReady; log?: string }) => {
@@ -109,7 +114,10 @@ export class Upstreams implements HostReady {
   ) {}
 
   static async start(setUp: Omit<HostSetUp, 'only'>, log: (line: string) => void): Promise<Upstreams> {
-    const [stripe, airtable] = await Promise.all([UpstreamHost.start({ ...setUp, only: 'stripe' }, log), UpstreamHost.start({ ...setUp, only: 'airtable' }, log)]);
+    const [stripe, airtable] = await Promise.all([
+      UpstreamHost.start({ ...setUp, only: 'stripe' }, log),
+      UpstreamHost.start({ ...setUp, only: 'airtable' }, log),
+    ]);
     return new Upstreams(stripe, airtable);
   }
 

@@ -10,8 +10,7 @@ export type CellValue = unknown;
 
 type Converter = (cell: unknown) => CellValue;
 
-const isObject = (value: unknown): value is Record<string, unknown> =>
-  typeof value === 'object' && value !== null && !Array.isArray(value);
+const isObject = (value: unknown): value is Record<string, unknown> => typeof value === 'object' && value !== null && !Array.isArray(value);
 
 /** One item of a multi-valued cell as text: what a person would read in the grid. */
 function itemText(item: unknown): string | null {
@@ -60,7 +59,12 @@ function duration(cell: unknown): string | null {
   const ms = Math.round(Math.abs(cell) * 1000);
   const sign = cell < 0 && ms > 0 ? '-' : '';
   const two = (n: number) => String(n).padStart(2, '0');
-  const fraction = ms % 1000 === 0 ? '' : `.${String(ms % 1000).padStart(3, '0').replace(/0+$/, '')}`;
+  const fraction =
+    ms % 1000 === 0
+      ? ''
+      : `.${String(ms % 1000)
+          .padStart(3, '0')
+          .replace(/0+$/, '')}`;
   return `${sign}${Math.floor(ms / 3_600_000)}:${two(Math.floor(ms / 60_000) % 60)}:${two(Math.floor(ms / 1000) % 60)}${fraction}`;
 }
 

@@ -226,9 +226,14 @@ export class AirtableRunner {
         let leftover: string[];
         try {
           await prepareRebuild(this.options.target, builtTable(mapping));
-          result = await sweepTable(this.sweepContext(client, (n) => progress('rebuild', n)), mapping, 'public_swap', {
-            deleteMissing: false,
-          });
+          result = await sweepTable(
+            this.sweepContext(client, (n) => progress('rebuild', n)),
+            mapping,
+            'public_swap',
+            {
+              deleteMissing: false,
+            },
+          );
           leftover = await this.swapInAfterProxiedWrites(client, mapping, rebuildFrom);
         } catch (error) {
           // The old table stays live: changes meanwhile go to it, not to a set nobody reads.
@@ -245,9 +250,14 @@ export class AirtableRunner {
       } else {
         if (recomment.has(mapping.tableId)) await refreshComments(this.options.target, builtTable(mapping));
         this.state.live.set(mapping.tableId, mapping);
-        const result = await sweepTable(this.sweepContext(client, (n) => progress('sweep', n)), mapping, 'public', {
-          deleteMissing: true,
-        });
+        const result = await sweepTable(
+          this.sweepContext(client, (n) => progress('sweep', n)),
+          mapping,
+          'public',
+          {
+            deleteMissing: true,
+          },
+        );
         records += result.listed;
         if (result.written || result.deleted) {
           this.options.logger.debug({ table: mapping.name, written: result.written, deleted: result.deleted }, 'table swept');
@@ -288,11 +298,13 @@ export class AirtableRunner {
    * two fetches of a record the later one is also written later.
    */
   refetch(client: AirtableClient, tableId: string, ids: string[]): Promise<void> {
-    const run = this.refetching.catch(() => undefined).then(async () => {
-      const mapping = this.state.live.get(tableId);
-      if (!mapping || ids.length === 0) return;
-      await this.refetchInto(client, mapping, 'public', ids);
-    });
+    const run = this.refetching
+      .catch(() => undefined)
+      .then(async () => {
+        const mapping = this.state.live.get(tableId);
+        if (!mapping || ids.length === 0) return;
+        await this.refetchInto(client, mapping, 'public', ids);
+      });
     this.refetching = run;
     return run;
   }
@@ -329,7 +341,11 @@ export class AirtableRunner {
       }
     }
     // Gone upstream when fetched: a proxied write cannot bring a deleted record back.
-    await deleteRows(this.options.target, shape, ids.filter((id) => !found.has(id)));
+    await deleteRows(
+      this.options.target,
+      shape,
+      ids.filter((id) => !found.has(id)),
+    );
     this.queue.hold(mapping.tableId, held);
     const heldSet = new Set(held);
     for (const id of ids) {
@@ -353,10 +369,13 @@ export class AirtableRunner {
     for (let round = 0; ; round++) {
       // The last round swaps whatever it finds, and returns the records still to fetch again.
       const leftover: string[] = [];
-      const last = { since, covered: (id: string, at: number) => {
-        if (!covered(id, at)) leftover.push(id);
-        return true;
-      } };
+      const last = {
+        since,
+        covered: (id: string, at: number) => {
+          if (!covered(id, at)) leftover.push(id);
+          return true;
+        },
+      };
       const marks = await swapIn(this.options.target, builtTable(mapping), round < SWAP_ROUNDS ? { since, covered } : last);
       if (marks.length === 0) return leftover;
       const newest = marks.reduce((latest, m) => Math.max(latest, m.at), 0);

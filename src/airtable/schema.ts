@@ -81,9 +81,7 @@ function columnType(field: AirtableField, settings: AirtableSettings): { type: P
       return settings.lookup_as === 'text' ? { type: 'text', converter: 'joinedText' } : { type: 'text[]', converter: 'textArray' };
     case 'rollup': {
       const result = (field.options?.result as { type?: string } | undefined)?.type;
-      return result && NUMERIC_RESULTS.has(result)
-        ? { type: 'numeric', converter: 'rollupNumber' }
-        : { type: 'text[]', converter: 'textArray' };
+      return result && NUMERIC_RESULTS.has(result) ? { type: 'numeric', converter: 'rollupNumber' } : { type: 'text[]', converter: 'textArray' };
     }
     default:
       // A type newer than this code: keep the cell whole rather than stop the sync.

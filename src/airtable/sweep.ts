@@ -52,12 +52,7 @@ const BATCH_ROWS = 1000;
  * nothing is deleted. Seen ids go to a temporary table, so memory stays flat however
  * large the table is.
  */
-export async function sweepTable(
-  ctx: SweepContext,
-  mapping: TableMapping,
-  schema: TargetSchema,
-  options: { deleteMissing: boolean },
-): Promise<SweepResult> {
+export async function sweepTable(ctx: SweepContext, mapping: TableMapping, schema: TargetSchema, options: { deleteMissing: boolean }): Promise<SweepResult> {
   const shape = shapeOf(mapping, schema);
   const rebuild = schema === 'public_swap';
   const client = await ctx.db.connect();
@@ -118,14 +113,7 @@ async function loadFresh(ctx: SweepContext, client: pg.PoolClient, mapping: Tabl
 }
 
 /** A live table: upserts that skip unchanged rows, and the ids seen, batch by batch. */
-async function sweepLive(
-  ctx: SweepContext,
-  client: pg.PoolClient,
-  mapping: TableMapping,
-  shape: TableShape,
-  result: SweepResult,
-  trackSeen: boolean,
-) {
+async function sweepLive(ctx: SweepContext, client: pg.PoolClient, mapping: TableMapping, shape: TableShape, result: SweepResult, trackSeen: boolean) {
   await ensureMarks(ctx.db);
   // Each batch: its rows, then its ids into sweep_seen, on this one connection in turn.
   const writer = new BatchWriter<{ id: string; row: Row | null; fetchedAt: number }>(async (batch) => {
@@ -133,7 +121,9 @@ async function sweepLive(
     // and are fetched again (writer/fetched.ts).
     const fetchedAt = Math.min(...batch.map((item) => item.fetchedAt));
     const rows = batch.flatMap((item) => (item.row ? [item.row] : []));
-    const seen = trackSeen ? () => client.query('INSERT INTO sweep_seen SELECT unnest($1::text[]) ON CONFLICT DO NOTHING', [batch.map((i) => i.id)]) : undefined;
+    const seen = trackSeen
+      ? () => client.query('INSERT INTO sweep_seen SELECT unnest($1::text[]) ON CONFLICT DO NOTHING', [batch.map((i) => i.id)])
+      : undefined;
     const { written, held } = await writeFetched(client, shape, mapping.tableId, rows, fetchedAt, seen);
     if (held.length > 0) ctx.held?.(mapping.tableId, held);
     return written;
@@ -154,11 +144,7 @@ async function sweepLive(
 }
 
 /** Walks the pages, fetching the next page while the current one is written. */
-async function listAll(
-  ctx: SweepContext,
-  mapping: TableMapping,
-  onPage: (page: ListPage, fetchedAt: number) => Promise<void>,
-): Promise<void> {
+async function listAll(ctx: SweepContext, mapping: TableMapping, onPage: (page: ListPage, fetchedAt: number) => Promise<void>): Promise<void> {
   const fetch = async (offset?: string): Promise<{ page: ListPage; fetchedAt: number }> => {
     const fetchedAt = Date.now();
     return { page: await ctx.airtable.listPage(mapping.tableId, { offset }), fetchedAt };

@@ -75,4 +75,3 @@ export async function loadBuilt(db: pg.Pool | pg.ClientBase): Promise<Map<string
 export function builtTable(mapping: TableMapping): BuiltTable {
   return { tableId: mapping.tableId, name: mapping.name, shapeIn: (schema) => shapeOf(mapping, schema), record: mapping };
 }
-

@@ -108,10 +108,7 @@ export async function removeWebhook(client: AirtableClient, webhookId: string): 
 }
 
 /** Payloads after the cursor, as many pages as Airtable has ready. */
-export async function readPayloads(
-  client: AirtableClient,
-  state: WebhookState,
-): Promise<{ payloads: WebhookPayload[]; cursor: number }> {
+export async function readPayloads(client: AirtableClient, state: WebhookState): Promise<{ payloads: WebhookPayload[]; cursor: number }> {
   const payloads: WebhookPayload[] = [];
   let cursor = state.cursor;
   for (let page = 0; page < 20; page++) {

@@ -70,7 +70,7 @@ export function withConsoleSessions(bearer: Authenticator, sessions: ConsoleSess
     const session = await sessions.find(id, bearer.adminTokenSha256);
     if (!session) throw new TributaryError('unauthorized', 'the console session has ended; sign in again');
     if (!SAFE_METHODS.has(ctx.method) && !constantTimeEqual(ctx.get(CSRF_HEADER), session.csrfToken)) {
-      throw new TributaryError('forbidden', 'send the console session\'s CSRF token in X-CSRF-Token');
+      throw new TributaryError('forbidden', "send the console session's CSRF token in X-CSRF-Token");
     }
     return session.principal;
   };

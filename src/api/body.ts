@@ -64,9 +64,11 @@ export function validate<T>(schema: ZodType<T, ZodTypeDef, unknown>, value: unkn
 export const validateQuery = <S extends AnyZodObject>(schema: S, ctx: Context): z.output<S> => validate(schema, ctx.query, 'query');
 
 /** A query parameter's errors, said in `message`; one given twice arrives as an array. */
-export const queryErrors = (message: string): z.ZodErrorMap => (issue) => ({
-  message: issue.code === z.ZodIssueCode.invalid_type && issue.received === 'array' ? 'give it once' : message,
-});
+export const queryErrors =
+  (message: string): z.ZodErrorMap =>
+  (issue) => ({
+    message: issue.code === z.ZodIssueCode.invalid_type && issue.received === 'array' ? 'give it once' : message,
+  });
 
 /**
  * A whole-number query parameter from `min` to `max`, as a number. Documented as the integer

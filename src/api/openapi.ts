@@ -52,7 +52,7 @@ export interface Operation {
 const TAGS = {
   accounts: 'Tenants: each account sees only its own syncs, databases, topics and webhooks (operator token)',
   syncs: 'Connections to an upstream, each with its own read-only PostgreSQL database',
-  webhooks: "Event destinations of a sync, and their deliveries",
+  webhooks: 'Event destinations of a sync, and their deliveries',
   wait: 'Read-after-write: wait until the database and the event log have caught up',
   service: 'Health, metrics and this document',
   'console (internal)': "The console's own routes: its page, files, sign-in and what it shows beyond the API proper. They may change with the console",
@@ -125,7 +125,8 @@ export class ApiDocument {
       responses[Number(status)] = { description: whys.join('. Or: '), content: { 'application/json': { schema: errorAnswer } } };
     }
 
-    const security: Array<Record<string, string[]>> = op.access === 'token' || op.access === 'admin' ? [{ [BEARER]: [] }, { [SESSION]: [] }] : op.access === 'session' ? [{ [SESSION]: [] }] : [];
+    const security: Array<Record<string, string[]>> =
+      op.access === 'token' || op.access === 'admin' ? [{ [BEARER]: [] }, { [SESSION]: [] }] : op.access === 'session' ? [{ [SESSION]: [] }] : [];
     const route: RouteConfig = {
       method: op.method,
       path: openApiPath(op.path),

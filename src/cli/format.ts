@@ -2,7 +2,11 @@
 
 /** 42s, 5m, 3h, 2d: the largest unit, as `gh` lists ages. */
 export function shortDuration(seconds: number): string {
-  const units: Array<[string, number]> = [['d', 86_400], ['h', 3_600], ['m', 60]];
+  const units: Array<[string, number]> = [
+    ['d', 86_400],
+    ['h', 3_600],
+    ['m', 60],
+  ];
   for (const [unit, size] of units) if (seconds >= size) return `${Math.floor(seconds / size)}${unit}`;
   return `${Math.floor(seconds)}s`;
 }

@@ -43,8 +43,7 @@ const outputHelp = `
   command line.`;
 
 async function client(values: Record<string, string | boolean | undefined>): Promise<ClientOptions> {
-  const url =
-    (values.url as string | undefined) ?? process.env.TRIBUTARY_URL ?? `http://127.0.0.1:${process.env.TRIBUTARY_API_PORT || 8080}`;
+  const url = (values.url as string | undefined) ?? process.env.TRIBUTARY_URL ?? `http://127.0.0.1:${process.env.TRIBUTARY_API_PORT || 8080}`;
   const { token, source } = await resolveToken(values.token as string | undefined, process.env);
   return { url, token, tokenSource: source };
 }
@@ -175,8 +174,7 @@ const commands: Record<string, Command> = {
     },
   },
   'syncs create': {
-    usage:
-      'tributary syncs create --kind airtable|stripe --api-key KEY|- [--base-id app…] [--settings JSON] [--database-url URL] [--account-id ID]',
+    usage: 'tributary syncs create --kind airtable|stripe --api-key KEY|- [--base-id app…] [--settings JSON] [--database-url URL] [--account-id ID]',
     summary: 'connect an Airtable base or a Stripe account (--api-key - reads the key from stdin)',
     options: {
       ...jsonOptions,
@@ -214,8 +212,7 @@ const commands: Record<string, Command> = {
     },
   },
   'syncs settings': {
-    usage:
-      'tributary syncs settings SYNC_ID [--turbo true|false] [--debounce-ms N] [--lookup-as text|text[]] [--intelligent-cast true|false]',
+    usage: 'tributary syncs settings SYNC_ID [--turbo true|false] [--debounce-ms N] [--lookup-as text|text[]] [--intelligent-cast true|false]',
     summary: 'change settings of a sync',
     options: {
       ...jsonOptions,

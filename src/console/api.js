@@ -79,9 +79,9 @@ async function request(method, path, body) {
   }
   if (!response.ok) {
     const error = data?.error;
-    const message = (error?.message) || `The server answered ${response.status} ${response.statusText}.`;
+    const message = error?.message || `The server answered ${response.status} ${response.statusText}.`;
     if (response.status === 401 && !path.startsWith('/console/session')) onSessionEnded();
-    throw new ApiError(response.status, (error?.code) || `http_${response.status}`, message);
+    throw new ApiError(response.status, error?.code || `http_${response.status}`, message);
   }
   return data;
 }

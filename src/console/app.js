@@ -39,13 +39,7 @@ let leaving = [];
 let firstRender = true;
 
 function header() {
-  const links = principal
-    ? [
-        ['#/', 'Syncs'],
-        ['#/connect', 'Connect a sync'],
-        ...(principal.kind === 'admin' ? [['#/accounts', 'Accounts']] : []),
-      ]
-    : [];
+  const links = principal ? [['#/', 'Syncs'], ['#/connect', 'Connect a sync'], ...(principal.kind === 'admin' ? [['#/accounts', 'Accounts']] : [])] : [];
   const current = location.hash.replace(/^#/, '') || '/';
   const who = principal ? (principal.kind === 'admin' ? 'operator (all accounts)' : principal.account.name) : null;
   const parts = [
@@ -54,7 +48,11 @@ function header() {
       ? h(
           'nav',
           { 'aria-label': 'Main' },
-          h('ul', null, links.map(([href, text]) => h('li', null, h('a', { href, 'aria-current': href.slice(1) === current ? 'page' : null }, text)))),
+          h(
+            'ul',
+            null,
+            links.map(([href, text]) => h('li', null, h('a', { href, 'aria-current': href.slice(1) === current ? 'page' : null }, text))),
+          ),
         )
       : null,
     who

@@ -35,15 +35,17 @@ export function lineChart({ label, from, to, series, width = MAX_W }) {
       svg('text', { x: PAD.left - 6, y: y(v) + 4, 'text-anchor': 'end' }, duration(v)),
     ),
   );
-  const times = [from, (from + to) / 2, to].map((t, i) =>
-    svg('text', { x: x(t), y: H - 8, 'text-anchor': ['start', 'middle', 'end'][i] }, clock(t)),
-  );
+  const times = [from, (from + to) / 2, to].map((t, i) => svg('text', { x: x(t), y: H - 8, 'text-anchor': ['start', 'middle', 'end'][i] }, clock(t)));
   const lines = series.map((s) =>
     s.points.length === 1
       ? svg('circle', { class: s.className, cx: x(s.points[0][0]), cy: y(s.points[0][1]), r: 3 })
       : svg('polyline', { class: s.className, points: s.points.map(([t, v]) => `${x(t).toFixed(1)},${y(v).toFixed(1)}`).join(' ') }),
   );
   const chart = svg('svg', { viewBox: `0 0 ${W} ${H}`, role: 'img', 'aria-label': label, class: 'chart' }, grid, times, lines);
-  const legend = h('ul', { class: 'legend', 'aria-hidden': 'true' }, series.map((s) => h('li', null, h('span', { class: `swatch ${s.className}` }), s.name)));
+  const legend = h(
+    'ul',
+    { class: 'legend', 'aria-hidden': 'true' },
+    series.map((s) => h('li', null, h('span', { class: `swatch ${s.className}` }), s.name)),
+  );
   return h('figure', { class: 'chart-figure' }, chart, legend);
 }

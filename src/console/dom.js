@@ -9,9 +9,7 @@
  * @returns {HTMLElement}
  */
 export function h(tag, props, ...children) {
-  const el = tag.startsWith('svg:')
-    ? document.createElementNS('http://www.w3.org/2000/svg', tag.slice(4))
-    : document.createElement(tag);
+  const el = tag.startsWith('svg:') ? document.createElementNS('http://www.w3.org/2000/svg', tag.slice(4)) : document.createElement(tag);
   for (const [name, value] of Object.entries(props ?? {})) {
     if (value === undefined || value === null || value === false) continue;
     if (name.startsWith('on') && typeof value === 'function') el.addEventListener(name.slice(2), value);
@@ -105,7 +103,12 @@ export function copyButton(what, text) {
 /** A read-only value (a URL, a command) with its copy button. */
 export function copyable(what, text, shown = text) {
   const code = h('code', { class: 'copyable-text' }, shown);
-  return h('div', { class: 'copyable' }, code, copyButton(what, () => text));
+  return h(
+    'div',
+    { class: 'copyable' },
+    code,
+    copyButton(what, () => text),
+  );
 }
 
 let toastTimer = 0;
@@ -128,7 +131,15 @@ export function table(caption, headers, rows, { captionHidden = false } = {}) {
       'table',
       null,
       h('caption', { class: captionHidden ? 'sr-only' : null }, caption),
-      h('thead', null, h('tr', null, headers.map((name) => h('th', { scope: 'col' }, name)))),
+      h(
+        'thead',
+        null,
+        h(
+          'tr',
+          null,
+          headers.map((name) => h('th', { scope: 'col' }, name)),
+        ),
+      ),
       h('tbody', null, rows),
     ),
   );
@@ -153,5 +164,9 @@ export function identifier(text) {
 
 /** A table row whose cells carry their column name (the phone layout shows it as a label). */
 export function row(headers, cells, props) {
-  return h('tr', props ?? null, cells.map((cell, i) => h(i === 0 ? 'th' : 'td', { 'data-label': headers[i], scope: i === 0 ? 'row' : null }, cell)));
+  return h(
+    'tr',
+    props ?? null,
+    cells.map((cell, i) => h(i === 0 ? 'th' : 'td', { 'data-label': headers[i], scope: i === 0 ? 'row' : null }, cell)),
+  );
 }

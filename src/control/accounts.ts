@@ -60,9 +60,7 @@ export class AccountStore {
   }
 
   async findByToken(token: string): Promise<Account | undefined> {
-    const { rows } = await this.pool.query<AccountRow>(`SELECT ${columns} FROM accounts WHERE api_token_sha256 = $1`, [
-      hashToken(token),
-    ]);
+    const { rows } = await this.pool.query<AccountRow>(`SELECT ${columns} FROM accounts WHERE api_token_sha256 = $1`, [hashToken(token)]);
     return rows[0] && toAccount(rows[0]);
   }
 
@@ -87,10 +85,7 @@ export class AccountStore {
   }
 
   async eventsPassword(accountId: string): Promise<Secret | undefined> {
-    const { rows } = await this.pool.query<{ events_password_enc: string }>(
-      'SELECT events_password_enc FROM accounts WHERE id = $1',
-      [accountId],
-    );
+    const { rows } = await this.pool.query<{ events_password_enc: string }>('SELECT events_password_enc FROM accounts WHERE id = $1', [accountId]);
     return rows[0] && this.box.decrypt(rows[0].events_password_enc, passwordAad(accountId));
   }
 }

@@ -30,7 +30,6 @@ async function readOrCreate(file: string, make: () => string): Promise<Generated
   }
 }
 
-export const secretKeyFile = (dataDir: string) =>
-  readOrCreate(path.join(dataDir, 'secret-key'), () => newSecretKey().toString('base64'));
+export const secretKeyFile = (dataDir: string) => readOrCreate(path.join(dataDir, 'secret-key'), () => newSecretKey().toString('base64'));
 
 export const adminTokenFile = (dataDir: string) => readOrCreate(path.join(dataDir, 'admin-token'), newAdminToken);

@@ -90,10 +90,10 @@ export class ConsoleSessions {
       principal = { kind: 'admin' };
     }
     if (Date.now() - row.last_seen_at.getTime() > TOUCH_EVERY_MS) {
-      await this.pool.query(
-        'UPDATE console_sessions SET last_seen_at = now(), expires_at = now() + make_interval(secs => $2) WHERE id_sha256 = $1',
-        [hashToken(id), SESSION_IDLE_MS / 1000],
-      );
+      await this.pool.query('UPDATE console_sessions SET last_seen_at = now(), expires_at = now() + make_interval(secs => $2) WHERE id_sha256 = $1', [
+        hashToken(id),
+        SESSION_IDLE_MS / 1000,
+      ]);
     }
     return { principal, csrfToken: row.csrf_token };
   }

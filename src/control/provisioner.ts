@@ -83,7 +83,13 @@ const largeObjectWriters = ['lo_create(oid)', 'lo_creat(integer)', 'lo_from_byte
  *   rebuilt in `public_swap` are outside the publication until they are swapped in.
  */
 /** Creates a sync's database, its reader role, publication and slot, and its bookkeeping (core and `migrations`, its kind's steps). */
-export async function provisionDatabase(db: SyncDatabase, password: string, logger: Logger, connectionLimit = 5, migrations: MigrationSet[] = []): Promise<void> {
+export async function provisionDatabase(
+  db: SyncDatabase,
+  password: string,
+  logger: Logger,
+  connectionLimit = 5,
+  migrations: MigrationSet[] = [],
+): Promise<void> {
   const role = ident(db.role);
   const database = ident(db.name);
   await withClient(db.adminUrl, async (admin) => {
@@ -130,10 +136,7 @@ export async function provisionDatabase(db: SyncDatabase, password: string, logg
 
 async function dropSlot(admin: pg.Client, slot: string): Promise<void> {
   // An active walsender holds the slot; end it first, or the drop fails.
-  await admin.query(
-    'SELECT pg_terminate_backend(active_pid) FROM pg_replication_slots WHERE slot_name = $1 AND active_pid IS NOT NULL',
-    [slot],
-  );
+  await admin.query('SELECT pg_terminate_backend(active_pid) FROM pg_replication_slots WHERE slot_name = $1 AND active_pid IS NOT NULL', [slot]);
   for (let attempt = 0; ; attempt++) {
     try {
       await admin.query('SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots WHERE slot_name = $1', [slot]);
@@ -199,10 +202,9 @@ export async function reservedSlots(adminUrl: string): Promise<number> {
  */
 export async function hardenSharedServer(adminUrl: string, extraDatabases: string[] = []): Promise<void> {
   await withClient(adminUrl, async (admin) => {
-    const { rows } = await admin.query<{ datname: string }>(
-      "SELECT datname FROM pg_database WHERE datname = ANY($1) OR datname IN ('postgres', 'template1')",
-      [extraDatabases],
-    );
+    const { rows } = await admin.query<{ datname: string }>("SELECT datname FROM pg_database WHERE datname = ANY($1) OR datname IN ('postgres', 'template1')", [
+      extraDatabases,
+    ]);
     for (const { datname } of rows) {
       await admin.query(`REVOKE CONNECT, TEMPORARY ON DATABASE ${ident(datname)} FROM PUBLIC`);
     }

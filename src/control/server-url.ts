@@ -85,7 +85,9 @@ export async function checkServerUrl(value: string, policy: ServerUrlPolicy): Pr
   }
   const nonPublic = firstNonPublic(addresses);
   if (nonPublic && !policy.allowPrivate) {
-    throw refused(`the host is ${aKind(nonPublic.kind)} address; customer-owned servers must be public (the operator can allow private ones with TRIBUTARY_DATABASE_ALLOW_PRIVATE=1)`);
+    throw refused(
+      `the host is ${aKind(nonPublic.kind)} address; customer-owned servers must be public (the operator can allow private ones with TRIBUTARY_DATABASE_ALLOW_PRIVATE=1)`,
+    );
   }
 }
 

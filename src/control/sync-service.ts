@@ -62,7 +62,14 @@ export class SyncService {
     const kind = this.options.kinds.get(input.kind);
     const settings: SyncSettings = { ...kind.settings.defaults, ...input.settings };
     const apiKeySha256 = kind.keyNamesAccount ? hashToken(input.apiKey) : null;
-    await store.precheck({ accountId: input.accountId, kind: input.kind, baseId: input.baseId, upstreamAccountId: null, apiKeySha256, describeUpstream: kind.describeUpstream });
+    await store.precheck({
+      accountId: input.accountId,
+      kind: input.kind,
+      baseId: input.baseId,
+      upstreamAccountId: null,
+      apiKeySha256,
+      describeUpstream: kind.describeUpstream,
+    });
     if (input.databaseUrl !== null) {
       this.serverAttempts.take(input.accountId);
       await checkServerUrl(input.databaseUrl, this.serverUrlPolicy);
@@ -118,7 +125,10 @@ export class SyncService {
     const parsed = this.options.kinds.get(record.kind).settings.schema.partial().strict().safeParse(patch);
     if (!parsed.success) {
       // "settings: turbo: Expected boolean", or "settings: Unrecognized key(s) in object: 'x'".
-      throw new TributaryError('invalid_request', `settings: ${parsed.error.issues.map((i) => (i.path.length > 0 ? `${i.path.join('.')}: ${i.message}` : i.message)).join('; ')}`);
+      throw new TributaryError(
+        'invalid_request',
+        `settings: ${parsed.error.issues.map((i) => (i.path.length > 0 ? `${i.path.join('.')}: ${i.message}` : i.message)).join('; ')}`,
+      );
     }
     const updated = await this.options.store.updateSettings(record.id, { ...record.settings, ...parsed.data });
     if (!updated) throw new TributaryError('conflict', 'the sync is being created or deleted');
@@ -128,9 +138,9 @@ export class SyncService {
   async delete(record: SyncRecord, keepDatabase: boolean): Promise<void> {
     // Marked first, so a crash mid-way is finished by the reconciler rather than forgotten.
     await this.options.store.setState(record.id, 'deleting', keepDatabase);
-    await this.options.upstreamCleanup?.(record).catch((err: unknown) =>
-      this.options.logger.warn({ err, sync: record.id }, 'upstream cleanup failed; continuing the delete'),
-    );
+    await this.options
+      .upstreamCleanup?.(record)
+      .catch((err: unknown) => this.options.logger.warn({ err, sync: record.id }, 'upstream cleanup failed; continuing the delete'));
     await this.destroy({ ...record, keepDatabase });
     this.options.logger.info({ sync: record.id, keepDatabase }, 'sync deleted');
   }

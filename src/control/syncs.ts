@@ -217,22 +217,22 @@ export class SyncStore {
          VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15)
          RETURNING ${columns}`,
         [
-        sync.id,
-        sync.accountId,
-        sync.kind,
-        sync.baseId,
-        sync.upstreamAccountId,
-        this.box.encrypt(sync.apiKey, aad(sync.id, 'api_key')),
-        JSON.stringify(sync.settings),
-        sync.databaseName,
-        sync.databaseRole,
-        this.box.encrypt(sync.databasePassword, aad(sync.id, 'database_password')),
-        sync.customServerUrl === null ? null : this.box.encrypt(sync.customServerUrl, aad(sync.id, 'database_server')),
-        sync.upstreamName,
-        sync.warnings ?? [],
-        readerLimit,
-        sync.apiKeySha256 ?? null,
-      ],
+          sync.id,
+          sync.accountId,
+          sync.kind,
+          sync.baseId,
+          sync.upstreamAccountId,
+          this.box.encrypt(sync.apiKey, aad(sync.id, 'api_key')),
+          JSON.stringify(sync.settings),
+          sync.databaseName,
+          sync.databaseRole,
+          this.box.encrypt(sync.databasePassword, aad(sync.id, 'database_password')),
+          sync.customServerUrl === null ? null : this.box.encrypt(sync.customServerUrl, aad(sync.id, 'database_server')),
+          sync.upstreamName,
+          sync.warnings ?? [],
+          readerLimit,
+          sync.apiKeySha256 ?? null,
+        ],
       );
       return toRecord(rows[0]!);
     });
@@ -247,7 +247,10 @@ export class SyncStore {
     await inTransaction(this.pool, async (tx) => {
       const { budget, used: others } = (await lockedAccountLimits(tx, sync.accountId, sync.id))!;
       if (others + limit > budget) {
-        throw new TributaryError('conflict', `reader_connection_limit: the account's other readers hold ${others} of its budget of ${budget}; at most ${Math.max(0, budget - others)} is left`);
+        throw new TributaryError(
+          'conflict',
+          `reader_connection_limit: the account's other readers hold ${others} of its budget of ${budget}; at most ${Math.max(0, budget - others)} is left`,
+        );
       }
       await apply();
       await tx.query('UPDATE syncs SET reader_connection_limit = $2, updated_at = now() WHERE id = $1', [sync.id, limit]);
@@ -279,11 +282,7 @@ export class SyncStore {
   }
 
   async setState(id: string, state: SyncState, keepDatabase = false): Promise<void> {
-    await this.pool.query('UPDATE syncs SET state = $2, keep_database = $3, updated_at = now() WHERE id = $1', [
-      id,
-      state,
-      keepDatabase,
-    ]);
+    await this.pool.query('UPDATE syncs SET state = $2, keep_database = $3, updated_at = now() WHERE id = $1', [id, state, keepDatabase]);
   }
 
   async updateSettings(id: string, settings: SyncSettings): Promise<SyncRecord | undefined> {
@@ -305,7 +304,9 @@ export class SyncStore {
 
   /** Records the key digest of syncs whose key names an account (`kinds`), made before it was kept (migration 13): at start, once. */
   async fillKeyDigests(kinds: string[]): Promise<number> {
-    const { rows } = await this.pool.query<{ id: string }>("SELECT id FROM syncs WHERE kind = ANY($1) AND api_key_sha256 IS NULL AND state = 'active'", [kinds]);
+    const { rows } = await this.pool.query<{ id: string }>("SELECT id FROM syncs WHERE kind = ANY($1) AND api_key_sha256 IS NULL AND state = 'active'", [
+      kinds,
+    ]);
     for (const { id } of rows) {
       const digest = hashToken((await this.apiKey(id)).reveal());
       await this.pool.query('UPDATE syncs SET api_key_sha256 = $2 WHERE id = $1', [id, digest]);

@@ -133,11 +133,7 @@ export async function startEmbeddedPostgres(options: EmbeddedPostgresOptions): P
         await chown(pwfile, runAs.uid, runAs.gid ?? runAs.uid);
       }
       logger.info({ dir: pgDir }, 'initialising embedded PostgreSQL cluster');
-      await run(
-        bin.initdb,
-        ['-D', pgDir, '--username=postgres', `--pwfile=${pwfile}`, '--auth=scram-sha-256', '--encoding=UTF8', '--no-locale'],
-        runAs,
-      );
+      await run(bin.initdb, ['-D', pgDir, '--username=postgres', `--pwfile=${pwfile}`, '--auth=scram-sha-256', '--encoding=UTF8', '--no-locale'], runAs);
     } finally {
       await rm(pwfile, { force: true });
     }
@@ -148,7 +144,7 @@ export async function startEmbeddedPostgres(options: EmbeddedPostgresOptions): P
     // Left running by a service that was killed: reuse it rather than fight over the port.
     logger.info({ dir: pgDir }, 'embedded PostgreSQL already running; reusing it');
   } else {
-    const listen = options.listen === '0.0.0.0' ? '*' : options.listen ?? '127.0.0.1';
+    const listen = options.listen === '0.0.0.0' ? '*' : (options.listen ?? '127.0.0.1');
     const maxConnections = options.maxConnections ?? 600;
     const settings = [
       `-p ${port}`,

@@ -47,54 +47,61 @@ export class PgoutputParser {
     this.buf = buf;
     this.pos = 1;
     switch (buf[0]) {
-      case 0x42 /* B */: {
-        const finalLsn = this.lsn();
-        this.pos += 8; // commit time
-        return { tag: 'begin', finalLsn, xid: this.int32() };
-      }
-      case 0x43 /* C */: {
-        this.pos += 1; // flags
-        const commitLsn = this.lsn();
-        return { tag: 'commit', commitLsn, endLsn: this.lsn() };
-      }
+      case 0x42 /* B */:
+        {
+          const finalLsn = this.lsn();
+          this.pos += 8; // commit time
+          return { tag: 'begin', finalLsn, xid: this.int32() };
+        }
+      case 0x43 /* C */:
+        {
+          this.pos += 1; // flags
+          const commitLsn = this.lsn();
+          return { tag: 'commit', commitLsn, endLsn: this.lsn() };
+        }
       case 0x52 /* R */:
         return { tag: 'relation', relation: this.relationMessage() };
-      case 0x49 /* I */: {
-        const relation = this.relation();
-        this.pos += 1; // 'N'
-        return { tag: 'insert', relation, next: this.tuple() };
-      }
-      case 0x55 /* U */: {
-        const relation = this.relation();
-        let prior: RawValue[] | undefined;
-        const marker = this.buf[this.pos++];
-        if (marker === 0x4b /* K */ || marker === 0x4f /* O */) {
-          prior = this.tuple();
+      case 0x49 /* I */:
+        {
+          const relation = this.relation();
           this.pos += 1; // 'N'
+          return { tag: 'insert', relation, next: this.tuple() };
         }
-        return { tag: 'update', relation, prior, next: this.tuple() };
-      }
-      case 0x44 /* D */: {
-        const relation = this.relation();
-        this.pos += 1; // 'K' or 'O'
-        return { tag: 'delete', relation, prior: this.tuple() };
-      }
-      case 0x54 /* T */: {
-        const count = this.int32();
-        this.pos += 1; // options
-        const relations: Relation[] = [];
-        for (let i = 0; i < count; i++) relations.push(this.relationById(this.int32()));
-        return { tag: 'truncate', relations };
-      }
-      case 0x4d /* M */: {
-        const transactional = (this.buf[this.pos++]! & 1) === 1;
-        this.pos += 8; // message LSN
-        const prefix = this.cstring();
-        const length = this.int32();
-        const content = this.buf.toString('utf8', this.pos, this.pos + length);
-        this.pos += length;
-        return { tag: 'message', transactional, prefix, content };
-      }
+      case 0x55 /* U */:
+        {
+          const relation = this.relation();
+          let prior: RawValue[] | undefined;
+          const marker = this.buf[this.pos++];
+          if (marker === 0x4b /* K */ || marker === 0x4f /* O */) {
+            prior = this.tuple();
+            this.pos += 1; // 'N'
+          }
+          return { tag: 'update', relation, prior, next: this.tuple() };
+        }
+      case 0x44 /* D */:
+        {
+          const relation = this.relation();
+          this.pos += 1; // 'K' or 'O'
+          return { tag: 'delete', relation, prior: this.tuple() };
+        }
+      case 0x54 /* T */:
+        {
+          const count = this.int32();
+          this.pos += 1; // options
+          const relations: Relation[] = [];
+          for (let i = 0; i < count; i++) relations.push(this.relationById(this.int32()));
+          return { tag: 'truncate', relations };
+        }
+      case 0x4d /* M */:
+        {
+          const transactional = (this.buf[this.pos++]! & 1) === 1;
+          this.pos += 8; // message LSN
+          const prefix = this.cstring();
+          const length = this.int32();
+          const content = this.buf.toString('utf8', this.pos, this.pos + length);
+          this.pos += length;
+          return { tag: 'message', transactional, prefix, content };
+        }
       default:
         // Origin ('O') and Type ('Y') carry nothing the decoder uses.
         return { tag: 'other' };

@@ -132,10 +132,13 @@ const JSON_BY_OID = new Map<number, ToJson>([
   [114, (text) => JSON.stringify(JSON.parse(text))],
   [3802, (text) => text],
   // ISO text needs no escaping: quoted as it is.
-  [1184, (text) => {
-    const iso = utcIso(text);
-    return iso === undefined ? JSON.stringify(asTimestamptz(text)) : `"${iso}"`;
-  }],
+  [
+    1184,
+    (text) => {
+      const iso = utcIso(text);
+      return iso === undefined ? JSON.stringify(asTimestamptz(text)) : `"${iso}"`;
+    },
+  ],
 ]);
 
 /** The JSON-text converter of a column type (the same values as converterFor, as JSON). */

@@ -29,7 +29,10 @@ export async function waitForDecoder(options: {
       // The walsender sends only WAL that is on disk, and nothing flushes a lone message until
       // the WAL writer's next round (up to wal_writer_delay, 200 ms). Taking a transaction id
       // makes this statement's commit flush the WAL, message included (any server version).
-      const { rows } = await client.query<{ lsn: string }>('SELECT pg_logical_emit_message(false, $1, $2)::text AS lsn, txid_current()', [MESSAGE_PREFIX.wait, token]);
+      const { rows } = await client.query<{ lsn: string }>('SELECT pg_logical_emit_message(false, $1, $2)::text AS lsn, txid_current()', [
+        MESSAGE_PREFIX.wait,
+        token,
+      ]);
       return rows[0]!.lsn;
     };
     const pool = options.pools?.get(options.databaseUrl);

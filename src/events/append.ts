@@ -234,7 +234,10 @@ export class EventAppender {
       const seq = this.seq.toString();
       const offsetText = offset.toString();
       if (rows) {
-        rows.row(`${sid}\t${seq}\t${escapeText(topic)}\t${partition}\t${offsetText}\t${escapeText(e.recordId)}\t${escapeText(e.eventKey)}\t${at}\t`, escapeJson(e));
+        rows.row(
+          `${sid}\t${seq}\t${escapeText(topic)}\t${partition}\t${offsetText}\t${escapeText(e.recordId)}\t${escapeText(e.eventKey)}\t${at}\t`,
+          escapeJson(e),
+        );
       } else {
         tuples.push(
           `(${sidLiteral}, ${seq}, ${literal(topic)}, ${partition}, ${offsetText}, ${literal(e.recordId)}, ${literal(e.eventKey)}, '${at}', ${valueLiteral(e)})`,
@@ -258,14 +261,8 @@ export class EventAppender {
     );
     const { rows: topicRows } = await pool.query<{ partitions: number }>('SELECT partitions FROM event_topics WHERE topic = $1', [topic]);
     const partitions = topicRows[0]!.partitions;
-    await pool.query('INSERT INTO event_partitions (topic, partition) SELECT $1, generate_series(0, $2 - 1) ON CONFLICT DO NOTHING', [
-      topic,
-      partitions,
-    ]);
-    const { rows } = await pool.query<{ next_offset: string }>(
-      'SELECT next_offset FROM event_partitions WHERE topic = $1 ORDER BY partition',
-      [topic],
-    );
+    await pool.query('INSERT INTO event_partitions (topic, partition) SELECT $1, generate_series(0, $2 - 1) ON CONFLICT DO NOTHING', [topic, partitions]);
+    const { rows } = await pool.query<{ next_offset: string }>('SELECT next_offset FROM event_partitions WHERE topic = $1 ORDER BY partition', [topic]);
     const state = { partitions, next: rows.map((r) => BigInt(r.next_offset)) };
     this.topics.set(topic, state);
     return state;

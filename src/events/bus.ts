@@ -138,9 +138,7 @@ export class EventBus {
     const onAbort = () => controller.abort();
     signal?.addEventListener('abort', onAbort, { once: true });
     try {
-      const results = await Promise.race(
-        [...marks].map(([syncId, mark]) => this.changedSince(syncId, mark, timeoutMs, controller.signal)),
-      );
+      const results = await Promise.race([...marks].map(([syncId, mark]) => this.changedSince(syncId, mark, timeoutMs, controller.signal)));
       return results;
     } finally {
       controller.abort();

@@ -104,17 +104,12 @@ export class EventLogReader {
   }
 
   async topicsOfAccount(accountId: string): Promise<TopicInfo[]> {
-    const { rows } = await this.pool.query<TopicRow>(
-      `SELECT ${TOPIC_COLUMNS} FROM event_topics WHERE account_id = $1 ORDER BY topic`,
-      [accountId],
-    );
+    const { rows } = await this.pool.query<TopicRow>(`SELECT ${TOPIC_COLUMNS} FROM event_topics WHERE account_id = $1 ORDER BY topic`, [accountId]);
     return rows.map(toTopic);
   }
 
   async topicsOfSync(syncId: string): Promise<TopicInfo[]> {
-    const { rows } = await this.pool.query<TopicRow>(`SELECT ${TOPIC_COLUMNS} FROM event_topics WHERE sync_id = $1 ORDER BY topic`, [
-      syncId,
-    ]);
+    const { rows } = await this.pool.query<TopicRow>(`SELECT ${TOPIC_COLUMNS} FROM event_topics WHERE sync_id = $1 ORDER BY topic`, [syncId]);
     return rows.map(toTopic);
   }
 }
@@ -149,9 +144,7 @@ export async function ensureEventPartitions(client: pg.Pool | pg.PoolClient, at:
   for (const day of [today, today + 1]) {
     const part = dayPartition(day);
     try {
-      await client.query(
-        `CREATE TABLE IF NOT EXISTS ${ident(part.name)} PARTITION OF events FOR VALUES FROM ('${part.from}') TO ('${part.to}')`,
-      );
+      await client.query(`CREATE TABLE IF NOT EXISTS ${ident(part.name)} PARTITION OF events FOR VALUES FROM ('${part.from}') TO ('${part.to}')`);
     } catch (error) {
       // Two processes creating the same day at once: the loser sees the winner's table.
       const code = (error as { code?: string }).code;

@@ -65,7 +65,7 @@ function v4Kind(value: number): string | undefined {
   if (value === 0xffffffff) return 'broadcast';
   for (const rule of V4_RULES) {
     const mask = rule.bits === 0 ? 0 : (~0 << (32 - rule.bits)) >>> 0;
-    if (((value & mask) >>> 0) === ((rule.base & mask) >>> 0)) return rule.kind;
+    if ((value & mask) >>> 0 === (rule.base & mask) >>> 0) return rule.kind;
   }
   return undefined;
 }
@@ -191,7 +191,8 @@ export async function assertPublicDestination(url: URL, lookup: LookupAll = syst
     bad = firstNonPublic(await addressesOf(host, lookup));
   } catch (error) {
     const code = (error as { code?: string }).code;
-    if (code === 'ENOTFOUND' && /has no addresses/.test((error as Error).message)) throw new TributaryError('unprocessable', `url: the host ${host} has no addresses`);
+    if (code === 'ENOTFOUND' && /has no addresses/.test((error as Error).message))
+      throw new TributaryError('unprocessable', `url: the host ${host} has no addresses`);
     throw new TributaryError('unprocessable', `url: the host ${host} could not be resolved (${code ?? 'DNS error'})`);
   }
   if (bad) throw refusal(host, bad.address, bad.kind);
@@ -211,9 +212,7 @@ export function pinnedLookup(lookup: LookupAll = systemLookup) {
         const bad = all.find((a) => nonPublicKind(a.address));
         if (all.length === 0 || bad) {
           const error: NodeJS.ErrnoException = new Error(
-            bad
-              ? `${hostname} resolves to ${bad.address}, ${aKind(nonPublicKind(bad.address) ?? '')} address; refused`
-              : `${hostname} has no addresses`,
+            bad ? `${hostname} resolves to ${bad.address}, ${aKind(nonPublicKind(bad.address) ?? '')} address; refused` : `${hostname} has no addresses`,
           );
           error.code = 'EPRIVATEADDRESS';
           callback(error, '');
@@ -221,7 +220,11 @@ export function pinnedLookup(lookup: LookupAll = systemLookup) {
         }
         const family = options.family === 4 || options.family === 6 ? options.family : undefined;
         const usable = family ? all.filter((a) => a.family === family) : all;
-        if (options.all) callback(null, usable.map((a) => ({ address: a.address, family: a.family })));
+        if (options.all)
+          callback(
+            null,
+            usable.map((a) => ({ address: a.address, family: a.family })),
+          );
         else if (usable[0]) callback(null, usable[0].address, usable[0].family);
         else callback(Object.assign(new Error(`${hostname} has no IPv${family} address`), { code: 'ENOTFOUND' }), '');
       },

@@ -11,10 +11,7 @@ export interface RunningServer {
 }
 
 /** Starts an HTTP server and gives back a close() that drains connections, then cuts stragglers. */
-export async function listen(
-  handler: Handler,
-  options: { host: string; port: number; graceMs?: number },
-): Promise<RunningServer> {
+export async function listen(handler: Handler, options: { host: string; port: number; graceMs?: number }): Promise<RunningServer> {
   const server = http.createServer({ requestTimeout: 120_000, headersTimeout: 30_000 }, handler);
   server.keepAliveTimeout = 5_000;
   // Without a listener Node drops CONNECT requests without a word.

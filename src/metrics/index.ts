@@ -25,7 +25,11 @@ export class ServiceMetrics implements ProxyMetrics {
   private readonly proxyLatency: Histogram;
 
   constructor(options: { pool: pg.Pool }) {
-    this.proxyRequests = this.registry.counter('tributary_proxy_requests_total', 'Requests the write-through proxy answered, by upstream host and status sent.', ['upstream', 'status']);
+    this.proxyRequests = this.registry.counter(
+      'tributary_proxy_requests_total',
+      'Requests the write-through proxy answered, by upstream host and status sent.',
+      ['upstream', 'status'],
+    );
     this.proxyLatency = this.registry.histogram(
       'tributary_proxy_request_duration_seconds',
       'Time from a proxy request arriving to its answer being sent, in seconds (database write included).',

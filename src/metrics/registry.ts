@@ -65,7 +65,12 @@ export class Histogram extends Metric {
   readonly type = 'histogram';
   private readonly values = new Map<string, { labels: Labels; counts: number[]; sum: number; count: number }>();
 
-  constructor(name: string, help: string, labelNames: readonly string[], readonly buckets: readonly number[]) {
+  constructor(
+    name: string,
+    help: string,
+    labelNames: readonly string[],
+    readonly buckets: readonly number[],
+  ) {
     super(name, help, labelNames);
     if (labelNames.includes('le')) throw new Error(`${name}: "le" is the histogram's own label`);
     if (buckets.length === 0 || buckets.some((b, i) => i > 0 && b <= buckets[i - 1]!)) throw new Error(`${name}: buckets must increase`);

@@ -34,16 +34,19 @@ export async function syncFamilies(pool: pg.Pool, now = new Date()): Promise<Fam
   for (const row of rows) {
     const labels = { sync_id: row.id, kind: row.kind };
     // The same rule as the sync's view (status.lag_seconds): the age of the oldest data it may show.
-    const status = statusOf({
-      startedAt: row.started_at,
-      completedAt: row.completed_at,
-      durationLastSeconds: row.duration_last_s,
-      lastError: null,
-      lastErrorAt: null,
-      lastErrorKind: null,
-      durationUsualSeconds: null,
-      progress: null,
-    }, now);
+    const status = statusOf(
+      {
+        startedAt: row.started_at,
+        completedAt: row.completed_at,
+        durationLastSeconds: row.duration_last_s,
+        lastError: null,
+        lastErrorAt: null,
+        lastErrorKind: null,
+        durationUsualSeconds: null,
+        progress: null,
+      },
+      now,
+    );
     if (status.lag_seconds !== null) lag.push({ name: 'tributary_sync_lag_seconds', labels, value: status.lag_seconds });
     if (row.duration_last_s !== null) duration.push({ name: 'tributary_sync_cycle_duration_seconds', labels, value: row.duration_last_s });
     logged.push({ name: 'tributary_sync_events_logged_total', labels, value: Number(row.events_logged ?? 0) });
@@ -51,7 +54,12 @@ export async function syncFamilies(pool: pg.Pool, now = new Date()): Promise<Fam
     refused.push({ name: 'tributary_sync_upstream_429_total', labels, value: Number(row.upstream_429s) });
   }
   return [
-    { name: 'tributary_sync_lag_seconds', type: 'gauge', help: 'Seconds since the last completed sync cycle began (the age of the oldest data the database may show).', samples: lag },
+    {
+      name: 'tributary_sync_lag_seconds',
+      type: 'gauge',
+      help: 'Seconds since the last completed sync cycle began (the age of the oldest data the database may show).',
+      samples: lag,
+    },
     { name: 'tributary_sync_cycle_duration_seconds', type: 'gauge', help: 'Duration of the last completed sync cycle, in seconds.', samples: duration },
     { name: 'tributary_sync_events_logged_total', type: 'counter', help: 'Events the decoder has made durable in the event log.', samples: logged },
     { name: 'tributary_sync_slot_lag_bytes', type: 'gauge', help: "Bytes of WAL the server holds ahead of the sync's replication slot.", samples: slotLag },

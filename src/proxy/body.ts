@@ -6,8 +6,7 @@ import { refuse } from './errors.ts';
 /** Request bodies larger than this are refused with 413 (Airtable's own limit is a few MB; Stripe's lower). */
 export const DEFAULT_MAX_BODY_BYTES = 10 * 1024 * 1024;
 
-export const tooLarge = (limit: number) =>
-  refuse('payload_too_large', `the request body exceeds the proxy's limit of ${Math.round(limit / 1024 / 1024)} MiB`);
+export const tooLarge = (limit: number) => refuse('payload_too_large', `the request body exceeds the proxy's limit of ${Math.round(limit / 1024 / 1024)} MiB`);
 
 /** The declared length, when there is one (already validated as digits). */
 export function declaredLength(headers: { 'content-length'?: string }): number | undefined {

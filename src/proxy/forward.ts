@@ -39,7 +39,8 @@ function classify(error: Error & { code?: string }, name: string): ProxyError {
     return new ProxyError('bad_gateway', `${name} closed the connection without a complete answer`, {}, { cause: error });
   }
   if (code.startsWith('HPE_')) return new ProxyError('bad_gateway', `${name} sent an answer that is not valid HTTP`, {}, { cause: error });
-  if (code.startsWith('ERR_TLS') || code.includes('CERT')) return new ProxyError('bad_gateway', `the TLS connection to ${name} failed (${code})`, {}, { cause: error });
+  if (code.startsWith('ERR_TLS') || code.includes('CERT'))
+    return new ProxyError('bad_gateway', `the TLS connection to ${name} failed (${code})`, {}, { cause: error });
   return new ProxyError('bad_gateway', `the request to ${name} failed`, {}, { cause: error });
 }
 

@@ -104,7 +104,15 @@ export function createProxyHandler(options: ProxyOptions): ProxyHandler {
     const kind = options.kinds.get(name);
     if (!kind.proxy) continue;
     const proxy = kind.proxy;
-    const context: ProxyKindContext = { targets, limiter: options.limiter, pool: options.pool, timeScale: options.timeScale ?? 1, maxWaitMs, logger, baseUrl: upstreamBase(options.upstreams, kind.upstreamHost) };
+    const context: ProxyKindContext = {
+      targets,
+      limiter: options.limiter,
+      pool: options.pool,
+      timeScale: options.timeScale ?? 1,
+      maxWaitMs,
+      logger,
+      baseUrl: upstreamBase(options.upstreams, kind.upstreamHost),
+    };
     byHost.set(kind.upstreamHost, {
       where: upstreamTarget(options.upstreams, kind.upstreamHost),
       ...(proxy.earlyQuota ? { early: (req: http.IncomingMessage, route: ProxyRoute) => proxy.earlyQuota!(context, req, route) } : {}),
@@ -124,7 +132,9 @@ export function createProxyHandler(options: ProxyOptions): ProxyHandler {
       return;
     }
     if (!ALLOWED_METHODS.includes(method)) {
-      throw refuse('method_not_allowed', `${method.slice(0, 20)} is not forwarded; methods: ${ALLOWED_METHODS.join(', ')}`, { allow: ALLOWED_METHODS.join(', ') });
+      throw refuse('method_not_allowed', `${method.slice(0, 20)} is not forwarded; methods: ${ALLOWED_METHODS.join(', ')}`, {
+        allow: ALLOWED_METHODS.join(', '),
+      });
     }
     checkRequestHeaders(req);
     const route = routeOf(req.url, known);
@@ -157,7 +167,12 @@ export function createProxyHandler(options: ProxyOptions): ProxyHandler {
       // Nothing went upstream: the quota or the sync's lookup needs the control database, which
       // refused (restart, full slots). A 503 the client may retry, not an opaque 500.
       if (isTransientDbError(error)) {
-        throw new ProxyError('unavailable', "Tributary's database is unavailable for a moment; the request was not sent upstream, retry it", { 'retry-after': '1' }, { cause: error });
+        throw new ProxyError(
+          'unavailable',
+          "Tributary's database is unavailable for a moment; the request was not sent upstream, retry it",
+          { 'retry-after': '1' },
+          { cause: error },
+        );
       }
       throw error;
     } finally {
@@ -203,7 +218,8 @@ export function createProxyHandler(options: ProxyOptions): ProxyHandler {
         outcome = await retryTransient(() => writeThrough(answer, { receivedAt, apiVersion, date }), {
           patienceMs: writeThroughPatience,
           onRetry: (error, attempt) =>
-            attempt === 1 && logger.warn({ host: route.host, path: route.path, error: toError(error).message }, 'write-through waits for the database to come back'),
+            attempt === 1 &&
+            logger.warn({ host: route.host, path: route.path, error: toError(error).message }, 'write-through waits for the database to come back'),
         });
       } catch (error) {
         // The upstream change happened: the client gets its answer, marked; the sync brings the database in step.

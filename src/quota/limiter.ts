@@ -156,12 +156,7 @@ export class QuotaLimiter {
     };
   }
 
-  private async tryTake(
-    key: string,
-    rule: QuotaRule,
-    options: AcquireOptions,
-    waiter: { token: string; rank: number } | undefined,
-  ): Promise<Decision> {
+  private async tryTake(key: string, rule: QuotaRule, options: AcquireOptions, waiter: { token: string; rank: number } | undefined): Promise<Decision> {
     // The margin guards the upstream's own limit. A sync's share is ours to keep exactly, so
     // a sync at 3 req/s really gets 3 (the sweep-time bound depends on it), unless the share
     // is what leaves room for requests we never see: then it is an upstream limit too, and the

@@ -128,7 +128,9 @@ function limit(n: number) {
  */
 export async function runBackfill(options: BackfillOptions, state: BackfillState): Promise<BackfillResult> {
   const { db, logger } = options;
-  const lists = loadCatalog().tables.flatMap((t) => t.lists).filter((l) => !REDUNDANT.has(l.path));
+  const lists = loadCatalog()
+    .tables.flatMap((t) => t.lists)
+    .filter((l) => !REDUNDANT.has(l.path));
   const saved = await loadStates<ListState>(db, LIST_PREFIX);
   const request = limit(options.concurrency ?? 8);
   const result: BackfillResult = { objects: 0, skipped: [] };
@@ -256,9 +258,7 @@ class ListReader {
           return client.listPage(path, params, this.list.paged !== false);
         }
       };
-      return this.request(list).then(
-        (page) => ({ page, requestedAt }),
-      );
+      return this.request(list).then((page) => ({ page, requestedAt }));
     };
     let next: Promise<{ page: StripeList<StripeObject>; requestedAt: number }> | undefined = fetch(startAfter);
     // Left behind when a stop aborts the loop below before it awaits: its failure is nobody's.
@@ -270,14 +270,23 @@ class ListReader {
       next = page.has_more && last && this.list.paged !== false ? fetch(last) : undefined;
       next?.catch(() => undefined);
       const strip = parentId || this.expandRefused ? undefined : EXPAND[path];
-      const changes: Change[] = page.data.map((object) => ({ object, version: requestedAt, list: this.list, ...(parentId ? { parentId } : {}), ...(strip ? { strip } : {}) }));
+      const changes: Change[] = page.data.map((object) => ({
+        object,
+        version: requestedAt,
+        list: this.list,
+        ...(parentId ? { parentId } : {}),
+        ...(strip ? { strip } : {}),
+      }));
       const finished = !next;
       const proof = strip ? EMPTY_WHEN_NULL[path] : undefined;
       const empty = proof ? page.data.filter((o) => o[proof.field] === null).map((o) => String(o.id)) : [];
       await inTransaction(db, async (tx) => {
         await applyChanges(tx, changes);
         if (empty.length > 0) {
-          await tx.query('INSERT INTO public_swap._stripe_covered (list, parent_id) SELECT $1, unnest($2::text[]) ON CONFLICT DO NOTHING', [proof!.list, empty]);
+          await tx.query('INSERT INTO public_swap._stripe_covered (list, parent_id) SELECT $1, unnest($2::text[]) ON CONFLICT DO NOTHING', [
+            proof!.list,
+            empty,
+          ]);
         }
         // A parent's list saves "this parent is done" with its last page; a top-level list its cursor.
         if (!parentId) await saveState(tx, LIST_PREFIX + this.key, { after: last ?? startAfter, done: finished } satisfies ListState);

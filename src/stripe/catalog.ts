@@ -14,15 +14,7 @@ export const STRIPE_MOCK_VERSION = 'v0.203.0';
 
 export const CATALOG_PATH = path.join(path.dirname(fileURLToPath(import.meta.url)), 'catalog.json');
 
-export type ColumnType =
-  | 'text'
-  | 'bigint'
-  | 'boolean'
-  | 'timestamptz'
-  | 'numeric'
-  | 'double precision'
-  | 'jsonb'
-  | 'text[]';
+export type ColumnType = 'text' | 'bigint' | 'boolean' | 'timestamptz' | 'numeric' | 'double precision' | 'jsonb' | 'text[]';
 
 export interface CatalogColumn {
   name: string;
@@ -33,15 +25,7 @@ export interface CatalogColumn {
   description?: string;
 }
 
-export type PermissionGroup =
-  | 'core'
-  | 'checkout'
-  | 'billing'
-  | 'connect'
-  | 'orders'
-  | 'issuing'
-  | 'reporting'
-  | 'other';
+export type PermissionGroup = 'core' | 'checkout' | 'billing' | 'connect' | 'orders' | 'issuing' | 'reporting' | 'other';
 
 export interface CatalogList {
   /** e.g. `/v1/customers`, `/v1/customers/{customer}/tax_ids` */

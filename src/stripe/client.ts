@@ -122,9 +122,13 @@ export class StripeClient {
       timeoutMs: this.options.timeoutMs ?? 30_000,
       signal,
     });
-    const parsed = jsonOf(response, (cause) => new StripeError('transient', response.status, `Stripe sent an unreadable answer to ${method} ${path}`, undefined, { cause }));
+    const parsed = jsonOf(
+      response,
+      (cause) => new StripeError('transient', response.status, `Stripe sent an unreadable answer to ${method} ${path}`, undefined, { cause }),
+    );
     if (response.status >= 200 && response.status < 300) {
-      if (parsed === null || typeof parsed !== 'object') throw new StripeError('transient', response.status, `Stripe sent an empty answer to ${method} ${path}`);
+      if (parsed === null || typeof parsed !== 'object')
+        throw new StripeError('transient', response.status, `Stripe sent an empty answer to ${method} ${path}`);
       return parsed as T;
     }
     throw classify(response.status, parsed as { error?: { type?: string; code?: string; message?: string } } | undefined);

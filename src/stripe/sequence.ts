@@ -8,7 +8,8 @@ import { type StripeClient, StripeError, type StripeObject } from './client.ts';
 import type { StripeEvent } from './events.ts';
 import type { Change } from './store.ts';
 
-const idOf = (v: unknown) => (typeof v === 'string' ? v : typeof v === 'object' && v !== null && typeof (v as { id?: unknown }).id === 'string' ? (v as { id: string }).id : undefined);
+const idOf = (v: unknown) =>
+  typeof v === 'string' ? v : typeof v === 'object' && v !== null && typeof (v as { id?: unknown }).id === 'string' ? (v as { id: string }).id : undefined;
 
 export async function numberedCustomers(client: StripeClient, events: StripeEvent[]): Promise<Change[]> {
   const customers = new Set<string>();

@@ -38,7 +38,8 @@ export interface ChildList {
 
 let children: Map<string, ChildList[]> | undefined;
 
-export const listKey = (list: CatalogList) => list.path + (list.query ? `?${new URLSearchParams(list.query)}` : '') + (list.parent ? `#${list.parent.table}` : '');
+export const listKey = (list: CatalogList) =>
+  list.path + (list.query ? `?${new URLSearchParams(list.query)}` : '') + (list.parent ? `#${list.parent.table}` : '');
 
 function childLists(): Map<string, ChildList[]> {
   if (children) return children;

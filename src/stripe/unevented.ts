@@ -82,7 +82,11 @@ export async function uneventedOf(client: StripeClient, db: pg.Pool, changes: Ch
   }
   for (const read of lists) for (const item of read.items) named(item, read.version, carried, found);
   const whole = [...found.values()].flatMap((f) => (f.object ? [{ object: f.object, version: f.version }] : []));
-  const fetched = await fetchMissing(client, db, [...found.values()].filter((f) => !f.object));
+  const fetched = await fetchMissing(
+    client,
+    db,
+    [...found.values()].filter((f) => !f.object),
+  );
   return { changes: [...whole, ...fetched], lists };
 }
 
@@ -175,7 +179,11 @@ async function wholeList(client: StripeClient, list: CatalogList, parentId: stri
   const path = pathParam ? list.path.replace(`{${pathParam}}`, encodeURIComponent(parentId)) : list.path;
   const items: StripeObject[] = [];
   for (let after: string | undefined; ; ) {
-    const page = await client.listPage(path, { ...list.query, ...(queryParam ? { [queryParam]: parentId } : {}), ...(after ? { starting_after: after } : {}) }, list.paged !== false);
+    const page = await client.listPage(
+      path,
+      { ...list.query, ...(queryParam ? { [queryParam]: parentId } : {}), ...(after ? { starting_after: after } : {}) },
+      list.paged !== false,
+    );
     items.push(...page.data);
     after = page.data.at(-1)?.id;
     if (!page.has_more || !after || list.paged === false) return items;

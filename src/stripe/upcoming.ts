@@ -65,7 +65,8 @@ export async function markAllUpcoming(db: pg.Pool): Promise<void> {
 
 /** "Nothing to preview": the row goes. */
 const NONE = (error: unknown) =>
-  error instanceof StripeError && (error.kind === 'missing' || (error.kind === 'invalid' && /upcoming|preview|no .*invoice/i.test(`${error.code} ${error.message}`)));
+  error instanceof StripeError &&
+  (error.kind === 'missing' || (error.kind === 'invalid' && /upcoming|preview|no .*invoice/i.test(`${error.code} ${error.message}`)));
 
 /**
  * The preview, or undefined when there is nothing to preview. A customer preview that

@@ -12,10 +12,10 @@ export async function loadStates<T>(db: pg.Pool | pg.ClientBase, prefix: string)
 }
 
 export async function saveState(db: pg.Pool | pg.ClientBase, key: string, value: unknown): Promise<void> {
-  await db.query(
-    'INSERT INTO public_swap._state (key, value) VALUES ($1, $2) ON CONFLICT (key) DO UPDATE SET value = excluded.value',
-    [key, JSON.stringify(value)],
-  );
+  await db.query('INSERT INTO public_swap._state (key, value) VALUES ($1, $2) ON CONFLICT (key) DO UPDATE SET value = excluded.value', [
+    key,
+    JSON.stringify(value),
+  ]);
 }
 
 export async function clearStates(db: pg.Pool | pg.ClientBase, prefix: string): Promise<void> {

@@ -18,9 +18,7 @@ export class StatusReporter {
   private progressWrite: Promise<unknown> = Promise.resolve();
   private readonly history = { previousStart: undefined as Date | undefined, cycles: 0, lagSeconds: 0, durationSeconds: 0, writtenAt: 0 };
 
-  constructor(
-    private readonly options: { control: pg.Pool; target: pg.Pool; syncId: string; logger: Logger },
-  ) {}
+  constructor(private readonly options: { control: pg.Pool; target: pg.Pool; syncId: string; logger: Logger }) {}
 
   async cycleStarted(at: Date): Promise<void> {
     await this.options.control.query('UPDATE syncs SET started_at = $2 WHERE id = $1', [this.options.syncId, at]);

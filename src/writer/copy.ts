@@ -13,8 +13,7 @@ export function escapeText(text: string): string {
 }
 
 function arrayLiteral(items: unknown[]): string {
-  const element = (item: unknown) =>
-    item === null || item === undefined ? 'NULL' : `"${String(item).replace(/\\/g, '\\\\').replace(/"/g, '\\"')}"`;
+  const element = (item: unknown) => (item === null || item === undefined ? 'NULL' : `"${String(item).replace(/\\/g, '\\\\').replace(/"/g, '\\"')}"`);
   return `{${items.map(element).join(',')}}`;
 }
 

@@ -74,8 +74,5 @@ export function unmarkedSince(keyExpr: string, tableParam: string, sinceParam: s
 
 /** Deletes marks older than MARK_TTL_MS; marks a write holds right now are left for next time. */
 export async function pruneMarks(client: pg.Pool | pg.ClientBase, now = Date.now()): Promise<void> {
-  await client.query(
-    `DELETE FROM ${MARKS_TABLE} WHERE ctid IN (SELECT ctid FROM ${MARKS_TABLE} WHERE at < $1 FOR UPDATE SKIP LOCKED)`,
-    [now - MARK_TTL_MS],
-  );
+  await client.query(`DELETE FROM ${MARKS_TABLE} WHERE ctid IN (SELECT ctid FROM ${MARKS_TABLE} WHERE at < $1 FOR UPDATE SKIP LOCKED)`, [now - MARK_TTL_MS]);
 }

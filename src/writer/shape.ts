@@ -21,11 +21,9 @@ export function checkType(type: string): string {
 export const qualified = (shape: Pick<TableShape, 'schema' | 'name'>) => `${ident(shape.schema)}.${ident(shape.name)}`;
 
 /** `x("id" text, "tags" text[], …)`: the record definition for jsonb_to_recordset. */
-export const recordDefinition = (shape: TableShape) =>
-  shape.columns.map((c) => `${ident(c.name)} ${checkType(c.type)}`).join(', ');
+export const recordDefinition = (shape: TableShape) => shape.columns.map((c) => `${ident(c.name)} ${checkType(c.type)}`).join(', ');
 
-export const columnList = (shape: TableShape, prefix = '') =>
-  shape.columns.map((c) => `${prefix}${ident(c.name)}`).join(', ');
+export const columnList = (shape: TableShape, prefix = '') => shape.columns.map((c) => `${prefix}${ident(c.name)}`).join(', ');
 
 /** DDL for a new table: REPLICA IDENTITY FULL so the decoder sees prior values on update and delete. */
 export function createTableStatements(shape: TableShape): string[] {

@@ -113,10 +113,14 @@ async function emitDifferences(client: pg.PoolClient, table: string, previous: s
 /** A fresh, empty table in public_swap for a rebuild; a leftover of an interrupted one goes first. */
 export async function prepareRebuild(db: pg.Pool, mapping: BuiltTable): Promise<void> {
   const shape = mapping.shapeIn('public_swap');
-  await inTransaction(db, async (client) => {
-    await client.query(`DROP TABLE IF EXISTS ${qualified(shape)}`);
-    for (const statement of createTableStatements(shape)) await client.query(statement);
-  }, LOCK_TIMEOUT);
+  await inTransaction(
+    db,
+    async (client) => {
+      await client.query(`DROP TABLE IF EXISTS ${qualified(shape)}`);
+      for (const statement of createTableStatements(shape)) await client.query(statement);
+    },
+    LOCK_TIMEOUT,
+  );
 }
 
 /** Records the rebuilt copy may hold older than the old table does: the swap waits for them. */
@@ -156,71 +160,81 @@ export async function swapIn(db: pg.Pool, mapping: BuiltTable, guard?: SwapGuard
 }
 
 async function swapInTransaction(db: pg.Pool, mapping: BuiltTable, guard: SwapGuard | undefined): Promise<void> {
-  await inTransaction(db, async (client) => {
-    const { rows } = await client.query<{ upstream_id: string; db_name: string }>(
-      'SELECT upstream_id, db_name FROM public_swap._tables WHERE upstream_id = $1 OR db_name = $2 FOR UPDATE',
-      [mapping.tableId, mapping.name],
-    );
-    const previous = rows.find((r) => r.upstream_id === mapping.tableId);
-    const old = previous ? `public.${ident(previous.db_name)}` : undefined;
-    const oldExists = old !== undefined && (await client.query('SELECT to_regclass($1) IS NOT NULL AS found', [old])).rows[0].found;
-    if (oldExists) {
-      // The lock the DROP takes anyway, taken first (never upgraded from a weaker one, which
-      // a proxied write's first statement, holding a read lock on the table, would deadlock
-      // with): it waits for writes in progress and holds new ones back, so every write that
-      // got in is visible with its mark to the statements below. Taken before the tables are
-      // compared: a write committed between the comparison and the swap would be an event
-      // before the swap's, which then carried an older prior (found by the simulation).
-      // Readers and writers of the old table wait from here to the commit; a held-back write
-      // names the table again once it is through and reaches the new one.
-      await client.query(`LOCK TABLE ${old} IN ACCESS EXCLUSIVE MODE`);
-    }
-    await emitDifferences(client, mapping.name, previous?.db_name);
-    if (guard && oldExists) {
-      const uncovered = (await marksSince(client, mapping.tableId, guard.since)).filter((m) => !guard.covered(m.id, m.at));
-      if (uncovered.length > 0) throw new WritesSinceRebuild(uncovered);
-    }
-    if (old) await client.query(`DROP TABLE IF EXISTS ${old}`);
-    // Another upstream table still holds the name (two tables traded names): move it
-    // aside; its own rebuild, due in this cycle, gives it its new name.
-    for (const holder of rows.filter((r) => r.upstream_id !== mapping.tableId)) {
-      const aside = `${holder.db_name.slice(0, 40)}_moving_${holder.upstream_id.toLowerCase()}`;
-      await client.query(`ALTER TABLE public.${ident(holder.db_name)} RENAME TO ${ident(aside)}`);
-      await client.query('UPDATE public_swap._tables SET db_name = $2 WHERE upstream_id = $1', [holder.upstream_id, aside]);
-    }
-    await client.query(`ALTER TABLE public_swap.${ident(mapping.name)} SET SCHEMA public`);
-    await saveBuilt(client, mapping);
-    await client.query('SELECT pg_logical_emit_message(true, $1, $2)', [
-      MESSAGE_PREFIX.swap,
-      JSON.stringify({ table: mapping.name, upstream_id: mapping.tableId, previous: previous?.db_name ?? null }),
-    ]);
-  }, [...LOCK_TIMEOUT, ...TEXT_FORMAT]);
+  await inTransaction(
+    db,
+    async (client) => {
+      const { rows } = await client.query<{ upstream_id: string; db_name: string }>(
+        'SELECT upstream_id, db_name FROM public_swap._tables WHERE upstream_id = $1 OR db_name = $2 FOR UPDATE',
+        [mapping.tableId, mapping.name],
+      );
+      const previous = rows.find((r) => r.upstream_id === mapping.tableId);
+      const old = previous ? `public.${ident(previous.db_name)}` : undefined;
+      const oldExists = old !== undefined && (await client.query('SELECT to_regclass($1) IS NOT NULL AS found', [old])).rows[0].found;
+      if (oldExists) {
+        // The lock the DROP takes anyway, taken first (never upgraded from a weaker one, which
+        // a proxied write's first statement, holding a read lock on the table, would deadlock
+        // with): it waits for writes in progress and holds new ones back, so every write that
+        // got in is visible with its mark to the statements below. Taken before the tables are
+        // compared: a write committed between the comparison and the swap would be an event
+        // before the swap's, which then carried an older prior (found by the simulation).
+        // Readers and writers of the old table wait from here to the commit; a held-back write
+        // names the table again once it is through and reaches the new one.
+        await client.query(`LOCK TABLE ${old} IN ACCESS EXCLUSIVE MODE`);
+      }
+      await emitDifferences(client, mapping.name, previous?.db_name);
+      if (guard && oldExists) {
+        const uncovered = (await marksSince(client, mapping.tableId, guard.since)).filter((m) => !guard.covered(m.id, m.at));
+        if (uncovered.length > 0) throw new WritesSinceRebuild(uncovered);
+      }
+      if (old) await client.query(`DROP TABLE IF EXISTS ${old}`);
+      // Another upstream table still holds the name (two tables traded names): move it
+      // aside; its own rebuild, due in this cycle, gives it its new name.
+      for (const holder of rows.filter((r) => r.upstream_id !== mapping.tableId)) {
+        const aside = `${holder.db_name.slice(0, 40)}_moving_${holder.upstream_id.toLowerCase()}`;
+        await client.query(`ALTER TABLE public.${ident(holder.db_name)} RENAME TO ${ident(aside)}`);
+        await client.query('UPDATE public_swap._tables SET db_name = $2 WHERE upstream_id = $1', [holder.upstream_id, aside]);
+      }
+      await client.query(`ALTER TABLE public_swap.${ident(mapping.name)} SET SCHEMA public`);
+      await saveBuilt(client, mapping);
+      await client.query('SELECT pg_logical_emit_message(true, $1, $2)', [
+        MESSAGE_PREFIX.swap,
+        JSON.stringify({ table: mapping.name, upstream_id: mapping.tableId, previous: previous?.db_name ?? null }),
+      ]);
+    },
+    [...LOCK_TIMEOUT, ...TEXT_FORMAT],
+  );
 }
 
 /** Same shape, new upstream names: only the COMMENTs and the stored mapping change. */
 export async function refreshComments(db: pg.Pool, mapping: BuiltTable): Promise<void> {
-  await inTransaction(db, async (client) => {
-    for (const statement of commentStatements(mapping.shapeIn('public'))) await client.query(statement);
-    await saveBuilt(client, mapping);
-  }, LOCK_TIMEOUT);
+  await inTransaction(
+    db,
+    async (client) => {
+      for (const statement of commentStatements(mapping.shapeIn('public'))) await client.query(statement);
+      await saveBuilt(client, mapping);
+    },
+    LOCK_TIMEOUT,
+  );
 }
 
 /** The upstream table is gone: so is ours. */
 export async function dropTable(db: pg.Pool, mapping: BuiltTable): Promise<void> {
-  await inTransaction(db, async (client) => {
-    const { rows } = await client.query<{ db_name: string }>('SELECT db_name FROM public_swap._tables WHERE upstream_id = $1', [
-      mapping.tableId,
-    ]);
-    const name = rows[0]?.db_name ?? mapping.name;
-    // The table's records are gone with it: each is a deleted event.
-    if ((await client.query('SELECT to_regclass($1) IS NOT NULL AS found', [`public.${ident(name)}`])).rows[0].found) {
-      await emitEvery(client, 'deleted', 'public', name);
-    }
-    await client.query(`DROP TABLE IF EXISTS public.${ident(name)}`);
-    await client.query('DELETE FROM public_swap._tables WHERE upstream_id = $1', [mapping.tableId]);
-    await client.query('SELECT pg_logical_emit_message(true, $1, $2)', [
-      MESSAGE_PREFIX.drop,
-      JSON.stringify({ table: mapping.name, upstream_id: mapping.tableId }),
-    ]);
-  }, [...LOCK_TIMEOUT, ...TEXT_FORMAT]);
+  await inTransaction(
+    db,
+    async (client) => {
+      const { rows } = await client.query<{ db_name: string }>('SELECT db_name FROM public_swap._tables WHERE upstream_id = $1', [mapping.tableId]);
+      const name = rows[0]?.db_name ?? mapping.name;
+      // The table's records are gone with it: each is a deleted event.
+      if ((await client.query('SELECT to_regclass($1) IS NOT NULL AS found', [`public.${ident(name)}`])).rows[0].found) {
+        await emitEvery(client, 'deleted', 'public', name);
+      }
+      await client.query(`DROP TABLE IF EXISTS public.${ident(name)}`);
+      await client.query('DELETE FROM public_swap._tables WHERE upstream_id = $1', [mapping.tableId]);
+      await client.query('SELECT pg_logical_emit_message(true, $1, $2)', [
+        MESSAGE_PREFIX.drop,
+        JSON.stringify({ table: mapping.name, upstream_id: mapping.tableId }),
+      ]);
+    },
+    [...LOCK_TIMEOUT, ...TEXT_FORMAT],
+  );
 }

@@ -18,11 +18,7 @@ export async function freshDatabase(prefix = 't'): Promise<string> {
   return withDatabase(serverAdminUrl(), name);
 }
 
-export async function query<R extends pg.QueryResultRow = Record<string, unknown>>(
-  url: string,
-  sql: string,
-  params: unknown[] = [],
-): Promise<R[]> {
+export async function query<R extends pg.QueryResultRow = Record<string, unknown>>(url: string, sql: string, params: unknown[] = []): Promise<R[]> {
   return withClient(url, async (client) => (await client.query<R>(sql, params)).rows);
 }
 

@@ -46,10 +46,7 @@ export async function startProxy(
     syncService,
     kinds,
     limiter: noLimiter ? undefined : limiter,
-    upstreams: new Map([
-      ['api.airtable.com', svc.airtable.url],
-      ...(svc.stripe ? ([['api.stripe.com', svc.stripe.url]] as const) : []),
-    ]),
+    upstreams: new Map([['api.airtable.com', svc.airtable.url], ...(svc.stripe ? ([['api.stripe.com', svc.stripe.url]] as const) : [])]),
     logger,
     ...rest,
   });

@@ -46,11 +46,15 @@ export async function startStripeMock(): Promise<StripeMock> {
   const exited = new Promise<void>((resolve) => child.on('exit', () => resolve()));
   const url = `http://127.0.0.1:${port}`;
   try {
-    await waitFor('stripe-mock', async () => {
-      if (child.exitCode !== null) throw new Error(`stripe-mock exited: ${output}`);
-      const res = await fetch(`${url}/v1/customers?limit=1`, { headers: { authorization: 'Bearer sk_test_123' } });
-      return res.ok ? true : undefined;
-    }, 30_000);
+    await waitFor(
+      'stripe-mock',
+      async () => {
+        if (child.exitCode !== null) throw new Error(`stripe-mock exited: ${output}`);
+        const res = await fetch(`${url}/v1/customers?limit=1`, { headers: { authorization: 'Bearer sk_test_123' } });
+        return res.ok ? true : undefined;
+      },
+      30_000,
+    );
   } catch (error) {
     child.kill('SIGKILL');
     throw new Error(`stripe-mock did not start: ${(error as Error).message}\n${output}`);

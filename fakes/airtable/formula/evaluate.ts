@@ -87,7 +87,21 @@ export function evaluate(node: FormulaNode, env: EvalEnv): FValue {
 export type ResultType = 'number' | 'singleLineText' | 'checkbox' | 'dateTime' | 'multipleLookupValues';
 
 const NUMBER_FUNCTIONS = new Set([
-  'LEN', 'SUM', 'MAX', 'MIN', 'AVERAGE', 'COUNT', 'COUNTA', 'COUNTALL', 'ROUND', 'ABS', 'VALUE', 'FIND', 'SEARCH', 'DATETIME_DIFF', 'YEAR',
+  'LEN',
+  'SUM',
+  'MAX',
+  'MIN',
+  'AVERAGE',
+  'COUNT',
+  'COUNTA',
+  'COUNTALL',
+  'ROUND',
+  'ABS',
+  'VALUE',
+  'FIND',
+  'SEARCH',
+  'DATETIME_DIFF',
+  'YEAR',
 ]);
 const BOOLEAN_FUNCTIONS = new Set(['AND', 'OR', 'NOT', 'XOR', 'TRUE', 'FALSE', 'IS_AFTER', 'IS_BEFORE', 'IS_SAME', 'ISERROR']);
 const DATE_FUNCTIONS = new Set(['CREATED_TIME', 'LAST_MODIFIED_TIME', 'NOW', 'TODAY', 'DATETIME_PARSE']);

@@ -1,15 +1,4 @@
-import {
-  FDate,
-  FError,
-  type FValue,
-  firstError,
-  flatten,
-  isBlank,
-  toDate,
-  toNumber,
-  toText,
-  truthy,
-} from './values.ts';
+import { FDate, FError, type FValue, firstError, flatten, isBlank, toDate, toNumber, toText, truthy } from './values.ts';
 
 /** What a function can see of the record it runs for. */
 export interface FunctionContext {
@@ -238,7 +227,13 @@ export function callFunction(fn: string, args: FValue[], ctx: FunctionContext): 
       const items = flatten(Array.isArray(arg(0)) ? (arg(0) as FValue[]) : [arg(0)]);
       const err = firstError(items);
       const sep = args.length > 1 ? toText(arg(1)) : ', ';
-      return err ?? items.filter((v) => !isBlank(v)).map(toText).join(sep);
+      return (
+        err ??
+        items
+          .filter((v) => !isBlank(v))
+          .map(toText)
+          .join(sep)
+      );
     }
     case 'ARRAYUNIQUE': {
       const items = flatten(Array.isArray(arg(0)) ? (arg(0) as FValue[]) : [arg(0)]);
@@ -258,4 +253,3 @@ export function callFunction(fn: string, args: FValue[], ctx: FunctionContext): 
       return new FError();
   }
 }
-

@@ -46,7 +46,10 @@ export function toText(v: FValue): string {
   if (typeof v === 'boolean') return v ? '1' : '0';
   if (v instanceof FDate) return new Date(v.ms).toISOString();
   if (v instanceof FError) return v.code;
-  return v.map(toText).filter((s) => s !== '').join(', ');
+  return v
+    .map(toText)
+    .filter((s) => s !== '')
+    .join(', ');
 }
 
 export function truthy(v: FValue): boolean {

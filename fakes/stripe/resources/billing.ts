@@ -97,7 +97,13 @@ export function subscriptionLine(ctx: Ctx, subscription: string | null, item: Bi
     metadata: {},
     parent: {
       invoice_item_details: null,
-      subscription_item_details: { invoice_item: null, proration: false, proration_details: { credited_items: null }, subscription, subscription_item: item.id },
+      subscription_item_details: {
+        invoice_item: null,
+        proration: false,
+        proration_details: { credited_items: null },
+        subscription,
+        subscription_item: item.id,
+      },
       type: 'subscription_item_details',
     },
     period: { end: o.period.end, start: o.period.start },
@@ -127,7 +133,12 @@ export function invoiceItemLine(ctx: Ctx, ii: StripeObject, id: string, invoice:
     livemode: ctx.livemode,
     metadata: ii.metadata,
     parent: {
-      invoice_item_details: { invoice_item: ii.id, proration: ii.proration, proration_details: { credited_items: null }, subscription: parent?.subscription_details?.subscription ?? null },
+      invoice_item_details: {
+        invoice_item: ii.id,
+        proration: ii.proration,
+        proration_details: { credited_items: null },
+        subscription: parent?.subscription_details?.subscription ?? null,
+      },
       subscription_item_details: null,
       type: 'invoice_item_details',
     },

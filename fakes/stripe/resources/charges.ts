@@ -213,7 +213,14 @@ export function captureCharge(ctx: Ctx, charge: StripeObject, amount: number): S
   const uncaptured = (charge.amount as number) - amount;
   return ctx.save(
     CHARGES,
-    { ...charge, captured: true, amount_captured: amount, amount_refunded: uncaptured, refunded: uncaptured > 0 && uncaptured === charge.amount, balance_transaction: txn.id },
+    {
+      ...charge,
+      captured: true,
+      amount_captured: amount,
+      amount_refunded: uncaptured,
+      refunded: uncaptured > 0 && uncaptured === charge.amount,
+      balance_transaction: txn.id,
+    },
     'charge.captured',
   );
 }
@@ -249,7 +256,12 @@ export function chargeRefunds(ctx: Ctx, chargeId: string, params: Call['params']
 export const chargeRoutes: Route[] = [
   ...crudRoutes(charges),
   ...crudRoutes(balanceTransactions),
-  { method: 'GET', template: '/v1/charges/{charge}/refunds', group: CHARGES.group, handler: ({ ctx, params, path }) => chargeRefunds(ctx, path.charge as string, params) },
+  {
+    method: 'GET',
+    template: '/v1/charges/{charge}/refunds',
+    group: CHARGES.group,
+    handler: ({ ctx, params, path }) => chargeRefunds(ctx, path.charge as string, params),
+  },
   {
     method: 'GET',
     template: '/v1/charges/{charge}/refunds/{refund}',

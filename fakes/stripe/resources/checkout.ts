@@ -33,7 +33,9 @@ function lineItems(ctx: Ctx, p: Params, mode: string): Json[] {
       if (!price) throw noSuch('price', id, `line_items[${i}][price]`);
     }
     if (mode === 'payment' && price.type === 'recurring') {
-      throw invalidRequest('You specified `payment` mode but passed a recurring price. Either switch to `subscription` mode or use only one-time prices.', { param: `line_items[${i}][price]` });
+      throw invalidRequest('You specified `payment` mode but passed a recurring price. Either switch to `subscription` mode or use only one-time prices.', {
+        param: `line_items[${i}][price]`,
+      });
     }
     const quantity = int(li.quantity) ?? 1;
     const amount = priceAmount(ctx, price, quantity);
@@ -64,7 +66,8 @@ export function createSession(ctx: Ctx, params: Params): StripeObject {
   if (!mode) throw missingParam('mode');
   const customer = str(params.customer) ?? null;
   if (customer && !ctx.get(CUSTOMERS, customer)) throw noSuch('customer', customer, 'customer');
-  if (customer && params.customer_email) throw invalidRequest('You may only specify one of these parameters: customer, customer_email.', { param: 'customer_email' });
+  if (customer && params.customer_email)
+    throw invalidRequest('You may only specify one of these parameters: customer, customer_email.', { param: 'customer_email' });
   const uiMode = (params.ui_mode as string | undefined) ?? 'hosted_page';
   if (uiMode === 'hosted_page' && mode !== 'setup' && !str(params.success_url)) throw missingParam('success_url');
   const items = lineItems(ctx, params, mode);
@@ -96,13 +99,32 @@ export function createSession(ctx: Ctx, params: Params): StripeObject {
     customer,
     customer_account: null,
     customer_creation: customer ? null : mode === 'payment' ? ((params.customer_creation as string | undefined) ?? 'if_required') : null,
-    customer_details: customer ? null : str(params.customer_email) ? { address: null, business_name: null, email: params.customer_email, individual_name: null, name: null, phone: null, tax_exempt: 'none', tax_ids: null } : null,
+    customer_details: customer
+      ? null
+      : str(params.customer_email)
+        ? {
+            address: null,
+            business_name: null,
+            email: params.customer_email,
+            individual_name: null,
+            name: null,
+            phone: null,
+            tax_exempt: 'none',
+            tax_ids: null,
+          }
+        : null,
     customer_email: str(params.customer_email) ?? null,
     discounts: [],
     expires_at: int(params.expires_at) ?? now + 86_400,
     integration_identifier: null,
     invoice: null,
-    invoice_creation: mode === 'payment' ? { enabled: false, invoice_data: { account_tax_ids: null, custom_fields: null, description: null, footer: null, issuer: null, metadata: {}, rendering_options: null } } : null,
+    invoice_creation:
+      mode === 'payment'
+        ? {
+            enabled: false,
+            invoice_data: { account_tax_ids: null, custom_fields: null, description: null, footer: null, issuer: null, metadata: {}, rendering_options: null },
+          }
+        : null,
     livemode: ctx.livemode,
     locale: (params.locale as string | undefined) ?? null,
     managed_payments: null,
@@ -165,7 +187,16 @@ export function completeSession(ctx: Ctx, session: StripeObject, p: Params): Str
   const next: StripeObject = {
     ...session,
     customer: customerId,
-    customer_details: { address: { ...EMPTY_ADDRESS, country: 'US' }, business_name: null, email, individual_name: null, name: str(p.name) ?? null, phone: null, tax_exempt: 'none', tax_ids: [] },
+    customer_details: {
+      address: { ...EMPTY_ADDRESS, country: 'US' },
+      business_name: null,
+      email,
+      individual_name: null,
+      name: str(p.name) ?? null,
+      phone: null,
+      tax_exempt: 'none',
+      tax_ids: [],
+    },
     payment_status: 'paid',
     status: 'complete',
   };
@@ -183,7 +214,9 @@ export function completeSession(ctx: Ctx, session: StripeObject, p: Params): Str
     const sub = createSubscription(ctx, {
       customer: customerId as string,
       // One-time prices in subscription mode would go on the first invoice; the fake leaves them out.
-      items: items.filter((li) => (li.price as StripeObject).type === 'recurring').map((li) => ({ price: (li.price as StripeObject).id, quantity: li.quantity as number })),
+      items: items
+        .filter((li) => (li.price as StripeObject).type === 'recurring')
+        .map((li) => ({ price: (li.price as StripeObject).id, quantity: li.quantity as number })),
       metadata: {},
     });
     next.subscription = sub.id;
@@ -195,7 +228,8 @@ export function completeSession(ctx: Ctx, session: StripeObject, p: Params): Str
 
 function expire({ ctx, path }: Call): StripeObject {
   const session = ctx.find(CHECKOUT_SESSIONS, path.session as string, 'session');
-  if (session.status !== 'open') throw invalidRequest(`Only Checkout Sessions with a status in ["open"] can be expired. This Checkout Session has a status of "${String(session.status)}".`);
+  if (session.status !== 'open')
+    throw invalidRequest(`Only Checkout Sessions with a status in ["open"] can be expired. This Checkout Session has a status of "${String(session.status)}".`);
   return ctx.save(CHECKOUT_SESSIONS, { ...session, status: 'expired', url: null }, 'checkout.session.expired');
 }
 

@@ -50,7 +50,8 @@ function create({ ctx, params }: Call): StripeObject {
   if ((amountOff === null) === (percentOff === null)) {
     throw invalidRequest('You must pass exactly one of amount_off or percent_off.', { param: amountOff === null ? 'percent_off' : 'amount_off' });
   }
-  if (percentOff !== null && (percentOff <= 0 || percentOff > 100)) throw invalidRequest('Invalid percent_off: must be greater than 0 and at most 100', { param: 'percent_off' });
+  if (percentOff !== null && (percentOff <= 0 || percentOff > 100))
+    throw invalidRequest('Invalid percent_off: must be greater than 0 and at most 100', { param: 'percent_off' });
   const currency = str(params.currency)?.toLowerCase() ?? null;
   if (amountOff !== null && !currency) throw missingParam('currency');
   const duration = (params.duration as string | undefined) ?? 'once';

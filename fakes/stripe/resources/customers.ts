@@ -16,7 +16,11 @@ import { attachPaymentMethod } from './payment-methods.ts';
 import { cancelSubscription } from './subscriptions.ts';
 
 export function invoicePrefix(ctx: Ctx): string {
-  return ctx.newId('x').slice(-8).toUpperCase().replace(/[^0-9A-Z]/g, '0');
+  return ctx
+    .newId('x')
+    .slice(-8)
+    .toUpperCase()
+    .replace(/[^0-9A-Z]/g, '0');
 }
 
 function invoiceSettings(v: Params[string] | undefined, current: Json): Json {
@@ -98,7 +102,11 @@ function create({ ctx, params }: Call): StripeObject {
   if (pm && !testCard(pm)) {
     const found = ctx.get(PAYMENT_METHODS, pm);
     if (!found) throw noSuch('PaymentMethod', pm, 'payment_method');
-    if (found.customer !== null) throw invalidRequest('The payment method you provided has already been attached to a customer.', { code: 'payment_method_unexpected_state', param: 'payment_method' });
+    if (found.customer !== null)
+      throw invalidRequest('The payment method you provided has already been attached to a customer.', {
+        code: 'payment_method_unexpected_state',
+        param: 'payment_method',
+      });
   }
   const wantedDefault = isHash(params.invoice_settings) ? str(params.invoice_settings.default_payment_method) : undefined;
   if (wantedDefault && wantedDefault !== pm) {
@@ -118,7 +126,13 @@ function create({ ctx, params }: Call): StripeObject {
   if (!pm) return customer;
   const attached = attachPaymentMethod(ctx, pm, customer.id, 'payment_method');
   if (!wantedDefault) return customer;
-  return ctx.save(CUSTOMERS, { ...customer, invoice_settings: invoiceSettings({ ...(params.invoice_settings as Record<string, Value>), default_payment_method: attached.id }, customer.invoice_settings as Json) });
+  return ctx.save(CUSTOMERS, {
+    ...customer,
+    invoice_settings: invoiceSettings(
+      { ...(params.invoice_settings as Record<string, Value>), default_payment_method: attached.id },
+      customer.invoice_settings as Json,
+    ),
+  });
 }
 
 function update({ ctx, params }: Call, current: StripeObject): StripeObject {
@@ -150,7 +164,8 @@ export const customers: ResourceDef = {
   remove,
   retrieve,
   // Without `test_clock`, Stripe's list leaves out customers on test clocks.
-  filter: ({ params }) => both(fieldFilter(params, ['email']), typeof params.test_clock === 'string' ? (o) => o.test_clock === params.test_clock : (o) => !o.test_clock),
+  filter: ({ params }) =>
+    both(fieldFilter(params, ['email']), typeof params.test_clock === 'string' ? (o) => o.test_clock === params.test_clock : (o) => !o.test_clock),
 };
 
 export const customerRoutes = crudRoutes(customers);
@@ -161,6 +176,9 @@ export function fixCurrency(ctx: Ctx, customerId: string, currency: string, para
   if (!c) return;
   if (c.currency === null) ctx.save(CUSTOMERS, { ...c, currency });
   else if (c.currency !== currency) {
-    throw invalidRequest(`You cannot combine currencies on a single customer. This customer has had a subscription, coupon, or invoice item with currency ${c.currency}`, { param });
+    throw invalidRequest(
+      `You cannot combine currencies on a single customer. This customer has had a subscription, coupon, or invoice item with currency ${c.currency}`,
+      { param },
+    );
   }
 }

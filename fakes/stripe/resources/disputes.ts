@@ -13,15 +13,44 @@ import { crudRoutes, fieldFilter, type ResourceDef } from './crud.ts';
 import { CHARGES, DISPUTES } from './names.ts';
 
 const EVIDENCE_FIELDS = [
-  'access_activity_log', 'billing_address', 'cancellation_policy', 'cancellation_policy_disclosure', 'cancellation_rebuttal',
-  'customer_communication', 'customer_email_address', 'customer_name', 'customer_purchase_ip', 'customer_signature',
-  'duplicate_charge_documentation', 'duplicate_charge_explanation', 'duplicate_charge_id', 'product_description', 'receipt',
-  'refund_policy', 'refund_policy_disclosure', 'refund_refusal_explanation', 'service_date', 'service_documentation',
-  'shipping_address', 'shipping_carrier', 'shipping_date', 'shipping_documentation', 'shipping_tracking_number',
-  'uncategorized_file', 'uncategorized_text',
+  'access_activity_log',
+  'billing_address',
+  'cancellation_policy',
+  'cancellation_policy_disclosure',
+  'cancellation_rebuttal',
+  'customer_communication',
+  'customer_email_address',
+  'customer_name',
+  'customer_purchase_ip',
+  'customer_signature',
+  'duplicate_charge_documentation',
+  'duplicate_charge_explanation',
+  'duplicate_charge_id',
+  'product_description',
+  'receipt',
+  'refund_policy',
+  'refund_policy_disclosure',
+  'refund_refusal_explanation',
+  'service_date',
+  'service_documentation',
+  'shipping_address',
+  'shipping_carrier',
+  'shipping_date',
+  'shipping_documentation',
+  'shipping_tracking_number',
+  'uncategorized_file',
+  'uncategorized_text',
 ];
 
-export const DISPUTE_REASONS = ['fraudulent', 'product_not_received', 'subscription_canceled', 'duplicate', 'general', 'product_unacceptable', 'credit_not_processed'];
+export const DISPUTE_REASONS = [
+  'fraudulent',
+  'product_not_received',
+  'subscription_canceled',
+  'duplicate',
+  'general',
+  'product_unacceptable',
+  'credit_not_processed',
+];
 
 function emptyEvidence(): Json {
   const e: Json = {};
@@ -36,7 +65,15 @@ function emptyEvidence(): Json {
 export function openDispute(ctx: Ctx, charge: StripeObject, o: { amount?: number; reason?: string; status?: string }): StripeObject {
   const amount = o.amount ?? (charge.amount as number);
   const id = ctx.newId(DISPUTES.prefix);
-  const withdrawal = createBalanceTransaction(ctx, { amount: -amount, currency: charge.currency as string, type: 'adjustment', source: id, description: `Chargeback withdrawal for ${charge.id}`, fee: 1500, settleDays: 0 });
+  const withdrawal = createBalanceTransaction(ctx, {
+    amount: -amount,
+    currency: charge.currency as string,
+    type: 'adjustment',
+    source: id,
+    description: `Chargeback withdrawal for ${charge.id}`,
+    fee: 1500,
+    settleDays: 0,
+  });
   const card = (charge.payment_method_details as { card?: Json } | null)?.card ?? {};
   const dispute: StripeObject = {
     id,
@@ -103,4 +140,7 @@ const disputes: ResourceDef = {
   filter: ({ params }) => fieldFilter(params, ['charge', 'payment_intent']),
 };
 
-export const disputeRoutes: Route[] = [...crudRoutes(disputes), { method: 'POST', template: '/v1/disputes/{dispute}/close', group: DISPUTES.group, handler: close }];
+export const disputeRoutes: Route[] = [
+  ...crudRoutes(disputes),
+  { method: 'POST', template: '/v1/disputes/{dispute}/close', group: DISPUTES.group, handler: close },
+];

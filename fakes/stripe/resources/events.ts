@@ -9,7 +9,12 @@ import { EVENTS } from './names.ts';
 /** `customer.*` matches every customer event; anything else matches exactly. */
 function typeMatcher(pattern: string): (type: string) => boolean {
   if (!pattern.includes('*')) return (t) => t === pattern;
-  const re = new RegExp(`^${pattern.split('*').map((p) => p.replace(/[.+?^${}()|[\]\\]/g, '\\$&')).join('.*')}$`);
+  const re = new RegExp(
+    `^${pattern
+      .split('*')
+      .map((p) => p.replace(/[.+?^${}()|[\]\\]/g, '\\$&'))
+      .join('.*')}$`,
+  );
   return (t) => re.test(t);
 }
 

@@ -46,19 +46,30 @@ function pricingOf(ctx: Ctx, p: Params, current?: StripeObject): Pricing {
   if (unitDecimal !== undefined) {
     const currency = str(p.currency) ?? (current?.currency as string | undefined);
     if (!currency) throw missingParam('currency');
-    return { amount: Math.round(Number(unitDecimal) * quantity), currency: currency.toLowerCase(), quantity, pricing: { type: 'price_details', unit_amount_decimal: unitDecimal } };
+    return {
+      amount: Math.round(Number(unitDecimal) * quantity),
+      currency: currency.toLowerCase(),
+      quantity,
+      pricing: { type: 'price_details', unit_amount_decimal: unitDecimal },
+    };
   }
   const amount = int(p.amount) ?? (current?.amount as number | undefined);
   if (amount === undefined) throw missingParam('amount');
   const currency = str(p.currency)?.toLowerCase() ?? (current?.currency as string | undefined);
   if (!currency) throw missingParam('currency');
-  return { amount, currency, quantity: current && p.amount === undefined ? quantity : 1, pricing: { type: 'price_details', unit_amount_decimal: String(amount) } };
+  return {
+    amount,
+    currency,
+    quantity: current && p.amount === undefined ? quantity : 1,
+    pricing: { type: 'price_details', unit_amount_decimal: String(amount) },
+  };
 }
 
 function draftFor(ctx: Ctx, invoiceId: string, customer: string): StripeObject {
   const invoice = ctx.get(INVOICES, invoiceId);
   if (!invoice) throw noSuch('invoice', invoiceId, 'invoice');
-  if (invoice.status !== 'draft') throw invalidRequest(`You can only add invoice items to draft invoices; invoice ${invoiceId} is ${String(invoice.status)}.`, { param: 'invoice' });
+  if (invoice.status !== 'draft')
+    throw invalidRequest(`You can only add invoice items to draft invoices; invoice ${invoiceId} is ${String(invoice.status)}.`, { param: 'invoice' });
   if (invoice.customer !== customer) throw invalidRequest('The invoice belongs to another customer.', { param: 'invoice' });
   return invoice;
 }
@@ -70,7 +81,9 @@ function syncDraft(ctx: Ctx, invoiceId: string, item: StripeObject, deleted = fa
     const parent = l.parent as { invoice_item_details?: { invoice_item: string } | null };
     return parent.invoice_item_details?.invoice_item !== item.id;
   });
-  const existing = invoiceLines(ctx, invoiceId).find((l) => (l.parent as { invoice_item_details?: { invoice_item: string } | null }).invoice_item_details?.invoice_item === item.id);
+  const existing = invoiceLines(ctx, invoiceId).find(
+    (l) => (l.parent as { invoice_item_details?: { invoice_item: string } | null }).invoice_item_details?.invoice_item === item.id,
+  );
   if (!deleted) lines.push(invoiceItemLine(ctx, item, (existing?.id as string | undefined) ?? ctx.newId('il'), invoiceId));
   ctx.save(INVOICES, withLines(ctx, invoice, lines));
 }
@@ -120,7 +133,9 @@ function editable(ctx: Ctx, item: StripeObject): void {
   if (item.invoice === null) return;
   const invoice = ctx.get(INVOICES, item.invoice as string);
   if (invoice && invoice.status !== 'draft') {
-    throw invalidRequest(`Invoice item ${item.id} is on invoice ${invoice.id}, which is no longer a draft, so the item cannot be changed.`, { code: 'invoice_not_editable' });
+    throw invalidRequest(`Invoice item ${item.id} is on invoice ${invoice.id}, which is no longer a draft, so the item cannot be changed.`, {
+      code: 'invoice_not_editable',
+    });
   }
 }
 
@@ -129,7 +144,13 @@ function update({ ctx, params }: Call, current: StripeObject): StripeObject {
   const next: StripeObject = { ...current, metadata: mergeMetadata(current.metadata as Record<string, string>, params.metadata) };
   if (['amount', 'pricing', 'price_data', 'quantity', 'unit_amount_decimal'].some((k) => params[k] !== undefined)) {
     const priced = pricingOf(ctx, { currency: current.currency as string, ...params }, current);
-    Object.assign(next, { amount: priced.amount, net_amount: priced.amount, quantity: priced.quantity, quantity_decimal: String(priced.quantity), pricing: priced.pricing });
+    Object.assign(next, {
+      amount: priced.amount,
+      net_amount: priced.amount,
+      quantity: priced.quantity,
+      quantity_decimal: String(priced.quantity),
+      pricing: priced.pricing,
+    });
   }
   if (params.description !== undefined) next.description = params.description === '' ? null : params.description;
   if (typeof params.discountable === 'boolean') next.discountable = params.discountable;

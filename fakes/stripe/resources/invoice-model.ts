@@ -89,9 +89,7 @@ export function buildInvoice(ctx: Ctx, i: InvoiceInput): StripeObject {
     next_payment_attempt: null,
     number: null,
     on_behalf_of: null,
-    parent: sub
-      ? { quote_details: null, subscription_details: { metadata: sub.metadata, subscription: sub.id }, type: 'subscription_details' }
-      : null,
+    parent: sub ? { quote_details: null, subscription_details: { metadata: sub.metadata, subscription: sub.id }, type: 'subscription_details' } : null,
     payment_settings: { default_mandate: null, payment_method_options: null, payment_method_types: null },
     period_end: now,
     period_start: now,
@@ -240,7 +238,12 @@ export function payInvoice(ctx: Ctx, invoice: StripeObject, paymentMethod?: stri
   const customer = ctx.find(CUSTOMERS, invoice.customer as string);
   const settings = customer.invoice_settings as Json;
   const pm = paymentMethod ?? (invoice.default_payment_method as string | null) ?? (settings.default_payment_method as string | null) ?? undefined;
-  const reason = invoice.billing_reason === 'subscription_create' ? 'Subscription creation' : invoice.billing_reason === 'subscription_cycle' ? 'Subscription cycle' : 'Payment for Invoice';
+  const reason =
+    invoice.billing_reason === 'subscription_create'
+      ? 'Subscription creation'
+      : invoice.billing_reason === 'subscription_cycle'
+        ? 'Subscription cycle'
+        : 'Payment for Invoice';
   if (!pm) {
     ctx.save(INVOICES, { ...invoice, attempted: true, attempt_count: (invoice.attempt_count as number) + 1, ...onFailure }, 'invoice.payment_failed');
     throw new StripeApiError(

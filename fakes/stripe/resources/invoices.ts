@@ -73,7 +73,9 @@ function action(name: string, states: string[], fn: (call: Call, invoice: Stripe
     handler: (call) => {
       const invoice = call.ctx.find(INVOICES, call.path.invoice as string, 'invoice');
       if (!states.includes(invoice.status as string)) {
-        throw invalidRequest(`You can only ${name.replace('_', ' ')} ${states.join(' or ')} invoices; this invoice is ${String(invoice.status)}.`, { code: 'invoice_not_editable' });
+        throw invalidRequest(`You can only ${name.replace('_', ' ')} ${states.join(' or ')} invoices; this invoice is ${String(invoice.status)}.`, {
+          code: 'invoice_not_editable',
+        });
       }
       // A test-clock customer's invoice changes at the clock's time.
       return fn({ ...call, ctx: customerTime(call.ctx, invoice.customer as string) }, invoice);
@@ -83,7 +85,18 @@ function action(name: string, states: string[], fn: (call: Call, invoice: Stripe
 
 function transition(ctx: Ctx, invoice: StripeObject, status: string, stamp: string, event: string): StripeObject {
   const transitions = { ...(invoice.status_transitions as Json), [stamp]: ctx.now };
-  return ctx.save(INVOICES, { ...invoice, status, status_transitions: transitions, auto_advance: false, next_payment_attempt: null, amount_remaining: status === 'void' ? 0 : invoice.amount_remaining }, event);
+  return ctx.save(
+    INVOICES,
+    {
+      ...invoice,
+      status,
+      status_transitions: transitions,
+      auto_advance: false,
+      next_payment_attempt: null,
+      amount_remaining: status === 'void' ? 0 : invoice.amount_remaining,
+    },
+    event,
+  );
 }
 
 const invoices: ResourceDef = {
@@ -134,7 +147,9 @@ export const invoiceRoutes: Route[] = [
     return payInvoice(ctx, invoice, str(params.payment_method));
   }),
   action('void', ['open'], ({ ctx }, invoice) => transition(ctx, invoice, 'void', 'voided_at', 'invoice.voided')),
-  action('mark_uncollectible', ['open'], ({ ctx }, invoice) => transition(ctx, invoice, 'uncollectible', 'marked_uncollectible_at', 'invoice.marked_uncollectible')),
+  action('mark_uncollectible', ['open'], ({ ctx }, invoice) =>
+    transition(ctx, invoice, 'uncollectible', 'marked_uncollectible_at', 'invoice.marked_uncollectible'),
+  ),
   action('send', ['open'], ({ ctx }, invoice) => {
     ctx.emit('invoice.sent', invoice);
     return invoice;

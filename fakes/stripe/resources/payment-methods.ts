@@ -77,9 +77,13 @@ export function attachPaymentMethod(ctx: Ctx, id: string, customerId: string, pa
   if (!customer) throw noSuch('customer', customerId, 'customer');
   const pm = resolvePaymentMethod(ctx, id, param);
   if (pm.customer === customerId) return pm;
-  if (pm.customer !== null) throw invalidRequest('The payment method you provided has already been attached to a customer.', { code: 'payment_method_unexpected_state', param });
+  if (pm.customer !== null)
+    throw invalidRequest('The payment method you provided has already been attached to a customer.', { code: 'payment_method_unexpected_state', param });
   if (ctx.account.hidden.get(pm.id)?.detached) {
-    throw invalidRequest('This PaymentMethod was previously used without being attached to a Customer or was detached from a Customer, and may not be used again.', { code: 'payment_method_unexpected_state', param });
+    throw invalidRequest(
+      'This PaymentMethod was previously used without being attached to a Customer or was detached from a Customer, and may not be used again.',
+      { code: 'payment_method_unexpected_state', param },
+    );
   }
   return ctx.save(PAYMENT_METHODS, { ...pm, customer: customerId }, 'payment_method.attached');
 }
@@ -112,7 +116,8 @@ function update({ ctx, params }: Call, current: StripeObject): StripeObject {
   if (params.billing_details !== undefined) next.billing_details = billingDetails(params.billing_details, current.billing_details as Json);
   if (typeof params.allow_redisplay === 'string') next.allow_redisplay = params.allow_redisplay;
   if (isHash(params.card)) {
-    if (current.customer === null) throw invalidRequest('You must save this PaymentMethod to a customer before you can update it.', { code: 'payment_method_unexpected_state' });
+    if (current.customer === null)
+      throw invalidRequest('You must save this PaymentMethod to a customer before you can update it.', { code: 'payment_method_unexpected_state' });
     const c = { ...(current.card as Json) };
     if (typeof params.card.exp_month === 'number') c.exp_month = params.card.exp_month;
     if (typeof params.card.exp_year === 'number') c.exp_year = params.card.exp_year;
@@ -123,7 +128,10 @@ function update({ ctx, params }: Call, current: StripeObject): StripeObject {
 
 function detach({ ctx, path }: Call): StripeObject {
   const pm = ctx.find(PAYMENT_METHODS, path.payment_method as string);
-  if (pm.customer === null) throw invalidRequest('The payment method you provided is not attached to a customer so detachment is impossible.', { code: 'payment_method_unexpected_state' });
+  if (pm.customer === null)
+    throw invalidRequest('The payment method you provided is not attached to a customer so detachment is impossible.', {
+      code: 'payment_method_unexpected_state',
+    });
   ctx.account.hidden.set(pm.id, { ...(ctx.account.hidden.get(pm.id) ?? {}), detached: true });
   const customer = ctx.get(CUSTOMERS, pm.customer as string);
   const detached = ctx.save(PAYMENT_METHODS, { ...pm, customer: null }, 'payment_method.detached');

@@ -26,7 +26,10 @@ export function bankAccountId(ctx: Ctx): string {
   return `ba_1${ctx.account.tag}${ctx.account.tag.slice(0, 7)}${ctx.account.tag.slice(0, 8)}`.slice(0, 27);
 }
 
-export function buildPayout(ctx: Ctx, o: { amount: number; currency: string; automatic: boolean; status: string; arrival: number; description?: string | null; method?: string }): StripeObject {
+export function buildPayout(
+  ctx: Ctx,
+  o: { amount: number; currency: string; automatic: boolean; status: string; arrival: number; description?: string | null; method?: string },
+): StripeObject {
   return {
     id: ctx.newId(PAYOUTS.prefix),
     object: 'payout',
@@ -63,10 +66,13 @@ function create({ ctx, params }: Call): StripeObject {
   const currency = String(params.currency).toLowerCase();
   if (amount <= 0) throw invalidRequest('Invalid positive integer', { param: 'amount' });
   if (availableBalance(ctx, currency) < amount) {
-    throw invalidRequest('You have insufficient funds in your Stripe account for this transfer. Your card balance is too low. You can use the /v1/balance endpoint to view your Stripe balance (for more details, see stripe.com/docs/api#balance).', {
-      code: 'balance_insufficient',
-      param: 'amount',
-    });
+    throw invalidRequest(
+      'You have insufficient funds in your Stripe account for this transfer. Your card balance is too low. You can use the /v1/balance endpoint to view your Stripe balance (for more details, see stripe.com/docs/api#balance).',
+      {
+        code: 'balance_insufficient',
+        param: 'amount',
+      },
+    );
   }
   const payout = buildPayout(ctx, {
     amount,
@@ -79,7 +85,14 @@ function create({ ctx, params }: Call): StripeObject {
   });
   payout.metadata = mergeMetadata({}, params.metadata);
   if (str(params.statement_descriptor)) payout.statement_descriptor = params.statement_descriptor;
-  const txn = createBalanceTransaction(ctx, { amount: -amount, currency, type: 'payout', source: payout.id, description: payout.description as string, settleDays: 0 });
+  const txn = createBalanceTransaction(ctx, {
+    amount: -amount,
+    currency,
+    type: 'payout',
+    source: payout.id,
+    description: payout.description as string,
+    settleDays: 0,
+  });
   return ctx.insert(PAYOUTS, { ...payout, balance_transaction: txn.id });
 }
 
@@ -103,7 +116,11 @@ const payouts: ResourceDef = {
   idParam: 'payout',
   create,
   update: ({ ctx, params }, current) => ctx.save(PAYOUTS, { ...current, metadata: mergeMetadata(current.metadata as Record<string, string>, params.metadata) }),
-  filter: ({ params }) => both(fieldFilter(params, ['status', 'destination']), params.arrival_date !== undefined ? (o) => inRange(o.arrival_date, params.arrival_date) : undefined),
+  filter: ({ params }) =>
+    both(fieldFilter(params, ['status', 'destination']), params.arrival_date !== undefined ? (o) => inRange(o.arrival_date, params.arrival_date) : undefined),
 };
 
-export const payoutRoutes: Route[] = [...crudRoutes(payouts), { method: 'POST', template: '/v1/payouts/{payout}/cancel', group: PAYOUTS.group, handler: cancel }];
+export const payoutRoutes: Route[] = [
+  ...crudRoutes(payouts),
+  { method: 'POST', template: '/v1/payouts/{payout}/cancel', group: PAYOUTS.group, handler: cancel },
+];

@@ -35,7 +35,9 @@ interface Draft {
 
 /** The subscription's items with the previewed changes (`subscription_details.items`) applied. */
 function previewItems(ctx: Ctx, sub: StripeObject | null, changes: Value[] | undefined, param: string): Draft[] {
-  const drafts: Draft[] = sub ? itemsOf(ctx, sub.id).map((item) => ({ price: item.price as StripeObject, quantity: (item.quantity as number) ?? 1, item })) : [];
+  const drafts: Draft[] = sub
+    ? itemsOf(ctx, sub.id).map((item) => ({ price: item.price as StripeObject, quantity: (item.quantity as number) ?? 1, item }))
+    : [];
   (changes ?? []).forEach((raw, i) => {
     if (!isHash(raw)) return;
     const at = `${param}[${i}]`;
@@ -65,13 +67,16 @@ function computePreview(ctx: Ctx, params: Params, opts: { legacy: boolean }): Js
   const itemChanges = (details && Array.isArray(details.items) ? details.items : undefined) ?? legacyItems;
   const extra = Array.isArray(params.invoice_items) ? params.invoice_items.filter(isHash) : [];
   if (!opts.legacy && !subId && !itemChanges && extra.length === 0 && !params.schedule && !params.schedule_details) {
-    throw invalidRequest('You must provide at least one of: `subscription`, `schedule`, `subscription_details.items`, `schedule_details.phases`, `invoice_items`.');
+    throw invalidRequest(
+      'You must provide at least one of: `subscription`, `schedule`, `subscription_details.items`, `schedule_details.phases`, `invoice_items`.',
+    );
   }
   let sub: StripeObject | null = null;
   if (subId) {
     sub = ctx.get(SUBSCRIPTIONS, subId) ?? null;
     if (!sub) throw noSuch('subscription', subId, 'subscription');
-    if (customerId && customerId !== sub.customer) throw invalidRequest(`The subscription ${subId} does not belong to customer ${customerId}.`, { param: 'subscription' });
+    if (customerId && customerId !== sub.customer)
+      throw invalidRequest(`The subscription ${subId} does not belong to customer ${customerId}.`, { param: 'subscription' });
     customerId = sub.customer as string;
   }
   if (!customerId) throw invalidRequest('Missing required param: customer.', { code: 'parameter_missing', param: 'customer' });
@@ -79,7 +84,9 @@ function computePreview(ctx: Ctx, params: Params, opts: { legacy: boolean }): Js
   if (!customer) throw noSuch('customer', customerId, 'customer');
   if (!sub && opts.legacy) {
     // The customer's next renewal: the live subscription whose period ends first.
-    const live = [...ctx.col(SUBSCRIPTIONS.name).values()].filter((s) => s.customer === customerId && s.status !== 'canceled' && s.status !== 'incomplete_expired');
+    const live = [...ctx.col(SUBSCRIPTIONS.name).values()].filter(
+      (s) => s.customer === customerId && s.status !== 'canceled' && s.status !== 'incomplete_expired',
+    );
     live.sort((a, b) => periodEnd(ctx, a) - periodEnd(ctx, b));
     sub = live[0] ?? null;
   }
@@ -93,11 +100,16 @@ function computePreview(ctx: Ctx, params: Params, opts: { legacy: boolean }): Js
   for (const d of drafts) {
     const r = d.price.recurring as { interval: string; interval_count: number };
     lines.push(
-      subscriptionLine(ctx, sub?.id ?? null, { id: d.item?.id ?? null, price: d.price, quantity: d.quantity }, {
-        id: ctx.newId('il_tmp'),
-        invoice: opts.legacy ? null : id,
-        period: { start, end: addInterval(start, r.interval, r.interval_count) },
-      }),
+      subscriptionLine(
+        ctx,
+        sub?.id ?? null,
+        { id: d.item?.id ?? null, price: d.price, quantity: d.quantity },
+        {
+          id: ctx.newId('il_tmp'),
+          invoice: opts.legacy ? null : id,
+          period: { start, end: addInterval(start, r.interval, r.interval_count) },
+        },
+      ),
     );
   }
   for (const ii of ctx.col(INVOICE_ITEMS.name).values()) {
@@ -125,7 +137,10 @@ function computePreview(ctx: Ctx, params: Params, opts: { legacy: boolean }): Js
   invoice.next_payment_attempt = invoice.collection_method === 'charge_automatically' ? start + 3600 : null;
   if (opts.legacy) {
     const { id: _drop, ...withoutId } = invoice;
-    return { ...withoutId, lines: embeddedList((invoice.lines as { data: Json[] }).data, '/v1/invoices/upcoming/lines', (invoice.lines as { has_more: boolean }).has_more) };
+    return {
+      ...withoutId,
+      lines: embeddedList((invoice.lines as { data: Json[] }).data, '/v1/invoices/upcoming/lines', (invoice.lines as { has_more: boolean }).has_more),
+    };
   }
   return invoice;
 }
@@ -152,7 +167,9 @@ function extraLine(ctx: Ctx, raw: Record<string, Value>, currency: string, invoi
     metadata: {},
     parent: null,
     period: isHash(raw.period) ? raw.period : { end: now, start: now },
-    pricing: price ? { price_details: { price: price.id, product: price.product }, type: 'price_details', unit_amount_decimal: price.unit_amount_decimal } : { type: 'price_details', unit_amount_decimal: String(amount) },
+    pricing: price
+      ? { price_details: { price: price.id, product: price.product }, type: 'price_details', unit_amount_decimal: price.unit_amount_decimal }
+      : { type: 'price_details', unit_amount_decimal: String(amount) },
     proration: false,
     quantity,
     quantity_decimal: String(quantity),

@@ -104,7 +104,9 @@ export function createPrice(ctx: Ctx, p: Params, param = 'price', id?: string): 
   let unitAmount = int(p.unit_amount) ?? null;
   let unitDecimal = typeof p.unit_amount_decimal === 'string' ? p.unit_amount_decimal : decimal(unitAmount);
   if (unitAmount === null && unitDecimal !== null && /^\d+$/.test(unitDecimal)) unitAmount = Number(unitDecimal);
-  const custom = isHash(p.custom_unit_amount) ? { maximum: p.custom_unit_amount.maximum ?? null, minimum: p.custom_unit_amount.minimum ?? null, preset: p.custom_unit_amount.preset ?? null } : null;
+  const custom = isHash(p.custom_unit_amount)
+    ? { maximum: p.custom_unit_amount.maximum ?? null, minimum: p.custom_unit_amount.minimum ?? null, preset: p.custom_unit_amount.preset ?? null }
+    : null;
   if (billingScheme === 'tiered') {
     if (!tiers || tiers.length === 0) throw missingParam('tiers');
     if (typeof p.tiers_mode !== 'string') throw missingParam('tiers_mode');
@@ -306,7 +308,12 @@ export const priceRoutes = [
     },
   },
   { method: 'POST' as const, template: '/v1/plans', group: PLANS.group, handler: createPlan },
-  { method: 'GET' as const, template: '/v1/plans/{plan}', group: PLANS.group, handler: ({ ctx, path }: Call) => planOf(ctx, findPlan(ctx, path.plan as string)) },
+  {
+    method: 'GET' as const,
+    template: '/v1/plans/{plan}',
+    group: PLANS.group,
+    handler: ({ ctx, path }: Call) => planOf(ctx, findPlan(ctx, path.plan as string)),
+  },
   { method: 'POST' as const, template: '/v1/plans/{plan}', group: PLANS.group, handler: (call: Call) => updatePlan(call, call.path.plan as string) },
   {
     method: 'DELETE' as const,

@@ -15,7 +15,11 @@ function applyParams(current: StripeObject, p: Params): StripeObject {
   const next: StripeObject = { ...current };
   assignNullable(next, p, NULLABLE);
   if (typeof p.name === 'string') {
-    if (p.name === '') throw invalidRequest('You passed an empty string for \'name\'. We assume empty values are an attempt to unset a parameter; however \'name\' cannot be unset. You should remove \'name\' from your request or supply a non-empty value.', { param: 'name', code: 'parameter_invalid_empty' });
+    if (p.name === '')
+      throw invalidRequest(
+        "You passed an empty string for 'name'. We assume empty values are an attempt to unset a parameter; however 'name' cannot be unset. You should remove 'name' from your request or supply a non-empty value.",
+        { param: 'name', code: 'parameter_invalid_empty' },
+      );
     next.name = p.name;
   }
   if (typeof p.active === 'boolean') next.active = p.active;

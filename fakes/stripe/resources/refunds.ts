@@ -34,7 +34,9 @@ export function refundCharge(ctx: Ctx, r: RefundInput): StripeObject {
   if (amount <= 0) throw invalidRequest('Invalid positive integer', { param: 'amount' });
   if (amount > remaining) {
     const currency = charge.currency as string;
-    throw invalidRequest(`Refund amount (${money(amount, currency)}) is greater than unrefunded amount on charge (${money(remaining, currency)})`, { param: 'amount' });
+    throw invalidRequest(`Refund amount (${money(amount, currency)}) is greater than unrefunded amount on charge (${money(remaining, currency)})`, {
+      param: 'amount',
+    });
   }
   const id = ctx.newId(REFUNDS.prefix);
   const txn = createBalanceTransaction(ctx, {
@@ -74,13 +76,17 @@ export function refundCharge(ctx: Ctx, r: RefundInput): StripeObject {
 function create({ ctx, params }: Call): StripeObject {
   let chargeId = str(params.charge);
   const piId = str(params.payment_intent);
-  if (!chargeId && !piId) throw invalidRequest('One of the following params should be provided for this request: payment_intent or charge.', { param: 'charge' });
+  if (!chargeId && !piId)
+    throw invalidRequest('One of the following params should be provided for this request: payment_intent or charge.', { param: 'charge' });
   if (piId) {
     const pi = ctx.get(PAYMENT_INTENTS, piId);
     if (!pi) throw noSuch('payment_intent', piId, 'payment_intent');
     if (chargeId && pi.latest_charge !== chargeId) throw invalidRequest('The charge does not belong to the payment intent.', { param: 'charge' });
     if (!pi.latest_charge || pi.status !== 'succeeded') {
-      throw invalidRequest(`This PaymentIntent (${piId}) does not have a successful charge to refund.`, { code: 'charge_not_refundable', param: 'payment_intent' });
+      throw invalidRequest(`This PaymentIntent (${piId}) does not have a successful charge to refund.`, {
+        code: 'charge_not_refundable',
+        param: 'payment_intent',
+      });
     }
     chargeId = pi.latest_charge as string;
   }

@@ -82,7 +82,11 @@ function search(ctx: Ctx, res: ResourceNames, call: Call, url: string): unknown 
   const limit = limitOf(call.params);
   let offset = 0;
   if (typeof call.params.page === 'string') {
-    const decoded = Number(Buffer.from(call.params.page, 'base64url').toString('utf8').replace(/^offset:/, ''));
+    const decoded = Number(
+      Buffer.from(call.params.page, 'base64url')
+        .toString('utf8')
+        .replace(/^offset:/, ''),
+    );
     if (!Number.isInteger(decoded) || decoded < 0) throw invalidRequest('Invalid page token.', { param: 'page' });
     offset = decoded;
   }

@@ -25,13 +25,22 @@ export function itemPrice(ctx: Ctx, item: Record<string, Value>, param: string):
   const price = ctx.get(PRICES, id);
   if (!price) throw noSuch('price', id, `${param}[price]`);
   if (price.type !== 'recurring') {
-    throw invalidRequest('The price specified is set to `type=one_time` but this field only accepts prices with `type=recurring`.', { param: `${param}[price]` });
+    throw invalidRequest('The price specified is set to `type=one_time` but this field only accepts prices with `type=recurring`.', {
+      param: `${param}[price]`,
+    });
   }
   if (price.active !== true) throw invalidRequest(`The price specified is inactive. This field only accepts active prices.`, { param: `${param}[price]` });
   return price;
 }
 
-export function buildItem(ctx: Ctx, subId: string, price: StripeObject, quantity: number, metadata: Record<string, string>, period: { start: number; end: number }): StripeObject {
+export function buildItem(
+  ctx: Ctx,
+  subId: string,
+  price: StripeObject,
+  quantity: number,
+  metadata: Record<string, string>,
+  period: { start: number; end: number },
+): StripeObject {
   return {
     id: ctx.newId(SUBSCRIPTION_ITEMS.prefix),
     object: 'subscription_item',
@@ -63,13 +72,13 @@ export function checkIntervals(prices: StripeObject[], param: string): void {
   const first = prices[0]?.recurring as { interval: string; interval_count: number } | undefined;
   for (const p of prices) {
     const r = p.recurring as { interval: string; interval_count: number };
-    if (p.currency !== prices[0]?.currency) throw invalidRequest('Currency and interval fields must match across all plans on this subscription. Found mismatch in currency field.', { param });
+    if (p.currency !== prices[0]?.currency)
+      throw invalidRequest('Currency and interval fields must match across all plans on this subscription. Found mismatch in currency field.', { param });
     if (r.interval !== first?.interval || r.interval_count !== first.interval_count) {
       throw invalidRequest('Currency and interval fields must match across all plans on this subscription. Found mismatch in interval field.', { param });
     }
   }
 }
-
 
 /** Applies `items[]` changes (add, change, `deleted`), checking the result before storing any of it. */
 export function applyItemChanges(ctx: Ctx, sub: StripeObject, changes: Value[]): void {
@@ -104,14 +113,19 @@ export function applyItemChanges(ctx: Ctx, sub: StripeObject, changes: Value[]):
   });
   const result = [...current.filter((it) => !removed.has(it.id)).map((it) => replaced.get(it.id) ?? it), ...added];
   if (result.length === 0) {
-    throw invalidRequest('A subscription must have at least one active plan. To cancel a subscription, please use the cancel API endpoint on /v1/subscriptions.', { param: 'items' });
+    throw invalidRequest(
+      'A subscription must have at least one active plan. To cancel a subscription, please use the cancel API endpoint on /v1/subscriptions.',
+      { param: 'items' },
+    );
   }
-  checkIntervals(result.map((it) => it.price as StripeObject), 'items');
+  checkIntervals(
+    result.map((it) => it.price as StripeObject),
+    'items',
+  );
   for (const id of removed) items.remove(id);
   for (const [id, next] of replaced) if (!removed.has(id)) items.replace(next);
   for (const item of added) items.insert(item);
 }
-
 
 /** Item changes are subscription changes: one customer.subscription.updated each. */
 function saveWithItems(ctx: Ctx, subId: string): void {

@@ -27,7 +27,9 @@ function defaultPaymentMethod(ctx: Ctx, customerId: string, v: Value | undefined
   const pm = ctx.get(PAYMENT_METHODS, id);
   if (!pm) throw noSuch('PaymentMethod', id, 'default_payment_method');
   if (pm.customer !== customerId) {
-    throw invalidRequest(`The customer does not have a payment method with the ID ${id}. The payment method must be attached to the customer.`, { param: 'default_payment_method' });
+    throw invalidRequest(`The customer does not have a payment method with the ID ${id}. The payment method must be attached to the customer.`, {
+      param: 'default_payment_method',
+    });
   }
   return id;
 }
@@ -183,12 +185,17 @@ function firstInvoice(ctx: Ctx, sub: StripeObject, customer: StripeObject, param
     defaultPaymentMethod: sub.default_payment_method as string | null,
   });
   const lines = itemsOf(ctx, sub.id).map((item) =>
-    subscriptionLine(ctx, sub.id, { id: item.id, price: item.price as StripeObject, quantity: (item.quantity as number | undefined) ?? 1 }, {
-      id: ctx.newId('il'),
-      invoice: invoice.id,
-      period: { start: item.current_period_start as number, end: item.current_period_end as number },
-      trial,
-    }),
+    subscriptionLine(
+      ctx,
+      sub.id,
+      { id: item.id, price: item.price as StripeObject, quantity: (item.quantity as number | undefined) ?? 1 },
+      {
+        id: ctx.newId('il'),
+        invoice: invoice.id,
+        period: { start: item.current_period_start as number, end: item.current_period_end as number },
+        trial,
+      },
+    ),
   );
   lines.push(...claimPendingItems(ctx, customer.id, invoice.id, sub.id));
   // invoice.created carries the lines, as Stripe's does.
@@ -243,7 +250,8 @@ function update({ ctx: requestCtx, params }: Call, current: StripeObject): Strip
   }
   const next: StripeObject = { ...current, metadata: mergeMetadata(current.metadata as Record<string, string>, params.metadata) };
   if (params.description !== undefined) next.description = params.description === '' ? null : params.description;
-  if (params.default_payment_method !== undefined) next.default_payment_method = defaultPaymentMethod(ctx, current.customer as string, params.default_payment_method);
+  if (params.default_payment_method !== undefined)
+    next.default_payment_method = defaultPaymentMethod(ctx, current.customer as string, params.default_payment_method);
   if (typeof params.collection_method === 'string') next.collection_method = params.collection_method;
   if (params.days_until_due !== undefined) next.days_until_due = params.days_until_due === '' ? null : params.days_until_due;
   if (next.collection_method === 'send_invoice' && next.days_until_due === null) throw missingParam('days_until_due');
@@ -257,7 +265,9 @@ function update({ ctx: requestCtx, params }: Call, current: StripeObject): Strip
     next.cancel_at_period_end = false;
   }
   if (params.pause_collection !== undefined) {
-    next.pause_collection = isHash(params.pause_collection) ? { behavior: params.pause_collection.behavior, resumes_at: params.pause_collection.resumes_at ?? null } : null;
+    next.pause_collection = isHash(params.pause_collection)
+      ? { behavior: params.pause_collection.behavior, resumes_at: params.pause_collection.resumes_at ?? null }
+      : null;
   }
   if (params.trial_end === 'now' && current.status === 'trialing') {
     next.trial_end = ctx.now;
@@ -278,7 +288,13 @@ function update({ ctx: requestCtx, params }: Call, current: StripeObject): Strip
 function retrieveFilter({ params }: Call, byCustomer = false): ((o: StripeObject) => boolean) | undefined {
   const status = params.status as string | undefined;
   const statusFilter =
-    status === 'all' ? undefined : status === 'ended' ? (o: StripeObject) => o.status === 'canceled' || o.status === 'incomplete_expired' : status ? (o: StripeObject) => o.status === status : (o: StripeObject) => o.status !== 'canceled';
+    status === 'all'
+      ? undefined
+      : status === 'ended'
+        ? (o: StripeObject) => o.status === 'canceled' || o.status === 'incomplete_expired'
+        : status
+          ? (o: StripeObject) => o.status === status
+          : (o: StripeObject) => o.status !== 'canceled';
   const price = str(params.price);
   // Without `test_clock` or `customer`, Stripe's list leaves out subscriptions on test clocks.
   const clockFilter = byCustomer || params.test_clock !== undefined || params.customer !== undefined ? undefined : (o: StripeObject) => !o.test_clock;
@@ -309,7 +325,13 @@ export const subscriptionRoutes: Route[] = [
     handler: (call) => {
       const customer = call.path.customer as string;
       if (!call.ctx.get(CUSTOMERS, customer)) throw noSuch('customer', customer, 'customer');
-      return listPage(call.ctx, SUBSCRIPTIONS, call.params, `/v1/customers/${customer}/subscriptions`, both((o) => o.customer === customer, retrieveFilter(call, true)));
+      return listPage(
+        call.ctx,
+        SUBSCRIPTIONS,
+        call.params,
+        `/v1/customers/${customer}/subscriptions`,
+        both((o) => o.customer === customer, retrieveFilter(call, true)),
+      );
     },
   },
 ];

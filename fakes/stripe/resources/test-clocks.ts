@@ -49,7 +49,8 @@ function create({ ctx, params }: Call): StripeObject {
   const customerId = str(params.customer);
   const customer = customerId ? ctx.get(CUSTOMERS, customerId) : undefined;
   if (customerId && !customer) throw noSuch('customer', customerId, 'customer');
-  if (customer?.test_clock) throw invalidRequest(`Customer ${customerId} is already attached to test clock ${String(customer.test_clock)}.`, { param: 'customer' });
+  if (customer?.test_clock)
+    throw invalidRequest(`Customer ${customerId} is already attached to test clock ${String(customer.test_clock)}.`, { param: 'customer' });
   const clock = ctx.insert(TEST_CLOCKS, {
     id: ctx.newId(TEST_CLOCKS.prefix),
     object: 'test_helpers.test_clock',
@@ -73,7 +74,8 @@ function create({ ctx, params }: Call): StripeObject {
 function remove({ ctx }: Call, clock: StripeObject): unknown {
   for (const customer of [...ctx.col(CUSTOMERS.name).values()]) {
     if (customer.test_clock !== clock.id) continue;
-    for (const sub of [...ctx.col(SUBSCRIPTIONS.name).values()]) if (sub.customer === customer.id && !ENDED.has(sub.status as string)) cancelSubscription(ctx, sub, {});
+    for (const sub of [...ctx.col(SUBSCRIPTIONS.name).values()])
+      if (sub.customer === customer.id && !ENDED.has(sub.status as string)) cancelSubscription(ctx, sub, {});
     ctx.destroy(CUSTOMERS, customer);
   }
   return ctx.destroy(TEST_CLOCKS, clock);
@@ -116,7 +118,11 @@ function advance({ ctx, params, path }: Call): StripeObject {
       { param: 'frozen_time' },
     );
   }
-  const advancing = ctx.save(TEST_CLOCKS, { ...clock, status: 'advancing', status_details: { advancing: { target_frozen_time: to } } }, 'test_helpers.test_clock.advancing');
+  const advancing = ctx.save(
+    TEST_CLOCKS,
+    { ...clock, status: 'advancing', status_details: { advancing: { target_frozen_time: to } } },
+    'test_helpers.test_clock.advancing',
+  );
   run.until(from, to);
   ctx.save(TEST_CLOCKS, { ...advancing, frozen_time: to, status: 'ready', status_details: {} }, 'test_helpers.test_clock.ready');
   return advancing;
@@ -140,7 +146,8 @@ class Advance {
   ) {
     for (const c of ctx.col(CUSTOMERS.name).values()) if (c.test_clock === clockId) this.customers.add(c.id);
     for (const s of ctx.col(SUBSCRIPTIONS.name).values()) if (this.customers.has(s.customer as string)) this.subs.push(s.id);
-    for (const i of ctx.col(INVOICES.name).values()) if (this.customers.has(i.customer as string) && (i.status === 'draft' || i.status === 'open')) this.invoices.add(i.id);
+    for (const i of ctx.col(INVOICES.name).values())
+      if (this.customers.has(i.customer as string) && (i.status === 'draft' || i.status === 'open')) this.invoices.add(i.id);
   }
 
   until(from: number, to: number): void {
@@ -230,11 +237,16 @@ class Advance {
     // A renewal invoice bills the period that ended (pending items) and the one starting; it stays a draft for an hour.
     Object.assign(draft, { period_start: previousStart, period_end: time, automatically_finalizes_at: time + HOUR });
     const lines: Json[] = moved.map((item) =>
-      subscriptionLine(ctx, sub.id, { id: item.id, price: item.price as StripeObject, quantity: (item.quantity as number | undefined) ?? 1 }, {
-        id: ctx.newId('il'),
-        invoice: draft.id,
-        period: { start: item.current_period_start as number, end: item.current_period_end as number },
-      }),
+      subscriptionLine(
+        ctx,
+        sub.id,
+        { id: item.id, price: item.price as StripeObject, quantity: (item.quantity as number | undefined) ?? 1 },
+        {
+          id: ctx.newId('il'),
+          invoice: draft.id,
+          period: { start: item.current_period_start as number, end: item.current_period_end as number },
+        },
+      ),
     );
     lines.push(...claimPendingItems(ctx, customer.id, draft.id, sub.id));
     const invoice = ctx.insert(INVOICES, withLines(ctx, draft, lines));
@@ -284,7 +296,11 @@ class Advance {
 
   private end(ctx: Ctx, sub: StripeObject, time: number, reason: string): void {
     const details = { ...(sub.cancellation_details as Json), reason };
-    ctx.save(SUBSCRIPTIONS, { ...sub, status: 'canceled', canceled_at: sub.canceled_at ?? time, ended_at: time, cancellation_details: details }, 'customer.subscription.deleted');
+    ctx.save(
+      SUBSCRIPTIONS,
+      { ...sub, status: 'canceled', canceled_at: sub.canceled_at ?? time, ended_at: time, cancellation_details: details },
+      'customer.subscription.deleted',
+    );
   }
 
   /** The first invoice went unpaid for 23 hours: it is voided and the subscription expires (an update, not a deletion). */
@@ -292,7 +308,11 @@ class Advance {
     const invoice = typeof sub.latest_invoice === 'string' ? ctx.get(INVOICES, sub.latest_invoice) : undefined;
     if (invoice?.status === 'open') {
       const transitions = { ...(invoice.status_transitions as Json), voided_at: time };
-      ctx.save(INVOICES, { ...invoice, status: 'void', status_transitions: transitions, auto_advance: false, next_payment_attempt: null, amount_remaining: 0 }, 'invoice.voided');
+      ctx.save(
+        INVOICES,
+        { ...invoice, status: 'void', status_transitions: transitions, auto_advance: false, next_payment_attempt: null, amount_remaining: 0 },
+        'invoice.voided',
+      );
     }
     ctx.save(SUBSCRIPTIONS, { ...sub, status: 'incomplete_expired', canceled_at: time, ended_at: time });
   }

@@ -24,9 +24,29 @@ const paths = spec.paths as Record<string, Record<string, Json>>;
 
 /** Objects the fake builds itself; their field lists go to objects.json. */
 const MODELED_OBJECTS = [
-  'customer', 'product', 'price', 'plan', 'coupon', 'discount', 'subscription', 'subscription_item', 'invoice',
-  'line_item', 'invoiceitem', 'invoice_payment', 'payment_intent', 'charge', 'refund', 'payment_method',
-  'checkout.session', 'item', 'balance_transaction', 'payout', 'dispute', 'event', 'entitlements.feature',
+  'customer',
+  'product',
+  'price',
+  'plan',
+  'coupon',
+  'discount',
+  'subscription',
+  'subscription_item',
+  'invoice',
+  'line_item',
+  'invoiceitem',
+  'invoice_payment',
+  'payment_intent',
+  'charge',
+  'refund',
+  'payment_method',
+  'checkout.session',
+  'item',
+  'balance_transaction',
+  'payout',
+  'dispute',
+  'event',
+  'entitlements.feature',
   'test_helpers.test_clock',
 ];
 

@@ -72,7 +72,14 @@ export function airtablePlanner(ctx: ProxyKindContext) {
     const final = parseAirtablePath(method, path);
     if (parsed.kind === 'write' && final.baseId && final.table !== undefined) {
       const write = { baseId: final.baseId, table: final.table, method, byFieldId: fieldsById(body, query) };
-      const writeContext = { targets: () => syncsOfBase(ctx, write.baseId), limiter: ctx.limiter, baseUrl: ctx.baseUrl, rule, maxWaitMs: ctx.maxWaitMs, logger: ctx.logger };
+      const writeContext = {
+        targets: () => syncsOfBase(ctx, write.baseId),
+        limiter: ctx.limiter,
+        baseUrl: ctx.baseUrl,
+        rule,
+        maxWaitMs: ctx.maxWaitMs,
+        logger: ctx.logger,
+      };
       plan.writeThrough = (answer) => writeThroughAirtable(writeContext, write, answer);
     }
     return plan;

@@ -19,9 +19,7 @@ export interface Translation {
 }
 
 function tableIn(mappings: TableMapping[], segment: string): TableMapping | undefined {
-  return (
-    mappings.find((m) => m.name === segment) ?? mappings.find((m) => m.tableId === segment) ?? mappings.find((m) => m.upstreamName === segment)
-  );
+  return mappings.find((m) => m.name === segment) ?? mappings.find((m) => m.tableId === segment) ?? mappings.find((m) => m.upstreamName === segment);
 }
 
 function columnNames(mapping: TableMapping): Map<string, string> {

@@ -147,11 +147,20 @@ export async function writeThroughAirtable(ctx: AirtableWriteContext, write: Air
     let fetched: Map<string, AirtableRecord> | undefined;
     try {
       const tableId = (await mappingOf(targets[index]!, write.table))?.tableId ?? write.table;
-      fetched = await fetchRecords(ctx, targets[index]!, write, tableId, upserts.map((r) => r.id));
+      fetched = await fetchRecords(
+        ctx,
+        targets[index]!,
+        write,
+        tableId,
+        upserts.map((r) => r.id),
+      );
       result.fetched = true;
     } catch (error) {
       // The answer is still the best there is; the sync's change capture completes it.
-      ctx.logger.warn({ base: write.baseId, error: toError(error).message }, 'fetching written records for their computed fields failed; writing the answer as it came');
+      ctx.logger.warn(
+        { base: write.baseId, error: toError(error).message },
+        'fetching written records for their computed fields failed; writing the answer as it came',
+      );
     }
     second = await Promise.all(incomplete.map((i) => writeOne(targets[i]!, write, upserts, deletes, fetched ?? new Map())));
   }

@@ -7,7 +7,10 @@ import { notFound } from '../../errors.ts';
 import { accountAnswer, accountLimitsAnswer, accountLimitsView, accountView, newAccountAnswer, newAccountView } from '../views.ts';
 import { z } from '../zod.ts';
 
-const createAccount = z.object({ name: z.string().trim().min(1).max(200) }).strict().openapi('CreateAccount');
+const createAccount = z
+  .object({ name: z.string().trim().min(1).max(200) })
+  .strict()
+  .openapi('CreateAccount');
 const limit = z.number().int().min(0).max(100_000);
 const patchAccount = z
   .object({

@@ -23,7 +23,6 @@ const MAX_HISTORY_HOURS = 24;
 /** The chart's resolution: samples are merged into at most this many points. */
 const HISTORY_POINTS = 240;
 
-
 const tableInfo = z
   .object({
     name: z.string().describe("The table's name in the sync's database"),

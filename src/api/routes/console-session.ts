@@ -10,7 +10,9 @@ import type { ApiDocument } from '../openapi.ts';
 import { z } from '../zod.ts';
 
 const signIn = z
-  .object({ token: z.string().trim().min(1, 'paste an API token').max(512, 'is too long to be a token').describe("An account's API token or the operator token") })
+  .object({
+    token: z.string().trim().min(1, 'paste an API token').max(512, 'is too long to be a token').describe("An account's API token or the operator token"),
+  })
   .strict()
   .openapi('ConsoleSignIn');
 

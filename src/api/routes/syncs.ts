@@ -22,7 +22,11 @@ const databaseUrl = z
   .describe("A customer-owned PostgreSQL server (`postgres://user:password@host:5432/postgres`) to create the sync's database on, instead of the shared one");
 
 const common = {
-  account_id: z.string().max(64).optional().describe('Required with the operator token: the account the sync belongs to. An account token may name only its own'),
+  account_id: z
+    .string()
+    .max(64)
+    .optional()
+    .describe('Required with the operator token: the account the sync belongs to. An account token may name only its own'),
   database_url: databaseUrl.optional(),
 };
 
@@ -144,7 +148,7 @@ export function syncRoutes(router: Router, api: ApiOptions, doc: ApiDocument): v
       "Checks the key upstream, creates the sync's database and read-only role, and starts syncing. An account syncs an upstream (an Airtable base, a Stripe account) once.",
     access: 'token',
     body: { schema: createSync },
-    answers: { 201: { description: "The sync; `database.url` connects as its read-only role", schema: sync } },
+    answers: { 201: { description: 'The sync; `database.url` connects as its read-only role', schema: sync } },
     errors: {
       400: '`account_id` is missing with the operator token, or `database_url` is not usable as given',
       403: 'An account token naming another account in `account_id`',

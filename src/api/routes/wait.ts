@@ -91,7 +91,13 @@ export function waitRoutes(router: Router, api: ApiOptions & WaitApiOptions, doc
       return;
     }
     // The pass's writes committed before it was confirmed; the marker goes into the WAL after them.
-    const reached = await waitForDecoder({ databaseUrl: await api.syncService.adminUrl(sync), bus, control: api.pool, timeoutMs: left, pools: api.markerPools });
+    const reached = await waitForDecoder({
+      databaseUrl: await api.syncService.adminUrl(sync),
+      bus,
+      control: api.pool,
+      timeoutMs: left,
+      pools: api.markerPools,
+    });
     ctx.body = reached ? { ok: true, lsn: reached.lsn } : timedOut;
   });
 }

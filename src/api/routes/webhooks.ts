@@ -65,7 +65,8 @@ const createWebhook = (sync: SyncRecord) => {
     input.topics.forEach((topic, i) => {
       const path = ['topics', i];
       if (!topic.startsWith(prefix)) ctx.addIssue({ code: z.ZodIssueCode.custom, path, message: `must be a topic of this sync: ${prefix}<collection>` });
-      else if (!/^[^\s\p{Cc}*]+$/u.test(topic.slice(prefix.length))) ctx.addIssue({ code: z.ZodIssueCode.custom, path, message: `must name a collection after ${prefix}` });
+      else if (!/^[^\s\p{Cc}*]+$/u.test(topic.slice(prefix.length)))
+        ctx.addIssue({ code: z.ZodIssueCode.custom, path, message: `must name a collection after ${prefix}` });
     }),
   );
 };
@@ -79,7 +80,10 @@ function isDeliveryId(text: string, options: { zero?: boolean } = {}): boolean {
   return value <= MAX_BIGINT && (value > 0n || options.zero === true);
 }
 
-const deliveryId = z.string().refine((id) => isDeliveryId(id), 'must be a delivery id').describe('A delivery id: digits (a positive 64-bit integer)');
+const deliveryId = z
+  .string()
+  .refine((id) => isDeliveryId(id), 'must be a delivery id')
+  .describe('A delivery id: digits (a positive 64-bit integer)');
 
 const replayBody = z
   .object({ ids: z.array(deliveryId).min(1).max(MAX_REPLAY_IDS).optional().describe('Only these deliveries; without it, every exhausted one') })
@@ -354,12 +358,19 @@ export function webhookRoutes(router: Router, api: ApiOptions & WebhookApiOption
           .object({
             replayed: z.number().int(),
             ids: z.array(z.string()).describe('The exhausted deliveries sent again'),
-            retried_now: z.array(z.string()).optional().describe('Deliveries that were waiting out a back-off, tried now (attempts kept); only when there are any'),
+            retried_now: z
+              .array(z.string())
+              .optional()
+              .describe('Deliveries that were waiting out a back-off, tried now (attempts kept); only when there are any'),
           })
           .strict(),
       },
     },
-    errors: { 404: `${WEBHOOK_NOT_FOUND}; or a named delivery is not one of the webhook's`, 409: 'A named delivery is neither exhausted nor retrying', 503: UNCONFIGURED },
+    errors: {
+      404: `${WEBHOOK_NOT_FOUND}; or a named delivery is not one of the webhook's`,
+      409: 'A named delivery is neither exhausted nor retrying',
+      503: UNCONFIGURED,
+    },
   });
   router.post('/api/syncs/:id/webhooks/:wid/deliveries/replay', async (ctx) => {
     const { sync, destination } = await findWebhook(ctx);

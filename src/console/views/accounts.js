@@ -14,7 +14,14 @@ export async function accountsView(ctx) {
   const name = h('input', { type: 'text', name: 'name', maxlength: 200, autocomplete: 'off' });
   const status = h('div', { class: 'form-status' });
   const submit = h('button', { type: 'submit' }, 'Create account');
-  const form = h('form', { class: 'card', novalidate: true }, h('h2', null, 'Create an account'), field({ label: 'Name', control: name, hint: 'Shown in the console; a customer or team name.' }), status, submit);
+  const form = h(
+    'form',
+    { class: 'card', novalidate: true },
+    h('h2', null, 'Create an account'),
+    field({ label: 'Name', control: name, hint: 'Shown in the console; a customer or team name.' }),
+    status,
+    submit,
+  );
 
   const refresh = async () => {
     const { data } = await api('GET', '/api/accounts');
@@ -29,8 +36,28 @@ export async function accountsView(ctx) {
               'table',
               null,
               h('caption', { class: 'sr-only' }, 'Accounts'),
-              h('thead', null, h('tr', null, headers.map((x) => h('th', { scope: 'col' }, x)))),
-              h('tbody', null, data.map((a) => h('tr', null, h('th', { scope: 'row', 'data-label': headers[0] }, a.name), h('td', { 'data-label': headers[1] }, h('code', null, a.id)), h('td', { 'data-label': headers[2] }, at(a.created_at))))),
+              h(
+                'thead',
+                null,
+                h(
+                  'tr',
+                  null,
+                  headers.map((x) => h('th', { scope: 'col' }, x)),
+                ),
+              ),
+              h(
+                'tbody',
+                null,
+                data.map((a) =>
+                  h(
+                    'tr',
+                    null,
+                    h('th', { scope: 'row', 'data-label': headers[0] }, a.name),
+                    h('td', { 'data-label': headers[1] }, h('code', null, a.id)),
+                    h('td', { 'data-label': headers[2] }, at(a.created_at)),
+                  ),
+                ),
+              ),
             ),
           ),
     );

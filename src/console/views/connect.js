@@ -27,7 +27,11 @@ function permissionTable() {
       { class: 'compact' },
       h('caption', null, 'Permissions of a restricted key'),
       h('thead', null, h('tr', null, h('th', { scope: 'col' }, 'Resource group'), h('th', { scope: 'col' }, 'Permission'))),
-      h('tbody', null, STRIPE_PERMISSIONS.map(([group, permission]) => h('tr', null, h('th', { scope: 'row' }, group), h('td', null, permission)))),
+      h(
+        'tbody',
+        null,
+        STRIPE_PERMISSIONS.map(([group, permission]) => h('tr', null, h('th', { scope: 'row' }, group), h('td', null, permission))),
+      ),
     ),
   );
 }
@@ -41,7 +45,10 @@ export async function connectView(ctx) {
   const accountSelect = admin ? h('select', { name: 'account_id', required: true }) : null;
   if (accountSelect) {
     const accounts = (await api('GET', '/api/accounts')).data;
-    accountSelect.append(h('option', { value: '' }, 'Choose an account…'), accounts.map((a) => h('option', { value: a.id }, `${a.name} (${a.id})`)));
+    accountSelect.append(
+      h('option', { value: '' }, 'Choose an account…'),
+      accounts.map((a) => h('option', { value: a.id }, `${a.name} (${a.id})`)),
+    );
   }
 
   const kindAirtable = h('input', { type: 'radio', name: 'kind', value: 'airtable', id: 'kind-airtable', checked: true });
@@ -124,10 +131,13 @@ export async function connectView(ctx) {
     /** @type {Array<[HTMLElement, string]>} */
     const problems = [];
     if (accountSelect && !value(accountSelect)) problems.push([accountSelect, 'Choose the account the sync belongs to.']);
-    if (kind === 'airtable' && !BASE_ID.test(value(baseId))) problems.push([baseId, 'A base ID is app followed by 14 letters or digits, e.g. appAbCdEfGh123456.']);
+    if (kind === 'airtable' && !BASE_ID.test(value(baseId)))
+      problems.push([baseId, 'A base ID is app followed by 14 letters or digits, e.g. appAbCdEfGh123456.']);
     if (!value(key)) problems.push([key, kind === 'airtable' ? 'Paste a personal access token.' : 'Paste a Stripe API key.']);
-    else if (kind === 'stripe' && !STRIPE_KEY.test(value(key))) problems.push([key, 'A Stripe key looks like rk_live_…, rk_test_…, sk_live_… or sk_test_… (publishable pk_ keys cannot read).']);
-    if (value(databaseUrl) && !/^postgres(ql)?:\/\/\S+$/.test(value(databaseUrl))) problems.push([databaseUrl, 'The URL must start with postgres:// or postgresql://.']);
+    else if (kind === 'stripe' && !STRIPE_KEY.test(value(key)))
+      problems.push([key, 'A Stripe key looks like rk_live_…, rk_test_…, sk_live_… or sk_test_… (publishable pk_ keys cannot read).']);
+    if (value(databaseUrl) && !/^postgres(ql)?:\/\/\S+$/.test(value(databaseUrl)))
+      problems.push([databaseUrl, 'The URL must start with postgres:// or postgresql://.']);
     if (problems.length > 0) {
       for (const [control, message] of problems) setFieldError(control, message);
       showNotice(status, 'error', 'Please correct the fields marked above.');

@@ -30,7 +30,12 @@ function section(title, ...children) {
 }
 
 function snippet(what, text) {
-  return h('div', { class: 'snippet' }, h('pre', null, h('code', null, text)), copyButton(what, () => text));
+  return h(
+    'div',
+    { class: 'snippet' },
+    h('pre', null, h('code', null, text)),
+    copyButton(what, () => text),
+  );
 }
 
 /** Connection instructions: the database, the wait endpoint, the proxy, the event stream. */
@@ -44,11 +49,25 @@ export async function connectTab(_ctx, panel, sync) {
   const psqlText = h('code', { class: 'copyable-text', id: 'psql-command' }, `psql ${shellQuote(masked(url))}`);
   const database = section(
     'Database (read-only)',
-    h('p', null, `Database ${sync.database.name}, as its read-only role. Tables are in schema public; public._sync_meta says when the last sync started and completed.`),
+    h(
+      'p',
+      null,
+      `Database ${sync.database.name}, as its read-only role. Tables are in schema public; public._sync_meta says when the last sync started and completed.`,
+    ),
     h('p', { class: 'label' }, 'Connection URL'),
-    h('div', { class: 'copyable' }, urlText, copyButton('connection URL', () => url)),
+    h(
+      'div',
+      { class: 'copyable' },
+      urlText,
+      copyButton('connection URL', () => url),
+    ),
     h('p', { class: 'label' }, 'psql'),
-    h('div', { class: 'copyable' }, psqlText, copyButton('psql command', () => psql)),
+    h(
+      'div',
+      { class: 'copyable' },
+      psqlText,
+      copyButton('psql command', () => psql),
+    ),
     revealToggle('password', (shown) => {
       urlText.textContent = shown ? url : masked(url);
       psqlText.textContent = shown ? psql : `psql ${shellQuote(masked(url))}`;
@@ -58,7 +77,11 @@ export async function connectTab(_ctx, panel, sync) {
   const curlWait = `curl -s -H "Authorization: Bearer $TRIBUTARY_TOKEN" '${info.wait_url}?timeout=60000'`;
   const wait = section(
     'Wait for fresh data',
-    h('p', null, 'After writing to the upstream API directly, call the wait endpoint: it answers {"ok":true} once the database has everything upstream had when the call arrived.'),
+    h(
+      'p',
+      null,
+      'After writing to the upstream API directly, call the wait endpoint: it answers {"ok":true} once the database has everything upstream had when the call arrived.',
+    ),
     h('p', { class: 'label' }, 'Sync ID'),
     copyable('sync ID', info.sync_id),
     h('p', { class: 'label' }, 'curl'),
@@ -72,20 +95,34 @@ export async function connectTab(_ctx, panel, sync) {
     const base = `${info.proxy_url}/api.airtable.com`;
     proxy = section(
       'Write-through proxy',
-      h('p', null, 'Send writes through the proxy: after Airtable accepts one, the record is in the database before the answer reaches you. Use your own Airtable token, as with Airtable itself.'),
+      h(
+        'p',
+        null,
+        'Send writes through the proxy: after Airtable accepts one, the record is in the database before the answer reaches you. Use your own Airtable token, as with Airtable itself.',
+      ),
       h('p', { class: 'label' }, 'Proxy base for Airtable'),
       copyable('proxy base', base),
       h('p', { class: 'label' }, 'airtable.js'),
-      snippet('airtable.js snippet', `const Airtable = require('airtable');\nconst base = new Airtable({\n  apiKey: process.env.AIRTABLE_TOKEN,\n  endpointUrl: '${base}',\n}).base('${sync.base_id}');`),
+      snippet(
+        'airtable.js snippet',
+        `const Airtable = require('airtable');\nconst base = new Airtable({\n  apiKey: process.env.AIRTABLE_TOKEN,\n  endpointUrl: '${base}',\n}).base('${sync.base_id}');`,
+      ),
       h('p', { class: 'label' }, 'curl'),
-      snippet('proxy curl command', `curl -s '${base}/v0/${sync.base_id}/<table>' \\\n  -H "Authorization: Bearer $AIRTABLE_TOKEN" -H 'Content-Type: application/json' \\\n  -d '{"records":[{"fields":{"Name":"New"}}]}'`),
+      snippet(
+        'proxy curl command',
+        `curl -s '${base}/v0/${sync.base_id}/<table>' \\\n  -H "Authorization: Bearer $AIRTABLE_TOKEN" -H 'Content-Type: application/json' \\\n  -d '{"records":[{"fields":{"Name":"New"}}]}'`,
+      ),
     );
   } else {
     const parsed = new URL(info.proxy_url);
     const port = parsed.port || (parsed.protocol === 'https:' ? '443' : '80');
     proxy = section(
       'Write-through proxy',
-      h('p', null, 'Send writes through the proxy: after Stripe accepts one, the object is in the database before the answer reaches you. Use your own Stripe key.'),
+      h(
+        'p',
+        null,
+        'Send writes through the proxy: after Stripe accepts one, the object is in the database before the answer reaches you. Use your own Stripe key.',
+      ),
       h('p', { class: 'label' }, 'Proxy base for Stripe'),
       copyable('proxy base', `${info.proxy_url}/api.stripe.com`),
       h('p', { class: 'label' }, 'stripe-node'),
@@ -104,15 +141,25 @@ export async function connectTab(_ctx, panel, sync) {
   passwordCopy.setAttribute('disabled', '');
   const events = section(
     'Events',
-    h('p', null, `Every insert, update and delete becomes an event on topic svc.${sync.id}.<collection>. Pull them with a Kafka client or the REST interface, or have them pushed to a webhook.`),
+    h(
+      'p',
+      null,
+      `Every insert, update and delete becomes an event on topic svc.${sync.id}.<collection>. Pull them with a Kafka client or the REST interface, or have them pushed to a webhook.`,
+    ),
     h('p', { class: 'label' }, 'Topics'),
     info.events.topics.length === 0
       ? h('p', { class: 'muted' }, 'None yet: topics appear with the tables.')
-      : h('ul', { class: 'topics' }, info.events.topics.map((t) => h('li', null, identifier(t)))),
+      : h(
+          'ul',
+          { class: 'topics' },
+          info.events.topics.map((t) => h('li', null, identifier(t))),
+        ),
     h('p', { class: 'label' }, 'REST URL'),
     copyable('REST URL', info.events.rest_url),
     h('p', { class: 'label' }, 'Kafka brokers'),
-    info.events.kafka_brokers.length > 0 ? copyable('Kafka brokers', info.events.kafka_brokers.join(',')) : h('p', { class: 'muted' }, 'Kafka is not configured on this server; use the REST interface.'),
+    info.events.kafka_brokers.length > 0
+      ? copyable('Kafka brokers', info.events.kafka_brokers.join(','))
+      : h('p', { class: 'muted' }, 'Kafka is not configured on this server; use the REST interface.'),
     h('p', { class: 'label' }, 'Username'),
     copyable('event username', info.events.username ?? ''),
     h('p', { class: 'label' }, 'Password'),

@@ -16,8 +16,16 @@ export async function deleteTab(_ctx, panel, sync) {
   const form = h(
     'form',
     { class: 'card danger-zone', novalidate: true },
-    h('p', null, `Deleting ${syncName(sync)} stops the sync, removes its webhooks and event topics, and drops its database ${sync.database.name} unless you keep it. This cannot be undone.`),
-    h('div', { class: 'field checkbox' }, h('label', { for: 'keep-database' }, keep, ' Keep the database (it stays readable with the same URL, but is no longer updated)')),
+    h(
+      'p',
+      null,
+      `Deleting ${syncName(sync)} stops the sync, removes its webhooks and event topics, and drops its database ${sync.database.name} unless you keep it. This cannot be undone.`,
+    ),
+    h(
+      'div',
+      { class: 'field checkbox' },
+      h('label', { for: 'keep-database' }, keep, ' Keep the database (it stays readable with the same URL, but is no longer updated)'),
+    ),
     field({ label: `Type the sync ID ${sync.id} to confirm`, control: confirmInput }),
     status,
     submit,

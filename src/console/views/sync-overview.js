@@ -7,7 +7,11 @@ import { indicator, progressBar } from '../status.js';
 const POLL_MS = 3000;
 
 function definitions(pairs) {
-  return h('dl', { class: 'facts' }, pairs.map(([term, value]) => [h('dt', null, term), h('dd', null, value)]));
+  return h(
+    'dl',
+    { class: 'facts' },
+    pairs.map(([term, value]) => [h('dt', null, term), h('dd', null, value)]),
+  );
 }
 
 /** Status and `_sync_meta` times, lag and cycle time over the last hours, recent errors, tables. */
@@ -16,7 +20,11 @@ export async function overviewTab(ctx, panel, initial, updated) {
   const chartBox = h('div', { class: 'chart-box' });
   const tablesBox = h('div');
   const errorsBox = h('div');
-  const hoursSelect = h('select', { name: 'hours' }, [1, 6, 24].map((n) => h('option', { value: n, selected: n === 6 }, n === 1 ? 'the last hour' : `the last ${n} hours`)));
+  const hoursSelect = h(
+    'select',
+    { name: 'hours' },
+    [1, 6, 24].map((n) => h('option', { value: n, selected: n === 6 }, n === 1 ? 'the last hour' : `the last ${n} hours`)),
+  );
 
   panel.append(
     h('h3', null, 'Status'),
@@ -46,7 +54,19 @@ export async function overviewTab(ctx, panel, initial, updated) {
         ['Events logged', count(sync.events.logged)],
         ...(sync.events.slot_lag_bytes !== null ? [['Decoder behind the database by', `${count(sync.events.slot_lag_bytes)} bytes`]] : []),
       ]),
-      ...(sync.warnings.length > 0 ? [notice('info', h('strong', null, 'What the key cannot read: '), h('ul', null, sync.warnings.map((w) => h('li', null, w))))] : []),
+      ...(sync.warnings.length > 0
+        ? [
+            notice(
+              'info',
+              h('strong', null, 'What the key cannot read: '),
+              h(
+                'ul',
+                null,
+                sync.warnings.map((w) => h('li', null, w)),
+              ),
+            ),
+          ]
+        : []),
     );
   };
 
@@ -67,7 +87,15 @@ export async function overviewTab(ctx, panel, initial, updated) {
                 'table',
                 { class: 'tables' },
                 h('caption', { class: 'sr-only' }, 'Tables of the database with their row counts'),
-                h('thead', null, h('tr', null, headers.map((name) => h('th', { scope: 'col' }, name)))),
+                h(
+                  'thead',
+                  null,
+                  h(
+                    'tr',
+                    null,
+                    headers.map((name) => h('th', { scope: 'col' }, name)),
+                  ),
+                ),
                 h(
                   'tbody',
                   null,

@@ -25,9 +25,16 @@ export async function settingsTab(_ctx, panel, sync, updated) {
   const s = sync.settings;
   const turbo = checkbox('turbo', s.turbo);
   const airtable = sync.kind === 'airtable';
-  const debounce = airtable ? h('input', { type: 'number', name: 'debounce_ms', min: 0, max: MAX_DEBOUNCE_MS, step: 1, inputmode: 'numeric', value: String(s.debounce_ms) }) : null;
+  const debounce = airtable
+    ? h('input', { type: 'number', name: 'debounce_ms', min: 0, max: MAX_DEBOUNCE_MS, step: 1, inputmode: 'numeric', value: String(s.debounce_ms) })
+    : null;
   const lookupAs = airtable
-    ? h('select', { name: 'lookup_as' }, h('option', { value: 'text[]', selected: s.lookup_as === 'text[]' }, 'text[] (an array of values)'), h('option', { value: 'text', selected: s.lookup_as === 'text' }, 'text (the values joined)'))
+    ? h(
+        'select',
+        { name: 'lookup_as' },
+        h('option', { value: 'text[]', selected: s.lookup_as === 'text[]' }, 'text[] (an array of values)'),
+        h('option', { value: 'text', selected: s.lookup_as === 'text' }, 'text (the values joined)'),
+      )
     : null;
   const intelligentCast = airtable ? checkbox('intelligent_cast', s.intelligent_cast) : null;
   const status = h('div', { class: 'form-status' });

@@ -25,7 +25,11 @@ export async function webhooksTab(ctx, panel, sync) {
     'form',
     { class: 'card', novalidate: true },
     h('h3', null, 'Add a destination'),
-    field({ label: 'Destination URL', control: url, hint: 'Each event is POSTed here as JSON, signed per Standard Webhooks (webhook-id, webhook-timestamp, webhook-signature). Failures are retried with back-off.' }),
+    field({
+      label: 'Destination URL',
+      control: url,
+      hint: 'Each event is POSTed here as JSON, signed per Standard Webhooks (webhook-id, webhook-timestamp, webhook-signature). Failures are retried with back-off.',
+    }),
     h(
       'fieldset',
       { class: 'topics-choice', 'aria-describedby': 'topics-error' },
@@ -34,7 +38,11 @@ export async function webhooksTab(ctx, panel, sync) {
         ? h('p', { class: 'muted' }, 'No topics yet: they appear with the tables.')
         : [
             h('label', { class: 'radio', for: 'topics-all' }, all, ' All topics'),
-            h('div', { class: 'topic-list' }, topicBoxes.map((box) => h('label', { class: 'radio', for: box.id }, box, ' ', identifier(box.getAttribute('value'))))),
+            h(
+              'div',
+              { class: 'topic-list' },
+              topicBoxes.map((box) => h('label', { class: 'radio', for: box.id }, box, ' ', identifier(box.getAttribute('value')))),
+            ),
           ],
       topicsError,
     ),
@@ -94,7 +102,11 @@ export async function webhooksTab(ctx, panel, sync) {
   const destination = (webhook, detail, deliveries, more) => {
     const d = detail.deliveries;
     const logId = `log-${webhook.id}`;
-    const toggle = h('button', { type: 'button', class: 'secondary', 'data-key': `${webhook.id}:log`, 'aria-expanded': String(open.has(webhook.id)), 'aria-controls': logId }, open.has(webhook.id) ? 'Hide delivery log' : 'Show delivery log');
+    const toggle = h(
+      'button',
+      { type: 'button', class: 'secondary', 'data-key': `${webhook.id}:log`, 'aria-expanded': String(open.has(webhook.id)), 'aria-controls': logId },
+      open.has(webhook.id) ? 'Hide delivery log' : 'Show delivery log',
+    );
     toggle.addEventListener('click', async () => {
       if (open.has(webhook.id)) open.delete(webhook.id);
       else open.add(webhook.id);
@@ -135,8 +147,20 @@ export async function webhooksTab(ctx, panel, sync) {
                 h(
                   'table',
                   { class: 'deliveries' },
-                  h('caption', null, `Deliveries that needed more than one attempt, oldest first${more ? ' (the first 100; the API pages through the rest)' : ''}`),
-                  h('thead', null, h('tr', null, headers.map((name) => h('th', { scope: 'col' }, name)))),
+                  h(
+                    'caption',
+                    null,
+                    `Deliveries that needed more than one attempt, oldest first${more ? ' (the first 100; the API pages through the rest)' : ''}`,
+                  ),
+                  h(
+                    'thead',
+                    null,
+                    h(
+                      'tr',
+                      null,
+                      headers.map((name) => h('th', { scope: 'col' }, name)),
+                    ),
+                  ),
                   h(
                     'tbody',
                     null,
@@ -149,7 +173,7 @@ export async function webhooksTab(ctx, panel, sync) {
                         h('td', { 'data-label': headers[2] }, h('code', null, x.record_id)),
                         h('td', { 'data-label': headers[3] }, h('span', { class: `badge badge-${x.status}` }, x.status)),
                         h('td', { 'data-label': headers[4], class: 'num' }, count(x.attempts)),
-                        h('td', { 'data-label': headers[5] }, x.last_status_code ? `HTTP ${x.last_status_code}` : x.last_error ?? '—'),
+                        h('td', { 'data-label': headers[5] }, x.last_status_code ? `HTTP ${x.last_status_code}` : (x.last_error ?? '—')),
                         h('td', { 'data-label': headers[6] }, at(x.last_attempt_at)),
                       ),
                     ),
@@ -162,7 +186,12 @@ export async function webhooksTab(ctx, panel, sync) {
       'article',
       { class: 'card webhook', 'data-webhook': webhook.id },
       h('h3', null, h('code', null, webhook.url)),
-      h('p', null, 'Topics: ', webhook.topics.map((t, i) => [i ? ', ' : '', identifier(t)])),
+      h(
+        'p',
+        null,
+        'Topics: ',
+        webhook.topics.map((t, i) => [i ? ', ' : '', identifier(t)]),
+      ),
       h(
         'p',
         { class: 'counts' },
@@ -183,7 +212,9 @@ export async function webhooksTab(ctx, panel, sync) {
         data.map(async (webhook) => {
           const [detail, log] = await Promise.all([
             api('GET', `/api/syncs/${sync.id}/webhooks/${webhook.id}`),
-            open.has(webhook.id) ? api('GET', `/api/syncs/${sync.id}/webhooks/${webhook.id}/deliveries?limit=100`) : Promise.resolve({ data: [], has_more: false }),
+            open.has(webhook.id)
+              ? api('GET', `/api/syncs/${sync.id}/webhooks/${webhook.id}/deliveries?limit=100`)
+              : Promise.resolve({ data: [], has_more: false }),
           ]);
           return destination(webhook, detail, log.data, log.has_more);
         }),

@@ -25,7 +25,11 @@ export async function syncView(ctx) {
   } catch (error) {
     if (error instanceof ApiError && error.status === 404) {
       ctx.title('Sync not found');
-      ctx.root.append(h('h1', null, 'Sync not found'), h('p', null, ctx.principal.kind === 'admin' ? `There is no sync ${id}.` : `There is no sync ${id} in your account.`), h('p', null, h('a', { href: '#/' }, 'Back to the syncs')));
+      ctx.root.append(
+        h('h1', null, 'Sync not found'),
+        h('p', null, ctx.principal.kind === 'admin' ? `There is no sync ${id}.` : `There is no sync ${id} in your account.`),
+        h('p', null, h('a', { href: '#/' }, 'Back to the syncs')),
+      );
       return;
     }
     throw error;
@@ -40,7 +44,11 @@ export async function syncView(ctx) {
     h(
       'nav',
       { class: 'tabs', 'aria-label': 'Sync pages' },
-      h('ul', null, TABS.map(([name, text]) => h('li', null, h('a', { href: `#/syncs/${sync.id}/${name}`, 'aria-current': name === tab ? 'page' : null }, text)))),
+      h(
+        'ul',
+        null,
+        TABS.map(([name, text]) => h('li', null, h('a', { href: `#/syncs/${sync.id}/${name}`, 'aria-current': name === tab ? 'page' : null }, text))),
+      ),
     ),
     panel,
   );

@@ -18,7 +18,15 @@ export async function syncsView(ctx) {
       'table',
       { class: 'syncs' },
       h('caption', { class: 'sr-only' }, 'Syncs, refreshed every two seconds'),
-      h('thead', null, h('tr', null, headers.map((name) => h('th', { scope: 'col' }, name)))),
+      h(
+        'thead',
+        null,
+        h(
+          'tr',
+          null,
+          headers.map((name) => h('th', { scope: 'col' }, name)),
+        ),
+      ),
       tbody,
     ),
   );
@@ -70,7 +78,11 @@ export async function syncsView(ctx) {
       const cells = cellsOf(sync);
       let tr = rows.get(sync.id);
       if (!tr) {
-        tr = h('tr', { 'data-sync': sync.id }, cells.map((_cell, i) => h(i === 0 ? 'th' : 'td', { scope: i === 0 ? 'row' : null, 'data-label': headers[i] })));
+        tr = h(
+          'tr',
+          { 'data-sync': sync.id },
+          cells.map((_cell, i) => h(i === 0 ? 'th' : 'td', { scope: i === 0 ? 'row' : null, 'data-label': headers[i] })),
+        );
         rows.set(sync.id, tr);
       }
       // The name cell keeps its link element unless the name changed (a focused link stays focused).

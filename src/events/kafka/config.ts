@@ -60,11 +60,13 @@ function logCreator(logger: Logger) {
 
 /** A kafkajs client for one part of the service (relay, access control), logging to `logger`. */
 export function newKafkaClient(options: KafkaConnectionOptions, logger: Logger, extra: Partial<KafkaConfig> = {}): Kafka {
-  const sasl: SASLOptions | undefined = options.sasl && {
-    mechanism: options.sasl.mechanism,
-    username: options.sasl.username,
-    password: options.sasl.password,
-  } as SASLOptions;
+  const sasl: SASLOptions | undefined =
+    options.sasl &&
+    ({
+      mechanism: options.sasl.mechanism,
+      username: options.sasl.username,
+      password: options.sasl.password,
+    } as SASLOptions);
   return new KafkaClient({
     clientId: options.clientId ?? 'tributary',
     brokers: options.brokers,

@@ -7,9 +7,7 @@ import type pg from 'pg';
 
 /** The last relayed seq of a sync; '0' before the first event (seqs start at 1). */
 export async function loadRelayCursor(pool: pg.Pool, syncId: string): Promise<string> {
-  const { rows } = await pool.query<{ seq: string }>('SELECT seq::text AS seq FROM kafka_relay_cursors WHERE sync_id = $1', [
-    syncId,
-  ]);
+  const { rows } = await pool.query<{ seq: string }>('SELECT seq::text AS seq FROM kafka_relay_cursors WHERE sync_id = $1', [syncId]);
   return rows[0]?.seq ?? '0';
 }
 

@@ -357,7 +357,6 @@ function raceAbort<T>(work: Promise<T>, signal: AbortSignal): Promise<T | typeof
   });
 }
 
-
 function sleep(ms: number, signal: AbortSignal): Promise<void> {
   return new Promise((resolve) => {
     if (signal.aborted || ms <= 0) return resolve();

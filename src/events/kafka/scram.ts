@@ -66,9 +66,7 @@ export async function hasScramUser(options: KafkaConnectionOptions, username: st
   return withConnection(options, async (connection, { describeUserScramCredentialsV0, ScramMechanisms }) => {
     try {
       const response = await describeUserScramCredentialsV0.api.async(connection, [{ name: username }]);
-      return response.results.some(
-        (r) => r.user === username && r.credentialInfos.some((c) => c.mechanism === ScramMechanisms.SCRAM_SHA_256),
-      );
+      return response.results.some((r) => r.user === username && r.credentialInfos.some((c) => c.mechanism === ScramMechanisms.SCRAM_SHA_256));
     } catch (error) {
       if (isResourceNotFound(error)) return false;
       throw error;
@@ -83,10 +81,7 @@ function isResourceNotFound(error: unknown): boolean {
 }
 
 /** One short-lived connection to the first bootstrap broker that answers. */
-async function withConnection<T>(
-  options: KafkaConnectionOptions,
-  work: (connection: Connection, kafka: Protocol) => Promise<T>,
-): Promise<T> {
+async function withConnection<T>(options: KafkaConnectionOptions, work: (connection: Connection, kafka: Protocol) => Promise<T>): Promise<T> {
   const kafka = await (protocol ??= import('@platformatic/kafka'));
   let lastError: Error | undefined;
   for (const address of options.brokers) {
@@ -113,9 +108,7 @@ async function withConnection<T>(
 function connectionOptions(options: KafkaConnectionOptions): ConnectionOptions {
   const base: ConnectionOptions = { connectTimeout: 5_000, requestTimeout: 30_000 };
   if (!options.sasl) return base;
-  const mechanism = ({ 'scram-sha-256': 'SCRAM-SHA-256', 'scram-sha-512': 'SCRAM-SHA-512', plain: 'PLAIN' } as const)[
-    options.sasl.mechanism
-  ];
+  const mechanism = ({ 'scram-sha-256': 'SCRAM-SHA-256', 'scram-sha-512': 'SCRAM-SHA-512', plain: 'PLAIN' } as const)[options.sasl.mechanism];
   return { ...base, sasl: { mechanism, username: options.sasl.username, password: options.sasl.password } };
 }
 

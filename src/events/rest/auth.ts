@@ -35,9 +35,7 @@ export function parseBasicAuth(header: string | undefined): { username: string; 
 export class EventCredentials {
   private readonly cache = new Map<string, CachedCredential>();
 
-  constructor(
-    private readonly options: { pool: pg.Pool; accounts: AccountStore; cacheMs: number; maxCached?: number },
-  ) {}
+  constructor(private readonly options: { pool: pg.Pool; accounts: AccountStore; cacheMs: number; maxCached?: number }) {}
 
   /** The account id the credentials belong to; a 401 otherwise (the same one whatever was wrong). */
   async authenticate(header: string | undefined): Promise<string> {

@@ -12,7 +12,13 @@ const NO_OFFSET = -1;
  * handed) are committed. Explicit offsets must name the account's own partitions (the same
  * 404 for unknown and foreign ones).
  */
-export async function commit(ctx: RestContext, scope: RequestScope, groupId: string, instanceId: string, offsets: TopicPartitionOffset[] | undefined): Promise<void> {
+export async function commit(
+  ctx: RestContext,
+  scope: RequestScope,
+  groupId: string,
+  instanceId: string,
+  offsets: TopicPartitionOffset[] | undefined,
+): Promise<void> {
   const key: GroupKey = { accountId: scope.accountId, groupId };
   if (!offsets) {
     await ctx.groups.locked(key, (client) => ctx.groups.commitPositions(client, key, instanceId));

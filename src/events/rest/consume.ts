@@ -58,30 +58,27 @@ export async function consume(ctx: RestContext, scope: RequestScope, call: Consu
   // session timeout, so that its own long poll never makes it look stale to the others.
   let sessionTimeoutMs = call.settings.sessionTimeoutMs;
   const sliceMs = () => Math.max(100, Math.min(ctx.limits.pollSliceMs, Math.floor(sessionTimeoutMs / 3)));
-  const messages = await longPoll(
-    { bus: ctx.bus, timeoutMs: call.request.timeoutMs, signal: scope.signal, sliceMs },
-    async () => {
-      const plan = await ctx.groups.locked(key, (client) => rebalance(ctx, client, key, call, first));
-      first = false;
-      sessionTimeoutMs = plan.sessionTimeoutMs;
-      const marks = marksOf(ctx.bus, [...ownSyncs, ...plan.syncIds]);
-      const budget = new ResponseBudget(ctx.limits);
-      const read: LoggedEvent[] = [];
-      const moves: Move[] = [];
-      // Start at a random partition so that a busy one cannot starve the others.
-      const start = plan.positions.length > 0 ? randomInt(plan.positions.length) : 0;
-      for (let i = 0; i < plan.positions.length && budget.remaining > 0; i++) {
-        const held = plan.positions[(start + i) % plan.positions.length]!;
-        const events = budget.take(await ctx.reader.byOffset(held.topic, held.partition, held.position, budget.remaining));
-        if (events.length === 0) continue;
-        moves.push({ topic: held.topic, partition: held.partition, from: held.position, to: (BigInt(events.at(-1)!.offset) + 1n).toString() });
-        read.push(...events);
-      }
-      const moved = await ctx.groups.advance(key, call.instanceId, moves);
-      lastMoves = moves.filter((m) => moved.has(tpKey(m)));
-      return { items: read.filter((e) => moved.has(tpKey(e))).map(toMessage), marks };
-    },
-  );
+  const messages = await longPoll({ bus: ctx.bus, timeoutMs: call.request.timeoutMs, signal: scope.signal, sliceMs }, async () => {
+    const plan = await ctx.groups.locked(key, (client) => rebalance(ctx, client, key, call, first));
+    first = false;
+    sessionTimeoutMs = plan.sessionTimeoutMs;
+    const marks = marksOf(ctx.bus, [...ownSyncs, ...plan.syncIds]);
+    const budget = new ResponseBudget(ctx.limits);
+    const read: LoggedEvent[] = [];
+    const moves: Move[] = [];
+    // Start at a random partition so that a busy one cannot starve the others.
+    const start = plan.positions.length > 0 ? randomInt(plan.positions.length) : 0;
+    for (let i = 0; i < plan.positions.length && budget.remaining > 0; i++) {
+      const held = plan.positions[(start + i) % plan.positions.length]!;
+      const events = budget.take(await ctx.reader.byOffset(held.topic, held.partition, held.position, budget.remaining));
+      if (events.length === 0) continue;
+      moves.push({ topic: held.topic, partition: held.partition, from: held.position, to: (BigInt(events.at(-1)!.offset) + 1n).toString() });
+      read.push(...events);
+    }
+    const moved = await ctx.groups.advance(key, call.instanceId, moves);
+    lastMoves = moves.filter((m) => moved.has(tpKey(m)));
+    return { items: read.filter((e) => moved.has(tpKey(e))).map(toMessage), marks };
+  });
   const handedOut = lastMoves;
   return {
     messages,

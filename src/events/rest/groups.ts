@@ -120,10 +120,11 @@ export class GroupStore {
 
   /** Removes an instance; false when there is none. Its positions go with it. */
   async remove(client: pg.PoolClient, key: GroupKey, instanceId: string): Promise<boolean> {
-    const { rowCount } = await client.query(
-      'DELETE FROM consumer_group_members WHERE account_id = $1 AND group_id = $2 AND instance_id = $3',
-      [key.accountId, key.groupId, instanceId],
-    );
+    const { rowCount } = await client.query('DELETE FROM consumer_group_members WHERE account_id = $1 AND group_id = $2 AND instance_id = $3', [
+      key.accountId,
+      key.groupId,
+      instanceId,
+    ]);
     return (rowCount ?? 0) > 0;
   }
 

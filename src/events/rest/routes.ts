@@ -6,17 +6,7 @@ import { consume } from './consume.ts';
 import type { RequestScope, RestContext } from './context.ts';
 import { fetchMessages } from './fetch.ts';
 import { SUCCESS } from './http.ts';
-import {
-  commitRequest,
-  committedRequest,
-  consumeRequest,
-  consumerSettings,
-  fetchRequest,
-  name,
-  oneOrMany,
-  queryTimeout,
-  topicPartition,
-} from './input.ts';
+import { commitRequest, committedRequest, consumeRequest, consumerSettings, fetchRequest, name, oneOrMany, queryTimeout, topicPartition } from './input.ts';
 
 export interface Call {
   req: http.IncomingMessage;

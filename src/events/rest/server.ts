@@ -114,9 +114,7 @@ function match(method: string, path: string): { route: Route; params: string[] }
   } catch {
     throw new TributaryError('invalid_request', 'the path is not validly percent-encoded');
   }
-  const shaped = routes.filter(
-    (route) => route.path.length === decoded.length && route.path.every((part, i) => part.startsWith(':') || part === decoded[i]),
-  );
+  const shaped = routes.filter((route) => route.path.length === decoded.length && route.path.every((part, i) => part.startsWith(':') || part === decoded[i]));
   if (shaped.length === 0) throw new TributaryError('not_found', `no such endpoint: ${path}`);
   const route = shaped.find((r) => r.methods.includes(method));
   if (!route) throw methodNotAllowed(method, path, [...new Set(shaped.flatMap((r) => r.methods))]);

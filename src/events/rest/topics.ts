@@ -50,10 +50,7 @@ export class TopicAccess {
   async ownSyncs(accountId: string, topics: Iterable<string>): Promise<string[]> {
     const ids = [...new Set([...topics].map(syncIdOfTopic).filter((id): id is string => id !== undefined))];
     if (ids.length === 0) return [];
-    const { rows } = await this.pool.query<{ id: string }>('SELECT id FROM syncs WHERE account_id = $1 AND id = ANY($2::text[])', [
-      accountId,
-      ids,
-    ]);
+    const { rows } = await this.pool.query<{ id: string }>('SELECT id FROM syncs WHERE account_id = $1 AND id = ANY($2::text[])', [accountId, ids]);
     return rows.map((r) => r.id);
   }
 
@@ -88,5 +85,4 @@ export class TopicAccess {
   }
 }
 
-export const unknownTopicPartition = (w: TopicPartition) =>
-  new TributaryError('not_found', `unknown topic or partition: ${w.topic} partition ${w.partition}`);
+export const unknownTopicPartition = (w: TopicPartition) => new TributaryError('not_found', `unknown topic or partition: ${w.topic} partition ${w.partition}`);

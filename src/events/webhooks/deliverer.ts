@@ -118,7 +118,8 @@ export function startWebhookDeliverer(options: WebhookDelivererOptions): Webhook
       try {
         secret = destination.secret();
       } catch (error) {
-        if (!unusable.has(destination.id)) logger.error({ err: toError(error), destination: destination.id }, 'cannot unseal the webhook secret; not delivering to this destination');
+        if (!unusable.has(destination.id))
+          logger.error({ err: toError(error), destination: destination.id }, 'cannot unseal the webhook secret; not delivering to this destination');
         unusable.add(destination.id);
         continue;
       }

@@ -90,7 +90,15 @@ export class DestinationWorker {
     this.lanes = Array.from({ length: tuning.lanes }, (_, index) => newLane(index));
     this.sign = webhookSigner(destination.secret);
     // Stopping wakes every loop: one abort listener here, not one per wait.
-    const notifiers = [this.flushWakeup, this.parking.written, this.roomFreed, this.reading.caughtUpWakeup, this.answering, this.progressSaved, ...this.lanes.map((lane) => lane.wakeup)];
+    const notifiers = [
+      this.flushWakeup,
+      this.parking.written,
+      this.roomFreed,
+      this.reading.caughtUpWakeup,
+      this.answering,
+      this.progressSaved,
+      ...this.lanes.map((lane) => lane.wakeup),
+    ];
     this.signal.addEventListener(
       'abort',
       () => {
@@ -158,9 +166,7 @@ export class DestinationWorker {
       }
     } finally {
       // Best effort: whatever is not saved here is delivered again after the restart.
-      await this.options.store
-        .saveProgress(this.id, this.cursor().toString(), this.delivered, this.failedAttempts)
-        .catch(() => undefined);
+      await this.options.store.saveProgress(this.id, this.cursor().toString(), this.delivered, this.failedAttempts).catch(() => undefined);
     }
   }
 

@@ -79,9 +79,13 @@ export class WebhookStore {
    * Creates a destination that receives the events logged from now on, unless the sync
    * already has `max` of them (then undefined). The secret is returned here only.
    */
-  async create(input: { syncId: string; accountId: string; url: string; topics: string[]; max: number }): Promise<
-    { destination: WebhookDestination; secret: Secret } | undefined
-  > {
+  async create(input: {
+    syncId: string;
+    accountId: string;
+    url: string;
+    topics: string[];
+    max: number;
+  }): Promise<{ destination: WebhookDestination; secret: Secret } | undefined> {
     const id = newDestinationId();
     const secret = newWebhookSecret();
     const { rows } = await this.pool.query<DestinationRow>(
@@ -97,18 +101,12 @@ export class WebhookStore {
   }
 
   async list(syncId: string): Promise<WebhookDestination[]> {
-    const { rows } = await this.pool.query<DestinationRow>(
-      `SELECT ${COLUMNS} FROM webhook_destinations WHERE sync_id = $1 ORDER BY created_at, id`,
-      [syncId],
-    );
+    const { rows } = await this.pool.query<DestinationRow>(`SELECT ${COLUMNS} FROM webhook_destinations WHERE sync_id = $1 ORDER BY created_at, id`, [syncId]);
     return rows.map(toDestination);
   }
 
   async get(syncId: string, id: string): Promise<WebhookDestination | undefined> {
-    const { rows } = await this.pool.query<DestinationRow>(
-      `SELECT ${COLUMNS} FROM webhook_destinations WHERE sync_id = $1 AND id = $2`,
-      [syncId, id],
-    );
+    const { rows } = await this.pool.query<DestinationRow>(`SELECT ${COLUMNS} FROM webhook_destinations WHERE sync_id = $1 AND id = $2`, [syncId, id]);
     return rows[0] && toDestination(rows[0]);
   }
 

@@ -37,9 +37,7 @@ export interface Http1Options {
 }
 
 /** How one exchange ended: a complete (or deliberately cut) response, or a failure. */
-export type Http1Result =
-  | { status: number; body: Buffer; error?: undefined }
-  | { status?: undefined; body?: undefined; error: string };
+export type Http1Result = { status: number; body: Buffer; error?: undefined } | { status?: undefined; body?: undefined; error: string };
 
 /** One request and its response. */
 export class Exchange {

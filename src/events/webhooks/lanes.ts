@@ -15,13 +15,10 @@ export function laneOf(recordId: string, lanes: number): number {
 
 // The one-shot crypto.hash (Node 20.12 and later) costs less than a Hash object per event.
 const md5: (text: string) => Buffer =
-  typeof crypto.hash === 'function'
-    ? (text) => crypto.hash('md5', text, 'buffer')
-    : (text) => crypto.createHash('md5').update(text, 'utf8').digest();
+  typeof crypto.hash === 'function' ? (text) => crypto.hash('md5', text, 'buffer') : (text) => crypto.createHash('md5').update(text, 'utf8').digest();
 
 /** The same as laneOf, as an SQL expression over a text column and an int parameter. */
-export const LANE_SQL = (column: string, lanes: string) =>
-  `((('x' || substr(md5(${column}), 1, 8))::bit(32)::bigint % ${lanes}::int)::int)`;
+export const LANE_SQL = (column: string, lanes: string) => `((('x' || substr(md5(${column}), 1, 8))::bit(32)::bigint % ${lanes}::int)::int)`;
 
 /** An event read from the log, waiting in a lane's memory. */
 export interface Item {

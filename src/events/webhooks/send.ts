@@ -68,9 +68,13 @@ export function createSender(options: SenderOptions): Sender {
       const exchanges = new Set<Exchange>();
       set = exchanges;
       inFlight.set(signal, exchanges);
-      signal.addEventListener('abort', () => {
-        for (const exchange of [...exchanges]) pool.cancel(exchange, 'stopped');
-      }, { once: true });
+      signal.addEventListener(
+        'abort',
+        () => {
+          for (const exchange of [...exchanges]) pool.cancel(exchange, 'stopped');
+        },
+        { once: true },
+      );
     }
     return set;
   };
@@ -121,7 +125,11 @@ function toSendResult(result: Http1Result): SendResult {
   if (result.error !== undefined) return { ok: false, error: result.error };
   const status = result.status;
   if (status >= 200 && status < 300) return { ok: true, status };
-  const text = result.body.toString('utf8').replace(/[^\x20-\x7e]+/g, ' ').trim().slice(0, 200);
+  const text = result.body
+    .toString('utf8')
+    .replace(/[^\x20-\x7e]+/g, ' ')
+    .trim()
+    .slice(0, 200);
   const redirect = status >= 300 && status < 400 ? ' (redirects are not followed)' : '';
   return { ok: false, status, error: `HTTP ${status}${redirect}${text ? `: ${text}` : ''}` };
 }

@@ -114,7 +114,10 @@ export async function writeThroughStripe(ctx: StripeWriteContext, write: StripeW
       change = { object: await client.request<StripeObject>('GET', path), version };
       result.fetched = true;
     } catch (error) {
-      ctx.logger.warn({ object: answer.object, error: toError(error).message }, 'fetching a written Stripe object in the pinned API version failed; writing the answer as it came');
+      ctx.logger.warn(
+        { object: answer.object, error: toError(error).message },
+        'fetching a written Stripe object in the pinned API version failed; writing the answer as it came',
+      );
     }
   }
 

@@ -150,16 +150,9 @@ export class LocalKafka implements KafkaBroker {
   /** The cause of a failed start usually scrolls out of the tail behind shutdown noise, so errors come first. */
   private async logTail(): Promise<string> {
     const lines = (await readFileOr(this.layout.serverLog, '')).split('\n');
-    const errors = lines
-      .flatMap((line, i) => (/^\[[^\]]+\] (ERROR|FATAL) /.test(line) ? lines.slice(i, i + 4) : []))
-      .slice(0, 40);
-    return [
-      '--- errors in server.log ---',
-      ...errors,
-      '--- end of server.log ---',
-      ...lines.slice(-25),
-      '--- stdout/stderr ---',
-      ...this.recentOutput,
-    ].join('\n');
+    const errors = lines.flatMap((line, i) => (/^\[[^\]]+\] (ERROR|FATAL) /.test(line) ? lines.slice(i, i + 4) : [])).slice(0, 40);
+    return ['--- errors in server.log ---', ...errors, '--- end of server.log ---', ...lines.slice(-25), '--- stdout/stderr ---', ...this.recentOutput].join(
+      '\n',
+    );
   }
 }

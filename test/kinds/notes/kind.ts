@@ -49,7 +49,11 @@ function notesRunner(context: RunnerContext) {
     await upsertRows(context.target, NOTES, data);
     const listed = new Set(data.map((n) => n.id));
     const { rows } = await context.target.query<{ id: string }>('SELECT id FROM public.notes');
-    await deleteRows(context.target, NOTES, rows.map((r) => r.id).filter((id) => !listed.has(id)));
+    await deleteRows(
+      context.target,
+      NOTES,
+      rows.map((r) => r.id).filter((id) => !listed.has(id)),
+    );
     await status.cycleCompleted(started, new Date(), pass);
   };
   const loop = async () => {
