@@ -1,7 +1,8 @@
 /**
  * The product tree holds only the product: the fakes, the simulation and the tests live beside
  * it, the production image copies none of them, and `tributary fake` in such an image says the
- * fakes are not installed instead of failing obscurely. The core knows no upstream by name.
+ * fakes are not installed instead of failing obscurely. The core knows no upstream by name,
+ * and no product file is over 400 lines.
  */
 import { execFile } from 'node:child_process';
 import { cp, mkdtemp, readFile, rm, symlink } from 'node:fs/promises';
@@ -58,6 +59,11 @@ test("the simulation's upstream checks import no upstream mapping of the product
   assert.equal(imports, [], imports.join('\n'));
   // The pattern itself finds such an import.
   assert.match("import { rowOf } from '../../src/airtable/tables.ts';", /(from|import\()\s*'[^']*src\/(airtable|stripe)\//);
+});
+
+test('no product file is over 400 lines: a larger one is split where its code has a seam', async () => {
+  const long = (await sourceFiles('src', /\.(ts|js)$/)).map(({ file, text }) => ({ file, lines: text.split('\n').length - 1 })).filter((f) => f.lines > 400);
+  assert.equal(long, []);
 });
 
 test('`tributary fake` where only the product is installed names what is missing', async () => {

@@ -9,18 +9,19 @@ import { StatusReporter } from '../sync/status-reporter.ts';
 import { backoffDelay, CYCLE_BACKOFF, FATAL_PAUSE_MS } from '../retry.ts';
 import { pause } from '../time.ts';
 import { writeFetched } from '../writer/fetched.ts';
-import { ensureMarks, MARK_CLOCK_MARGIN_MS, pruneMarks } from '../writer/marks.ts';
+import { ensureMarks, pruneMarks } from '../writer/marks.ts';
 import { deleteRows, upsertRows } from '../writer/upsert.ts';
 import { AIRTABLE_RULE, AirtableClient, AirtableError } from './client.ts';
 import { planMigration } from './plan.ts';
 import { mapBase, type TableMapping } from './schema.ts';
 import { sweepTable, type SweepContext } from './sweep.ts';
-import { dropTable, prepareRebuild, refreshComments, swapIn } from '../writer/swap.ts';
+import { dropTable, prepareRebuild, refreshComments } from '../writer/swap.ts';
 import { builtTable, loadBuilt, rowOf, shapeOf } from './tables.ts';
 import { ensureWebhook } from './webhook.ts';
 import { ChangeCapture } from './capture.ts';
 import { RefetchQueue } from './refetch-queue.ts';
 import { AirtableSyncState, interruptible } from './sync-state.ts';
+import { swapInAfterProxiedWrites } from './swap-rounds.ts';
 
 export interface AirtableRunnerOptions {
   syncId: string;
@@ -48,8 +49,6 @@ export interface AirtableRunnerOptions {
 }
 
 const RECENT_TTL_MS = 10 * 60_000;
-/** Rounds of fetching proxied records again before a rebuilt table goes in regardless. */
-const SWAP_ROUNDS = 5;
 
 /**
  * Keeps one base in step: continuous cycles (schema, then every table swept or rebuilt)
@@ -234,7 +233,16 @@ export class AirtableRunner {
               deleteMissing: false,
             },
           );
-          leftover = await this.swapInAfterProxiedWrites(client, mapping, rebuildFrom);
+          leftover = await swapInAfterProxiedWrites(
+            {
+              target: this.options.target,
+              signal: this.signal,
+              logger: this.options.logger,
+              refetch: (ids) => this.refetchInto(client, mapping, 'public_swap', ids),
+            },
+            mapping,
+            rebuildFrom,
+          );
         } catch (error) {
           // The old table stays live: changes meanwhile go to it, not to a set nobody reads.
           this.state.rebuilding.delete(mapping.tableId);
@@ -354,38 +362,6 @@ export class AirtableRunner {
       this.queue.written(mapping.tableId, id);
     }
     return fetchedAt;
-  }
-
-  /**
-   * Swaps a rebuilt table in once it holds every record proxied meanwhile as it is now: records
-   * marked since the rebuild began are fetched again into it first (swap.ts, SwapGuard). A fetch
-   * covers a mark only when it began a clock margin after it, so it waits that out. After a few
-   * rounds of writes still coming, the table goes in anyway and change capture catches up.
-   */
-  private async swapInAfterProxiedWrites(client: AirtableClient, mapping: TableMapping, rebuildFrom: number): Promise<string[]> {
-    const fetched = new Map<string, number>();
-    const covered = (id: string, at: number) => (fetched.get(id) ?? -Infinity) > at + MARK_CLOCK_MARGIN_MS;
-    const since = rebuildFrom - MARK_CLOCK_MARGIN_MS;
-    for (let round = 0; ; round++) {
-      // The last round swaps whatever it finds, and returns the records still to fetch again.
-      const leftover: string[] = [];
-      const last = {
-        since,
-        covered: (id: string, at: number) => {
-          if (!covered(id, at)) leftover.push(id);
-          return true;
-        },
-      };
-      const marks = await swapIn(this.options.target, builtTable(mapping), round < SWAP_ROUNDS ? { since, covered } : last);
-      if (marks.length === 0) return leftover;
-      const newest = marks.reduce((latest, m) => Math.max(latest, m.at), 0);
-      await pause(Math.max(0, newest + MARK_CLOCK_MARGIN_MS + 1 - Date.now()), this.signal);
-      if (this.signal.aborted) throw new Error('stopped');
-      const ids = [...new Set(marks.map((m) => m.id))];
-      const fetchedAt = await this.refetchInto(client, mapping, 'public_swap', ids);
-      for (const id of ids) fetched.set(id, fetchedAt);
-      this.options.logger.debug({ table: mapping.name, records: ids.length, round }, 'proxied writes fetched again before the swap');
-    }
   }
 
   /**

@@ -15,12 +15,10 @@ import { webhookSigner, type WebhookSigner } from './signature.ts';
 import { type Backoff, retry } from '../../retry.ts';
 import type { DelivererTuning } from './tuning.ts';
 import { Notifier, Stopped } from './wait.ts';
+import { BackoffWakeups } from './backoff-wakeups.ts';
 
 /** Bookkeeping in the control database: 200 ms doubling to 10 s, until it succeeds or the worker stops. */
 const BOOKKEEPING_BACKOFF: Backoff = { initialMs: 200, maxMs: 10_000 };
-
-/** How often a destination answering again may cut short the back-off of its waiting lanes. */
-const ANSWERED_AGAIN_GAP_MS = 5_000;
 
 export interface DestinationWorkerOptions {
   syncId: string;
@@ -56,12 +54,8 @@ export class DestinationWorker {
   private readonly roomFreed = new Notifier();
   /** Notified at the end of each flush: the counters it found are saved. */
   private readonly progressSaved = new Notifier();
-  /** Notified when the destination answers 2xx while other lanes wait out a back-off. */
-  private readonly answering = new Notifier();
-  private answeredAgain = 0;
-  /** Replays asked for: a waiting delivery reads its row again (it may have been moved to now). */
-  private retryRequests = 0;
-  private lastAnsweredAgainAt = 0;
+  /** Ends back-offs early: the destination answering again, or replays asked for. */
+  private readonly wakeups = new BackoffWakeups();
   private running: Promise<void> | undefined;
   private failed = false;
   private readonly sign: WebhookSigner;
@@ -95,7 +89,7 @@ export class DestinationWorker {
       this.parking.written,
       this.roomFreed,
       this.reading.caughtUpWakeup,
-      this.answering,
+      this.wakeups.notifier,
       this.progressSaved,
       ...this.lanes.map((lane) => lane.wakeup),
     ];
@@ -131,8 +125,7 @@ export class DestinationWorker {
    * out a back-off try now (a user asked to retry them).
    */
   async refreshQueued(): Promise<void> {
-    this.retryRequests += 1;
-    this.answering.notify();
+    this.wakeups.retryRequested();
     const lanes = await this.db(() => this.options.log.queuedLanes(this.id));
     for (const index of lanes) {
       const lane = this.lanes[index];
@@ -256,7 +249,7 @@ export class DestinationWorker {
         lane.failingSince = undefined;
         this.delivered += 1;
         this.roomFreed.notify();
-        this.destinationAnswered();
+        this.wakeups.answered(this.lanes.some((lane) => lane.failingSince !== undefined));
         continue;
       }
       this.failedAttempts += 1;
@@ -320,12 +313,13 @@ export class DestinationWorker {
     while (!this.signal.aborted) {
       const wait = nextAt - Date.now();
       if (wait > 0) {
-        const seen = this.answeredAgain;
-        const asked = this.retryRequests;
-        await this.answering.wait(wait);
+        const seen = this.wakeups.answeredAgain;
+        const asked = this.wakeups.retryRequests;
+        await this.wakeups.notifier.wait(wait);
         // The destination answers again: try now rather than at the end of a back-off that may be an hour.
-        if (this.answeredAgain !== seen) nextAt = 0;
-        else if (this.retryRequests !== asked) nextAt = (await this.db(() => log.nextAttemptAt(row.id)))?.getTime() ?? 0;
+        if (this.wakeups.answeredAgain !== seen) nextAt = 0;
+        // A replay was asked for: the row may have been moved to now.
+        else if (this.wakeups.retryRequests !== asked) nextAt = (await this.db(() => log.nextAttemptAt(row.id)))?.getTime() ?? 0;
         continue;
       }
       const outcome = await this.attempt(item);
@@ -335,7 +329,7 @@ export class DestinationWorker {
         await this.db(() => log.delivered(row.id, attempts, outcome));
         lane.failingSince = undefined;
         this.delivered += 1;
-        this.destinationAnswered();
+        this.wakeups.answered(this.lanes.some((lane) => lane.failingSince !== undefined));
         return;
       }
       this.failedAttempts += 1;
@@ -359,19 +353,6 @@ export class DestinationWorker {
       await this.db(() => log.failed(row.id, attempts, outcome, first, next));
       nextAt = next.getTime();
     }
-  }
-
-  /**
-   * A 2xx from the destination: lanes waiting out a back-off try again now. At most once per
-   * ANSWERED_AGAIN_GAP_MS, so a flapping destination is not sent every waiting lane per success.
-   */
-  private destinationAnswered(): void {
-    if (!this.lanes.some((lane) => lane.failingSince !== undefined)) return;
-    const now = Date.now();
-    if (now - this.lastAnsweredAgainAt < ANSWERED_AGAIN_GAP_MS) return;
-    this.lastAnsweredAgainAt = now;
-    this.answeredAgain += 1;
-    this.answering.notify();
   }
 
   // ── one attempt ─────────────────────────────────────────────────────────

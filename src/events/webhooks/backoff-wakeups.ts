@@ -1,0 +1,33 @@
+import { Notifier } from './wait.ts';
+
+/** How often a destination answering again may cut short the back-off of its waiting lanes. */
+const ANSWERED_AGAIN_GAP_MS = 5_000;
+
+/**
+ * What ends a lane's back-off early: the destination answering 2xx again (at most once per
+ * ANSWERED_AGAIN_GAP_MS, so a flapping destination is not sent every waiting lane per
+ * success), or a replay someone asked for. A waiting lane notes both counts, waits on
+ * `notifier`, and compares.
+ */
+export class BackoffWakeups {
+  readonly notifier = new Notifier();
+  answeredAgain = 0;
+  retryRequests = 0;
+  private lastAnsweredAgainAt = 0;
+
+  /** A 2xx from the destination; `lanesWaiting`: some lane waits out a back-off. */
+  answered(lanesWaiting: boolean): void {
+    if (!lanesWaiting) return;
+    const now = Date.now();
+    if (now - this.lastAnsweredAgainAt < ANSWERED_AGAIN_GAP_MS) return;
+    this.lastAnsweredAgainAt = now;
+    this.answeredAgain += 1;
+    this.notifier.notify();
+  }
+
+  /** Replays were requested: lanes waiting out a back-off look again at when to try. */
+  retryRequested(): void {
+    this.retryRequests += 1;
+    this.notifier.notify();
+  }
+}
