@@ -24,7 +24,7 @@ test('the committed catalog is exactly what the generator makes of the pinned st
     const [a, b] = [generated.split('\n'), committed.split('\n')];
     const line = a.findIndex((l, i) => l !== b[i]);
     assert.unreachable(
-      `catalog.json is stale at line ${line + 1}:\n  generated: ${a[line]}\n  committed: ${b[line]}\n` + 'run: node --import tsx scripts/stripe-catalog.ts',
+      `catalog.json is stale at line ${line + 1}:\n  generated: ${a[line]}\n  committed: ${b[line]}\nrun: node --import tsx scripts/stripe-catalog.ts`,
     );
   }
 });

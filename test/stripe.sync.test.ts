@@ -189,6 +189,24 @@ test("finalizing an invoice moves its customer's next_invoice_sequence, which ha
   await within('SELECT next_invoice_sequence::int AS n FROM public.customer WHERE id = $1', [customer.id], (rows) => rows[0]?.n === sequence);
 });
 
+test('a customer deleted right after its invoice is finalized stays deleted: the refetch finds a deleted stub', async () => {
+  const customer = await stripe.customers.create({ email: 'short-lived@example.com' });
+  await within('SELECT 1 FROM public.customer WHERE id = $1', [customer.id], (rows) => rows.length === 1);
+  // Both events in one page of the feed: the page's invoice.finalized fetches the customer
+  // again, after its customer.deleted, and Stripe answers a deleted customer with a stub.
+  fake.faults.add({ match: { path: '/v1/events', account: upstream.id }, kind: 'status', status: 500, times: Infinity });
+  await new Promise((r) => setTimeout(r, 500));
+  await stripe.invoiceItems.create({ customer: customer.id, amount: 900, currency: 'usd' });
+  const invoice = await stripe.invoices.create({ customer: customer.id, pending_invoice_items_behavior: 'include' });
+  await stripe.invoices.finalizeInvoice(invoice.id!);
+  await stripe.customers.del(customer.id);
+  fake.faults.clear();
+  await within('SELECT 1 FROM public.customer WHERE id = $1', [customer.id], (rows) => rows.length === 0);
+  // A few polls later, still gone.
+  await new Promise((r) => setTimeout(r, 2000));
+  assert.equal(await query(reader, 'SELECT id FROM public.customer WHERE id = $1', [customer.id]), [], 'no row came back');
+});
+
 test('a product renamed through the API lands, and the sync reports no error', async () => {
   const [row] = await query<any>(reader, 'SELECT id, name FROM public.product ORDER BY id LIMIT 1');
   await stripe.products.update(row.id, { name: 'Newest name' });

@@ -130,12 +130,15 @@ async function applyGuarded(client: pg.ClientBase, changes: Change[], result: Ap
     const upserts: Row[] = [];
     const deletes: string[] = [];
     const versions: Array<{ id: string; version: number; deleted: boolean }> = [];
-    for (const [id, change] of rows) {
+    for (const [id, fetched] of rows) {
       const seen = known.get(id);
-      if (seen && (seen.deleted || seen.version > change.version)) {
+      if (seen && (seen.deleted || seen.version > fetched.version)) {
         result.stale++;
         continue;
       }
+      // Stripe answers a deleted customer, product, plan … by id with a stub `deleted: true`:
+      // fetched again after its deletion (a refetch of a page's objects), it is that deletion.
+      const change = fetched.object.deleted === true ? { ...fetched, deleted: true } : fetched;
       applied.push({ table: name, change });
       versions.push({ id, version: change.version, deleted: change.deleted === true });
       if (change.deleted) deletes.push(id);
