@@ -71,11 +71,18 @@ function checkShape(want: ExpectedTable, have: DbTable, comments: Map<string, st
     if (column.field && (!comment?.includes(column.field.id) || !comment.includes(column.field.name))) {
       report.add(`${label}: the COMMENT of column ${want.name}.${column.name} is ${JSON.stringify(comment)}, which does not name ${of}`);
     }
+    // `id` and `created_time` stand for no field, but carry a COMMENT as every column does.
+    if (!column.field && !comment) report.add(`${label}: column ${want.name}.${column.name} has no COMMENT`);
   }
   const wanted = new Set(want.columns.map((c) => c.name));
   for (const column of have.columns) {
     if (!wanted.has(column.name)) report.add(`${label}: table ${want.name} has column ${column.name} (${column.type}), which no field of the table makes`);
   }
+  // The columns come in order: id, created_time, then the fields as the base lists them.
+  const order = (names: string[]) => names.filter((n) => wanted.has(n) && dbColumns.has(n)).join(', ');
+  const haveOrder = order(have.columns.map((c) => c.name));
+  const wantOrder = order(want.columns.map((c) => c.name));
+  if (haveOrder !== wantOrder) report.add(`${label}: the columns of ${want.name} are in the order ${haveOrder}; the base lists them as ${wantOrder}`);
   return readable;
 }
 
