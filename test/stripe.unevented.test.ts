@@ -124,6 +124,27 @@ test('balance transactions, payment methods used unattached and child lists even
   assert.is((await syncView()).status.last_error, null);
 });
 
+test('a balance transaction that matures keeps the status last read: Stripe sends no event for it', async () => {
+  const card = await paced(() => stripe.paymentMethods.create({ type: 'card', card: { token: 'tok_visa' } }));
+  const paid = await paced(() => stripe.paymentIntents.create({ amount: 1300, currency: 'usd', payment_method: card.id, confirm: true }));
+  await waitOk();
+  const txn = upstream.get('charges', paid.latest_charge as string)!.balance_transaction as string;
+  const status = async () => (await query<{ status: string }>(reader, 'SELECT status FROM public.balance_transaction WHERE id = $1', [txn]))[0]?.status;
+  assert.is(await status(), 'pending');
+  fake.clock.advance(3 * 86_400_000);
+  assert.is(upstream.shown('balance_transactions').find((t) => t.id === txn)?.status, 'available');
+  // A later change the sync reads: still nothing says the transaction matured.
+  await paced(() => stripe.customers.create({ name: 'After maturity' }));
+  await waitOk();
+  assert.is(await status(), 'pending', 'the row keeps the status the sync last read');
+  const violations = (await stripeMatchesUpstream({ account: upstream, databaseUrl: reader })).filter((v) => v.detail.includes(txn));
+  assert.equal(
+    violations.map((v) => v.detail),
+    [],
+    'the checker holds it to the documented rule',
+  );
+});
+
 test('what is stored already is not fetched again when a later event names it', async () => {
   const fetched = () => fake.stats.byPath('/v1/balance_transactions/').requests + fake.stats.byPath('/v1/payment_methods/').requests;
   const [charge] = await query<{ id: string; balance_transaction: string; payment_method: string }>(
