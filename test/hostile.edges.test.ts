@@ -66,6 +66,32 @@ test('the event REST interface refuses NUL bytes too, in its paths and its bodie
   assert.is(fetched.status, 400, await fetched.text());
 });
 
+test('a JSON body nested past 64 levels is a 400, not a 500, on the API and the event REST interface', async () => {
+  const deep = `${'['.repeat(400_000)}${']'.repeat(400_000)}`;
+  const answer = await fetch(`${svc.api}/api/accounts`, {
+    method: 'POST',
+    headers: { authorization: `Bearer ${svc.adminToken}`, 'content-type': 'application/json' },
+    body: deep,
+  });
+  const text = await answer.text();
+  assert.is(answer.status, 400, text);
+  assert.match(text, /nested deeper than 64 levels/);
+  const rest = `http://127.0.0.1:${svc.service.eventsPort}`;
+  const auth = `Basic ${Buffer.from(`${alice.eventsUsername}:${alice.eventsPassword}`).toString('base64')}`;
+  // Within the interface's 64 KiB, and past what a recursive walk's stack holds.
+  const deepSmall = `${'['.repeat(30_000)}${']'.repeat(30_000)}`;
+  const fetched = await fetch(`${rest}/fetch`, { method: 'POST', headers: { authorization: auth, 'content-type': 'application/json' }, body: deepSmall });
+  const restText = await fetched.text();
+  assert.is(fetched.status, 400, restText);
+  assert.match(restText, /nested deeper than 64 levels/);
+  // A body as deep as the limit still reaches its route (which then judges its shape).
+  const atLimit = `{"name":${'['.repeat(63)}"x"${']'.repeat(63)}}`;
+  const shallow = await request(svc.api, 'POST', '/api/accounts', { token: svc.adminToken, raw: atLimit, headers: { 'content-type': 'application/json' } });
+  assert.is(shallow.status, 400, shallow.text);
+  assert.match(shallow.body.error.message, /^name: /);
+  assert.ok(!svc.logs.text.includes('"level":50'), 'nothing was logged as an error');
+});
+
 test('a delivery id past the bigint range is a 400, not a 500', async () => {
   const hook = await request(svc.api, 'POST', `/api/syncs/${syncId}/webhooks`, {
     token: alice.token,
