@@ -245,6 +245,7 @@ export async function startService(config: Config, logger: Logger, tunables: Tun
         publicOrigin: config.publicOrigin,
         eventAccess,
         proxyUrl: () => `http://${config.publicHost}:${ports.proxy ?? config.proxyPort}`,
+        apiUrl: () => `http://${config.publicHost}:${ports.api ?? config.apiPort}`,
         bus,
         passes,
         metrics,

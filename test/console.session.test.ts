@@ -3,6 +3,7 @@
  * refusals, isolation between accounts, sign-out), the static files, and the read-only
  * routes its pages use (tables, history, connection, event credentials).
  */
+import http from 'node:http';
 import { gzipSync } from 'node:zlib';
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
@@ -260,6 +261,19 @@ test("the console's read-only routes: tables with upstream names, history, conne
 
   const connection = await request(svc.api, 'GET', `/api/syncs/${aliceSync}/connection`, { token: alice.token });
   assert.is(connection.body.wait_url, `${svc.api}/api/wait/${aliceSync}`);
+  // From the configuration, never from the request: a forged Host changes nothing (fetch
+  // cannot send one, node:http can).
+  const forged = await new Promise<string>((resolve, reject) => {
+    const url = new URL(`${svc.api}/api/syncs/${aliceSync}/connection`);
+    http
+      .get(url, { headers: { host: 'evil.example', authorization: `Bearer ${alice.token}` } }, (res) => {
+        let text = '';
+        res.setEncoding('utf8').on('data', (chunk: string) => (text += chunk));
+        res.on('end', () => resolve(text));
+      })
+      .on('error', reject);
+  });
+  assert.is((JSON.parse(forged) as { wait_url: string }).wait_url, `${svc.api}/api/wait/${aliceSync}`, forged);
   assert.is(connection.body.events.username, alice.eventsUsername);
   assert.ok(connection.body.events.topics.includes(`svc.${aliceSync}.project_tasks`));
   assert.not.ok(connection.text.includes(alice.eventsPassword), 'the password only on request');

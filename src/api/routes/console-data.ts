@@ -3,7 +3,6 @@ import type pg from 'pg';
 import type { SyncRecord } from '../../control/syncs.ts';
 import { ident, withClient } from '../../db/sql.ts';
 import { TributaryError, notFound } from '../../errors.ts';
-import { ownOrigin } from '../auth.ts';
 import { validateQuery, wholeNumber } from '../body.ts';
 import type { ApiOptions } from '../context.ts';
 import type { ApiDocument, Operation } from '../openapi.ts';
@@ -15,6 +14,8 @@ import { SYNC_NOT_FOUND, findSync, syncParams } from './syncs.ts';
 export interface ConsoleDataOptions {
   /** `{proxy_url}` as users reach it (shown under Connect); a function when the port is known only once listening. */
   proxyUrl?: string | (() => string | undefined);
+  /** The API's own address from the configuration (the wait URL is built on it, never on the request's Host). */
+  apiUrl?: () => string;
 }
 
 /** Tables at most this big (by the planner's estimate) are counted exactly; bigger ones show the estimate. */
@@ -219,7 +220,7 @@ export function consoleDataRoutes(router: Router, api: ApiOptions & ConsoleDataO
     const view = await readSyncDatabase(api, sync).catch(() => ({ tables: [] as TableInfo[] }));
     ctx.body = {
       sync_id: sync.id,
-      wait_url: `${ownOrigin(ctx)}/api/wait/${sync.id}`,
+      wait_url: `${api.publicOrigin ?? api.apiUrl?.() ?? `http://${ctx.socket.localAddress}:${ctx.socket.localPort}`}/api/wait/${sync.id}`,
       proxy_url: proxyUrl(),
       events: {
         username: account?.eventsUsername ?? null,
