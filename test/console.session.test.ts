@@ -208,6 +208,11 @@ test('behind an https reverse proxy (TRIBUTARY_PUBLIC_URL): same-origin means th
     const cookie = /^([^;]+)/.exec(setCookie)![1]!;
     const read = await request(proxied.api, 'GET', '/api/accounts', { headers: { cookie, origin: publicOrigin, 'sec-fetch-site': 'same-origin' } });
     assert.is(read.status, 200, read.text);
+    // Under https only the __Host- cookie counts: the unprefixed name can be planted by a
+    // sibling host or over plain http, which __Host- rules out.
+    const planted = cookie.replace(/^__Host-/, '');
+    const refused = await request(proxied.api, 'GET', '/api/accounts', { headers: { cookie: planted, origin: publicOrigin, 'sec-fetch-site': 'same-origin' } });
+    assert.is(refused.status, 401, refused.text);
   } finally {
     await proxied.stop();
   }

@@ -46,6 +46,13 @@ export const ownOrigin = (ctx: Context): string => (ctx.state.publicOrigin as st
 export const servedSecurely = (ctx: Context) => ownOrigin(ctx).startsWith('https:');
 
 /**
+ * The console session's id from its cookie: under https only `__Host-tributary_session`,
+ * which the browser keeps to this very origin; the unprefixed name could be planted by a
+ * sibling host or over plain http.
+ */
+export const sessionCookie = (ctx: Context): string | undefined => ctx.cookies.get(sessionCookieName(servedSecurely(ctx)));
+
+/**
  * Refuses requests another site made the browser send: the fetch metadata (Sec-Fetch-Site)
  * and the Origin header, where the browser sends them, must name this very origin.
  */
@@ -64,7 +71,7 @@ export function assertSameOrigin(ctx: Context): void {
  */
 export function withConsoleSessions(bearer: Authenticator, sessions: ConsoleSessions): Authenticator {
   const authenticate = async (ctx: Context): Promise<Principal> => {
-    const id = ctx.get('authorization') ? undefined : (ctx.cookies.get(sessionCookieName(true)) ?? ctx.cookies.get(sessionCookieName(false)));
+    const id = ctx.get('authorization') ? undefined : sessionCookie(ctx);
     if (!id) return bearer(ctx);
     assertSameOrigin(ctx);
     const session = await sessions.find(id, bearer.adminTokenSha256);

@@ -3,7 +3,7 @@ import type { Context } from 'koa';
 import { SESSION_MAX_MS, type ConsoleSessions, type SessionPrincipal } from '../../control/console-sessions.ts';
 import { constantTimeEqual } from '../../control/secrets.ts';
 import { TributaryError } from '../../errors.ts';
-import { assertSameOrigin, CSRF_HEADER, servedSecurely, sessionCookieName } from '../auth.ts';
+import { assertSameOrigin, CSRF_HEADER, servedSecurely, sessionCookie, sessionCookieName } from '../auth.ts';
 import { readJson, validate } from '../body.ts';
 import type { ApiOptions } from '../context.ts';
 import type { ApiDocument } from '../openapi.ts';
@@ -33,7 +33,7 @@ function principalView(principal: SessionPrincipal): z.infer<typeof sessionAnswe
   return { kind: 'account', account: { id: account.id, name: account.name, events_username: account.eventsUsername } };
 }
 
-const sessionId = (ctx: Context) => ctx.cookies.get(sessionCookieName(true)) ?? ctx.cookies.get(sessionCookieName(false));
+const sessionId = sessionCookie;
 
 function setCookie(ctx: Context, value: string | null): void {
   const secure = servedSecurely(ctx);
