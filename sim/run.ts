@@ -14,7 +14,7 @@ import { freePort } from '../test/harness/ports.ts';
 import { readTables } from './check/canonical.ts';
 import { compareFold, type DeliveredEvent, EventFold } from './check/events.ts';
 import { readKafkaEvents } from './check/kafka-events.ts';
-import { samePath } from './check/paths.ts';
+import { loggedSince, samePath } from './check/paths.ts';
 import { RestTail } from './check/rest-events.ts';
 import { clearFaults, FAULT_KINDS, type FaultKind, type FaultTargets, strike, type StruckFault } from './faults.ts';
 import { Pacer } from './pacer.ts';
@@ -374,8 +374,7 @@ export async function simulate(options: SimulationOptions): Promise<SimulationRe
       violations.push(...samePath(`${sync.kind} webhooks`, logOfHooks, hooks, { since }));
       // Folded on their own too: the events logged before the destination was made (which it
       // is not owed), then its deliveries as they came; the subscribed tables must be the database's.
-      const owedFrom = (e: DeliveredEvent) => Date.parse((JSON.parse(e.value) as { created_at: string }).created_at) >= since;
-      const hookFold = new EventFold(`${sync.kind} webhooks`).add(logOfHooks.filter((e) => !owedFrom(e))).add(hooks);
+      const hookFold = new EventFold(`${sync.kind} webhooks`).add(logOfHooks.filter((e) => !loggedSince(e, since))).add(hooks);
       const hookTables = new Set(logOfHooks.map((e) => (JSON.parse(e.value) as { table_db_name: string }).table_db_name));
       checked('events-fold (webhooks)', hookFold.events);
       violations.push(...hookFold.violations, ...compareFold(`${sync.kind} webhooks`, hookFold, database, hookTables));

@@ -20,6 +20,9 @@ function keyed(events: DeliveredEvent[]): Keyed[] {
  * order. Redeliveries (at-least-once) are allowed. With `since` (ms), only the log's events
  * made from then on are owed (a webhook destination gets the events logged after it was made).
  */
+/** Whether an event was logged at `since` (ms) or later: what a destination made at `since` is owed. */
+export const loggedSince = (e: DeliveredEvent, since: number) => Date.parse((JSON.parse(e.value) as { created_at: string }).created_at) >= since;
+
 export function samePath(path: string, log: DeliveredEvent[], delivered: DeliveredEvent[], options: { since?: number } = {}): Violation[] {
   const violations: Violation[] = [];
   const fail = (detail: string) => {
@@ -34,7 +37,7 @@ export function samePath(path: string, log: DeliveredEvent[], delivered: Deliver
     seen.add(event.key);
   }
   const since = options.since;
-  const expected = since === undefined ? log : log.filter((e) => Date.parse((JSON.parse(e.value) as { created_at: string }).created_at) >= since);
+  const expected = since === undefined ? log : log.filter((e) => loggedSince(e, since));
   const lost = expected.filter((e) => !seen.has(e.key));
   if (lost.length > 0) fail(`${lost.length} events of the log never delivered, e.g. ${lost[0]!.where} (${lost[0]!.key})`);
   // Per record, the first delivery of each key in the log's order.
