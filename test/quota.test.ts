@@ -127,4 +127,40 @@ test('a 429 the upstream sent anyway widens the margin for that key; a request h
   assert.ok(restamped[0]! - logged[0]! >= 75, `moved by ${restamped[0]! - logged[0]!} ms`);
 });
 
+test('unverified requests: their allowance per window, a slot always left free, none while anyone waits, outside the sync share', async () => {
+  const take = (key: string, limiter = limiters[0]!, maxWaitMs = 0) =>
+    limiter.acquire(key, rule, { kind: 'unverified', unverified: 1, maxWaitMs }).then(
+      () => true,
+      () => false,
+    );
+  // An empty window: one, then no second until the first leaves the window.
+  assert.is(await take('appUNV1'), true);
+  assert.is(await take('appUNV1', limiters[1]), false, 'the allowance is one per window, across processes');
+  assert.ok(await take('appUNV1', limiters[1], 1500), 'the next window has one again');
+  const times = await grantTimes('appUNV1');
+  assert.ok(times[1]! - times[0]! >= 1000, `unverified grants ${times[1]! - times[0]!} ms apart`);
+
+  // The sync's share (3) does not count them: after one, the sync still has its three at once.
+  assert.is(await take('appUNV2'), true);
+  for (let i = 0; i < 3; i++) await limiters[0]!.acquire('appUNV2', rule, { kind: 'sync', syncLimit: 3, maxWaitMs: 0 });
+  const { rows } = await pools[0]!.query<{ kind: string }>("SELECT kind FROM quota_requests WHERE key = 'appUNV2' ORDER BY at");
+  assert.equal(
+    rows.map((r) => r.kind),
+    ['unverified', 'sync', 'sync', 'sync'],
+  );
+  // Never the last free slot of a window: a known client would find none.
+  for (let i = 0; i < 4; i++) await limiters[0]!.acquire('appUNV3', rule, { kind: 'client' });
+  assert.is(await take('appUNV3'), false, 'four of five taken: the last stays free for a known client');
+  await limiters[0]!.acquire('appUNV3', rule, { kind: 'client', maxWaitMs: 0 });
+
+  // A client queued for the key goes first: unverified requests do not take its slot.
+  for (let i = 0; i < 5; i++) await limiters[0]!.acquire('appUNV4', rule, { kind: 'client' });
+  const queued = limiters[1]!.acquire('appUNV4', rule, { kind: 'client' });
+  await new Promise((r) => setTimeout(r, 100));
+  const waiting = await pools[0]!.query("SELECT 1 FROM quota_waiting WHERE key = 'appUNV4'");
+  assert.is(waiting.rowCount, 1, 'the client announced itself');
+  assert.is(await take('appUNV4'), false);
+  await queued;
+});
+
 test.run();

@@ -4,7 +4,7 @@ import type { CleanupContext, RunnerContext, SourceKind } from '../kinds/kind.ts
 import { airtableCheck } from './check.ts';
 import { AirtableClient } from './client.ts';
 import { AirtableRunner, type AirtableRunnerOptions } from './runner.ts';
-import { airtablePlanner, airtableQuota } from './proxy/plan.ts';
+import { airtablePlanner, airtableQuota, airtableSyncCredentials } from './proxy/plan.ts';
 import { loadWebhookState, removeWebhook } from './webhook.ts';
 
 /** The COMMENT a synced table carries: its Airtable name and id. */
@@ -23,7 +23,7 @@ export const airtableKind: SourceKind = {
   },
   settings: { schema: airtableSettingsSchema, defaults: AIRTABLE_DEFAULT_SETTINGS },
   describeUpstream: (sync) => `base ${sync.baseId}`,
-  proxy: { barePrefix: 'v0', earlyQuota: airtableQuota, planner: airtablePlanner },
+  proxy: { barePrefix: 'v0', earlyQuota: airtableQuota, syncCredentials: airtableSyncCredentials, planner: airtablePlanner },
   events: {
     // Tables of Tributary's own (`_sync_meta`) are bookkeeping, not records.
     collectionOf: (table) => (table.startsWith('_') ? undefined : table),

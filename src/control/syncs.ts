@@ -213,8 +213,8 @@ export class SyncStore {
       const { rows } = await tx.query<SyncRow>(
         `INSERT INTO syncs (id, account_id, kind, base_id, upstream_account_id, api_key_enc, settings,
            database_name, database_role, database_password_enc, database_server_enc, upstream_name, upstream_warnings,
-           reader_connection_limit, api_key_sha256)
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15)
+           reader_connection_limit, api_key_sha256, credential_sha256)
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16)
          RETURNING ${columns}`,
         [
           sync.id,
@@ -232,6 +232,7 @@ export class SyncStore {
           sync.warnings ?? [],
           readerLimit,
           sync.apiKeySha256 ?? null,
+          hashToken(sync.apiKey),
         ],
       );
       return toRecord(rows[0]!);
@@ -302,14 +303,24 @@ export class SyncStore {
     });
   }
 
-  /** Records the key digest of syncs whose key names an account (`kinds`), made before it was kept (migration 13): at start, once. */
+  /**
+   * Records the key digests of syncs made before they were kept, at start, once: the
+   * account-naming one of `kinds` (migration 13), and every kind's credential digest, by
+   * which the proxy knows a sync's own credential (migration 16).
+   */
   async fillKeyDigests(kinds: string[]): Promise<number> {
-    const { rows } = await this.pool.query<{ id: string }>("SELECT id FROM syncs WHERE kind = ANY($1) AND api_key_sha256 IS NULL AND state = 'active'", [
-      kinds,
-    ]);
-    for (const { id } of rows) {
+    const { rows } = await this.pool.query<{ id: string; names_account: boolean }>(
+      `SELECT id, kind = ANY($1) AS names_account FROM syncs
+        WHERE state = 'active' AND (credential_sha256 IS NULL OR (kind = ANY($1) AND api_key_sha256 IS NULL))`,
+      [kinds],
+    );
+    for (const { id, names_account } of rows) {
       const digest = hashToken((await this.apiKey(id)).reveal());
-      await this.pool.query('UPDATE syncs SET api_key_sha256 = $2 WHERE id = $1', [id, digest]);
+      await this.pool.query(`UPDATE syncs SET credential_sha256 = $2, api_key_sha256 = CASE WHEN $3 THEN $2 ELSE api_key_sha256 END WHERE id = $1`, [
+        id,
+        digest,
+        names_account,
+      ]);
     }
     return rows.length;
   }

@@ -36,7 +36,23 @@ export interface WriteResult {
 }
 
 /** The shared-quota key and rule a request counts against. */
-export type PlanQuota = { key: string; rule: QuotaRule; also?: { key: string; rule: QuotaRule } };
+export interface PlanQuota {
+  key: string;
+  rule: QuotaRule;
+  /** A second quota the request counts against (Airtable's per-token one). */
+  also?: { key: string; rule: QuotaRule };
+  /** How the proxy's 429 names the quota ("Airtable base app…"). */
+  label?: string;
+  /**
+   * The credential the request carries (the proxy keeps only its digest). Until it is known
+   * good for `key` (src/proxy/credentials.ts) the request gets only the unverified allowance.
+   */
+  credential?: string;
+  /** The quota is the credential's own (its account, learned from the upstream, or its digest): no check needed. */
+  proven?: boolean;
+  /** How many unverified requests a window may hold (default 1). */
+  unverified?: number;
+}
 
 /** What to do with one request, decided before it goes upstream. */
 export interface Plan {
@@ -46,6 +62,11 @@ export interface Plan {
   body?: Buffer;
   /** The quota the request counts against; none without credentials to count. */
   quota?: PlanQuota;
+  /**
+   * Called once when the request ends: with the upstream's status as soon as it answers, or
+   * undefined when it never went or no answer came (a kind may learn from a 2xx).
+   */
+  ended?: (status: number | undefined) => void;
   /** For a write: what to write on a 2xx answer, before the client gets it. */
   writeThrough?: (answer: unknown, meta: AnswerMeta) => Promise<WriteResult>;
 }
@@ -69,6 +90,11 @@ export interface KindProxy {
    * for it while the body still arrives. Optional: otherwise the plan's quota is waited for.
    */
   earlyQuota?(context: ProxyKindContext, req: http.IncomingMessage, route: ProxyRoute): PlanQuota | undefined;
+  /**
+   * The credentials (SHA-256 hex digests) the active syncs of this kind use under this quota
+   * key: such a credential is known good without a request first.
+   */
+  syncCredentials?(context: ProxyKindContext, quotaKey: string): Promise<string[]>;
   /** Made once per proxy (a kind may keep state: Stripe's accounts by key). */
   planner(context: ProxyKindContext): (request: PlanRequest) => Promise<Plan>;
 }

@@ -1,6 +1,15 @@
 import { TributaryError } from '../errors.ts';
 import type { QuotaGrant, QuotaLimiter, QuotaRule } from '../quota/limiter.ts';
 import { ProxyError } from './errors.ts';
+import type { PlanQuota } from './plan.ts';
+
+/**
+ * Unverified requests (a credential not yet known good, src/proxy/credentials.ts) wait in a
+ * line of their own per key: this short, and this long at most. They are served from an
+ * allowance of one request a window or so; a longer line would only hold sockets open.
+ */
+const UNVERIFIED_WAITING = 2;
+const UNVERIFIED_WAIT_MS = 3_000;
 
 export interface ClientQueueOptions {
   limiter: QuotaLimiter;
@@ -44,21 +53,29 @@ export class ClientQueue {
     return this.options.maxWaiting ?? Math.max(1, Math.ceil((rule.limit * this.maxWaitMs) / rule.windowMs));
   }
 
-  private refusal(key: string, rule: QuotaRule, ahead: number, why: string): ProxyError {
+  private refusal(quota: PlanQuota, ahead: number, why: string, unverified: boolean): ProxyError {
     this.refusedCount++;
-    const seconds = Math.max(1, Math.ceil(((ahead + 1) * rule.windowMs) / rule.limit / 1000));
-    const what = key.startsWith('stripe:') ? 'Stripe account' : key.startsWith('airtable-token:') ? 'Airtable token' : `Airtable base ${key}`;
-    return new ProxyError(
-      'too_many_requests',
-      `the upstream quota of this ${what} (${rule.limit} requests per ${rule.windowMs / 1000} s, shared with the sync) is in use: ${why}; retry after ${seconds} s`,
-      { 'retry-after': String(seconds) },
-    );
+    const { rule } = quota;
+    const perSlot = unverified ? rule.windowMs / (quota.unverified ?? 1) : rule.windowMs / rule.limit;
+    const seconds = Math.max(1, Math.ceil(((ahead + 1) * perSlot) / 1000));
+    const what = quota.label ?? 'quota';
+    const share = unverified
+      ? `its allowance for credentials not yet accepted upstream for it (${quota.unverified ?? 1} per ${rule.windowMs / 1000} s)`
+      : `the upstream quota (${rule.limit} requests per ${rule.windowMs / 1000} s, shared with the sync)`;
+    return new ProxyError('too_many_requests', `${what}: ${share} is in use: ${why}; retry after ${seconds} s`, { 'retry-after': String(seconds) });
   }
 
-  /** `also`: a second quota the request counts against (an Airtable token's), see QuotaLimiter. */
-  async take(key: string, rule: QuotaRule, signal?: AbortSignal, also?: { key: string; rule: QuotaRule }): Promise<QuotaGrant> {
+  /**
+   * Waits for a slot of the quota. `proven`: the credential is known good for it; otherwise
+   * the request waits in the key's unverified line for the unverified allowance.
+   */
+  async take(quota: PlanQuota, proven: boolean, signal?: AbortSignal): Promise<QuotaGrant> {
+    const { rule, also } = quota;
+    const key = proven ? quota.key : `${quota.key}#unverified`;
     const ahead = this.waiting.get(key) ?? 0;
-    if (ahead >= this.bound(rule)) throw this.refusal(key, rule, ahead, `${ahead} requests are already waiting`);
+    const bound = proven ? this.bound(rule) : UNVERIFIED_WAITING;
+    const maxWaitMs = proven ? this.maxWaitMs : Math.min(this.maxWaitMs, UNVERIFIED_WAIT_MS);
+    if (ahead >= bound) throw this.refusal(quota, ahead, `${ahead} requests are already waiting`, !proven);
     this.waiting.set(key, ahead + 1);
     const previous = this.tails.get(key) ?? Promise.resolve();
     let release!: () => void;
@@ -69,12 +86,18 @@ export class ClientQueue {
     try {
       await previous;
       signal?.throwIfAborted();
-      const left = this.maxWaitMs - (Date.now() - started);
-      if (left <= 0) throw this.refusal(key, rule, ahead, `no slot within ${this.maxWaitMs / 1000} s`);
-      return await this.options.limiter.acquire(key, rule, { kind: 'client', maxWaitMs: left, signal, also });
+      const left = maxWaitMs - (Date.now() - started);
+      if (left <= 0) throw this.refusal(quota, ahead, `no slot within ${maxWaitMs / 1000} s`, !proven);
+      return await this.options.limiter.acquire(quota.key, rule, {
+        kind: proven ? 'client' : 'unverified',
+        maxWaitMs: left,
+        signal,
+        also,
+        unverified: quota.unverified,
+      });
     } catch (error) {
       if (error instanceof TributaryError && error.code === 'unavailable') {
-        throw this.refusal(key, rule, this.waiting.get(key) ?? 0, `no slot within ${this.maxWaitMs / 1000} s`);
+        throw this.refusal(quota, this.waiting.get(key) ?? 0, `no slot within ${maxWaitMs / 1000} s`, !proven);
       }
       throw error;
     } finally {

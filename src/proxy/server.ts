@@ -15,6 +15,7 @@ import { Forwarder } from './forward.ts';
 import { ALLOWED_METHODS, checkRequestHeaders, clientResponseHeaders, upstreamRequestHeaders } from './headers.ts';
 import type { SourceKinds } from '../kinds/registry.ts';
 import type { Plan, PlanRequest, PlanQuota, ProxyKindContext } from './plan.ts';
+import { KnownCredentials } from './credentials.ts';
 import { ClientQueue } from './quota.ts';
 import { type ProxyHosts, type ProxyRoute, routeOf, upstreamTarget, type UpstreamTarget } from './routing.ts';
 import { SyncTargets } from './targets.ts';
@@ -95,6 +96,7 @@ export function createProxyHandler(options: ProxyOptions): ProxyHandler {
   // Each proxied kind: where its host is reached, its context, and its planner (made once).
   interface ProxiedKind {
     where: UpstreamTarget;
+    credentials: KnownCredentials;
     early?: (req: http.IncomingMessage, route: ProxyRoute) => PlanQuota | undefined;
     plan: (request: PlanRequest) => Promise<Plan>;
   }
@@ -115,6 +117,7 @@ export function createProxyHandler(options: ProxyOptions): ProxyHandler {
     };
     byHost.set(kind.upstreamHost, {
       where: upstreamTarget(options.upstreams, kind.upstreamHost),
+      credentials: new KnownCredentials(proxy.syncCredentials ? { syncCredentials: (key) => proxy.syncCredentials!(context, key) } : {}),
       ...(proxy.earlyQuota ? { early: (req: http.IncomingMessage, route: ProxyRoute) => proxy.earlyQuota!(context, req, route) } : {}),
       plan: proxy.planner(context),
     });
@@ -123,7 +126,13 @@ export function createProxyHandler(options: ProxyOptions): ProxyHandler {
   }
   const inFlight = new Set<Promise<void>>();
 
-  async function handle(req: http.IncomingMessage, res: http.ServerResponse, seen: { host: string }): Promise<void> {
+  /** What the handler learns of a request as it goes: its upstream host, and the plan's `ended` until called. */
+  interface Seen {
+    host: string;
+    ended?: (status: number | undefined) => void;
+  }
+
+  async function handle(req: http.IncomingMessage, res: http.ServerResponse, seen: Seen): Promise<void> {
     const started = performance.now();
     const method = req.method ?? 'GET';
     if (method === 'GET' && req.url === '/healthz') {
@@ -152,17 +161,21 @@ export function createProxyHandler(options: ProxyOptions): ProxyHandler {
     let plan: Plan;
     let grant: QuotaGrant | undefined;
     try {
+      // Only a credential known good for the quota spends it as a client; others get the
+      // unverified allowance, so a flood of bad or foreign tokens cannot spend it.
+      const take = async (quota: PlanQuota) => queue!.take(quota, await kind.credentials.proven(quota), gone.signal);
       // A quota known from the path (Airtable's) is asked for while the body arrives.
       const early = kind.early?.(req, route);
-      const taking = queue && early && queue.take(early.key, early.rule, gone.signal, early.also);
+      const taking = queue && early && take(early);
       taking?.catch(() => undefined); // a plan that fails first ends it (below)
       try {
         plan = await kind.plan({ req, route, readBody: buffered, ...(early ? { early } : {}) });
+        seen.ended = plan.ended;
       } catch (error) {
         gone.abort(error);
         throw error;
       }
-      if (queue && plan.quota) grant = await (taking ?? queue.take(plan.quota.key, plan.quota.rule, gone.signal, plan.quota.also));
+      if (queue && plan.quota) grant = await (taking ?? take(plan.quota));
     } catch (error) {
       // Nothing went upstream: the quota or the sync's lookup needs the control database, which
       // refused (restart, full slots). A 503 the client may retry, not an opaque 500.
@@ -191,6 +204,10 @@ export function createProxyHandler(options: ProxyOptions): ProxyHandler {
     });
     const receivedAt = Date.now();
     const status = upstream.statusCode ?? 502;
+    kind.credentials.answered(plan.quota, status);
+    const ended = seen.ended;
+    seen.ended = undefined;
+    ended?.(status);
     if (status === 429 && plan.quota && options.limiter) {
       options.limiter.refusedByUpstream(plan.quota.key);
       if (plan.quota.also) options.limiter.refusedByUpstream(plan.quota.also.key);
@@ -251,7 +268,7 @@ export function createProxyHandler(options: ProxyOptions): ProxyHandler {
   }
 
   const handler = (req: http.IncomingMessage, res: http.ServerResponse) => {
-    const seen = { host: 'other' };
+    const seen: Seen = { host: 'other' };
     if (options.metrics) {
       const metrics = options.metrics;
       const arrived = performance.now();
@@ -272,7 +289,10 @@ export function createProxyHandler(options: ProxyOptions): ProxyHandler {
       // Whatever is left of a refused body is not read: the connection closes after the answer.
       if (!req.complete) req.resume();
     });
-    const tracked = work.finally(() => inFlight.delete(tracked));
+    const tracked = work.finally(() => {
+      inFlight.delete(tracked);
+      seen.ended?.(undefined); // it ended without an answer from upstream
+    });
     inFlight.add(tracked);
   };
 

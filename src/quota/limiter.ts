@@ -10,8 +10,14 @@ export interface QuotaRule {
 }
 
 export interface AcquireOptions {
-  /** Clients (proxy requests) go first; sync requests step aside while a client waits. */
-  kind: 'client' | 'sync';
+  /**
+   * Clients (proxy requests) go first; sync requests step aside while a client waits.
+   * 'unverified': a proxied request whose credential is not known good for this quota
+   * (src/proxy/credentials.ts): granted from an allowance of its own, never queued.
+   */
+  kind: 'client' | 'sync' | 'unverified';
+  /** Unverified requests: how many of them the window may hold (default 1). */
+  unverified?: number;
   /** Sync requests' own cap within the window (Airtable: 3 of 5, or 5 with Turbo). */
   syncLimit?: number;
   /**
@@ -110,8 +116,8 @@ export class QuotaLimiter {
 
   async acquire(key: string, rule: QuotaRule, options: AcquireOptions): Promise<QuotaGrant> {
     const started = Date.now();
-    // Rank in the queue: clients 0, urgent sync requests 1; sweeps do not queue.
-    const rank = options.kind === 'client' ? 0 : options.urgent ? 1 : undefined;
+    // Rank in the queue: clients 0, urgent sync requests 1; sweeps and unverified requests do not queue.
+    const rank = options.kind === 'client' ? 0 : options.kind === 'sync' && options.urgent ? 1 : undefined;
     const waiter = rank === undefined ? undefined : randomUUID();
     let at: string | undefined;
     let loggedAt = Date.now();
@@ -171,14 +177,29 @@ export class QuotaLimiter {
     const values: unknown[] = [key, rule.limit, windowMs, shareWindowMs, kind, options.syncLimit ?? rule.limit, waiter?.token ?? null, waiter?.rank ?? 0];
     const { also } = options;
     const { rows } = await this.pool.query<{ granted: boolean; retry_in_ms: number; at: string | null }>(
-      also
+      options.kind === 'unverified'
         ? {
-            // sql/12: both quotas in the same statement.
-            name: 'quota_take_also',
-            text: 'SELECT granted, retry_in_ms, at FROM quota_take_also($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)',
-            values: [...values, also.key, also.rule.limit, also.rule.windowMs + this.marginFor(also.key)],
+            // sql/16: an allowance of its own, the credential's second quota (if any) in the same statement.
+            name: 'quota_take_unverified',
+            text: 'SELECT granted, retry_in_ms, at FROM quota_take_unverified($1, $2, $3, $4, $5, $6, $7)',
+            values: [
+              key,
+              rule.limit,
+              windowMs,
+              options.unverified ?? 1,
+              also?.key ?? null,
+              also?.rule.limit ?? null,
+              also ? also.rule.windowMs + this.marginFor(also.key) : null,
+            ],
           }
-        : { name: 'quota_take', text: 'SELECT granted, retry_in_ms, at FROM quota_take($1, $2, $3, $4, $5, $6, $7, $8)', values },
+        : also
+          ? {
+              // sql/12: both quotas in the same statement.
+              name: 'quota_take_also',
+              text: 'SELECT granted, retry_in_ms, at FROM quota_take_also($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)',
+              values: [...values, also.key, also.rule.limit, also.rule.windowMs + this.marginFor(also.key)],
+            }
+          : { name: 'quota_take', text: 'SELECT granted, retry_in_ms, at FROM quota_take($1, $2, $3, $4, $5, $6, $7, $8)', values },
     );
     const row = rows[0]!;
     if (!row.granted) return { granted: false, retryInMs: Number(row.retry_in_ms) };

@@ -5,7 +5,9 @@
  * Prints `{url, id, first}` (the base or the account, and its first customer if any), then
  * answers each `stats [path prefix …]` line on stdin with that base's or account's request
  * counts, and the requests under each prefix given, and each `arrivals` line with every
- * request it has received: when (its own clock), its user agent, and its answer.
+ * request it has received: when (its own clock), its user agent, and its answer. Airtable
+ * also takes `token <token> base|other`: a second token that reads the base, or one that
+ * reads only some other base (a 403 here); it answers `ok`.
  */
 import diagnostics from 'node:diagnostics_channel';
 import type { IncomingMessage, ServerResponse } from 'node:http';
@@ -28,6 +30,7 @@ diagnostics.subscribe('http.server.request.start', (message) => {
   response.once('finish', () => (arrival.status = response.statusCode));
 });
 let stats: () => { requests: number; rateLimited: number };
+let addToken: (token: string, reads: string) => void = () => undefined;
 let byPath: (prefix: string) => number;
 let close: () => Promise<void>;
 if (kind === 'airtable') {
@@ -37,6 +40,7 @@ if (kind === 'airtable') {
   base.generate({ seed: Number(seed), tables: [{ name: 'Big', records: Number(records) }] });
   stats = () => fake.stats.byBase(base.id);
   byPath = () => 0;
+  addToken = (token, reads) => fake.addToken(token, { bases: reads === 'base' ? [base.id] : ['appOTHERBASE00000'] });
   close = () => fake.close();
   process.stdout.write(`${JSON.stringify({ url: fake.url, id: base.id })}\n`);
 } else {
@@ -53,6 +57,10 @@ if (kind === 'airtable') {
 createInterface({ input: process.stdin }).on('line', (line) => {
   const [word, ...prefixes] = line.trim().split(/\s+/);
   if (word === 'arrivals') return void process.stdout.write(`${JSON.stringify(arrivals)}\n`);
+  if (word === 'token') {
+    addToken(prefixes[0]!, prefixes[1]!);
+    return void process.stdout.write('"ok"\n');
+  }
   if (word !== 'stats') return;
   const paths = Object.fromEntries(prefixes.map((prefix) => [prefix, byPath(prefix)]));
   process.stdout.write(`${JSON.stringify({ ...stats(), paths })}\n`);

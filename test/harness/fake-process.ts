@@ -19,6 +19,8 @@ export interface FakeProcess {
   stats(...pathPrefixes: string[]): Promise<{ requests: number; rateLimited: number; paths: Record<string, number> }>;
   /** Every request it has received, in order. */
   arrivals(): Promise<Arrival[]>;
+  /** Airtable: a second token, reading the base or only another one. */
+  addToken(token: string, reads: 'base' | 'other'): Promise<void>;
   close(): Promise<void>;
 }
 
@@ -56,6 +58,11 @@ export async function startFakeProcess(
       const answer = next();
       child.stdin!.write('arrivals\n');
       return JSON.parse(await answer);
+    },
+    async addToken(token: string, reads: 'base' | 'other') {
+      const answer = next();
+      child.stdin!.write(`token ${token} ${reads}\n`);
+      await answer;
     },
     close: () =>
       new Promise<void>((resolve) => {

@@ -36,8 +36,23 @@ export function airtableQuota(ctx: Pick<ProxyKindContext, 'timeScale'>, req: htt
   const parsed = parseAirtablePath(req.method ?? 'GET', route.path);
   const token = bearerOf(headerOf(req, 'authorization'));
   const rule = airtableRule(ctx.timeScale);
-  if (parsed.baseId) return { key: parsed.baseId, rule, ...(token ? { also: tokenQuotaOf(token, rule) } : {}) };
-  return token ? { key: airtableTokenKey(token), rule: AIRTABLE_TOKEN_RULE } : undefined;
+  if (parsed.baseId) {
+    // The base id is in the path for anyone to write: only a token known good for the base
+    // spends its quota as a client; any other gets one request per window (src/proxy/credentials.ts).
+    const label = `Airtable base ${parsed.baseId}`;
+    return { key: parsed.baseId, rule, label, unverified: 1, ...(token ? { credential: token, also: tokenQuotaOf(token, rule) } : {}) };
+  }
+  // A request that names no base spends its token's own quota, nobody else's.
+  return token ? { key: airtableTokenKey(token), rule: AIRTABLE_TOKEN_RULE, label: 'Airtable token', proven: true } : undefined;
+}
+
+/** The tokens (by digest) the active Airtable syncs of the quota's base use. */
+export async function airtableSyncCredentials(ctx: ProxyKindContext, baseId: string): Promise<string[]> {
+  const { rows } = await ctx.pool.query<{ digest: string }>(
+    "SELECT DISTINCT credential_sha256 AS digest FROM syncs WHERE kind = 'airtable' AND state = 'active' AND base_id = $1 AND credential_sha256 IS NOT NULL",
+    [baseId],
+  );
+  return rows.map((r) => r.digest);
 }
 
 /** Active Airtable syncs of a base: every one is written (several accounts may sync one base). */

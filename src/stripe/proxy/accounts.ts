@@ -4,6 +4,7 @@ import type { Logger } from '../../log.ts';
 import type { QuotaLimiter } from '../../quota/limiter.ts';
 import { StripeClient, StripeError, type StripeObject, stripeQuotaKey, stripeRule } from '../client.ts';
 import { hashToken as digestOf } from '../../control/secrets.ts';
+import { refuse } from '../../proxy/errors.ts';
 
 /**
  * The Stripe key a request carries: HTTP basic with the key as user name (curl's
@@ -41,23 +42,130 @@ interface Known {
 
 const MAX_KEYS = 10_000;
 
+/** Requests that may wait behind a new key's first one; the next is the proxy's 429. */
+const MAX_BEHIND_PROBE = 50;
+
+/** A request with a key whose account is not known: how it counts, and how to report its end. */
+export interface Admission {
+  accountId: string | undefined;
+  /** Whether the account is known (recorded or learned). */
+  known: boolean;
+  /** The key's first request (the probe): call once it ends, with the upstream's status if one came. */
+  settle?: (status: number | undefined) => void;
+}
+
+/** How long "no sync uses this key" is believed: a key given to a new sync is seen this much later. */
+const UNRECORDED_TTL_MS = 30_000;
+
 /**
- * Which account a key belongs to, asked of Stripe once (`GET /v1/account` with that key,
- * through the shared quota under the key's digest, as the sync's creation check does) and
- * remembered by the key's digest: never the key itself. A key that may not read the
- * account (a restricted key) or is refused has no known account for a minute; a failure
- * to reach Stripe is not remembered.
+ * Which account a key belongs to. A sync's own key has it recorded in the control database;
+ * any other key is asked of Stripe (`GET /v1/account` with that key, through the shared quota
+ * under the key's digest, as the sync's creation check does), but only once the key has had
+ * a 2xx answer through the proxy: an invalid key never costs a second request. Remembered by
+ * the key's digest, never the key itself. A key that may not read the account (a restricted
+ * key) or is refused has no known account for a minute; a failure to reach Stripe is not
+ * remembered.
  */
 export class StripeAccounts {
   private readonly known = new Map<string, Known>();
   private readonly pending = new Map<string, Promise<string | undefined>>();
+  /** A new key's first request in flight, by digest: the others wait for its answer. */
+  private readonly probes = new Map<string, { done: Promise<void>; behind: number }>();
+  /** Keys no sync uses, by digest, until when: a flood of unknown keys is not a query each. */
+  private readonly unrecorded = new Map<string, number>();
 
   constructor(private readonly options: StripeAccountsOptions) {}
 
-  async accountOf(key: string): Promise<string | undefined> {
+  /** The account, if known without asking Stripe: remembered, or recorded for a sync's key. */
+  async recorded(key: string): Promise<{ accountId: string | undefined } | undefined> {
     const digest = digestOf(key);
     const hit = this.known.get(digest);
-    if (hit && hit.until > Date.now()) return hit.accountId;
+    if (hit && hit.until > Date.now()) return { accountId: hit.accountId };
+    if ((this.unrecorded.get(digest) ?? 0) > Date.now()) return undefined;
+    // The sync's own key (the usual case) needs no request: its account was read at creation.
+    const recorded = await this.options.pool
+      ?.query<{ account: string }>(
+        "SELECT upstream_account_id AS account FROM syncs WHERE kind = 'stripe' AND state = 'active' AND api_key_sha256 = $1 AND upstream_account_id IS NOT NULL LIMIT 1",
+        [digest],
+      )
+      .then((r) => r.rows[0]?.account);
+    if (!recorded) {
+      if (this.unrecorded.size >= MAX_KEYS) this.unrecorded.delete(this.unrecorded.keys().next().value!);
+      this.unrecorded.set(digest, Date.now() + UNRECORDED_TTL_MS);
+      return undefined;
+    }
+    this.remember(digest, recorded, this.options.ttlMs ?? 10 * 60_000);
+    return { accountId: recorded };
+  }
+
+  /**
+   * How a request with this key counts. A key not known yet goes one request at a time until
+   * Stripe accepts it (a 2xx); then its account is asked once and the requests waiting behind
+   * go on counting against it. So a new client's burst never runs past the account's limit
+   * under the key's digest, and an invalid key costs one request in flight, never a lookup.
+   */
+  async admit(key: string, maxWaitMs: number): Promise<Admission> {
+    const digest = digestOf(key);
+    const deadline = Date.now() + maxWaitMs;
+    for (;;) {
+      const known = await this.recorded(key);
+      if (known) return { accountId: known.accountId, known: true };
+      const probe = this.probes.get(digest);
+      if (!probe || Date.now() >= deadline) return probe ? { accountId: undefined, known: false } : this.startProbe(key, digest);
+      if (probe.behind >= MAX_BEHIND_PROBE) {
+        throw refuse('too_many_requests', 'this Stripe key has not been accepted by Stripe yet: its first request is still out; retry after 1 s', {
+          'retry-after': '1',
+        });
+      }
+      probe.behind++;
+      try {
+        await Promise.race([probe.done, new Promise((resolve) => setTimeout(resolve, deadline - Date.now()).unref())]);
+      } finally {
+        probe.behind--;
+      }
+    }
+  }
+
+  private startProbe(key: string, digest: string): Admission {
+    let finish!: () => void;
+    const probe = { done: new Promise<void>((resolve) => (finish = resolve)), behind: 0 };
+    this.probes.set(digest, probe);
+    let settled = false;
+    const end = () => {
+      if (this.probes.get(digest) === probe) this.probes.delete(digest);
+      finish();
+    };
+    return {
+      accountId: undefined,
+      known: false,
+      settle: (status) => {
+        if (settled) return;
+        settled = true;
+        if (status !== undefined && status >= 200 && status < 300)
+          this.accountOf(key)
+            .then((accountId) => this.counted(key, accountId))
+            .then(end, end);
+        else end();
+      },
+    };
+  }
+
+  /**
+   * Stripe counted a request with the key (the probe, the lookup) against its account, which
+   * the limiter could not know before the answer: it takes a slot of the account's window
+   * now, so the window holds it.
+   */
+  private async counted(key: string, accountId: string | undefined): Promise<void> {
+    if (!accountId || !this.options.limiter) return;
+    const grant = await this.options.limiter.acquire(stripeQuotaKey(accountId, key), stripeRule(key), { kind: 'client', maxWaitMs: this.options.maxWaitMs });
+    grant.sent();
+  }
+
+  /** The account, asked of Stripe when it is not known yet: call it only for a key Stripe accepted. */
+  async accountOf(key: string): Promise<string | undefined> {
+    const known = await this.recorded(key);
+    if (known) return known.accountId;
+    const digest = digestOf(key);
     let lookup = this.pending.get(digest);
     if (!lookup) {
       lookup = this.ask(key, digest).finally(() => this.pending.delete(digest));
@@ -66,20 +174,13 @@ export class StripeAccounts {
     return lookup;
   }
 
+  private remember(digest: string, accountId: string | undefined, ttlMs: number): string | undefined {
+    if (this.known.size >= MAX_KEYS) this.known.delete(this.known.keys().next().value!);
+    this.known.set(digest, { accountId, until: Date.now() + ttlMs });
+    return accountId;
+  }
+
   private async ask(key: string, digest: string): Promise<string | undefined> {
-    // The sync's own key (the usual case) needs no request: its account was read at creation.
-    // Asking Stripe costs a request the quota can place in the account's window only after the
-    // answer; on top of a sync using its whole share, that one was a 429 for the customer.
-    const recorded = await this.options.pool
-      ?.query<{ account: string }>(
-        "SELECT upstream_account_id AS account FROM syncs WHERE kind = 'stripe' AND state = 'active' AND api_key_sha256 = $1 AND upstream_account_id IS NOT NULL LIMIT 1",
-        [digest],
-      )
-      .then((r) => r.rows[0]?.account);
-    if (recorded) {
-      this.known.set(digest, { accountId: recorded, until: Date.now() + (this.options.ttlMs ?? 10 * 60_000) });
-      return recorded;
-    }
     const client = new StripeClient({
       baseUrl: this.options.baseUrl,
       key: new Secret(key),
@@ -89,22 +190,13 @@ export class StripeAccounts {
       attempts: 1,
       timeoutMs: 10_000,
     });
-    const remember = (accountId: string | undefined, ttlMs: number) => {
-      if (this.known.size >= MAX_KEYS) this.known.delete(this.known.keys().next().value!);
-      this.known.set(digest, { accountId, until: Date.now() + ttlMs });
-      return accountId;
-    };
     try {
       const account = await client.request<StripeObject>('GET', '/v1/account');
       const accountId = typeof account.id === 'string' ? account.id : undefined;
-      // Stripe counted the lookup against the account, which the limiter could not know
-      // before the answer: it takes a slot of the account's window now, so the window holds it.
-      if (accountId && this.options.limiter) {
-        (await this.options.limiter.acquire(stripeQuotaKey(accountId, key), stripeRule(key), { kind: 'client', maxWaitMs: this.options.maxWaitMs })).sent();
-      }
-      return remember(accountId, this.options.ttlMs ?? 10 * 60_000);
+      await this.counted(key, accountId);
+      return this.remember(digest, accountId, this.options.ttlMs ?? 10 * 60_000);
     } catch (error) {
-      if (error instanceof StripeError && error.kind !== 'transient' && error.kind !== 'rate_limited') return remember(undefined, 60_000);
+      if (error instanceof StripeError && error.kind !== 'transient' && error.kind !== 'rate_limited') return this.remember(digest, undefined, 60_000);
       this.options.logger.warn({ error: (error as Error).message }, 'could not ask Stripe which account a key belongs to');
       return undefined;
     }
