@@ -1,4 +1,5 @@
 import path from 'node:path';
+import { DEFAULT_CREDENTIAL_LIMITS, type CredentialLimits } from './credentials/throttle.ts';
 
 /** Every process role Tributary knows; `tributary run --roles` picks a subset. */
 export const allRoles = ['api', 'sync', 'decoder', 'proxy', 'events'] as const;
@@ -36,6 +37,16 @@ export interface Config {
   eventRetentionMs: number;
   /** Partitions of each new event topic (TRIBUTARY_EVENT_PARTITIONS, default 1). */
   eventPartitions: number;
+  /**
+   * Failed credential checks allowed a minute per client address and per named account
+   * (TRIBUTARY_AUTH_FAILURES_PER_SOURCE, default 10; TRIBUTARY_AUTH_FAILURES_PER_ACCOUNT, default 30).
+   */
+  failedCredentials: CredentialLimits;
+  /**
+   * Reverse proxies in front of the API and event ports (TRIBUTARY_REVERSE_PROXIES, default 0):
+   * when set, the client address is read from X-Forwarded-For, which is never trusted otherwise.
+   */
+  reverseProxies: number;
   /** Upstream host -> base URL overrides, e.g. api.airtable.com -> http://127.0.0.1:9101. */
   upstreams: Map<string, string>;
   roles: Role[];
@@ -73,6 +84,14 @@ function positive(env: Env, name: string, fallback: number): number {
   if (raw === undefined || raw === '') return fallback;
   const value = Number(raw);
   if (!Number.isInteger(value) || value < 1) throw new Error(`${name} must be a whole number of at least 1, got ${JSON.stringify(raw)}`);
+  return value;
+}
+
+function count(env: Env, name: string, fallback: number): number {
+  const raw = env[name];
+  if (raw === undefined || raw === '') return fallback;
+  const value = Number(raw);
+  if (!Number.isInteger(value) || value < 0) throw new Error(`${name} must be a whole number of at least 0, got ${JSON.stringify(raw)}`);
   return value;
 }
 
@@ -133,6 +152,11 @@ export function loadConfig(env: Env = process.env, overrides: Partial<Config> = 
     databaseAllowPrivate: env.TRIBUTARY_DATABASE_ALLOW_PRIVATE === '1',
     eventRetentionMs: positive(env, 'TRIBUTARY_EVENT_RETENTION_HOURS', 7 * 24) * 3_600_000,
     eventPartitions: positive(env, 'TRIBUTARY_EVENT_PARTITIONS', 1),
+    failedCredentials: {
+      perSource: positive(env, 'TRIBUTARY_AUTH_FAILURES_PER_SOURCE', DEFAULT_CREDENTIAL_LIMITS.perSource),
+      perAccount: positive(env, 'TRIBUTARY_AUTH_FAILURES_PER_ACCOUNT', DEFAULT_CREDENTIAL_LIMITS.perAccount),
+    },
+    reverseProxies: count(env, 'TRIBUTARY_REVERSE_PROXIES', 0),
     upstreams: parseUpstreams(env.TRIBUTARY_UPSTREAMS),
     roles: parseRoles(env.TRIBUTARY_ROLES),
     ...overrides,

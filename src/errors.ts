@@ -44,13 +44,16 @@ export class TributaryError extends Error {
   readonly code: ErrorCode;
   readonly status: number;
   readonly expose: boolean;
+  /** Sent as Retry-After (seconds) by the HTTP interfaces, for a 429 or a 503. */
+  readonly retryAfterSeconds: number | undefined;
 
-  constructor(code: ErrorCode, message: string, options: { cause?: unknown; expose?: boolean } = {}) {
+  constructor(code: ErrorCode, message: string, options: { cause?: unknown; expose?: boolean; retryAfterSeconds?: number } = {}) {
     super(message, { cause: options.cause });
     this.name = 'TributaryError';
     this.code = code;
     this.status = statusOf[code];
     this.expose = options.expose ?? this.status < 500;
+    this.retryAfterSeconds = options.retryAfterSeconds;
   }
 }
 

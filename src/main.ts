@@ -17,6 +17,7 @@ import { SecretBox } from './control/secrets.ts';
 import { SyncService } from './control/sync-service.ts';
 import { SyncStore } from './control/syncs.ts';
 import { authenticator } from './api/auth.ts';
+import { FailedCredentials } from './credentials/throttle.ts';
 import { createApiApp, type ApiApp } from './api/server.ts';
 import type { EventEndpoints } from './api/views.ts';
 import type { Config } from './config.ts';
@@ -223,6 +224,10 @@ export async function startService(config: Config, logger: Logger, tunables: Tun
       closers.push(() => passes.stop());
     }
 
+    // One throttle for the API and the event REST interface of this process: an address's
+    // failures count against one allowance, whichever interface they were tried on.
+    const throttle = new FailedCredentials({ logger: logger.child({ part: 'credentials' }), limits: config.failedCredentials });
+
     let apiRouter: ApiApp['router'] | undefined;
     if (config.roles.includes('api')) {
       const recovered = await syncService.reconcile();
@@ -237,12 +242,13 @@ export async function startService(config: Config, logger: Logger, tunables: Tun
         syncs,
         syncService,
         kinds,
-        authenticate: authenticator(accounts, adminToken),
+        authenticate: authenticator(accounts, adminToken, throttle),
         events,
         logger,
         box,
         webhookAllowPrivate: config.webhookAllowPrivate,
         publicOrigin: config.publicOrigin,
+        reverseProxies: config.reverseProxies,
         eventAccess,
         proxyUrl: () => `http://${config.publicHost}:${ports.proxy ?? config.proxyPort}`,
         apiUrl: () => `http://${config.publicHost}:${ports.api ?? config.apiPort}`,
@@ -331,7 +337,15 @@ export async function startService(config: Config, logger: Logger, tunables: Tun
       await serve('proxy', proxy, config.proxyPort);
     }
     if (config.roles.includes('events') && bus) {
-      const rest = createEventsRestHandler({ pool, accounts, reader: new EventLogReader(pool), bus, logger: logger.child({ part: 'events-rest' }) });
+      const rest = createEventsRestHandler({
+        pool,
+        accounts,
+        reader: new EventLogReader(pool),
+        bus,
+        logger: logger.child({ part: 'events-rest' }),
+        throttle,
+        reverseProxies: config.reverseProxies,
+      });
       await serve('events', rest, config.eventsPort);
       // Closers run in reverse: waiting long polls end before the listener drains its connections.
       closers.push(() => rest.close());

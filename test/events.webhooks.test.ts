@@ -9,6 +9,7 @@ import { authenticator } from '../src/api/auth.ts';
 import { createApiApp } from '../src/api/server.ts';
 import { AccountStore } from '../src/control/accounts.ts';
 import { SecretBox } from '../src/control/secrets.ts';
+import { FailedCredentials } from '../src/credentials/throttle.ts';
 import { SyncService } from '../src/control/sync-service.ts';
 import { SyncStore } from '../src/control/syncs.ts';
 import { migrateControlDatabase } from '../src/db/migrate.ts';
@@ -96,7 +97,7 @@ test.before(async () => {
     syncs,
     syncService,
     kinds,
-    authenticate: authenticator(accounts, adminToken),
+    authenticate: authenticator(accounts, adminToken, new FailedCredentials({ logger })),
     events: { restUrl: 'http://127.0.0.1:1', kafkaBrokers: [] },
     logger,
     box,

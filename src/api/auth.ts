@@ -2,17 +2,29 @@ import type { Context } from 'koa';
 import type { Account, AccountStore } from '../control/accounts.ts';
 import type { ConsoleSessions } from '../control/console-sessions.ts';
 import { constantTimeEqual, hashToken } from '../control/secrets.ts';
+import { credentialFingerprint, type CredentialInterface, type FailedCredentials } from '../credentials/throttle.ts';
 import { TributaryError } from '../errors.ts';
+import { clientAddress } from '../http/client-address.ts';
 
 export type Principal = { kind: 'admin' } | { kind: 'account'; account: Account };
 
 export interface Authenticator {
   (ctx: Context): Promise<Principal>;
-  /** The principal a raw token stands for (the console's sign-in). */
-  principalOf?(token: string): Promise<Principal>;
+  /** The principal a raw token stands for (the console's sign-in), under the failed-credential throttle. */
+  principalOf?(token: string, from: TokenSource): Promise<Principal>;
   /** SHA-256 (hex) of the admin token: the operator's console sessions end when it changes. */
   adminTokenSha256?: string;
 }
+
+/** Where a token was presented, for the failed-credential throttle. */
+export interface TokenSource {
+  via: CredentialInterface;
+  source: string;
+}
+
+/** The client's address, as the API's first middleware worked it out (see createApiApp). */
+export const requestSource = (ctx: Context): string =>
+  (ctx.state.clientAddress as string | undefined) ?? clientAddress({ remoteAddress: ctx.req.socket.remoteAddress, forwardedFor: undefined, reverseProxies: 0 });
 
 export function bearerToken(ctx: Context): string {
   const header = ctx.get('authorization');
@@ -21,14 +33,21 @@ export function bearerToken(ctx: Context): string {
   return match[1]!;
 }
 
-export function authenticator(accounts: AccountStore, adminToken: string): Authenticator {
-  const principalOf = async (token: string): Promise<Principal> => {
-    if (constantTimeEqual(token, adminToken)) return { kind: 'admin' };
-    const account = await accounts.findByToken(token);
-    if (!account) throw new TributaryError('unauthorized', 'the token is not valid');
-    return { kind: 'account', account };
-  };
-  return Object.assign(async (ctx: Context) => principalOf(bearerToken(ctx)), { principalOf, adminTokenSha256: hashToken(adminToken) });
+/**
+ * API tokens and the operator token. A token names no account (it is random through and
+ * through), so failed ones are throttled per client address only. Every wrong token costs the
+ * same: a constant-time comparison with the operator's, then one lookup by the token's hash.
+ */
+export function authenticator(accounts: AccountStore, adminToken: string, throttle: FailedCredentials): Authenticator {
+  const principalOf = (token: string, from: TokenSource): Promise<Principal> =>
+    throttle.check({ ...from, fingerprint: credentialFingerprint('token', token) }, async () => {
+      if (constantTimeEqual(token, adminToken)) return { kind: 'admin' };
+      const account = await accounts.findByToken(token);
+      if (!account) throw new TributaryError('unauthorized', 'the token is not valid');
+      return { kind: 'account', account };
+    });
+  const authenticate = async (ctx: Context) => principalOf(bearerToken(ctx), { via: 'management API', source: requestSource(ctx) });
+  return Object.assign(authenticate, { principalOf, adminTokenSha256: hashToken(adminToken) });
 }
 
 /** The console's session cookie: `__Host-` prefixed when served over https (the prefix needs Secure). */

@@ -20,6 +20,8 @@ export interface ApiOptions {
   events: EventEndpoints;
   logger: Logger;
   bodyLimit?: number;
+  /** Reverse proxies in front (Config.reverseProxies): whose X-Forwarded-For names the client. */
+  reverseProxies?: number;
   /** The origin browsers use when it is not the server's own (Config.publicOrigin). */
   publicOrigin?: string;
   /** Told when accounts and syncs come and go (Kafka users and ACLs), when Kafka is on. */

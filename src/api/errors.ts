@@ -57,6 +57,7 @@ export function errorMiddleware(logger: Logger): Middleware {
         ctx.body = answer('internal', 'internal error; see the service log');
       }
       if (ctx.status === 401) ctx.set('WWW-Authenticate', 'Bearer');
+      if (error instanceof TributaryError && error.expose && error.retryAfterSeconds !== undefined) ctx.set('Retry-After', String(error.retryAfterSeconds));
     } finally {
       logger.debug({ method: ctx.method, path: ctx.path, status: ctx.status, ms: Math.round(performance.now() - started) }, 'request');
     }

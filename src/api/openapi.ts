@@ -87,10 +87,12 @@ const ACCESS_ERRORS: Record<Access, Record<number, string>> = {
   token: {
     401: 'No bearer token, a token that is not valid, or a console session that has ended',
     403: 'A console session used from another site, or for a change without its CSRF token',
+    429: 'Too many failed credential checks from this address: see Retry-After',
   },
   admin: {
     401: 'No bearer token, a token that is not valid, or a console session that has ended',
     403: "An account's token: this needs the operator token (or a console session used from another site, or for a change without its CSRF token)",
+    429: 'Too many failed credential checks from this address: see Retry-After',
   },
   session: {
     403: 'A request from another site',

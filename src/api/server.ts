@@ -2,6 +2,7 @@ import Router from '@koa/router';
 import Koa from 'koa';
 import { ConsoleSessions } from '../control/console-sessions.ts';
 import { TributaryError } from '../errors.ts';
+import { clientAddress } from '../http/client-address.ts';
 import { withConsoleSessions } from './auth.ts';
 import { consoleStaticRoutes } from './console-static.ts';
 import type { ApiOptions } from './context.ts';
@@ -81,6 +82,12 @@ export function createApiApp(api: ApiAppOptions): ApiApp {
 
   app.use(errorMiddleware(api.logger));
   app.use(refuseNulInUrl);
+  const reverseProxies = api.reverseProxies ?? 0;
+  app.use((ctx, next) => {
+    // Worked out once: the failed-credential throttle counts per client address.
+    ctx.state.clientAddress = clientAddress({ remoteAddress: ctx.req.socket.remoteAddress, forwardedFor: ctx.req.headers['x-forwarded-for'], reverseProxies });
+    return next();
+  });
   if (api.publicOrigin) {
     const publicOrigin = api.publicOrigin;
     app.use((ctx, next) => {

@@ -38,12 +38,19 @@ const toAccount = (row: AccountRow): Account => ({
 });
 
 const passwordAad = (accountId: string) => `accounts:${accountId}:events_password`;
+/** The row no account has: a username that names no account is checked against its sealed stand-in. */
+const NO_ACCOUNT = 'acc_none';
 
 export class AccountStore {
+  /** A sealed password of no account, opened in place of a missing one (see eventsCredential). */
+  private readonly standIn: string;
+
   constructor(
     private readonly pool: pg.Pool,
     private readonly box: SecretBox,
-  ) {}
+  ) {
+    this.standIn = box.encrypt(newPassword(), passwordAad(NO_ACCOUNT));
+  }
 
   /** The token and the event password are returned here once; only a hash and a sealed copy are kept. */
   async create(name: string): Promise<NewAccount> {
@@ -82,6 +89,21 @@ export class AccountStore {
       [id, limits.maxSyncs ?? null, limits.readerConnectionBudget ?? null],
     );
     return rows[0] && toAccount(rows[0]);
+  }
+
+  /**
+   * The account and event password of an event username, in one query. A username no account
+   * has costs the same: a stand-in password is decrypted all the same, so that the time taken
+   * does not tell whether the username exists.
+   */
+  async eventsCredential(username: string): Promise<{ accountId: string; password: Secret } | undefined> {
+    const { rows } = await this.pool.query<{ id: string; events_password_enc: string }>(
+      'SELECT id, events_password_enc FROM accounts WHERE events_username = $1',
+      [username],
+    );
+    const row = rows[0];
+    const password = this.box.decrypt(row?.events_password_enc ?? this.standIn, passwordAad(row?.id ?? NO_ACCOUNT));
+    return row && { accountId: row.id, password };
   }
 
   async eventsPassword(accountId: string): Promise<Secret | undefined> {

@@ -3,7 +3,7 @@ import type { Context } from 'koa';
 import { SESSION_MAX_MS, type ConsoleSessions, type SessionPrincipal } from '../../control/console-sessions.ts';
 import { constantTimeEqual } from '../../control/secrets.ts';
 import { TributaryError } from '../../errors.ts';
-import { assertSameOrigin, CSRF_HEADER, servedSecurely, sessionCookie, sessionCookieName } from '../auth.ts';
+import { assertSameOrigin, CSRF_HEADER, requestSource, servedSecurely, sessionCookie, sessionCookieName } from '../auth.ts';
 import { readJson, validate } from '../body.ts';
 import type { ApiOptions } from '../context.ts';
 import type { ApiDocument } from '../openapi.ts';
@@ -66,13 +66,18 @@ export function consoleSessionRoutes(router: Router, api: ApiOptions, sessions: 
     access: 'public',
     body: { schema: signIn },
     answers: { 200: { description: 'Signed in: who, and the CSRF token', schema: sessionAnswer } },
-    errors: { 401: 'The token is not valid', 403: 'A request from another site', 503: 'Sign-in is not available on this server' },
+    errors: {
+      401: 'The token is not valid',
+      403: 'A request from another site',
+      429: 'Too many failed credential checks from this address: see Retry-After',
+      503: 'Sign-in is not available on this server',
+    },
   });
   router.post('/console/session', async (ctx) => {
     assertSameOrigin(ctx);
     const input = validate(signIn, await readJson(ctx, 4096));
     if (!api.authenticate.principalOf) throw new TributaryError('unavailable', 'console sign-in is not available on this server');
-    const principal = await api.authenticate.principalOf(input.token).catch((error: unknown) => {
+    const principal = await api.authenticate.principalOf(input.token, { via: 'console sign-in', source: requestSource(ctx) }).catch((error: unknown) => {
       if (error instanceof TributaryError && error.code === 'unauthorized') {
         throw new TributaryError('unauthorized', 'that token is not valid: use an account API token (trb_…) or the operator token');
       }

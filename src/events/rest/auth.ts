@@ -1,18 +1,14 @@
 import { createHash, timingSafeEqual } from 'node:crypto';
-import type pg from 'pg';
 import type { AccountStore } from '../../control/accounts.ts';
+import { credentialFingerprint, type FailedCredentials } from '../../credentials/throttle.ts';
 import { TributaryError } from '../../errors.ts';
 
 interface CachedCredential {
   accountId: string;
-  /** SHA-256 of the password: compared in constant time, never kept in clear. */
-  digest: Buffer;
   expires: number;
 }
 
 const digestOf = (text: string) => createHash('sha256').update(text, 'utf8').digest();
-/** Compared against when the username is unknown, so that both paths do the same work. */
-const NO_ACCOUNT_DIGEST = digestOf('no account has this username');
 const MAX_USERNAME_LENGTH = 200;
 
 const unauthorized = (message: string) => new TributaryError('unauthorized', message);
@@ -29,44 +25,47 @@ export function parseBasicAuth(header: string | undefined): { username: string; 
 
 /**
  * Checks HTTP basic auth against an account's event username and password (the password is
- * sealed at rest; AccountStore decrypts it). Checked passwords are cached briefly as digests
- * so that a busy consumer does not decrypt on every poll.
+ * sealed at rest; AccountStore decrypts it), under the failed-credential throttle.
+ *
+ * Credentials that passed are remembered briefly by their fingerprint (username and password
+ * together), so that a busy consumer does not decrypt on every poll. A wrong password can never
+ * hit that memory: whether its username exists or not, it costs one query and one decryption.
  */
 export class EventCredentials {
   private readonly cache = new Map<string, CachedCredential>();
 
-  constructor(private readonly options: { pool: pg.Pool; accounts: AccountStore; cacheMs: number; maxCached?: number }) {}
+  constructor(private readonly options: { accounts: AccountStore; throttle: FailedCredentials; cacheMs: number; maxCached?: number }) {}
 
   /** The account id the credentials belong to; a 401 otherwise (the same one whatever was wrong). */
-  async authenticate(header: string | undefined): Promise<string> {
+  async authenticate(header: string | undefined, source: string): Promise<string> {
     const given = parseBasicAuth(header);
     if (!given) throw unauthorized("HTTP basic auth with the account's event username and password is required");
-    const known = given.username.length <= MAX_USERNAME_LENGTH ? await this.lookup(given.username) : undefined;
-    const matches = timingSafeEqual(digestOf(given.password), known?.digest ?? NO_ACCOUNT_DIGEST);
-    if (!known || !matches) throw unauthorized('invalid event username or password');
-    return known.accountId;
+    const fingerprint = credentialFingerprint('event', given.username, given.password);
+    const now = Date.now();
+    const cached = this.cache.get(fingerprint);
+    if (cached && cached.expires > now) return cached.accountId;
+    this.cache.delete(fingerprint);
+    const named = given.username.length <= MAX_USERNAME_LENGTH;
+    const attempt = { via: 'event REST' as const, source, account: named ? given.username : undefined, fingerprint };
+    const accountId = await this.options.throttle.check(attempt, async () => {
+      const known = named ? await this.options.accounts.eventsCredential(given.username) : undefined;
+      const matches = timingSafeEqual(digestOf(given.password), digestOf(known?.password.reveal() ?? '\u0000'));
+      if (!known || !matches) throw unauthorized('invalid event username or password');
+      return known.accountId;
+    });
+    this.remember(fingerprint, accountId, now);
+    return accountId;
   }
 
   clear(): void {
     this.cache.clear();
   }
 
-  private async lookup(username: string): Promise<CachedCredential | undefined> {
-    const now = Date.now();
-    const cached = this.cache.get(username);
-    if (cached && cached.expires > now) return cached;
-    this.cache.delete(username);
-    const { rows } = await this.options.pool.query<{ id: string }>('SELECT id FROM accounts WHERE events_username = $1', [username]);
-    const accountId = rows[0]?.id;
-    if (!accountId) return undefined; // misses are not cached: a new account works at once
-    const password = await this.options.accounts.eventsPassword(accountId);
-    if (!password) return undefined;
-    const entry = { accountId, digest: digestOf(password.reveal()), expires: now + this.options.cacheMs };
+  private remember(fingerprint: string, accountId: string, now: number): void {
     if (this.cache.size >= (this.options.maxCached ?? 10_000)) {
       const oldest = this.cache.keys().next().value;
       if (oldest !== undefined) this.cache.delete(oldest);
     }
-    this.cache.set(username, entry);
-    return entry;
+    this.cache.set(fingerprint, { accountId, expires: now + this.options.cacheMs });
   }
 }

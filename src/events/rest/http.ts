@@ -76,6 +76,7 @@ export function sendError(res: http.ServerResponse, thrown: unknown, logger: Log
     const headers: Record<string, string> = {};
     if (error.status === 401) headers['www-authenticate'] = 'Basic realm="tributary events", charset="UTF-8"';
     if (error.status === 413) headers.connection = 'close';
+    if (error.retryAfterSeconds !== undefined) headers['retry-after'] = String(error.retryAfterSeconds);
     const allow = (error as { allow?: string[] }).allow;
     if (error.status === 405 && allow) headers.allow = allow.join(', ');
     sendJson(res, error.status, { error: error.message, status: error.status }, headers);

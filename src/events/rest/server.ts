@@ -5,6 +5,8 @@ import { TributaryError } from '../../errors.ts';
 import type { Logger } from '../../log.ts';
 import type { EventBus } from '../bus.ts';
 import type { EventLogReader } from '../log.ts';
+import { FailedCredentials } from '../../credentials/throttle.ts';
+import { clientAddress } from '../../http/client-address.ts';
 import { EventCredentials } from './auth.ts';
 import { DEFAULT_LIMITS, type RequestScope, type RestContext, type RestLimits } from './context.ts';
 import { GroupStore } from './groups.ts';
@@ -22,6 +24,10 @@ export interface EventsRestOptions {
   bus: EventBus;
   logger: Logger;
   limits?: Partial<RestLimits>;
+  /** Failed credential checks, shared with the API in one process; a default one (10 and 30 a minute) otherwise. */
+  throttle?: FailedCredentials;
+  /** Reverse proxies in front (Config.reverseProxies): whose X-Forwarded-For names the client. */
+  reverseProxies?: number;
 }
 
 /** A request listener for `listen()`, and `close()`, which ends every waiting long poll (with an empty answer). */
@@ -44,7 +50,13 @@ export function createEventsRestHandler(options: EventsRestOptions): EventsRestH
     topics: new TopicAccess(options.pool),
     groups: new GroupStore(options.pool),
   };
-  const credentials = new EventCredentials({ pool: options.pool, accounts: options.accounts, cacheMs: limits.credentialCacheMs });
+  const credentials = new EventCredentials({
+    accounts: options.accounts,
+    throttle: options.throttle ?? new FailedCredentials({ logger }),
+    cacheMs: limits.credentialCacheMs,
+  });
+  const sourceOf = (req: http.IncomingMessage) =>
+    clientAddress({ remoteAddress: req.socket.remoteAddress, forwardedFor: req.headers['x-forwarded-for'], reverseProxies: options.reverseProxies ?? 0 });
   const inFlight = new Set<AbortController>();
   let closed = false;
 
@@ -62,7 +74,7 @@ export function createEventsRestHandler(options: EventsRestOptions): EventsRestH
       if (closed) throw new TributaryError('unavailable', 'the event REST interface is shutting down', { expose: true });
       refuseNulInUrl(req.url ?? '/');
       const { route, params } = match(method, path);
-      const accountId = route.public ? '' : await credentials.authenticate(req.headers.authorization);
+      const accountId = route.public ? '' : await credentials.authenticate(req.headers.authorization, sourceOf(req));
       const scope: RequestScope = { accountId, signal: controller.signal };
       const answer = await route.run(ctx, {
         req,
