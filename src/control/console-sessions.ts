@@ -1,6 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import type pg from 'pg';
-import type { Account } from './accounts.ts';
+import { ACCOUNT_LIMIT_COLUMNS, accountOfRow, type Account, type AccountRow } from './accounts.ts';
 import { hashToken } from './secrets.ts';
 
 /** A console session ends after this long without a request… */
@@ -17,17 +17,18 @@ export interface ConsoleSession {
   csrfToken: string;
 }
 
-interface SessionRow {
+/** The session's columns, and its account's (all null for an operator session). */
+type SessionRow = {
   account_id: string | null;
   admin_token_sha256: string | null;
   csrf_token: string;
   last_seen_at: Date;
-  name: string | null;
-  events_username: string | null;
   account_created_at: Date | null;
-  max_syncs: number | null;
-  reader_connection_budget: number | null;
-}
+} & { [K in Exclude<keyof AccountRow, 'id' | 'created_at'>]: AccountRow[K] | null };
+
+const ACCOUNT_COLUMNS = ACCOUNT_LIMIT_COLUMNS.split(', ')
+  .map((column) => `a.${column}`)
+  .join(', ');
 
 const randomToken = () => randomBytes(32).toString('base64url');
 
@@ -63,7 +64,7 @@ export class ConsoleSessions {
   async find(id: string, adminTokenSha256: string | undefined): Promise<ConsoleSession | undefined> {
     const { rows } = await this.pool.query<SessionRow>(
       `SELECT s.account_id, s.admin_token_sha256, s.csrf_token, s.last_seen_at,
-              a.name, a.events_username, a.created_at AS account_created_at, a.max_syncs, a.reader_connection_budget
+              a.name, a.events_username, a.created_at AS account_created_at, ${ACCOUNT_COLUMNS}
          FROM console_sessions s LEFT JOIN accounts a ON a.id = s.account_id
         WHERE s.id_sha256 = $1 AND s.expires_at > now()
           AND s.created_at > now() - make_interval(secs => $2)`,
@@ -76,14 +77,7 @@ export class ConsoleSessions {
       if (row.name === null) return undefined;
       principal = {
         kind: 'account',
-        account: {
-          id: row.account_id,
-          name: row.name,
-          eventsUsername: row.events_username!,
-          createdAt: row.account_created_at!,
-          maxSyncs: row.max_syncs!,
-          readerConnectionBudget: row.reader_connection_budget!,
-        },
+        account: accountOfRow({ ...(row as Omit<AccountRow, 'id' | 'created_at'>), id: row.account_id, created_at: row.account_created_at! }),
       };
     } else {
       if (!adminTokenSha256 || row.admin_token_sha256 !== adminTokenSha256) return undefined;
