@@ -36,6 +36,8 @@ export interface Config {
   eventRetentionMs: number;
   /** Partitions of each new event topic (TRIBUTARY_EVENT_PARTITIONS, default 1). */
   eventPartitions: number;
+  /** How long a consumer group with no instance is kept after its last consume or commit (TRIBUTARY_CONSUMER_GROUP_RETENTION_HOURS, default 7 days). */
+  consumerGroupRetentionMs: number;
   /** Upstream host -> base URL overrides, e.g. api.airtable.com -> http://127.0.0.1:9101. */
   upstreams: Map<string, string>;
   roles: Role[];
@@ -133,6 +135,7 @@ export function loadConfig(env: Env = process.env, overrides: Partial<Config> = 
     databaseAllowPrivate: env.TRIBUTARY_DATABASE_ALLOW_PRIVATE === '1',
     eventRetentionMs: positive(env, 'TRIBUTARY_EVENT_RETENTION_HOURS', 7 * 24) * 3_600_000,
     eventPartitions: positive(env, 'TRIBUTARY_EVENT_PARTITIONS', 1),
+    consumerGroupRetentionMs: positive(env, 'TRIBUTARY_CONSUMER_GROUP_RETENTION_HOURS', 7 * 24) * 3_600_000,
     upstreams: parseUpstreams(env.TRIBUTARY_UPSTREAMS),
     roles: parseRoles(env.TRIBUTARY_ROLES),
     ...overrides,

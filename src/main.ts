@@ -25,6 +25,7 @@ import { IdlePools } from './db/idle-pools.ts';
 import { migrateControlDatabase } from './db/migrate.ts';
 import { ident, withClient, withDatabase } from './db/sql.ts';
 import { createEventsRestHandler } from './events/rest/server.ts';
+import type { RestLimits } from './events/rest/context.ts';
 import { EventLogReader } from './events/log.ts';
 import { EventBus } from './events/bus.ts';
 import { dropExpiredEventPartitions } from './events/log.ts';
@@ -86,6 +87,8 @@ export interface Tunables {
   workerTickMs?: number;
   decoder?: { flushMs?: number; maxBatch?: number; retryMs?: number; lagReportMs?: number; leaseMs?: number };
   webhooks?: { schedule?: Partial<RetrySchedule> };
+  /** The event REST interface's limits (consumer-group sweeps, session timeouts). */
+  eventsRest?: Partial<RestLimits>;
   proxy?: { writeThroughPatienceMs?: number };
   /** How often a running sync puts its reader role back as provisioned. */
   readerCheckMs?: number;
@@ -331,7 +334,14 @@ export async function startService(config: Config, logger: Logger, tunables: Tun
       await serve('proxy', proxy, config.proxyPort);
     }
     if (config.roles.includes('events') && bus) {
-      const rest = createEventsRestHandler({ pool, accounts, reader: new EventLogReader(pool), bus, logger: logger.child({ part: 'events-rest' }) });
+      const rest = createEventsRestHandler({
+        pool,
+        accounts,
+        reader: new EventLogReader(pool),
+        bus,
+        logger: logger.child({ part: 'events-rest' }),
+        limits: { groupRetentionMs: config.consumerGroupRetentionMs, ...tunables.eventsRest },
+      });
       await serve('events', rest, config.eventsPort);
       // Closers run in reverse: waiting long polls end before the listener drains its connections.
       closers.push(() => rest.close());

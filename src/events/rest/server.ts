@@ -7,6 +7,7 @@ import type { EventBus } from '../bus.ts';
 import type { EventLogReader } from '../log.ts';
 import { EventCredentials } from './auth.ts';
 import { DEFAULT_LIMITS, type RequestScope, type RestContext, type RestLimits } from './context.ts';
+import { startGroupSweeper } from './group-sweep.ts';
 import { GroupStore } from './groups.ts';
 import { methodNotAllowed, parseJson, readBody, sendError, sendJson } from './http.ts';
 import { refuseNulInUrl } from '../../http/nul.ts';
@@ -44,6 +45,13 @@ export function createEventsRestHandler(options: EventsRestOptions): EventsRestH
     topics: new TopicAccess(options.pool),
     groups: new GroupStore(options.pool),
   };
+  const sweeper = startGroupSweeper({
+    pool: options.pool,
+    groups: ctx.groups,
+    logger,
+    everyMs: limits.groupSweepMs,
+    retentionMs: limits.groupRetentionMs,
+  });
   const credentials = new EventCredentials({ pool: options.pool, accounts: options.accounts, cacheMs: limits.credentialCacheMs });
   const inFlight = new Set<AbortController>();
   let closed = false;
@@ -96,6 +104,7 @@ export function createEventsRestHandler(options: EventsRestOptions): EventsRestH
       closed = true;
       for (const controller of inFlight) controller.abort();
       credentials.clear();
+      await sweeper.stop();
     },
   });
 }
