@@ -33,3 +33,8 @@ ALTER TABLE consumer_group_members
   ADD FOREIGN KEY (account_id, group_id) REFERENCES consumer_groups (account_id, group_id) ON DELETE CASCADE;
 ALTER TABLE consumer_group_offsets
   ADD FOREIGN KEY (account_id, group_id) REFERENCES consumer_groups (account_id, group_id) ON DELETE CASCADE;
+
+-- Webhooks are counted per account as well as per sync.
+CREATE INDEX webhook_destinations_account_idx ON webhook_destinations (account_id);
+-- Exhausted deliveries past the per-destination cap are dropped, oldest first, and counted here.
+ALTER TABLE webhook_destinations ADD COLUMN dropped_count bigint NOT NULL DEFAULT 0;

@@ -38,6 +38,8 @@ export interface Config {
   eventPartitions: number;
   /** How long a consumer group with no instance is kept after its last consume or commit (TRIBUTARY_CONSUMER_GROUP_RETENTION_HOURS, default 7 days). */
   consumerGroupRetentionMs: number;
+  /** Exhausted deliveries kept per webhook; the oldest past it are dropped (TRIBUTARY_WEBHOOK_MAX_EXHAUSTED, default 10,000). */
+  webhookMaxExhausted: number;
   /** Upstream host -> base URL overrides, e.g. api.airtable.com -> http://127.0.0.1:9101. */
   upstreams: Map<string, string>;
   roles: Role[];
@@ -136,6 +138,7 @@ export function loadConfig(env: Env = process.env, overrides: Partial<Config> = 
     eventRetentionMs: positive(env, 'TRIBUTARY_EVENT_RETENTION_HOURS', 7 * 24) * 3_600_000,
     eventPartitions: positive(env, 'TRIBUTARY_EVENT_PARTITIONS', 1),
     consumerGroupRetentionMs: positive(env, 'TRIBUTARY_CONSUMER_GROUP_RETENTION_HOURS', 7 * 24) * 3_600_000,
+    webhookMaxExhausted: positive(env, 'TRIBUTARY_WEBHOOK_MAX_EXHAUSTED', 10_000),
     upstreams: parseUpstreams(env.TRIBUTARY_UPSTREAMS),
     roles: parseRoles(env.TRIBUTARY_ROLES),
     ...overrides,

@@ -34,6 +34,7 @@ import { webhookRunner } from './events/webhooks/runner.ts';
 import { accountGrants, createKafkaPublisher, KafkaAccess, kafkaRelayRunner } from './events/kafka/index.ts';
 import { kafkaAccessHooks } from './events/kafka/hooks.ts';
 import type { RetrySchedule } from './events/webhooks/schedule.ts';
+import type { WebhookDelivererOptions } from './events/webhooks/deliverer.ts';
 import { listen, type RunningServer } from './http/listen.ts';
 import type { Logger } from './log.ts';
 import { createProxyHandler } from './proxy/server.ts';
@@ -86,7 +87,7 @@ export interface Tunables {
   stripe?: StripeTunables;
   workerTickMs?: number;
   decoder?: { flushMs?: number; maxBatch?: number; retryMs?: number; lagReportMs?: number; leaseMs?: number };
-  webhooks?: { schedule?: Partial<RetrySchedule> };
+  webhooks?: { schedule?: Partial<RetrySchedule>; tuning?: WebhookDelivererOptions['tuning'] };
   /** The event REST interface's limits (consumer-group sweeps, session timeouts). */
   eventsRest?: Partial<RestLimits>;
   proxy?: { writeThroughPatienceMs?: number };
@@ -295,6 +296,7 @@ export async function startService(config: Config, logger: Logger, tunables: Tun
               logger: logger.child({ part: 'webhooks' }),
               allowPrivate: config.webhookAllowPrivate,
               schedule: tunables.webhooks?.schedule,
+              tuning: { maxExhausted: config.webhookMaxExhausted, ...tunables.webhooks?.tuning },
             }),
             ...(publisher
               ? [kafkaRelayRunner({ pool, reader: new EventLogReader(pool), bus, kafka: publisher, logger: logger.child({ part: 'kafka' }) })]
