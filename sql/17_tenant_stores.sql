@@ -38,3 +38,6 @@ ALTER TABLE consumer_group_offsets
 CREATE INDEX webhook_destinations_account_idx ON webhook_destinations (account_id);
 -- Exhausted deliveries past the per-destination cap are dropped, oldest first, and counted here.
 ALTER TABLE webhook_destinations ADD COLUMN dropped_count bigint NOT NULL DEFAULT 0;
+
+-- A sign-in past 20 live sessions of the account ends its least recently used one.
+CREATE INDEX console_sessions_account_idx ON console_sessions (account_id);

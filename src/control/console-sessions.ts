@@ -1,5 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import type pg from 'pg';
+import { inTransaction } from '../db/sql.ts';
 import { ACCOUNT_LIMIT_COLUMNS, accountOfRow, type Account, type AccountRow } from './accounts.ts';
 import { hashToken } from './secrets.ts';
 
@@ -7,6 +8,8 @@ import { hashToken } from './secrets.ts';
 export const SESSION_IDLE_MS = 12 * 3_600_000;
 /** …and in any case this long after sign-in. */
 export const SESSION_MAX_MS = 7 * 24 * 3_600_000;
+/** Live sessions per account (and for the operator): a sign-in past it ends the least recently used. */
+export const MAX_SESSIONS = 20;
 /** last_seen_at/expires_at are written at most this often per session. */
 const TOUCH_EVERY_MS = 60_000;
 
@@ -29,6 +32,8 @@ type SessionRow = {
 const ACCOUNT_COLUMNS = ACCOUNT_LIMIT_COLUMNS.split(', ')
   .map((column) => `a.${column}`)
   .join(', ');
+/** Advisory-lock class of sign-ins ('cs'), keyed by account, so that two at once cannot both keep MAX_SESSIONS. */
+const LOCK_CLASS = 0x6373;
 
 const randomToken = () => randomBytes(32).toString('base64url');
 
@@ -44,19 +49,22 @@ export class ConsoleSessions {
     const id = randomToken();
     const csrfToken = randomToken();
     if (principal.kind === 'admin' && !adminTokenSha256) throw new Error('an operator session needs the admin token hash');
-    await this.pool.query(
-      `INSERT INTO console_sessions (id_sha256, account_id, admin_token_sha256, csrf_token, expires_at)
-       VALUES ($1, $2, $3, $4, now() + make_interval(secs => $5))`,
-      [
-        hashToken(id),
-        principal.kind === 'account' ? principal.account.id : null,
-        principal.kind === 'admin' ? adminTokenSha256 : null,
-        csrfToken,
-        SESSION_IDLE_MS / 1000,
-      ],
-    );
-    // Expired sessions are swept now and then, by the sign-ins themselves.
-    await this.pool.query('DELETE FROM console_sessions WHERE expires_at < now()');
+    const accountId = principal.kind === 'account' ? principal.account.id : null;
+    await inTransaction(this.pool, async (client) => {
+      await client.query('SELECT pg_advisory_xact_lock($1, hashtext($2))', [LOCK_CLASS, accountId ?? '']);
+      await client.query(
+        `INSERT INTO console_sessions (id_sha256, account_id, admin_token_sha256, csrf_token, expires_at)
+         VALUES ($1, $2, $3, $4, now() + make_interval(secs => $5))`,
+        [hashToken(id), accountId, principal.kind === 'admin' ? adminTokenSha256 : null, csrfToken, SESSION_IDLE_MS / 1000],
+      );
+      // Expired sessions go at every sign-in, and so do the principal's least recently used past MAX_SESSIONS.
+      await client.query(
+        `DELETE FROM console_sessions WHERE expires_at < now()
+            OR id_sha256 IN (SELECT id_sha256 FROM console_sessions WHERE account_id IS NOT DISTINCT FROM $1
+                              ORDER BY last_seen_at DESC, created_at DESC OFFSET $2)`,
+        [accountId, MAX_SESSIONS],
+      );
+    });
     return { id, csrfToken };
   }
 
