@@ -47,6 +47,10 @@ export interface Config {
    * when set, the client address is read from X-Forwarded-For, which is never trusted otherwise.
    */
   reverseProxies: number;
+  /** How long a consumer group with no instance is kept after its last consume or commit (TRIBUTARY_CONSUMER_GROUP_RETENTION_HOURS, default 7 days). */
+  consumerGroupRetentionMs: number;
+  /** Exhausted deliveries kept per webhook; the oldest past it are dropped (TRIBUTARY_WEBHOOK_MAX_EXHAUSTED, default 10,000). */
+  webhookMaxExhausted: number;
   /** Upstream host -> base URL overrides, e.g. api.airtable.com -> http://127.0.0.1:9101. */
   upstreams: Map<string, string>;
   roles: Role[];
@@ -157,6 +161,8 @@ export function loadConfig(env: Env = process.env, overrides: Partial<Config> = 
       perAccount: positive(env, 'TRIBUTARY_AUTH_FAILURES_PER_ACCOUNT', DEFAULT_CREDENTIAL_LIMITS.perAccount),
     },
     reverseProxies: count(env, 'TRIBUTARY_REVERSE_PROXIES', 0),
+    consumerGroupRetentionMs: positive(env, 'TRIBUTARY_CONSUMER_GROUP_RETENTION_HOURS', 7 * 24) * 3_600_000,
+    webhookMaxExhausted: positive(env, 'TRIBUTARY_WEBHOOK_MAX_EXHAUSTED', 10_000),
     upstreams: parseUpstreams(env.TRIBUTARY_UPSTREAMS),
     roles: parseRoles(env.TRIBUTARY_ROLES),
     ...overrides,

@@ -26,6 +26,7 @@ import { IdlePools } from './db/idle-pools.ts';
 import { migrateControlDatabase } from './db/migrate.ts';
 import { ident, withClient, withDatabase } from './db/sql.ts';
 import { createEventsRestHandler } from './events/rest/server.ts';
+import type { RestLimits } from './events/rest/context.ts';
 import { EventLogReader } from './events/log.ts';
 import { EventBus } from './events/bus.ts';
 import { dropExpiredEventPartitions } from './events/log.ts';
@@ -34,6 +35,7 @@ import { webhookRunner } from './events/webhooks/runner.ts';
 import { accountGrants, createKafkaPublisher, KafkaAccess, kafkaRelayRunner } from './events/kafka/index.ts';
 import { kafkaAccessHooks } from './events/kafka/hooks.ts';
 import type { RetrySchedule } from './events/webhooks/schedule.ts';
+import type { WebhookDelivererOptions } from './events/webhooks/deliverer.ts';
 import { listen, type RunningServer } from './http/listen.ts';
 import type { Logger } from './log.ts';
 import { createProxyHandler } from './proxy/server.ts';
@@ -86,7 +88,9 @@ export interface Tunables {
   stripe?: StripeTunables;
   workerTickMs?: number;
   decoder?: { flushMs?: number; maxBatch?: number; retryMs?: number; lagReportMs?: number; leaseMs?: number };
-  webhooks?: { schedule?: Partial<RetrySchedule> };
+  webhooks?: { schedule?: Partial<RetrySchedule>; tuning?: WebhookDelivererOptions['tuning'] };
+  /** The event REST interface's limits (consumer-group sweeps, session timeouts). */
+  eventsRest?: Partial<RestLimits>;
   proxy?: { writeThroughPatienceMs?: number };
   /** How often a running sync puts its reader role back as provisioned. */
   readerCheckMs?: number;
@@ -298,6 +302,7 @@ export async function startService(config: Config, logger: Logger, tunables: Tun
               logger: logger.child({ part: 'webhooks' }),
               allowPrivate: config.webhookAllowPrivate,
               schedule: tunables.webhooks?.schedule,
+              tuning: { maxExhausted: config.webhookMaxExhausted, ...tunables.webhooks?.tuning },
             }),
             ...(publisher
               ? [kafkaRelayRunner({ pool, reader: new EventLogReader(pool), bus, kafka: publisher, logger: logger.child({ part: 'kafka' }) })]
@@ -345,6 +350,7 @@ export async function startService(config: Config, logger: Logger, tunables: Tun
         logger: logger.child({ part: 'events-rest' }),
         throttle,
         reverseProxies: config.reverseProxies,
+        limits: { groupRetentionMs: config.consumerGroupRetentionMs, ...tunables.eventsRest },
       });
       await serve('events', rest, config.eventsPort);
       // Closers run in reverse: waiting long polls end before the listener drains its connections.

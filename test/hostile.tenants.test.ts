@@ -37,7 +37,7 @@ test('the operator sets how many syncs an account may have', async () => {
   const account = await createAccount(svc, 'capped');
   const set = await limits(account.id, { max_syncs: 2 });
   assert.is(set.status, 200, set.text);
-  assert.equal(set.body.limits, { max_syncs: 2, reader_connection_budget: 100 });
+  assert.equal(set.body.limits, { max_syncs: 2, reader_connection_budget: 100, max_consumer_groups: 50, max_group_members: 20, max_webhooks: 100 });
   assert.is((await create(account.token, airtableSyncBody(TEST_BASES[0]))).status, 201);
   assert.is((await create(account.token, airtableSyncBody(TEST_BASES[1]))).status, 201);
   const third = await create(account.token, airtableSyncBody(TEST_BASES[2]));

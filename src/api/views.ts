@@ -41,6 +41,9 @@ export const accountLimitsAnswer = z
       .object({
         max_syncs: z.number().int().describe('Syncs the account may have'),
         reader_connection_budget: z.number().int().describe("Connections all the account's read-only roles may hold together"),
+        max_consumer_groups: z.number().int().describe('Consumer groups of the event REST interface the account may keep'),
+        max_group_members: z.number().int().describe('Live instances per consumer group'),
+        max_webhooks: z.number().int().describe("Webhooks of all the account's syncs together"),
       })
       .strict(),
   })
@@ -68,7 +71,16 @@ export function accountView(account: Account): z.infer<typeof accountAnswer> {
 
 /** An account with the operator's limits (the answer to changing them). */
 export function accountLimitsView(account: Account): z.infer<typeof accountLimitsAnswer> {
-  return { ...accountView(account), limits: { max_syncs: account.maxSyncs, reader_connection_budget: account.readerConnectionBudget } };
+  return {
+    ...accountView(account),
+    limits: {
+      max_syncs: account.maxSyncs,
+      reader_connection_budget: account.readerConnectionBudget,
+      max_consumer_groups: account.maxConsumerGroups,
+      max_group_members: account.maxGroupMembers,
+      max_webhooks: account.maxWebhooks,
+    },
+  };
 }
 
 /** The one answer that carries the account's token and event password. */

@@ -10,6 +10,19 @@ export interface Account {
   /** Operator limits: syncs the account may have, and connections its readers may hold in all. */
   maxSyncs: number;
   readerConnectionBudget: number;
+  /** What the account may store: consumer groups, live instances per group, webhooks in all. */
+  maxConsumerGroups: number;
+  maxGroupMembers: number;
+  maxWebhooks: number;
+}
+
+/** The limits the operator sets; an absent one is left as it is. */
+export interface AccountLimits {
+  maxSyncs?: number | undefined;
+  readerConnectionBudget?: number | undefined;
+  maxConsumerGroups?: number | undefined;
+  maxGroupMembers?: number | undefined;
+  maxWebhooks?: number | undefined;
 }
 
 export interface NewAccount {
@@ -18,16 +31,20 @@ export interface NewAccount {
   eventsPassword: Secret;
 }
 
-interface AccountRow {
+export interface AccountRow {
   id: string;
   name: string;
   events_username: string;
   created_at: Date;
   max_syncs: number;
   reader_connection_budget: number;
+  max_consumer_groups: number;
+  max_group_members: number;
+  max_webhooks: number;
 }
 
-const columns = 'id, name, events_username, created_at, max_syncs, reader_connection_budget';
+export const ACCOUNT_LIMIT_COLUMNS = 'max_syncs, reader_connection_budget, max_consumer_groups, max_group_members, max_webhooks';
+const columns = `id, name, events_username, created_at, ${ACCOUNT_LIMIT_COLUMNS}`;
 const toAccount = (row: AccountRow): Account => ({
   id: row.id,
   name: row.name,
@@ -35,7 +52,13 @@ const toAccount = (row: AccountRow): Account => ({
   createdAt: row.created_at,
   maxSyncs: row.max_syncs,
   readerConnectionBudget: row.reader_connection_budget,
+  maxConsumerGroups: row.max_consumer_groups,
+  maxGroupMembers: row.max_group_members,
+  maxWebhooks: row.max_webhooks,
 });
+
+/** An account from a row that holds its columns (joined elsewhere, such as a console session). */
+export const accountOfRow = toAccount;
 
 const passwordAad = (accountId: string) => `accounts:${accountId}:events_password`;
 /** The row no account has: a username that names no account is checked against its sealed stand-in. */
@@ -82,11 +105,20 @@ export class AccountStore {
   }
 
   /** The operator's limits; undefined for an unknown account. A budget below what readers hold now only stops new ones. */
-  async setLimits(id: string, limits: { maxSyncs?: number; readerConnectionBudget?: number }): Promise<Account | undefined> {
+  async setLimits(id: string, limits: AccountLimits): Promise<Account | undefined> {
     const { rows } = await this.pool.query<AccountRow>(
-      `UPDATE accounts SET max_syncs = coalesce($2, max_syncs), reader_connection_budget = coalesce($3, reader_connection_budget)
+      `UPDATE accounts SET max_syncs = coalesce($2, max_syncs), reader_connection_budget = coalesce($3, reader_connection_budget),
+              max_consumer_groups = coalesce($4, max_consumer_groups), max_group_members = coalesce($5, max_group_members),
+              max_webhooks = coalesce($6, max_webhooks)
         WHERE id = $1 RETURNING ${columns}`,
-      [id, limits.maxSyncs ?? null, limits.readerConnectionBudget ?? null],
+      [
+        id,
+        limits.maxSyncs ?? null,
+        limits.readerConnectionBudget ?? null,
+        limits.maxConsumerGroups ?? null,
+        limits.maxGroupMembers ?? null,
+        limits.maxWebhooks ?? null,
+      ],
     );
     return rows[0] && toAccount(rows[0]);
   }

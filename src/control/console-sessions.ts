@@ -1,12 +1,15 @@
 import { randomBytes } from 'node:crypto';
 import type pg from 'pg';
-import type { Account } from './accounts.ts';
+import { inTransaction } from '../db/sql.ts';
+import { ACCOUNT_LIMIT_COLUMNS, accountOfRow, type Account, type AccountRow } from './accounts.ts';
 import { hashToken } from './secrets.ts';
 
 /** A console session ends after this long without a request… */
 export const SESSION_IDLE_MS = 12 * 3_600_000;
 /** …and in any case this long after sign-in. */
 export const SESSION_MAX_MS = 7 * 24 * 3_600_000;
+/** Live sessions per account (and for the operator): a sign-in past it ends the least recently used. */
+export const MAX_SESSIONS = 20;
 /** last_seen_at/expires_at are written at most this often per session. */
 const TOUCH_EVERY_MS = 60_000;
 
@@ -17,17 +20,20 @@ export interface ConsoleSession {
   csrfToken: string;
 }
 
-interface SessionRow {
+/** The session's columns, and its account's (all null for an operator session). */
+type SessionRow = {
   account_id: string | null;
   admin_token_sha256: string | null;
   csrf_token: string;
   last_seen_at: Date;
-  name: string | null;
-  events_username: string | null;
   account_created_at: Date | null;
-  max_syncs: number | null;
-  reader_connection_budget: number | null;
-}
+} & { [K in Exclude<keyof AccountRow, 'id' | 'created_at'>]: AccountRow[K] | null };
+
+const ACCOUNT_COLUMNS = ACCOUNT_LIMIT_COLUMNS.split(', ')
+  .map((column) => `a.${column}`)
+  .join(', ');
+/** Advisory-lock class of sign-ins ('cs'), keyed by account, so that two at once cannot both keep MAX_SESSIONS. */
+const LOCK_CLASS = 0x6373;
 
 const randomToken = () => randomBytes(32).toString('base64url');
 
@@ -43,19 +49,22 @@ export class ConsoleSessions {
     const id = randomToken();
     const csrfToken = randomToken();
     if (principal.kind === 'admin' && !adminTokenSha256) throw new Error('an operator session needs the admin token hash');
-    await this.pool.query(
-      `INSERT INTO console_sessions (id_sha256, account_id, admin_token_sha256, csrf_token, expires_at)
-       VALUES ($1, $2, $3, $4, now() + make_interval(secs => $5))`,
-      [
-        hashToken(id),
-        principal.kind === 'account' ? principal.account.id : null,
-        principal.kind === 'admin' ? adminTokenSha256 : null,
-        csrfToken,
-        SESSION_IDLE_MS / 1000,
-      ],
-    );
-    // Expired sessions are swept now and then, by the sign-ins themselves.
-    await this.pool.query('DELETE FROM console_sessions WHERE expires_at < now()');
+    const accountId = principal.kind === 'account' ? principal.account.id : null;
+    await inTransaction(this.pool, async (client) => {
+      await client.query('SELECT pg_advisory_xact_lock($1, hashtext($2))', [LOCK_CLASS, accountId ?? '']);
+      await client.query(
+        `INSERT INTO console_sessions (id_sha256, account_id, admin_token_sha256, csrf_token, expires_at)
+         VALUES ($1, $2, $3, $4, now() + make_interval(secs => $5))`,
+        [hashToken(id), accountId, principal.kind === 'admin' ? adminTokenSha256 : null, csrfToken, SESSION_IDLE_MS / 1000],
+      );
+      // Expired sessions go at every sign-in, and so do the principal's least recently used past MAX_SESSIONS.
+      await client.query(
+        `DELETE FROM console_sessions WHERE expires_at < now()
+            OR id_sha256 IN (SELECT id_sha256 FROM console_sessions WHERE account_id IS NOT DISTINCT FROM $1
+                              ORDER BY last_seen_at DESC, created_at DESC OFFSET $2)`,
+        [accountId, MAX_SESSIONS],
+      );
+    });
     return { id, csrfToken };
   }
 
@@ -63,7 +72,7 @@ export class ConsoleSessions {
   async find(id: string, adminTokenSha256: string | undefined): Promise<ConsoleSession | undefined> {
     const { rows } = await this.pool.query<SessionRow>(
       `SELECT s.account_id, s.admin_token_sha256, s.csrf_token, s.last_seen_at,
-              a.name, a.events_username, a.created_at AS account_created_at, a.max_syncs, a.reader_connection_budget
+              a.name, a.events_username, a.created_at AS account_created_at, ${ACCOUNT_COLUMNS}
          FROM console_sessions s LEFT JOIN accounts a ON a.id = s.account_id
         WHERE s.id_sha256 = $1 AND s.expires_at > now()
           AND s.created_at > now() - make_interval(secs => $2)`,
@@ -76,14 +85,7 @@ export class ConsoleSessions {
       if (row.name === null) return undefined;
       principal = {
         kind: 'account',
-        account: {
-          id: row.account_id,
-          name: row.name,
-          eventsUsername: row.events_username!,
-          createdAt: row.account_created_at!,
-          maxSyncs: row.max_syncs!,
-          readerConnectionBudget: row.reader_connection_budget!,
-        },
+        account: accountOfRow({ ...(row as Omit<AccountRow, 'id' | 'created_at'>), id: row.account_id, created_at: row.account_created_at! }),
       };
     } else {
       if (!adminTokenSha256 || row.admin_token_sha256 !== adminTokenSha256) return undefined;

@@ -7,6 +7,8 @@ export type ErrorKind = 'transient' | 'fatal';
 
 /** How often a sync adds a sample to its cycle history (sync_cycles, the console's chart). */
 export const HISTORY_EVERY_MS = 5_000;
+/** Failed cycle attempts a sync keeps in sync_errors (the console shows the last 20). */
+export const MAX_RECENT_ERRORS = 100;
 
 /**
  * Where a sync says how it is doing: the control database (API, console, indicator)
@@ -88,13 +90,17 @@ export class StatusReporter {
 
   async failed(message: string, kind: ErrorKind): Promise<void> {
     this.options.logger.warn({ kind, error: message }, 'sync cycle failed');
-    // The status and a row of the console's recent errors (a day of them), in one statement.
+    // The status and a row of the console's recent errors (a day of them, the newest
+    // MAX_RECENT_ERRORS at most: a sync failing fast cannot fill the table), in one statement.
     await this.options.control.query(
       `WITH updated AS (
          UPDATE syncs SET last_error = $2, last_error_at = now(), last_error_kind = $3 WHERE id = $1 RETURNING id),
-       pruned AS (DELETE FROM sync_errors WHERE sync_id = $1 AND at < now() - interval '1 day')
+       pruned AS (
+         DELETE FROM sync_errors WHERE sync_id = $1
+            AND (at < now() - interval '1 day'
+                 OR at <= (SELECT at FROM sync_errors WHERE sync_id = $1 ORDER BY at DESC OFFSET $4 - 1 LIMIT 1)))
        INSERT INTO sync_errors (sync_id, kind, message) SELECT id, $3, $2 FROM updated`,
-      [this.options.syncId, message.slice(0, 1000), kind],
+      [this.options.syncId, message.slice(0, 1000), kind, MAX_RECENT_ERRORS],
     );
   }
 

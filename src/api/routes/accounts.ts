@@ -12,14 +12,18 @@ const createAccount = z
   .strict()
   .openapi('CreateAccount');
 const limit = z.number().int().min(0).max(100_000);
+const LIMIT_FIELDS = ['max_syncs', 'reader_connection_budget', 'max_consumer_groups', 'max_group_members', 'max_webhooks'];
 const patchAccount = z
   .object({
     max_syncs: limit.optional().describe('Syncs the account may have'),
     reader_connection_budget: limit.optional().describe("Connections all the account's read-only roles may hold together"),
+    max_consumer_groups: limit.optional().describe('Consumer groups of the event REST interface the account may keep'),
+    max_group_members: limit.optional().describe('Live instances per consumer group'),
+    max_webhooks: limit.optional().describe("Webhooks of all the account's syncs together"),
   })
   .strict()
-  .refine((v) => v.max_syncs !== undefined || v.reader_connection_budget !== undefined, 'give max_syncs or reader_connection_budget')
-  .openapi('PatchAccount', { description: 'At least one of the two' });
+  .refine((v) => Object.values(v).some((value) => value !== undefined), `give at least one of ${LIMIT_FIELDS.join(', ')}`)
+  .openapi('PatchAccount', { description: 'At least one limit' });
 const accountParams = z.object({ id: z.string().describe('`acc_…`') });
 
 export function accountRoutes(router: Router, api: ApiOptions, doc: ApiDocument): void {
@@ -59,10 +63,17 @@ export function accountRoutes(router: Router, api: ApiOptions, doc: ApiDocument)
   router.patch('/api/accounts/:id', async (ctx) => {
     requireAdmin(await api.authenticate(ctx));
     const input = validate(patchAccount, await readJson(ctx, api.bodyLimit));
-    const updated = await api.accounts.setLimits(ctx.params.id!, { maxSyncs: input.max_syncs, readerConnectionBudget: input.reader_connection_budget });
+    const updated = await api.accounts.setLimits(ctx.params.id!, {
+      maxSyncs: input.max_syncs,
+      readerConnectionBudget: input.reader_connection_budget,
+      maxConsumerGroups: input.max_consumer_groups,
+      maxGroupMembers: input.max_group_members,
+      maxWebhooks: input.max_webhooks,
+    });
     if (!updated) throw notFound(`account ${ctx.params.id}`);
-    api.logger.info({ account: updated.id, max_syncs: updated.maxSyncs, reader_connection_budget: updated.readerConnectionBudget }, 'account limits changed');
-    ctx.body = accountLimitsView(updated);
+    const view = accountLimitsView(updated);
+    api.logger.info({ account: updated.id, ...view.limits }, 'account limits changed');
+    ctx.body = view;
   });
 
   doc.route({

@@ -131,6 +131,7 @@ const webhookDetailAnswer = z
         pending: z.number().int(),
         retrying: z.number().int(),
         exhausted: z.number().int().describe('Given up on; these can be replayed'),
+        dropped: z.number().int().describe('Exhausted deliveries dropped, oldest first, past the cap of 10,000 kept per webhook'),
         last_delivered_at: time.nullable(),
         last_failed_at: time.nullable(),
       })
@@ -214,7 +215,7 @@ export function webhookRoutes(router: Router, api: ApiOptions & WebhookApiOption
     operationId: 'createWebhook',
     tag: 'webhooks',
     summary: 'Add a webhook to a sync',
-    description: `Events of the topics are POSTed to the URL, signed per Standard Webhooks with the secret answered here (only here). At most ${MAX_WEBHOOKS_PER_SYNC} webhooks a sync.`,
+    description: `Events of the topics are POSTed to the URL, signed per Standard Webhooks with the secret answered here (only here). At most ${MAX_WEBHOOKS_PER_SYNC} webhooks a sync, and the account's \`max_webhooks\` in all.`,
     access: 'token',
     params: syncParams,
     body: { schema: createWebhookBody },
@@ -222,7 +223,7 @@ export function webhookRoutes(router: Router, api: ApiOptions & WebhookApiOption
     errors: {
       400: 'A topic that is not `svc.<this sync id>.<collection>`',
       404: SYNC_NOT_FOUND,
-      409: `The sync has ${MAX_WEBHOOKS_PER_SYNC} webhooks already`,
+      409: `The sync has ${MAX_WEBHOOKS_PER_SYNC} webhooks already, or the account its \`max_webhooks\` (100 by default)`,
       422: "The URL's host has no public address (or could not be resolved)",
       503: UNCONFIGURED,
     },
@@ -241,7 +242,6 @@ export function webhookRoutes(router: Router, api: ApiOptions & WebhookApiOption
       topics: [...new Set(input.topics)],
       max: MAX_WEBHOOKS_PER_SYNC,
     });
-    if (!created) throw new TributaryError('conflict', `a sync can have at most ${MAX_WEBHOOKS_PER_SYNC} webhooks; delete one first`);
     api.logger.info({ sync: sync.id, webhook: created.destination.id }, 'webhook created');
     ctx.status = 201;
     // The only answer that carries the secret.
@@ -288,6 +288,7 @@ export function webhookRoutes(router: Router, api: ApiOptions & WebhookApiOption
         pending: counts.pending,
         retrying: counts.retrying,
         exhausted: counts.exhausted,
+        dropped: Number(destination.droppedCount),
         last_delivered_at: destination.lastDeliveredAt?.toISOString() ?? null,
         last_failed_at: destination.lastFailedAt?.toISOString() ?? null,
       },

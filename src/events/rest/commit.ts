@@ -25,7 +25,11 @@ export async function commit(
     return;
   }
   await ctx.topics.require(scope.accountId, offsets);
-  await ctx.groups.commitOffsets(key, offsets);
+  // A commit may make the group (it counts against the account's limit) and keeps it active.
+  await ctx.groups.locked(key, async (client) => {
+    await ctx.groups.enter(client, key);
+    await ctx.groups.commitOffsets(client, key, offsets);
+  });
 }
 
 /**

@@ -50,6 +50,11 @@ interface Plan {
  */
 export async function consume(ctx: RestContext, scope: RequestScope, call: ConsumeCall): Promise<ConsumeResult> {
   const key: GroupKey = { accountId: scope.accountId, groupId: call.groupId };
+  // What an instance stores is bounded: a few of the account's own topics, nothing else.
+  if (call.request.topics.length > ctx.limits.maxTopicsPerMember) {
+    throw new TributaryError('invalid_request', `a consumer instance may name at most ${ctx.limits.maxTopicsPerMember} topics`);
+  }
+  await ctx.topics.requireSubscribable(scope.accountId, call.request.topics);
   // The account's own syncs behind the topics, even those with no event yet, to wake on.
   const ownSyncs = await ctx.topics.ownSyncs(scope.accountId, call.request.topics);
   let first = true;
@@ -93,12 +98,14 @@ export async function consume(ctx: RestContext, scope: RequestScope, call: Consu
   };
 }
 
-/** Under the group's lock: join, auto-commit, expire the stale, split the partitions, take ours. */
+/** Under the group's lock: expire the stale, join, auto-commit, split the partitions, take ours. */
 async function rebalance(ctx: RestContext, client: pg.PoolClient, key: GroupKey, call: ConsumeCall, first: boolean): Promise<Plan> {
   const { groups } = ctx;
+  await groups.enter(client, key);
+  // The stale go before the new instance is counted against the group's limit.
+  await groups.expire(client, key, call.instanceId);
   const me = await groups.join(client, key, call.instanceId, call.request.topics, call.settings);
   if (first && me.autoCommit) await groups.commitPositions(client, key, call.instanceId);
-  await groups.expire(client, key, call.instanceId);
   const members = await groups.members(client, key);
   // Every query here runs on the transaction's connection: a second one from the pool while
   // holding this one could exhaust the pool under load.

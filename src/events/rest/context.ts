@@ -26,6 +26,12 @@ export interface RestLimits {
   maxSessionTimeoutMs: number;
   /** A waiting consume looks again at least this often, so that partitions freed meanwhile move to it. */
   pollSliceMs: number;
+  /** Topics one consumer instance may name (each one of the account's own). */
+  maxTopicsPerMember: number;
+  /** How often instances past their session timeout, and groups idle past the retention, are removed. */
+  groupSweepMs: number;
+  /** A group with no instance goes, committed offsets and all, after this long without a consume or commit. */
+  groupRetentionMs: number;
 }
 
 export const DEFAULT_LIMITS: RestLimits = {
@@ -40,6 +46,9 @@ export const DEFAULT_LIMITS: RestLimits = {
   minSessionTimeoutMs: 1_000,
   maxSessionTimeoutMs: 600_000,
   pollSliceMs: 2_000,
+  maxTopicsPerMember: 100,
+  groupSweepMs: 60_000,
+  groupRetentionMs: 7 * 86_400_000,
 };
 
 export interface RestContext {

@@ -1,5 +1,6 @@
 import type pg from 'pg';
 import { inTransaction } from '../../db/sql.ts';
+import { TributaryError } from '../../errors.ts';
 import type { ConsumerSettings, OffsetReset, TopicPartition, TopicPartitionOffset } from './input.ts';
 
 /** A consumer group is named per account (sql/8_consumer_groups.sql). */
@@ -29,6 +30,8 @@ type Queryable = pg.Pool | pg.PoolClient;
 
 /** Advisory-lock class of consumer-group bookkeeping ('cg'); the key within it hashes account and group. */
 const LOCK_CLASS = 0x6367;
+/** Advisory-lock class of an account's new groups ('ca'), taken inside a group's lock, never the other way round. */
+const ACCOUNT_LOCK_CLASS = 0x6361;
 
 interface MemberRow {
   group_id: string;
@@ -67,26 +70,69 @@ export class GroupStore {
     });
   }
 
-  /** Creates the instance with `settings`, or refreshes it (topics, last seen); answers its settings. */
+  /**
+   * The group exists from here on, and has been active now. A new group counts against the
+   * account's max_consumer_groups (409 past it); call under the group's lock.
+   */
+  async enter(client: pg.PoolClient, key: GroupKey): Promise<void> {
+    // Written at most once a minute per group: a busy consumer costs no extra write per poll.
+    const { rows } = await client.query<{ present: boolean }>(
+      `WITH touched AS (UPDATE consumer_groups SET active_at = now()
+                         WHERE account_id = $1 AND group_id = $2 AND active_at < now() - interval '1 minute')
+       SELECT EXISTS (SELECT 1 FROM consumer_groups WHERE account_id = $1 AND group_id = $2) AS present`,
+      [key.accountId, key.groupId],
+    );
+    if (rows[0]!.present) return;
+    await client.query('SELECT pg_advisory_xact_lock($1, hashtext($2))', [ACCOUNT_LOCK_CLASS, key.accountId]);
+    const { rows: made } = await client.query<{ max: number; count: number }>(
+      `WITH made AS (
+         INSERT INTO consumer_groups (account_id, group_id)
+         SELECT $1, $2 FROM accounts a
+          WHERE a.id = $1 AND (SELECT count(*) FROM consumer_groups WHERE account_id = $1) < a.max_consumer_groups
+         RETURNING 1)
+       SELECT a.max_consumer_groups AS max, (SELECT count(*) FROM made)::int AS count FROM accounts a WHERE a.id = $1`,
+      [key.accountId, key.groupId],
+    );
+    if (made[0]?.count !== 1) {
+      const max = made[0]?.max ?? 0;
+      throw new TributaryError(
+        'conflict',
+        `this account has reached its limit of ${max} consumer groups: a group goes once it has had no instance and no commit for a while (the operator can raise the limit)`,
+      );
+    }
+  }
+
+  /**
+   * Creates the instance with `settings`, or refreshes it (topics, last seen); answers its
+   * settings. A new instance counts against the account's max_group_members (409 past it).
+   */
   async join(client: pg.PoolClient, key: GroupKey, instanceId: string, topics: string[], settings: ConsumerSettings): Promise<Member> {
     const { rows } = await client.query<MemberRow>(
       `INSERT INTO consumer_group_members (account_id, group_id, instance_id, topics, auto_commit, auto_offset_reset, session_timeout_ms)
-       VALUES ($1, $2, $3, $4, $5, $6, $7)
+       SELECT $1, $2, $3, $4, $5, $6, $7
+        WHERE EXISTS (SELECT 1 FROM consumer_group_members WHERE account_id = $1 AND group_id = $2 AND instance_id = $3)
+           OR (SELECT count(*) FROM consumer_group_members WHERE account_id = $1 AND group_id = $2)
+              < (SELECT max_group_members FROM accounts WHERE id = $1)
        ON CONFLICT (account_id, group_id, instance_id) DO UPDATE SET topics = excluded.topics, last_seen = now()
        RETURNING ${MEMBER_COLUMNS}`,
       [key.accountId, key.groupId, instanceId, topics, settings.autoCommit, settings.autoOffsetReset, settings.sessionTimeoutMs],
     );
-    return toMember(rows[0]!);
+    if (rows[0]) return toMember(rows[0]);
+    const { rows: limit } = await client.query<{ max: number }>('SELECT max_group_members AS max FROM accounts WHERE id = $1', [key.accountId]);
+    throw new TributaryError(
+      'conflict',
+      `group ${key.groupId} has reached its limit of ${limit[0]?.max ?? 0} live instances: an instance goes after its session timeout, or with delete-consumer (the operator can raise the limit)`,
+    );
   }
 
-  /** Removes the instances not seen within their session timeout (their positions go with them). */
-  async expire(client: pg.PoolClient, key: GroupKey, keep: string): Promise<string[]> {
+  /** Removes the instances not seen within their session timeout (their positions go with them), but `keep`. */
+  async expire(client: pg.PoolClient, key: GroupKey, keep?: string): Promise<string[]> {
     const { rows } = await client.query<{ instance_id: string }>(
       `DELETE FROM consumer_group_members
-        WHERE account_id = $1 AND group_id = $2 AND instance_id <> $3
+        WHERE account_id = $1 AND group_id = $2 AND ($3::text IS NULL OR instance_id <> $3)
           AND last_seen < clock_timestamp() - session_timeout_ms * interval '1 millisecond'
         RETURNING instance_id`,
-      [key.accountId, key.groupId, keep],
+      [key.accountId, key.groupId, keep ?? null],
     );
     return rows.map((r) => r.instance_id);
   }
@@ -143,9 +189,9 @@ export class GroupStore {
   }
 
   /** Commits explicit offsets (the next offset to read, as in Kafka). */
-  async commitOffsets(key: GroupKey, offsets: TopicPartitionOffset[]): Promise<void> {
+  async commitOffsets(client: Queryable, key: GroupKey, offsets: TopicPartitionOffset[]): Promise<void> {
     if (offsets.length === 0) return;
-    await this.pool.query(
+    await client.query(
       `INSERT INTO consumer_group_offsets (account_id, group_id, topic, partition, committed)
        SELECT $1, $2, o.topic, o.partition, o.committed
          FROM unnest($3::text[], $4::int[], $5::bigint[]) AS o(topic, partition, committed)

@@ -9,6 +9,7 @@ import { FailedCredentials } from '../../credentials/throttle.ts';
 import { clientAddress } from '../../http/client-address.ts';
 import { EventCredentials } from './auth.ts';
 import { DEFAULT_LIMITS, type RequestScope, type RestContext, type RestLimits } from './context.ts';
+import { startGroupSweeper } from './group-sweep.ts';
 import { GroupStore } from './groups.ts';
 import { methodNotAllowed, parseJson, readBody, sendError, sendJson } from './http.ts';
 import { refuseNulInUrl } from '../../http/nul.ts';
@@ -50,6 +51,13 @@ export function createEventsRestHandler(options: EventsRestOptions): EventsRestH
     topics: new TopicAccess(options.pool),
     groups: new GroupStore(options.pool),
   };
+  const sweeper = startGroupSweeper({
+    pool: options.pool,
+    groups: ctx.groups,
+    logger,
+    everyMs: limits.groupSweepMs,
+    retentionMs: limits.groupRetentionMs,
+  });
   const credentials = new EventCredentials({
     accounts: options.accounts,
     throttle: options.throttle ?? new FailedCredentials({ logger }),
@@ -108,6 +116,7 @@ export function createEventsRestHandler(options: EventsRestOptions): EventsRestH
       closed = true;
       for (const controller of inFlight) controller.abort();
       credentials.clear();
+      await sweeper.stop();
     },
   });
 }

@@ -15,6 +15,9 @@ export function syncIdOfTopic(topic: string): string | undefined {
   return /^svc\.([^.]+)\../.exec(topic)?.[1];
 }
 
+/** A collection's name as a topic ends with: a table's database name, or a Stripe object type. */
+const isCollectionName = (name: string) => name.length > 0 && Buffer.byteLength(name) <= 63 && /^[^\s\p{Cc}*]+$/u.test(name);
+
 /**
  * The one place that decides what an account may see. A topic of another account and a
  * topic that does not exist are the same thing here: absent. Callers answer both alike.
@@ -52,6 +55,24 @@ export class TopicAccess {
     if (ids.length === 0) return [];
     const { rows } = await this.pool.query<{ id: string }>('SELECT id FROM syncs WHERE account_id = $1 AND id = ANY($2::text[])', [accountId, ids]);
     return rows.map((r) => r.id);
+  }
+
+  /**
+   * The topics a consumer instance may name: the account's own, including those of its syncs
+   * that have no event yet (a consumer may wait for the first). Anything else is refused with
+   * the same 404 whether it exists under another account or not at all, so that nothing of
+   * another account is stored or revealed.
+   */
+  async requireSubscribable(accountId: string, topics: string[]): Promise<void> {
+    const visible = await this.visible(accountId, topics);
+    const pending = topics.filter((topic) => !visible.has(topic));
+    if (pending.length === 0) return;
+    const own = new Set(await this.ownSyncs(accountId, pending));
+    const unknown = pending.find((topic) => {
+      const syncId = syncIdOfTopic(topic);
+      return syncId === undefined || !own.has(syncId) || !isCollectionName(topic.slice(`svc.${syncId}.`.length));
+    });
+    if (unknown !== undefined) throw new TributaryError('not_found', `unknown topic: ${unknown}`);
   }
 
   /**

@@ -21,6 +21,8 @@ export interface SupervisorTuning {
   reloadGapMs: number;
   /** How long delivered rows stay in the delivery log (exhausted ones stay until replayed). */
   historyMs: number;
+  /** Exhausted deliveries kept per destination: past it the oldest are dropped (and counted). */
+  maxExhausted: number;
   pruneEveryMs: number;
 }
 
@@ -28,7 +30,8 @@ export const DEFAULT_SUPERVISOR_TUNING: SupervisorTuning = {
   refreshMs: 5_000,
   reloadGapMs: 200,
   historyMs: 7 * 86_400_000,
-  pruneEveryMs: 3_600_000,
+  maxExhausted: 10_000,
+  pruneEveryMs: 600_000,
 };
 
 export interface WebhookDelivererOptions {
@@ -160,6 +163,12 @@ export function startWebhookDeliverer(options: WebhookDelivererOptions): Webhook
           lastPrune = Date.now();
           const pruned = await log.prune([...workers.keys()], tuning.historyMs);
           if (pruned > 0) logger.debug({ pruned }, 'pruned delivered rows from the webhook delivery log');
+          for (const id of workers.keys()) {
+            const dropped = await log.dropExhausted(id, tuning.maxExhausted);
+            if (dropped > 0) {
+              logger.warn({ destination: id, dropped, kept: tuning.maxExhausted }, 'dropped the oldest exhausted webhook deliveries past the cap');
+            }
+          }
         }
       } catch (error) {
         if (signal.aborted) break;

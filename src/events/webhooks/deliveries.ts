@@ -254,10 +254,11 @@ export class DeliveryLog {
     );
   }
 
+  /** The row stays for the log; its copy of the event goes (it is never sent again). */
   async delivered(id: string, attempts: number, outcome: AttemptOutcome): Promise<void> {
     await this.pool.query(
       `UPDATE webhook_deliveries
-          SET status = 'delivered', attempts = $2, last_status_code = $3,
+          SET status = 'delivered', attempts = $2, last_status_code = $3, value = '',
               first_attempt_at = COALESCE(first_attempt_at, $4::timestamptz),
               last_attempt_at = $4::timestamptz, next_attempt_at = NULL, finished_at = $4::timestamptz
         WHERE id = $1`,
@@ -265,7 +266,27 @@ export class DeliveryLog {
     );
   }
 
-  /** History: delivered rows older than `olderThanMs` go; exhausted ones stay until replayed. */
+  /**
+   * Keeps the newest `keep` exhausted deliveries of the destination: older ones go, counted in
+   * the destination's dropped_count. Answers how many went.
+   */
+  async dropExhausted(destinationId: string, keep: number): Promise<number> {
+    const { rows } = await this.pool.query<{ dropped: number }>(
+      `WITH doomed AS (
+         SELECT id FROM webhook_deliveries WHERE destination_id = $1 AND status = 'exhausted' ORDER BY id DESC OFFSET $2),
+       gone AS (
+         -- status again: a row replayed meanwhile is pending now, and stays.
+         DELETE FROM webhook_deliveries d USING doomed WHERE d.id = doomed.id AND d.status = 'exhausted' RETURNING 1),
+       counted AS (
+         UPDATE webhook_destinations SET dropped_count = dropped_count + (SELECT count(*) FROM gone)
+          WHERE id = $1 AND EXISTS (SELECT 1 FROM gone))
+       SELECT count(*)::int AS dropped FROM gone`,
+      [destinationId, keep],
+    );
+    return rows[0]?.dropped ?? 0;
+  }
+
+  /** History: delivered rows older than `olderThanMs` go; exhausted ones stay until replayed (or dropped past the cap). */
   async prune(destinationIds: string[], olderThanMs: number): Promise<number> {
     const { rowCount } = await this.pool.query(
       `DELETE FROM webhook_deliveries

@@ -1,5 +1,7 @@
 import type pg from 'pg';
 import type { Secret, SecretBox } from '../../control/secrets.ts';
+import { inTransaction } from '../../db/sql.ts';
+import { TributaryError } from '../../errors.ts';
 import { randomLowerAlnum } from '../../ids.ts';
 import { EVENTS_CHANNEL } from '../bus.ts';
 import { newWebhookSecret } from './signature.ts';
@@ -18,6 +20,8 @@ export interface WebhookDestination {
   failedAttempts: string;
   lastDeliveredAt: Date | null;
   lastFailedAt: Date | null;
+  /** Exhausted deliveries dropped, oldest first, past the cap on them. */
+  droppedCount: string;
 }
 
 interface DestinationRow {
@@ -34,10 +38,11 @@ interface DestinationRow {
   failed_attempts: string;
   last_delivered_at: Date | null;
   last_failed_at: Date | null;
+  dropped_count: string;
 }
 
 const COLUMNS = `id, sync_id, account_id, url, topics, created_at, cursor_seq, cursor_at, replay_generation,
-  delivered_count, failed_attempts, last_delivered_at, last_failed_at`;
+  delivered_count, failed_attempts, last_delivered_at, last_failed_at, dropped_count`;
 
 const toDestination = (row: DestinationRow): WebhookDestination => ({
   id: row.id,
@@ -53,9 +58,13 @@ const toDestination = (row: DestinationRow): WebhookDestination => ({
   failedAttempts: row.failed_attempts,
   lastDeliveredAt: row.last_delivered_at,
   lastFailedAt: row.last_failed_at,
+  droppedCount: row.dropped_count,
 });
 
 const secretAad = (id: string) => `webhook_destinations:${id}:secret`;
+
+/** Advisory-lock class of webhook creation ('wh'), keyed by account. */
+const LOCK_CLASS = 0x7768;
 
 export const newDestinationId = () => `wh_${randomLowerAlnum(16)}`;
 
@@ -76,28 +85,42 @@ export class WebhookStore {
   ) {}
 
   /**
-   * Creates a destination that receives the events logged from now on, unless the sync
-   * already has `max` of them (then undefined). The secret is returned here only.
+   * Creates a destination that receives the events logged from now on. A 409 when the sync
+   * already has `max` of them, or the account its max_webhooks. The secret is returned here only.
    */
-  async create(input: {
-    syncId: string;
-    accountId: string;
-    url: string;
-    topics: string[];
-    max: number;
-  }): Promise<{ destination: WebhookDestination; secret: Secret } | undefined> {
+  async create(input: { syncId: string; accountId: string; url: string; topics: string[]; max: number }): Promise<{
+    destination: WebhookDestination;
+    secret: Secret;
+  }> {
     const id = newDestinationId();
     const secret = newWebhookSecret();
-    const { rows } = await this.pool.query<DestinationRow>(
-      `INSERT INTO webhook_destinations (id, sync_id, account_id, url, topics, secret_enc, cursor_seq)
-       SELECT $1, $2, $3, $4, $5, $6, COALESCE((SELECT seq FROM decoder_progress WHERE sync_id = $2), 0)
-        WHERE (SELECT count(*) FROM webhook_destinations WHERE sync_id = $2) < $7
-       RETURNING ${COLUMNS}`,
-      [id, input.syncId, input.accountId, input.url, input.topics, this.box.encrypt(secret.reveal(), secretAad(id)), input.max],
-    );
-    if (!rows[0]) return undefined;
+    const made = await inTransaction(this.pool, async (client) => {
+      // One create of the account at a time, so that concurrent ones cannot all pass the counts.
+      await client.query('SELECT pg_advisory_xact_lock($1, hashtext($2))', [LOCK_CLASS, input.accountId]);
+      const { rows: counts } = await client.query<{ sync: number; account: number; max: number }>(
+        `SELECT (SELECT count(*) FROM webhook_destinations WHERE sync_id = $1)::int AS sync,
+                (SELECT count(*) FROM webhook_destinations WHERE account_id = $2)::int AS account,
+                (SELECT max_webhooks FROM accounts WHERE id = $2) AS max`,
+        [input.syncId, input.accountId],
+      );
+      const count = counts[0]!;
+      if (count.sync >= input.max) throw new TributaryError('conflict', `a sync can have at most ${input.max} webhooks; delete one first`);
+      if (count.account >= count.max) {
+        throw new TributaryError(
+          'conflict',
+          `this account has reached its limit of ${count.max} webhooks; delete one first (the operator can raise the limit)`,
+        );
+      }
+      const { rows } = await client.query<DestinationRow>(
+        `INSERT INTO webhook_destinations (id, sync_id, account_id, url, topics, secret_enc, cursor_seq)
+         VALUES ($1, $2, $3, $4, $5, $6, COALESCE((SELECT seq FROM decoder_progress WHERE sync_id = $2), 0))
+         RETURNING ${COLUMNS}`,
+        [id, input.syncId, input.accountId, input.url, input.topics, this.box.encrypt(secret.reveal(), secretAad(id))],
+      );
+      return toDestination(rows[0]!);
+    });
     await wakeDeliverer(this.pool, input.syncId);
-    return { destination: toDestination(rows[0]), secret };
+    return { destination: made, secret };
   }
 
   async list(syncId: string): Promise<WebhookDestination[]> {
