@@ -6,6 +6,9 @@ import { withConsoleSessions } from './auth.ts';
 import { consoleStaticRoutes } from './console-static.ts';
 import type { ApiOptions } from './context.ts';
 import { refuseNulInUrl } from './edge.ts';
+import { claimingTenant, scopeMiddleware } from './tenancy.ts';
+import { TenantCaps } from '../tenancy/limits.ts';
+import { TenantScope } from '../tenancy/scope.ts';
 import { errorMiddleware } from './errors.ts';
 import { ApiDocument } from './openapi.ts';
 import { accountRoutes } from './routes/accounts.ts';
@@ -32,7 +35,13 @@ export function createApiApp(api: ApiAppOptions): ApiApp {
   const router = new Router();
   // The console's session cookie is accepted wherever a Bearer token is (same-origin, CSRF-checked).
   const sessions = new ConsoleSessions(api.pool);
-  api = { ...api, authenticate: withConsoleSessions(api.authenticate, sessions) };
+  const tenantScope = api.tenantScope ?? new TenantScope();
+  api = {
+    ...api,
+    authenticate: claimingTenant(withConsoleSessions(api.authenticate, sessions), tenantScope),
+    tenantScope,
+    caps: api.caps ?? new TenantCaps(),
+  };
 
   const doc = new ApiDocument();
 
@@ -88,6 +97,7 @@ export function createApiApp(api: ApiAppOptions): ApiApp {
       return next();
     });
   }
+  app.use(scopeMiddleware(tenantScope));
   app.use(router.routes());
   app.use(async (ctx, next) => {
     await next();

@@ -6,6 +6,7 @@ import type { Principal } from '../auth.ts';
 import { queryErrors, readJson, validate, validateQuery } from '../body.ts';
 import type { ApiOptions } from '../context.ts';
 import type { ApiDocument } from '../openapi.ts';
+import { CAPPED, withinCap } from '../tenancy.ts';
 import { kindComponent, oneOf, syncAnswer, syncView } from '../views.ts';
 import { z } from '../zod.ts';
 
@@ -185,7 +186,7 @@ export function syncRoutes(router: Router, api: ApiOptions, doc: ApiDocument): v
     access: 'token',
     query: listQuery,
     answers: { 200: { description: 'The syncs', schema: syncList } },
-    errors: { 403: 'An account token naming another account in `account_id`' },
+    errors: { 403: 'An account token naming another account in `account_id`', 429: CAPPED.reads },
   });
   router.get('/api/syncs', async (ctx) => {
     const principal = await api.authenticate(ctx);
@@ -195,8 +196,10 @@ export function syncRoutes(router: Router, api: ApiOptions, doc: ApiDocument): v
       throw new TributaryError('forbidden', 'an account token can only list the syncs of its own account');
     }
     const filter = principal.kind === 'account' ? principal.account.id : requested;
-    const syncs = await api.syncs.list(filter);
-    ctx.body = { data: await Promise.all(syncs.map((sync) => view(api, sync))) };
+    await withinCap(api.caps, 'reads', principal, async () => {
+      const syncs = await api.syncs.list(filter);
+      ctx.body = { data: await Promise.all(syncs.map((sync) => view(api, sync))) };
+    });
   });
 
   doc.route({

@@ -26,6 +26,8 @@ export interface RestLimits {
   maxSessionTimeoutMs: number;
   /** A waiting consume looks again at least this often, so that partitions freed meanwhile move to it. */
   pollSliceMs: number;
+  /** Long polls (`/consume`, `/fetch`) one account may have open at once in this process; 429 past it. */
+  maxLongPollsPerAccount: number;
 }
 
 export const DEFAULT_LIMITS: RestLimits = {
@@ -40,6 +42,7 @@ export const DEFAULT_LIMITS: RestLimits = {
   minSessionTimeoutMs: 1_000,
   maxSessionTimeoutMs: 600_000,
   pollSliceMs: 2_000,
+  maxLongPollsPerAccount: 50,
 };
 
 export interface RestContext {
