@@ -142,6 +142,7 @@ export function loadConfig(env: Env = process.env, overrides: Partial<Config> = 
       longPolls: positive(env, 'TRIBUTARY_MAX_LONG_POLLS_PER_ACCOUNT', DEFAULT_TENANT_LIMITS.longPolls),
       waits: positive(env, 'TRIBUTARY_MAX_WAITS_PER_ACCOUNT', DEFAULT_TENANT_LIMITS.waits),
       reads: positive(env, 'TRIBUTARY_MAX_READS_PER_ACCOUNT', DEFAULT_TENANT_LIMITS.reads),
+      requests: positive(env, 'TRIBUTARY_MAX_WORKING_REQUESTS_PER_ACCOUNT', DEFAULT_TENANT_LIMITS.requests),
       controlConnections: positive(env, 'TRIBUTARY_MAX_CONTROL_CONNECTIONS_PER_ACCOUNT', DEFAULT_TENANT_LIMITS.controlConnections),
     },
     ...overrides,

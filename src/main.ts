@@ -134,7 +134,7 @@ export async function startService(config: Config, logger: Logger, tunables: Tun
 
     // Requests run in a scope that names their account; the control pool shares its ten
     // connections by it, so that no account's requests hold them all.
-    const tenantScope = new TenantScope();
+    const tenantScope = new TenantScope({ requestsPerAccount: config.tenantLimits.requests });
     const pool = new FairPool(
       { connectionString: controlUrl, max: CONTROL_POOL_SIZE },
       { scope: tenantScope, perTenant: Math.min(config.tenantLimits.controlConnections, CONTROL_POOL_SIZE) },

@@ -3,11 +3,17 @@ import type { Account, AccountStore } from '../control/accounts.ts';
 import type { ConsoleSessions } from '../control/console-sessions.ts';
 import { constantTimeEqual, hashToken } from '../control/secrets.ts';
 import { TributaryError } from '../errors.ts';
+import type { CappedKind } from '../tenancy/limits.ts';
 
 export type Principal = { kind: 'admin' } | { kind: 'account'; account: Account };
 
+export interface AuthenticateOptions {
+  /** The account cap the request counts against from now until it ends (a 429 past it). */
+  capped?: CappedKind;
+}
+
 export interface Authenticator {
-  (ctx: Context): Promise<Principal>;
+  (ctx: Context, options?: AuthenticateOptions): Promise<Principal>;
   /** The principal a raw token stands for (the console's sign-in). */
   principalOf?(token: string): Promise<Principal>;
   /** SHA-256 (hex) of the admin token: the operator's console sessions end when it changes. */

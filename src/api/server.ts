@@ -6,7 +6,7 @@ import { withConsoleSessions } from './auth.ts';
 import { consoleStaticRoutes } from './console-static.ts';
 import type { ApiOptions } from './context.ts';
 import { refuseNulInUrl } from './edge.ts';
-import { claimingTenant, scopeMiddleware } from './tenancy.ts';
+import { admittingTenant, scopeMiddleware } from './tenancy.ts';
 import { TenantCaps } from '../tenancy/limits.ts';
 import { TenantScope } from '../tenancy/scope.ts';
 import { errorMiddleware } from './errors.ts';
@@ -36,12 +36,8 @@ export function createApiApp(api: ApiAppOptions): ApiApp {
   // The console's session cookie is accepted wherever a Bearer token is (same-origin, CSRF-checked).
   const sessions = new ConsoleSessions(api.pool);
   const tenantScope = api.tenantScope ?? new TenantScope();
-  api = {
-    ...api,
-    authenticate: claimingTenant(withConsoleSessions(api.authenticate, sessions), tenantScope),
-    tenantScope,
-    caps: api.caps ?? new TenantCaps(),
-  };
+  const caps = api.caps ?? new TenantCaps();
+  api = { ...api, authenticate: admittingTenant(withConsoleSessions(api.authenticate, sessions), tenantScope, caps), tenantScope, caps };
 
   const doc = new ApiDocument();
 

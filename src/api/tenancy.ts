@@ -1,7 +1,7 @@
 import type { Middleware } from 'koa';
-import type { CappedKind, TenantCaps } from '../tenancy/limits.ts';
+import type { TenantCaps } from '../tenancy/limits.ts';
 import type { TenantScope } from '../tenancy/scope.ts';
-import { type Authenticator, type Principal, sessionCookie } from './auth.ts';
+import { type AuthenticateOptions, type Authenticator, type Principal, sessionCookie } from './auth.ts';
 
 /**
  * Each request runs in a scope of its own; until it is authenticated it belongs to the
@@ -15,20 +15,20 @@ export function scopeMiddleware(scope: TenantScope): Middleware {
     });
 }
 
-/** Once authenticated, the request is its account's (the operator's belongs to no account). */
-export function claimingTenant(authenticate: Authenticator, scope: TenantScope): Authenticator {
-  const claiming = async (ctx: Parameters<Authenticator>[0]): Promise<Principal> => {
+/**
+ * Once authenticated, the request is its account's: it counts against the cap it names (429
+ * past it) and waits for one of the account's working places (the operator's takes none).
+ */
+export function admittingTenant(authenticate: Authenticator, scope: TenantScope, caps: TenantCaps): Authenticator {
+  const admitting = async (ctx: Parameters<Authenticator>[0], options: AuthenticateOptions = {}): Promise<Principal> => {
     const principal = await authenticate(ctx);
-    scope.claimAccount(principal.kind === 'account' ? principal.account.id : undefined);
+    const accountId = principal.kind === 'account' ? principal.account.id : undefined;
+    if (accountId !== undefined && options.capped) scope.untilEnd(caps.enter(options.capped, accountId));
+    // A wait mostly waits: the waits cap bounds it, and it takes no working place.
+    await scope.admit(accountId, { work: options.capped !== 'waits' });
     return principal;
   };
-  return Object.assign(claiming, { principalOf: authenticate.principalOf, adminTokenSha256: authenticate.adminTokenSha256 });
-}
-
-/** Runs `work` within the principal's account cap of `kind` (429 past it); the operator is not capped. */
-export function withinCap<T>(caps: TenantCaps | undefined, kind: CappedKind, principal: Principal, work: () => Promise<T>): Promise<T> {
-  if (!caps) return work();
-  return caps.within(kind, principal.kind === 'account' ? principal.account.id : undefined, work);
+  return Object.assign(admitting, { principalOf: authenticate.principalOf, adminTokenSha256: authenticate.adminTokenSha256 });
 }
 
 /** The 429 of a capped route, for its OpenAPI description. */

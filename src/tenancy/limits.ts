@@ -13,11 +13,13 @@ export interface TenantLimits {
   waits: number;
   /** Reads that cost more than a lookup: the syncs list and the console's tables, connection and history. */
   reads: number;
+  /** Its requests worked on at once (long polls and waits aside); the next wait their turn. */
+  requests: number;
   /** Connections of the control-database pool (of 10) its requests hold at once; more wait in line. */
   controlConnections: number;
 }
 
-export const DEFAULT_TENANT_LIMITS: TenantLimits = { longPolls: 50, waits: 100, reads: 20, controlConnections: 3 };
+export const DEFAULT_TENANT_LIMITS: TenantLimits = { longPolls: 50, waits: 100, reads: 20, requests: 8, controlConnections: 3 };
 
 /** What the management API caps (the event REST interface caps its long polls itself, by `longPolls`). */
 export type CappedKind = 'waits' | 'reads';

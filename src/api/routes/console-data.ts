@@ -1,12 +1,11 @@
 import type Router from '@koa/router';
-import type { Context } from 'koa';
 import type { SyncRecord } from '../../control/syncs.ts';
 import { TributaryError, notFound } from '../../errors.ts';
 import { validateQuery, wholeNumber } from '../body.ts';
 import type { ApiOptions } from '../context.ts';
 import type { ApiDocument, Operation } from '../openapi.ts';
 import { type SyncDatabaseView, type SyncMeta, SyncTables } from '../sync-tables.ts';
-import { CAPPED, withinCap } from '../tenancy.ts';
+import { CAPPED } from '../tenancy.ts';
 import { time } from '../views.ts';
 import { z } from '../zod.ts';
 import { SYNC_NOT_FOUND, findSync, syncParams } from './syncs.ts';
@@ -135,11 +134,9 @@ export function consoleDataRoutes(router: Router, api: ApiOptions & ConsoleDataO
     errors: { 429: CAPPED.reads, 503: 'The sync database could not be read just now' },
   });
   router.get('/api/syncs/:id/tables', async (ctx) => {
-    const principal = await api.authenticate(ctx);
-    await withinCap(api.caps, 'reads', principal, async () => {
-      const view = await readSyncDatabase(api, syncTables, await findSync(api, principal, ctx.params.id!));
-      ctx.body = { sync_meta: view.meta, data: view.tables } satisfies z.infer<typeof syncDatabaseAnswer>;
-    });
+    const sync = await findSync(api, await api.authenticate(ctx, { capped: 'reads' }), ctx.params.id!);
+    const view = await readSyncDatabase(api, syncTables, sync);
+    ctx.body = { sync_meta: view.meta, data: view.tables } satisfies z.infer<typeof syncDatabaseAnswer>;
   });
 
   route({
@@ -152,10 +149,7 @@ export function consoleDataRoutes(router: Router, api: ApiOptions & ConsoleDataO
     errors: { 429: CAPPED.reads },
   });
   router.get('/api/syncs/:id/history', async (ctx) => {
-    const principal = await api.authenticate(ctx);
-    await withinCap(api.caps, 'reads', principal, async () => history(ctx, await findSync(api, principal, ctx.params.id!)));
-  });
-  const history = async (ctx: Context, sync: SyncRecord) => {
+    const sync = await findSync(api, await api.authenticate(ctx, { capped: 'reads' }), ctx.params.id!);
     const hours = validateQuery(historyQuery, ctx).hours ?? 6;
     const bucketSeconds = Math.max(5, Math.ceil((hours * 3600) / HISTORY_POINTS));
     const { rows: cycles } = await api.pool.query<{ at: Date; cycles: number; lag_s: number; duration_s: number }>(
@@ -176,7 +170,7 @@ export function consoleDataRoutes(router: Router, api: ApiOptions & ConsoleDataO
       cycles: cycles.map((c) => ({ at: c.at.toISOString(), cycles: c.cycles, lag_seconds: c.lag_s, duration_seconds: c.duration_s })),
       errors: errors.map((e) => ({ at: e.at.toISOString(), kind: e.kind, message: e.message })),
     } satisfies z.infer<typeof historyAnswer>;
-  };
+  });
 
   route({
     method: 'get',
@@ -187,10 +181,7 @@ export function consoleDataRoutes(router: Router, api: ApiOptions & ConsoleDataO
     errors: { 429: CAPPED.reads },
   });
   router.get('/api/syncs/:id/connection', async (ctx) => {
-    const principal = await api.authenticate(ctx);
-    await withinCap(api.caps, 'reads', principal, async () => connection(ctx, await findSync(api, principal, ctx.params.id!)));
-  });
-  const connection = async (ctx: Context, sync: SyncRecord) => {
+    const sync = await findSync(api, await api.authenticate(ctx, { capped: 'reads' }), ctx.params.id!);
     const account = await api.accounts.get(sync.accountId);
     const view = await readSyncDatabase(api, syncTables, sync).catch(() => ({ tables: [] as TableInfo[] }));
     ctx.body = {
@@ -205,7 +196,7 @@ export function consoleDataRoutes(router: Router, api: ApiOptions & ConsoleDataO
         topics: await topicsOf(api, sync, view.tables),
       },
     } satisfies z.infer<typeof connectionAnswer>;
-  };
+  });
 
   // A POST, so that it is a deliberate act (the console's "Reveal"), never cached or prefetched.
   route({

@@ -1,6 +1,4 @@
 import type Router from '@koa/router';
-import type { Context } from 'koa';
-import type { SyncRecord } from '../../control/syncs.ts';
 import type { IdlePools } from '../../db/idle-pools.ts';
 import { waitForDecoder } from '../../decoder/wait.ts';
 import { TributaryError } from '../../errors.ts';
@@ -10,7 +8,7 @@ import { requestPass, waitForPass } from '../../sync/passes.ts';
 import { validateQuery, wholeNumber } from '../body.ts';
 import type { ApiOptions } from '../context.ts';
 import type { ApiDocument } from '../openapi.ts';
-import { CAPPED, withinCap } from '../tenancy.ts';
+import { CAPPED } from '../tenancy.ts';
 import { z } from '../zod.ts';
 import { SYNC_NOT_FOUND, findSync, syncParams } from './syncs.ts';
 
@@ -60,11 +58,9 @@ export function waitRoutes(router: Router, api: ApiOptions & WaitApiOptions, doc
     errors: { 404: SYNC_NOT_FOUND, 429: CAPPED.waits, 503: 'This process runs without the event bus, or the service is shutting down' },
   });
   router.get('/api/wait/:id', async (ctx) => {
-    const principal = await api.authenticate(ctx);
+    const principal = await api.authenticate(ctx, { capped: 'waits' });
     const timeoutMs = validateQuery(waitQuery, ctx).timeout ?? DEFAULT_TIMEOUT_MS;
-    await withinCap(api.caps, 'waits', principal, async () => wait(ctx, await findSync(api, principal, ctx.params.id!), timeoutMs));
-  });
-  const wait = async (ctx: Context, sync: SyncRecord, timeoutMs: number) => {
+    const sync = await findSync(api, principal, ctx.params.id!);
     const bus = api.bus;
     if (!bus) throw new TributaryError('unavailable', 'waiting is not available: this process runs without the event bus');
     ctx.set('Cache-Control', 'no-store');
@@ -104,5 +100,5 @@ export function waitRoutes(router: Router, api: ApiOptions & WaitApiOptions, doc
       pools: api.markerPools,
     });
     ctx.body = reached ? { ok: true, lsn: reached.lsn } : timedOut;
-  };
+  });
 }

@@ -72,7 +72,8 @@ export function createEventsRestHandler(options: EventsRestOptions): EventsRestH
       const { route, params } = match(method, path);
       scope.claimCredential(req.headers.authorization);
       const accountId = route.public ? '' : await credentials.authenticate(req.headers.authorization);
-      scope.claimAccount(accountId || undefined);
+      // A long poll mostly waits: its own cap bounds it, and it takes no working place.
+      await scope.admit(accountId || undefined, { work: !route.longPoll });
       if (route.longPoll) {
         releasePoll = longPolls.tryAcquire(accountId);
         if (!releasePoll) {
