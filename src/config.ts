@@ -1,5 +1,6 @@
 import path from 'node:path';
 import { DEFAULT_CREDENTIAL_LIMITS, type CredentialLimits } from './credentials/throttle.ts';
+import { DEFAULT_TENANT_LIMITS, type TenantLimits } from './tenancy/limits.ts';
 
 /** Every process role Tributary knows; `tributary run --roles` picks a subset. */
 export const allRoles = ['api', 'sync', 'decoder', 'proxy', 'events'] as const;
@@ -54,6 +55,8 @@ export interface Config {
   /** Upstream host -> base URL overrides, e.g. api.airtable.com -> http://127.0.0.1:9101. */
   upstreams: Map<string, string>;
   roles: Role[];
+  /** What one account may have going at once in one process (TRIBUTARY_MAX_*_PER_ACCOUNT). */
+  tenantLimits: TenantLimits;
 }
 
 type Env = Record<string, string | undefined>;
@@ -165,6 +168,13 @@ export function loadConfig(env: Env = process.env, overrides: Partial<Config> = 
     webhookMaxExhausted: positive(env, 'TRIBUTARY_WEBHOOK_MAX_EXHAUSTED', 10_000),
     upstreams: parseUpstreams(env.TRIBUTARY_UPSTREAMS),
     roles: parseRoles(env.TRIBUTARY_ROLES),
+    tenantLimits: {
+      longPolls: positive(env, 'TRIBUTARY_MAX_LONG_POLLS_PER_ACCOUNT', DEFAULT_TENANT_LIMITS.longPolls),
+      waits: positive(env, 'TRIBUTARY_MAX_WAITS_PER_ACCOUNT', DEFAULT_TENANT_LIMITS.waits),
+      reads: positive(env, 'TRIBUTARY_MAX_READS_PER_ACCOUNT', DEFAULT_TENANT_LIMITS.reads),
+      requests: positive(env, 'TRIBUTARY_MAX_WORKING_REQUESTS_PER_ACCOUNT', DEFAULT_TENANT_LIMITS.requests),
+      controlConnections: positive(env, 'TRIBUTARY_MAX_CONTROL_CONNECTIONS_PER_ACCOUNT', DEFAULT_TENANT_LIMITS.controlConnections),
+    },
     ...overrides,
   };
 }

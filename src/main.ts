@@ -1,6 +1,5 @@
 import { randomUUID } from 'node:crypto';
 import os from 'node:os';
-import pg from 'pg';
 import type { AirtableTunables } from './airtable/kind.ts';
 import { builtInKinds } from './kinds/built-in.ts';
 import type { SourceKinds } from './kinds/registry.ts';
@@ -41,6 +40,10 @@ import type { Logger } from './log.ts';
 import { createProxyHandler } from './proxy/server.ts';
 import { ServiceMetrics } from './metrics/index.ts';
 import { PassSignals } from './sync/pass-signals.ts';
+import { SyncTables } from './api/sync-tables.ts';
+import { FairPool } from './tenancy/fair-pool.ts';
+import { TenantCaps } from './tenancy/limits.ts';
+import { TenantScope } from './tenancy/scope.ts';
 
 export interface Service {
   apiPort: number | undefined;
@@ -54,6 +57,8 @@ export interface Service {
 }
 
 const CONTROL_DATABASE = 'tributary';
+/** Connections of the control-database pool, in each process. */
+const CONTROL_POOL_SIZE = 10;
 
 /** First start of the embedded server: its control database. */
 async function prepareEmbedded(embedded: EmbeddedPostgres): Promise<string> {
@@ -132,7 +137,13 @@ export async function startService(config: Config, logger: Logger, tunables: Tun
     }
     await migrateControlDatabase(controlUrl, logger);
 
-    const pool = new pg.Pool({ connectionString: controlUrl, max: 10 });
+    // Requests run in a scope that names their account; the control pool shares its ten
+    // connections by it, so that no account's requests hold them all.
+    const tenantScope = new TenantScope({ requestsPerAccount: config.tenantLimits.requests });
+    const pool = new FairPool(
+      { connectionString: controlUrl, max: CONTROL_POOL_SIZE },
+      { scope: tenantScope, perTenant: Math.min(config.tenantLimits.controlConnections, CONTROL_POOL_SIZE) },
+    );
     pool.on('error', (err) => logger.warn({ err }, 'idle control-database connection failed'));
     // A connection the server ends while it is checked out emits 'error' on the client, which
     // pg-pool only listens to while the client is idle; unheard, it would end the process.
@@ -239,6 +250,8 @@ export async function startService(config: Config, logger: Logger, tunables: Tun
       await syncs.fillKeyDigests(kinds.names().filter((name) => kinds.get(name).keyNamesAccount));
       const markerPools = new IdlePools();
       closers.push(() => markerPools.close());
+      const syncTables = new SyncTables({ syncService, logger: logger.child({ part: 'console' }) });
+      closers.push(() => syncTables.close());
       const app = createApiApp({
         pool,
         markerPools,
@@ -259,6 +272,9 @@ export async function startService(config: Config, logger: Logger, tunables: Tun
         bus,
         passes,
         metrics,
+        syncTables,
+        tenantScope,
+        caps: new TenantCaps(config.tenantLimits),
       });
       apiRouter = app.router;
       await serve('api', app.callback(), config.apiPort);
@@ -350,7 +366,8 @@ export async function startService(config: Config, logger: Logger, tunables: Tun
         logger: logger.child({ part: 'events-rest' }),
         throttle,
         reverseProxies: config.reverseProxies,
-        limits: { groupRetentionMs: config.consumerGroupRetentionMs, ...tunables.eventsRest },
+        limits: { groupRetentionMs: config.consumerGroupRetentionMs, maxLongPollsPerAccount: config.tenantLimits.longPolls, ...tunables.eventsRest },
+        scope: tenantScope,
       });
       await serve('events', rest, config.eventsPort);
       // Closers run in reverse: waiting long polls end before the listener drains its connections.

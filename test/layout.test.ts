@@ -40,7 +40,7 @@ test('nothing under src/ imports the fakes, but for the CLI loading them on dema
 });
 
 test('the core imports no upstream folder: each kind reaches it through src/kinds/ alone', async () => {
-  const core = ['sync', 'decoder', 'events', 'api', 'proxy', 'control', 'writer', 'db', 'lease', 'quota', 'syncdb'];
+  const core = ['sync', 'decoder', 'events', 'api', 'proxy', 'control', 'writer', 'db', 'lease', 'quota', 'syncdb', 'tenancy'];
   const crossings: string[] = [];
   for (const folder of core) {
     for (const { file, text } of await sourceFiles(`src/${folder}`)) {

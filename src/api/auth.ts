@@ -5,11 +5,17 @@ import { constantTimeEqual, hashToken } from '../control/secrets.ts';
 import { credentialFingerprint, type CredentialInterface, type FailedCredentials } from '../credentials/throttle.ts';
 import { TributaryError } from '../errors.ts';
 import { clientAddress } from '../http/client-address.ts';
+import type { CappedKind } from '../tenancy/limits.ts';
 
 export type Principal = { kind: 'admin' } | { kind: 'account'; account: Account };
 
+export interface AuthenticateOptions {
+  /** The account cap the request counts against from now until it ends (a 429 past it). */
+  capped?: CappedKind;
+}
+
 export interface Authenticator {
-  (ctx: Context): Promise<Principal>;
+  (ctx: Context, options?: AuthenticateOptions): Promise<Principal>;
   /** The principal a raw token stands for (the console's sign-in), under the failed-credential throttle. */
   principalOf?(token: string, from: TokenSource): Promise<Principal>;
   /** SHA-256 (hex) of the admin token: the operator's console sessions end when it changes. */

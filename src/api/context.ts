@@ -4,6 +4,8 @@ import type { AccountStore } from '../control/accounts.ts';
 import type { SyncService } from '../control/sync-service.ts';
 import type { SyncStore } from '../control/syncs.ts';
 import type { SourceKinds } from '../kinds/registry.ts';
+import type { TenantCaps } from '../tenancy/limits.ts';
+import type { TenantScope } from '../tenancy/scope.ts';
 import type { Logger } from '../log.ts';
 import type { Authenticator } from './auth.ts';
 import type { EventEndpoints } from './views.ts';
@@ -26,4 +28,8 @@ export interface ApiOptions {
   publicOrigin?: string;
   /** Told when accounts and syncs come and go (Kafka users and ACLs), when Kafka is on. */
   eventAccess?: EventAccessHooks;
+  /** One account's open waits and costly reads (429 past them); createApiApp makes the defaults when not given. */
+  caps?: TenantCaps;
+  /** The request scope the control pool (FairPool) shares its connections by; createApiApp makes one when not given. */
+  tenantScope?: TenantScope;
 }

@@ -57,7 +57,8 @@ export function errorMiddleware(logger: Logger): Middleware {
         ctx.body = answer('internal', 'internal error; see the service log');
       }
       if (ctx.status === 401) ctx.set('WWW-Authenticate', 'Bearer');
-      if (error instanceof TributaryError && error.expose && error.retryAfterSeconds !== undefined) ctx.set('Retry-After', String(error.retryAfterSeconds));
+      const retryAfter = (error as { retryAfterSeconds?: number }).retryAfterSeconds;
+      if (retryAfter !== undefined) ctx.set('Retry-After', String(retryAfter));
     } finally {
       logger.debug({ method: ctx.method, path: ctx.path, status: ctx.status, ms: Math.round(performance.now() - started) }, 'request');
     }

@@ -7,6 +7,9 @@ import { withConsoleSessions } from './auth.ts';
 import { consoleStaticRoutes } from './console-static.ts';
 import type { ApiOptions } from './context.ts';
 import { refuseNulInUrl } from './edge.ts';
+import { admittingTenant, scopeMiddleware } from './tenancy.ts';
+import { TenantCaps } from '../tenancy/limits.ts';
+import { TenantScope } from '../tenancy/scope.ts';
 import { errorMiddleware } from './errors.ts';
 import { ApiDocument } from './openapi.ts';
 import { accountRoutes } from './routes/accounts.ts';
@@ -33,7 +36,9 @@ export function createApiApp(api: ApiAppOptions): ApiApp {
   const router = new Router();
   // The console's session cookie is accepted wherever a Bearer token is (same-origin, CSRF-checked).
   const sessions = new ConsoleSessions(api.pool);
-  api = { ...api, authenticate: withConsoleSessions(api.authenticate, sessions) };
+  const tenantScope = api.tenantScope ?? new TenantScope();
+  const caps = api.caps ?? new TenantCaps();
+  api = { ...api, authenticate: admittingTenant(withConsoleSessions(api.authenticate, sessions), tenantScope, caps), tenantScope, caps };
 
   const doc = new ApiDocument();
 
@@ -95,6 +100,7 @@ export function createApiApp(api: ApiAppOptions): ApiApp {
       return next();
     });
   }
+  app.use(scopeMiddleware(tenantScope));
   app.use(router.routes());
   app.use(async (ctx, next) => {
     await next();

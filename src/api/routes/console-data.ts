@@ -1,11 +1,11 @@
 import type Router from '@koa/router';
-import type pg from 'pg';
 import type { SyncRecord } from '../../control/syncs.ts';
-import { ident, withClient } from '../../db/sql.ts';
 import { TributaryError, notFound } from '../../errors.ts';
 import { validateQuery, wholeNumber } from '../body.ts';
 import type { ApiOptions } from '../context.ts';
 import type { ApiDocument, Operation } from '../openapi.ts';
+import { type SyncDatabaseView, type SyncMeta, SyncTables } from '../sync-tables.ts';
+import { CAPPED } from '../tenancy.ts';
 import { time } from '../views.ts';
 import { z } from '../zod.ts';
 import { SYNC_NOT_FOUND, findSync, syncParams } from './syncs.ts';
@@ -16,10 +16,10 @@ export interface ConsoleDataOptions {
   proxyUrl?: string | (() => string | undefined);
   /** The API's own address from the configuration (the wait URL is built on it, never on the request's Host). */
   apiUrl?: () => string;
+  /** Reads of the sync databases, shared and pooled (createApiApp makes one when not given). */
+  syncTables?: SyncTables;
 }
 
-/** Tables at most this big (by the planner's estimate) are counted exactly; bigger ones show the estimate. */
-const EXACT_COUNT_LIMIT = 200_000;
 const MAX_HISTORY_HOURS = 24;
 /** The chart's resolution: samples are merged into at most this many points. */
 const HISTORY_POINTS = 240;
@@ -29,8 +29,13 @@ const tableInfo = z
     name: z.string().describe("The table's name in the sync's database"),
     upstream_name: z.string().nullable(),
     upstream_id: z.string().nullable(),
-    rows: z.number().int(),
-    rows_estimated: z.boolean().describe("`rows` is the planner's estimate (a big table), not a count"),
+    rows: z
+      .number()
+      .int()
+      .describe('Rows in the table: counted, as of at most 5 s ago (one count serves every request meanwhile), or estimated for big tables'),
+    rows_estimated: z
+      .boolean()
+      .describe("`rows` is the planner's estimate (a table of 200,000 rows or more, or past the 1,000,000 rows counted per read), not a count"),
     topic: z.string().nullable().describe("The event topic of the table's changes"),
   })
   .strict();
@@ -85,61 +90,19 @@ function describe(api: ApiOptions, sync: SyncRecord, name: string, comment: stri
   return { upstream_name: upstreamName, upstream_id: upstreamId, topic: collection === undefined ? null : `svc.${sync.id}.${collection}` };
 }
 
-type SyncDatabaseView = { meta: z.infer<typeof syncDatabaseAnswer>['sync_meta']; tables: TableInfo[] };
-
-/** Reads `_sync_meta` and the tables of `public` with their row counts, in the sync's own database. */
-async function readSyncDatabase(api: ApiOptions, sync: SyncRecord): Promise<SyncDatabaseView> {
-  const url = await api.syncService.adminUrl(sync);
+/** `_sync_meta` and the tables of the sync's database, with their upstream names and topics; a 503 when it cannot be read. */
+async function readSyncDatabase(api: ApiOptions, syncTables: SyncTables, sync: SyncRecord): Promise<{ meta: SyncMeta | null; tables: TableInfo[] }> {
+  let view: SyncDatabaseView;
   try {
-    return await withClient(url, async (client: pg.Client) => {
-      await client.query("SET statement_timeout = '10s'");
-      const { rows: listed } = await client.query<{ name: string; comment: string | null; estimate: string }>(
-        // A table not yet analysed (reltuples -1, e.g. just swapped in) is estimated from the
-        // statistics' live-row count instead, so a large one is not counted exactly.
-        `SELECT c.relname AS name, obj_description(c.oid, 'pg_class') AS comment,
-                (CASE WHEN c.reltuples >= 0 THEN c.reltuples ELSE coalesce(s.n_live_tup, 0) END)::bigint AS estimate
-           FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
-           LEFT JOIN pg_stat_user_tables s ON s.relid = c.oid
-          WHERE n.nspname = 'public' AND c.relkind IN ('r', 'p') AND c.relname <> '_sync_meta'
-          ORDER BY c.relname`,
-      );
-      const exact = listed.filter((t) => Number(t.estimate) < EXACT_COUNT_LIMIT);
-      let counts: string[] = [];
-      if (exact.length > 0) {
-        // One round trip for every count; identifiers are quoted once, here. An ARRAY[…]
-        // constructor, not a function call: functions take at most 100 arguments, and a
-        // Stripe sync has more tables than that.
-        const { rows } = await client.query<{ counts: string[] }>(
-          `SELECT ARRAY[${exact.map((t) => `(SELECT count(*) FROM public.${ident(t.name)})`).join(', ')}]::bigint[] AS counts`,
-        );
-        counts = rows[0]!.counts;
-      }
-      const exactCount = new Map(exact.map((t, i) => [t.name, Number(counts[i] ?? 0)]));
-      const { rows: metaRows } = await client.query<{ started_at: Date | null; completed_at: Date | null; duration_s: number | null }>(
-        'SELECT started_at, completed_at, extract(epoch FROM duration_last)::float8 AS duration_s FROM public._sync_meta LIMIT 1',
-      );
-      const meta = metaRows[0];
-      return {
-        meta: meta
-          ? {
-              started_at: meta.started_at?.toISOString() ?? null,
-              completed_at: meta.completed_at?.toISOString() ?? null,
-              duration_last: meta.duration_s,
-              running: meta.started_at !== null && (meta.completed_at === null || meta.started_at > meta.completed_at),
-            }
-          : null,
-        tables: listed.map((t) => ({
-          name: t.name,
-          ...describe(api, sync, t.name, t.comment),
-          rows: exactCount.get(t.name) ?? Math.max(0, Number(t.estimate)),
-          rows_estimated: !exactCount.has(t.name),
-        })),
-      };
-    });
+    view = await syncTables.read(sync);
   } catch (cause) {
     api.logger.warn({ err: cause, sync: sync.id }, 'console: could not read the sync database');
     throw new TributaryError('unavailable', 'the sync database could not be read just now; try again in a moment', { cause, expose: true });
   }
+  return {
+    meta: view.meta,
+    tables: view.tables.map((t) => ({ name: t.name, ...describe(api, sync, t.name, t.comment), rows: t.rows, rows_estimated: t.estimated })),
+  };
 }
 
 /** The topics of a sync: those the event log has, and those its tables will have. */
@@ -156,6 +119,7 @@ async function topicsOf(api: ApiOptions, sync: SyncRecord, tables: TableInfo[]):
  * where to connect, and (on request) the account's event password.
  */
 export function consoleDataRoutes(router: Router, api: ApiOptions & ConsoleDataOptions, doc: ApiDocument): void {
+  const syncTables = api.syncTables ?? new SyncTables({ syncService: api.syncService, logger: api.logger });
   const proxyUrl = () => (typeof api.proxyUrl === 'function' ? api.proxyUrl() : api.proxyUrl) ?? null;
   // Every one is a sync's, for its account's token or the operator's.
   const route = (op: Omit<Operation, 'tag' | 'access' | 'params'>) =>
@@ -167,11 +131,11 @@ export function consoleDataRoutes(router: Router, api: ApiOptions & ConsoleDataO
     operationId: 'consoleSyncTables',
     summary: "A sync's tables with row counts and upstream names",
     answers: { 200: { description: "The database's tables and `_sync_meta`", schema: syncDatabaseAnswer } },
-    errors: { 503: 'The sync database could not be read just now' },
+    errors: { 429: CAPPED.reads, 503: 'The sync database could not be read just now' },
   });
   router.get('/api/syncs/:id/tables', async (ctx) => {
-    const sync = await findSync(api, await api.authenticate(ctx), ctx.params.id!);
-    const view = await readSyncDatabase(api, sync);
+    const sync = await findSync(api, await api.authenticate(ctx, { capped: 'reads' }), ctx.params.id!);
+    const view = await readSyncDatabase(api, syncTables, sync);
     ctx.body = { sync_meta: view.meta, data: view.tables } satisfies z.infer<typeof syncDatabaseAnswer>;
   });
 
@@ -182,9 +146,10 @@ export function consoleDataRoutes(router: Router, api: ApiOptions & ConsoleDataO
     summary: "A sync's cycle history and recent errors",
     query: historyQuery,
     answers: { 200: { description: 'Cycles merged into at most 240 points, and the latest errors', schema: historyAnswer } },
+    errors: { 429: CAPPED.reads },
   });
   router.get('/api/syncs/:id/history', async (ctx) => {
-    const sync = await findSync(api, await api.authenticate(ctx), ctx.params.id!);
+    const sync = await findSync(api, await api.authenticate(ctx, { capped: 'reads' }), ctx.params.id!);
     const hours = validateQuery(historyQuery, ctx).hours ?? 6;
     const bucketSeconds = Math.max(5, Math.ceil((hours * 3600) / HISTORY_POINTS));
     const { rows: cycles } = await api.pool.query<{ at: Date; cycles: number; lag_s: number; duration_s: number }>(
@@ -213,11 +178,12 @@ export function consoleDataRoutes(router: Router, api: ApiOptions & ConsoleDataO
     operationId: 'consoleSyncConnection',
     summary: 'Where to connect: the wait URL, the proxy and the event stream',
     answers: { 200: { description: "The sync's addresses and topics", schema: connectionAnswer } },
+    errors: { 429: CAPPED.reads },
   });
   router.get('/api/syncs/:id/connection', async (ctx) => {
-    const sync = await findSync(api, await api.authenticate(ctx), ctx.params.id!);
+    const sync = await findSync(api, await api.authenticate(ctx, { capped: 'reads' }), ctx.params.id!);
     const account = await api.accounts.get(sync.accountId);
-    const view = await readSyncDatabase(api, sync).catch(() => ({ tables: [] as TableInfo[] }));
+    const view = await readSyncDatabase(api, syncTables, sync).catch(() => ({ tables: [] as TableInfo[] }));
     ctx.body = {
       sync_id: sync.id,
       wait_url: `${api.publicOrigin ?? api.apiUrl?.() ?? `http://${ctx.socket.localAddress}:${ctx.socket.localPort}`}/api/wait/${sync.id}`,

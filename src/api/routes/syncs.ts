@@ -6,6 +6,7 @@ import type { Principal } from '../auth.ts';
 import { queryErrors, readJson, validate, validateQuery } from '../body.ts';
 import type { ApiOptions } from '../context.ts';
 import type { ApiDocument } from '../openapi.ts';
+import { CAPPED } from '../tenancy.ts';
 import { kindComponent, oneOf, syncAnswer, syncView } from '../views.ts';
 import { z } from '../zod.ts';
 
@@ -185,10 +186,10 @@ export function syncRoutes(router: Router, api: ApiOptions, doc: ApiDocument): v
     access: 'token',
     query: listQuery,
     answers: { 200: { description: 'The syncs', schema: syncList } },
-    errors: { 403: 'An account token naming another account in `account_id`' },
+    errors: { 403: 'An account token naming another account in `account_id`', 429: CAPPED.reads },
   });
   router.get('/api/syncs', async (ctx) => {
-    const principal = await api.authenticate(ctx);
+    const principal = await api.authenticate(ctx, { capped: 'reads' });
     const requested = validateQuery(listQuery, ctx).account_id;
     // As on create: an account token naming another account is refused, not quietly narrowed.
     if (principal.kind === 'account' && requested !== undefined && requested !== principal.account.id) {

@@ -8,6 +8,7 @@ import { requestPass, waitForPass } from '../../sync/passes.ts';
 import { validateQuery, wholeNumber } from '../body.ts';
 import type { ApiOptions } from '../context.ts';
 import type { ApiDocument } from '../openapi.ts';
+import { CAPPED } from '../tenancy.ts';
 import { z } from '../zod.ts';
 import { SYNC_NOT_FOUND, findSync, syncParams } from './syncs.ts';
 
@@ -54,10 +55,10 @@ export function waitRoutes(router: Router, api: ApiOptions & WaitApiOptions, doc
     params: syncParams,
     query: waitQuery,
     answers: { 200: { description: 'Caught up (`ok: true`), or timed out', schema: waitAnswer } },
-    errors: { 404: SYNC_NOT_FOUND, 503: 'This process runs without the event bus, or the service is shutting down' },
+    errors: { 404: SYNC_NOT_FOUND, 429: CAPPED.waits, 503: 'This process runs without the event bus, or the service is shutting down' },
   });
   router.get('/api/wait/:id', async (ctx) => {
-    const principal = await api.authenticate(ctx);
+    const principal = await api.authenticate(ctx, { capped: 'waits' });
     const timeoutMs = validateQuery(waitQuery, ctx).timeout ?? DEFAULT_TIMEOUT_MS;
     const sync = await findSync(api, principal, ctx.params.id!);
     const bus = api.bus;

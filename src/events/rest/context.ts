@@ -32,6 +32,8 @@ export interface RestLimits {
   groupSweepMs: number;
   /** A group with no instance goes, committed offsets and all, after this long without a consume or commit. */
   groupRetentionMs: number;
+  /** Long polls (`/consume`, `/fetch`) one account may have open at once in this process; 429 past it. */
+  maxLongPollsPerAccount: number;
 }
 
 export const DEFAULT_LIMITS: RestLimits = {
@@ -49,6 +51,7 @@ export const DEFAULT_LIMITS: RestLimits = {
   maxTopicsPerMember: 100,
   groupSweepMs: 60_000,
   groupRetentionMs: 7 * 86_400_000,
+  maxLongPollsPerAccount: 50,
 };
 
 export interface RestContext {

@@ -29,6 +29,8 @@ export interface Route {
   methods: string[];
   /** Answers without credentials. */
   public?: boolean;
+  /** May wait for events (`timeout`): counts against the account's open long polls. */
+  longPoll?: boolean;
   run(ctx: RestContext, call: Call): Promise<Answer>;
 }
 
@@ -63,10 +65,11 @@ export const routes: Route[] = [
   {
     path: ['fetch'],
     methods: ['GET', 'POST'],
+    longPoll: true,
     run: async (ctx, call) => ({ body: await fetchMessages(ctx, call.scope, fetchRequest(await call.body(), ctx.limits)) }),
   },
-  { path: ['consume', ':group', ':instance'], methods: ['GET', 'POST'], run: consumeRoute },
-  { path: ['consume', ':group', ':instance', ':topic'], methods: ['GET', 'POST'], run: consumeRoute },
+  { path: ['consume', ':group', ':instance'], methods: ['GET', 'POST'], longPoll: true, run: consumeRoute },
+  { path: ['consume', ':group', ':instance', ':topic'], methods: ['GET', 'POST'], longPoll: true, run: consumeRoute },
   {
     path: ['commit', ':group', ':instance'],
     methods: ['GET', 'POST'],

@@ -15,6 +15,9 @@ import { methodNotAllowed, parseJson, readBody, sendError, sendJson } from './ht
 import { refuseNulInUrl } from '../../http/nul.ts';
 import { routes, type Route } from './routes.ts';
 import { TopicAccess } from './topics.ts';
+import { KeyedLimit, type Release } from '../../tenancy/keyed-limit.ts';
+import { tooManyRequests } from '../../tenancy/limits.ts';
+import { TenantScope } from '../../tenancy/scope.ts';
 
 export interface EventsRestOptions {
   /** The control database: accounts, the event log, consumer groups. */
@@ -29,6 +32,8 @@ export interface EventsRestOptions {
   throttle?: FailedCredentials;
   /** Reverse proxies in front (Config.reverseProxies): whose X-Forwarded-For names the client. */
   reverseProxies?: number;
+  /** The request scope the control pool (FairPool) shares its connections by. */
+  scope?: TenantScope;
 }
 
 /** A request listener for `listen()`, and `close()`, which ends every waiting long poll (with an empty answer). */
@@ -66,6 +71,8 @@ export function createEventsRestHandler(options: EventsRestOptions): EventsRestH
   const sourceOf = (req: http.IncomingMessage) =>
     clientAddress({ remoteAddress: req.socket.remoteAddress, forwardedFor: req.headers['x-forwarded-for'], reverseProxies: options.reverseProxies ?? 0 });
   const inFlight = new Set<AbortController>();
+  const longPolls = new KeyedLimit(limits.maxLongPollsPerAccount);
+  const scope = options.scope ?? new TenantScope();
   let closed = false;
 
   const serve = async (req: http.IncomingMessage, res: http.ServerResponse): Promise<void> => {
@@ -73,6 +80,7 @@ export function createEventsRestHandler(options: EventsRestOptions): EventsRestH
     const method = (req.method ?? 'GET').toUpperCase();
     const [path = '/', query = ''] = splitOnce(req.url ?? '/', '?');
     const controller = new AbortController();
+    let releasePoll: Release | undefined;
     inFlight.add(controller);
     // The client went away before its answer: stop waiting for events on its behalf.
     res.once('close', () => {
@@ -82,13 +90,23 @@ export function createEventsRestHandler(options: EventsRestOptions): EventsRestH
       if (closed) throw new TributaryError('unavailable', 'the event REST interface is shutting down', { expose: true });
       refuseNulInUrl(req.url ?? '/');
       const { route, params } = match(method, path);
+      scope.claimCredential(req.headers.authorization);
       const accountId = route.public ? '' : await credentials.authenticate(req.headers.authorization, sourceOf(req));
-      const scope: RequestScope = { accountId, signal: controller.signal };
+      // A long poll mostly waits: its own cap bounds it, and it takes no working place.
+      await scope.admit(accountId || undefined, { work: !route.longPoll });
+      if (route.longPoll) {
+        releasePoll = longPolls.tryAcquire(accountId);
+        if (!releasePoll) {
+          throw tooManyRequests(
+            `at most ${longPolls.limit} long polls (/consume and /fetch) of one account may be open at once; retry when one of them has answered`,
+          );
+        }
+      }
       const answer = await route.run(ctx, {
         req,
         params,
         query: new URLSearchParams(query),
-        scope,
+        scope: { accountId, signal: controller.signal } satisfies RequestScope,
         body: async () => parseJson(await readBody(req, limits.maxBodyBytes)),
       });
       sendJson(res, 200, answer.body);
@@ -98,18 +116,21 @@ export function createEventsRestHandler(options: EventsRestOptions): EventsRestH
     } catch (thrown) {
       sendError(res, thrown, logger, { method, path });
     } finally {
+      releasePoll?.();
       inFlight.delete(controller);
       logger.debug({ method, path, status: res.statusCode, ms: Math.round(performance.now() - started) }, 'event REST request');
     }
   };
 
   const handler = (req: http.IncomingMessage, res: http.ServerResponse) => {
-    serve(req, res).catch((err: unknown) => {
-      // serve() answers its own errors; this is the last line, so that nothing can crash the process.
-      logger.error({ err }, 'event REST request failed outside its handler');
-      if (!res.headersSent) sendJson(res, 500, { error: 'internal error; see the service log', status: 500 });
-      else res.destroy();
-    });
+    scope
+      .run(() => serve(req, res))
+      .catch((err: unknown) => {
+        // serve() answers its own errors; this is the last line, so that nothing can crash the process.
+        logger.error({ err }, 'event REST request failed outside its handler');
+        if (!res.headersSent) sendJson(res, 500, { error: 'internal error; see the service log', status: 500 });
+        else res.destroy();
+      });
   };
   return Object.assign(handler, {
     close: async () => {

@@ -1,0 +1,66 @@
+import { TributaryError } from '../errors.ts';
+import { KeyedLimit, type Release } from './keyed-limit.ts';
+
+/**
+ * What one account may have going at once in one process. The numbers are far above what a
+ * client needs (a console opens a handful of reads, a consumer one long poll per instance), so
+ * only a runaway or hostile client meets them.
+ */
+export interface TenantLimits {
+  /** Open long polls on the event REST interface (`/consume`, `/fetch`). */
+  longPolls: number;
+  /** Open waits (`/api/wait/:id`). */
+  waits: number;
+  /** Reads that cost more than a lookup: the syncs list and the console's tables, connection and history. */
+  reads: number;
+  /** Its requests worked on at once (long polls and waits aside); the next wait their turn. */
+  requests: number;
+  /** Connections of the control-database pool (of 10) its requests hold at once; more wait in line. */
+  controlConnections: number;
+}
+
+export const DEFAULT_TENANT_LIMITS: TenantLimits = { longPolls: 50, waits: 100, reads: 20, requests: 8, controlConnections: 3 };
+
+/** What the management API caps (the event REST interface caps its long polls itself, by `longPolls`). */
+export type CappedKind = 'waits' | 'reads';
+
+const WHAT: Record<CappedKind, string> = {
+  waits: 'waits',
+  reads: 'reads of the syncs list and of the console (tables, connection, history)',
+};
+
+/** A 429 that says a second is enough to wait (the Retry-After header). */
+export function tooManyRequests(message: string): TributaryError {
+  return Object.assign(new TributaryError('too_many_requests', message), { retryAfterSeconds: 1 });
+}
+
+/**
+ * The per-account caps that refuse rather than queue: a request past one answers 429 at once.
+ * A queued long poll or wait would still hold its socket and memory while it waits, and a
+ * client that opened that many gains nothing from more; a clear refusal tells it so.
+ */
+export class TenantCaps {
+  private readonly caps: Record<CappedKind, KeyedLimit>;
+
+  constructor(readonly limits: TenantLimits = DEFAULT_TENANT_LIMITS) {
+    this.caps = { waits: new KeyedLimit(limits.waits), reads: new KeyedLimit(limits.reads) };
+  }
+
+  /** A place for one more of the account's `kind`; a 429 when it has `limit` open. */
+  enter(kind: CappedKind, accountId: string): Release {
+    const release = this.caps[kind].tryAcquire(accountId);
+    if (release) return release;
+    const limit = this.caps[kind].limit;
+    throw tooManyRequests(`at most ${limit} ${WHAT[kind]} of one account may be open at once; retry when one of them has answered`);
+  }
+
+  /** Runs `work` holding a place (the operator, `undefined`, is not capped). */
+  async within<T>(kind: CappedKind, accountId: string | undefined, work: () => Promise<T>): Promise<T> {
+    const release = accountId === undefined ? undefined : this.enter(kind, accountId);
+    try {
+      return await work();
+    } finally {
+      release?.();
+    }
+  }
+}
