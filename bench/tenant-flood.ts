@@ -8,14 +8,21 @@
  * the figure is its p50 and p99. The reference, measured in the same run: the same probes with
  * nothing else going on (before the floods, and again after them). Then, route by route, tenant
  * A floods with `concurrency` requests in flight (each repeated as soon as it is answered, 429s
- * included, as a hostile client would) while B's probes run. The flood runs in a worker
- * thread, so that its own client work does not delay B's probes in this thread.
+ * included, as a hostile client would) while B's probes run.
+ *
+ * The flooding client stands for a client on another machine: it runs in a process of its own,
+ * and on a machine with more than one core it is pinned to the last core while this process, the
+ * service, PostgreSQL and the fake (all started from here, so they inherit it) keep the others,
+ * for the idle reference and the floods alike. Without that, on a small machine, the figure
+ * measures how much CPU the attacker's own client takes from the service, not how the service
+ * shares itself between tenants. `--pin 0` turns it off.
  *
  * Printed per route: A's answers a second and their statuses, the most client backends on the
  * server at once, B's p50 and p99, the p50 against idle (target: within 2×) and the p99
  * (target: under 1 s).
  */
-import { isMainThread, parentPort, Worker, workerData } from 'node:worker_threads';
+import { execFileSync, spawn } from 'node:child_process';
+import os from 'node:os';
 import pg from 'pg';
 import { startFakeAirtable } from '../fakes/airtable/index.ts';
 import { freePort } from '../test/harness/ports.ts';
@@ -35,13 +42,14 @@ interface FloodReport {
   statuses: Record<string, number>;
 }
 
-if (!isMainThread) {
-  // The flooding tenant: `concurrency` loops, each sending its request again once answered.
-  const { flood, concurrency } = workerData as { flood: Flood; concurrency: number };
+if (process.env.TENANT_FLOOD_CHILD) {
+  // The flooding tenant: `concurrency` loops, each sending its request again once answered, until stdin closes.
+  const { flood, concurrency } = JSON.parse(process.env.TENANT_FLOOD_CHILD) as { flood: Flood; concurrency: number };
   const statuses: Record<string, number> = {};
   let requests = 0;
   let stopping = false;
-  parentPort!.once('message', () => (stopping = true));
+  process.stdin.resume();
+  process.stdin.once('end', () => (stopping = true));
   const started = performance.now();
   await Promise.all(
     Array.from({ length: concurrency }, async (_, i) => {
@@ -59,15 +67,50 @@ if (!isMainThread) {
       }
     }),
   );
-  parentPort!.postMessage({ requests, seconds: (performance.now() - started) / 1000, statuses } satisfies FloodReport);
+  process.stdout.write(`${JSON.stringify({ requests, seconds: (performance.now() - started) / 1000, statuses } satisfies FloodReport)}\n`);
+  process.exit(0);
 } else {
   await main();
+}
+
+/** The cores this process keeps, and the one the flooding client gets; none when pinning is off or impossible. */
+function pinning(): { flood: string } | undefined {
+  const cores = os.availableParallelism();
+  if (arg('pin', 1) === 0 || cores < 2) return undefined;
+  try {
+    execFileSync('taskset', ['-a', '-p', '-c', `0-${cores - 2}`, String(process.pid)], { stdio: 'ignore' });
+    return { flood: String(cores - 1) };
+  } catch {
+    console.log('note: taskset is not available: the flooding client shares the cores with the service');
+    return undefined;
+  }
+}
+
+/** Starts tenant A's flood in a process of its own; `stop()` ends it and gives its report. */
+function startFlood(flood: Flood, concurrency: number, pinned: { flood: string } | undefined) {
+  const node = [process.execPath, '--import', 'tsx', new URL(import.meta.url).pathname];
+  const [command, ...args] = pinned ? ['taskset', '-c', pinned.flood, ...node] : node;
+  const child = spawn(command!, args, {
+    env: { ...process.env, TENANT_FLOOD_CHILD: JSON.stringify({ flood, concurrency }) },
+    stdio: ['pipe', 'pipe', 'inherit'],
+  });
+  let out = '';
+  child.stdout.on('data', (chunk: Buffer) => (out += chunk.toString()));
+  const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
+  return {
+    async stop(): Promise<FloodReport> {
+      child.stdin.end();
+      await exited;
+      return JSON.parse(out) as FloodReport;
+    },
+  };
 }
 
 async function main(): Promise<void> {
   const concurrency = arg('concurrency', 1000);
   const probes = arg('probes', 150);
   const warmupSeconds = arg('warmup', 1);
+  const pinned = pinning();
   const TOKEN = `patFLOODBENCH0000.${'0123456789abcdef'.repeat(4)}`;
 
   const postgres = await startPostgres();
@@ -153,16 +196,10 @@ async function main(): Promise<void> {
     const idle = await probe();
     const rows: string[] = [];
     for (const flood of floods) {
-      const worker = new Worker(new URL(import.meta.url), { workerData: { flood, concurrency } });
-      const report = new Promise<FloodReport>((resolve, reject) => {
-        worker.once('message', resolve);
-        worker.once('error', reject);
-      });
+      const flooding = startFlood(flood, concurrency, pinned);
       await sleep(warmupSeconds * 1000);
       const under = await probe();
-      worker.postMessage('stop');
-      const done = await report;
-      await worker.terminate();
+      const done = await flooding.stop();
       const statuses = Object.entries(done.statuses)
         .sort((x, y) => y[1] - x[1])
         .map(([status, n]) => `${status}×${n}`)
@@ -176,6 +213,7 @@ async function main(): Promise<void> {
     const after = await probe();
 
     console.log(`Tenant B's GET /api/syncs/:id (${probes} probes) while tenant A floods one route, ${concurrency} requests in flight`);
+    console.log(pinned ? `  the flooding client on core ${pinned.flood}, everything else on the other cores` : '  the flooding client shares the cores');
     console.log(
       `  idle: p50 ${ms(idle.p50)}, p99 ${ms(idle.p99)}, ${idle.backends} client backends; after the floods: p50 ${ms(after.p50)}, p99 ${ms(after.p99)}`,
     );

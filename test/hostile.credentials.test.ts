@@ -82,8 +82,8 @@ test('event REST: 10 wrong passwords from one address, then 429 with Retry-After
   const { eventsUsername, eventsPassword } = accounts.alice!;
   const attacker = '127.0.0.11';
   for (let i = 0; i < 10; i++) assert.is((await topics(attacker, eventsUsername, `wrong-${i}`)).status, 401, `try ${i + 1} is checked`);
-  const refused: Answer[] = [];
-  for (let i = 0; i < 25; i++) refused.push(await topics(attacker, eventsUsername, `wrong-again-${i}`));
+  // All at once: each refusal is held for its Retry-After (a second), in which the bucket refills a little.
+  const refused: Answer[] = await Promise.all(Array.from({ length: 25 }, (_, i) => topics(attacker, eventsUsername, `wrong-again-${i}`)));
   for (const answer of refused) {
     assert.is(answer.status, 429, answer.text);
     assert.is(answer.body.status, 429, 'the Upstash error shape');

@@ -251,4 +251,51 @@ test('past 100 open waits of one account, 429; another account still waits', asy
   assert.is(statuses.filter((s) => s === 200).length, 100);
 });
 
+test('a client that sends its refused request again at once is answered a second later: 10 in flight, 2 s, a few dozen refusals, not thousands', async () => {
+  const topic = `svc.${aliceSync.id}.items`;
+  // Alice's 50 long polls are open: every further one is refused.
+  const open = Array.from({ length: 50 }, (_, i) =>
+    fetch(`${events}/consume/held/i${i % 10}/${topic}?timeout=4000`, { headers: { authorization: basic(alice) } }),
+  );
+  await pause(300);
+  let refusals = 0;
+  const until = performance.now() + 2_000;
+  await Promise.all(
+    Array.from({ length: 10 }, async () => {
+      while (performance.now() < until) {
+        const response = await fetch(`${events}/consume/held/x/${topic}?timeout=4000`, { headers: { authorization: basic(alice) } });
+        await response.text();
+        assert.is(response.status, 429);
+        assert.is(response.headers.get('retry-after'), '1');
+        refusals++;
+      }
+    }),
+  );
+  assert.ok(refusals >= 10 && refusals <= 40, `${refusals} refusals in 2 s from 10 clients`);
+  // The same on the management API: Alice's waits past her 100.
+  const waits = Array.from({ length: 100 }, () => request(svc.api, 'GET', `/api/wait/${aliceSync.id}?timeout=3000`, { token: alice.token }));
+  await pause(300);
+  const started = performance.now();
+  const refused = await request(svc.api, 'GET', `/api/wait/${aliceSync.id}?timeout=3000`, { token: alice.token });
+  assert.is(refused.status, 429);
+  assert.ok(performance.now() - started >= 900, `held ${(performance.now() - started).toFixed(0)} ms before the 429 went out`);
+  await Promise.all([...open.map((p) => p.then((r) => r.text())), ...waits]);
+});
+
+test("an account's token is looked up once, then kept 5 s: its flood is not a query a request", async () => {
+  const path = `/api/syncs/${bobSync}`;
+  assert.is((await request(svc.api, 'GET', path, { token: bob.token })).status, 200);
+  // The token's row changes behind the service's back: the token is still known from memory...
+  const [row] = await query<{ digest: string }>(svc.controlUrl, 'SELECT api_token_sha256 AS digest FROM accounts WHERE id = $1', [bob.id]);
+  await query(svc.controlUrl, "UPDATE accounts SET api_token_sha256 = 'moved' WHERE id = $1", [bob.id]);
+  try {
+    for (let i = 0; i < 50; i++) assert.is((await request(svc.api, 'GET', path, { token: bob.token })).status, 200, `request ${i + 1} from memory`);
+    // ... and no longer once the 5 s have passed.
+    await pause(5_200);
+    assert.is((await request(svc.api, 'GET', path, { token: bob.token })).status, 401);
+  } finally {
+    await query(svc.controlUrl, 'UPDATE accounts SET api_token_sha256 = $2 WHERE id = $1', [bob.id, row!.digest]);
+  }
+});
+
 test.run();

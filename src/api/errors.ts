@@ -1,5 +1,6 @@
 import type { Middleware } from 'koa';
 import { ERROR_CODES, TributaryError, toError, type ErrorCode } from '../errors.ts';
+import { holdRefusal } from '../http/refusal-hold.ts';
 import type { Logger } from '../log.ts';
 import { z } from './zod.ts';
 
@@ -57,8 +58,10 @@ export function errorMiddleware(logger: Logger): Middleware {
         ctx.body = answer('internal', 'internal error; see the service log');
       }
       if (ctx.status === 401) ctx.set('WWW-Authenticate', 'Bearer');
-      const retryAfter = (error as { retryAfterSeconds?: number }).retryAfterSeconds;
-      if (retryAfter !== undefined) ctx.set('Retry-After', String(retryAfter));
+      if (error instanceof TributaryError && error.expose && error.retryAfterSeconds !== undefined) {
+        ctx.set('Retry-After', String(error.retryAfterSeconds));
+        await holdRefusal(error);
+      }
     } finally {
       logger.debug({ method: ctx.method, path: ctx.path, status: ctx.status, ms: Math.round(performance.now() - started) }, 'request');
     }

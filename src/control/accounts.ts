@@ -64,9 +64,19 @@ const passwordAad = (accountId: string) => `accounts:${accountId}:events_passwor
 /** The row no account has: a username that names no account is checked against its sealed stand-in. */
 const NO_ACCOUNT = 'acc_none';
 
+/** How long a token's account is kept in memory: a change of its limits in another process shows this much later. */
+const TOKEN_CACHE_MS = 5_000;
+const TOKEN_CACHE_MAX = 10_000;
+
 export class AccountStore {
   /** A sealed password of no account, opened in place of a missing one (see eventsCredential). */
   private readonly standIn: string;
+  /**
+   * Accounts by token digest, briefly: every API request looks its token up, and under one
+   * account's flood those lookups were most of what the control database did for it. Only
+   * tokens that name an account are kept, so a wrong token costs the same every time.
+   */
+  private readonly byToken = new Map<string, { account: Account; until: number }>();
 
   constructor(
     private readonly pool: pg.Pool,
@@ -90,8 +100,17 @@ export class AccountStore {
   }
 
   async findByToken(token: string): Promise<Account | undefined> {
-    const { rows } = await this.pool.query<AccountRow>(`SELECT ${columns} FROM accounts WHERE api_token_sha256 = $1`, [hashToken(token)]);
-    return rows[0] && toAccount(rows[0]);
+    const digest = hashToken(token);
+    const hit = this.byToken.get(digest);
+    if (hit && hit.until > Date.now()) return hit.account;
+    const { rows } = await this.pool.query<AccountRow>(`SELECT ${columns} FROM accounts WHERE api_token_sha256 = $1`, [digest]);
+    const account = rows[0] && toAccount(rows[0]);
+    if (account) {
+      this.byToken.delete(digest);
+      this.byToken.set(digest, { account, until: Date.now() + TOKEN_CACHE_MS });
+      if (this.byToken.size > TOKEN_CACHE_MAX) this.byToken.delete(this.byToken.keys().next().value!);
+    }
+    return account;
   }
 
   async get(id: string): Promise<Account | undefined> {
@@ -106,6 +125,7 @@ export class AccountStore {
 
   /** The operator's limits; undefined for an unknown account. A budget below what readers hold now only stops new ones. */
   async setLimits(id: string, limits: AccountLimits): Promise<Account | undefined> {
+    this.byToken.clear();
     const { rows } = await this.pool.query<AccountRow>(
       `UPDATE accounts SET max_syncs = coalesce($2, max_syncs), reader_connection_budget = coalesce($3, reader_connection_budget),
               max_consumer_groups = coalesce($4, max_consumer_groups), max_group_members = coalesce($5, max_group_members),

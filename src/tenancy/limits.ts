@@ -31,7 +31,7 @@ const WHAT: Record<CappedKind, string> = {
 
 /** A 429 that says a second is enough to wait (the Retry-After header). */
 export function tooManyRequests(message: string): TributaryError {
-  return Object.assign(new TributaryError('too_many_requests', message), { retryAfterSeconds: 1 });
+  return new TributaryError('too_many_requests', message, { retryAfterSeconds: 1 });
 }
 
 /**

@@ -79,8 +79,6 @@ export function sendError(res: http.ServerResponse, thrown: unknown, logger: Log
     if (error.retryAfterSeconds !== undefined) headers['retry-after'] = String(error.retryAfterSeconds);
     const allow = (error as { allow?: string[] }).allow;
     if (error.status === 405 && allow) headers.allow = allow.join(', ');
-    const retryAfter = (error as { retryAfterSeconds?: number }).retryAfterSeconds;
-    if (retryAfter !== undefined) headers['retry-after'] = String(retryAfter);
     sendJson(res, error.status, { error: error.message, status: error.status }, headers);
     return;
   }

@@ -18,6 +18,7 @@ import { TopicAccess } from './topics.ts';
 import { KeyedLimit, type Release } from '../../tenancy/keyed-limit.ts';
 import { tooManyRequests } from '../../tenancy/limits.ts';
 import { TenantScope } from '../../tenancy/scope.ts';
+import { holdRefusal } from '../../http/refusal-hold.ts';
 
 export interface EventsRestOptions {
   /** The control database: accounts, the event log, consumer groups. */
@@ -114,6 +115,7 @@ export function createEventsRestHandler(options: EventsRestOptions): EventsRestH
         await answer.undelivered().catch((err: unknown) => logger.warn({ err, path }, 'could not rewind an undelivered consume'));
       }
     } catch (thrown) {
+      await holdRefusal(thrown, controller.signal);
       sendError(res, thrown, logger, { method, path });
     } finally {
       releasePoll?.();
