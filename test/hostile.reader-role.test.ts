@@ -1,8 +1,9 @@
 /**
  * A reader may rewrite its own role: PostgreSQL lets every role change its password and its
  * own defaults. Turned off, `default_transaction_read_only` stayed off for good, and a new
- * password locked out everyone holding the URL Tributary handed out. A running sync now puts
- * its reader back as provisioned, at its start and periodically (here every second).
+ * password locked out everyone holding the URL Tributary handed out; a session could lift its
+ * own timeouts. A running sync now puts its reader back as provisioned, with the operator's
+ * current limits, and ends what outlived them, at its start and periodically (here every second).
  */
 import pg from 'pg';
 import { test } from 'uvu';
@@ -58,6 +59,72 @@ test('a reader that changes its own password and defaults is put back as provisi
   const written = await query(reader, 'SELECT 1').then(() => errorOfWrite(reader));
   assert.match(written, /read-only transaction|permission denied/);
   await waitFor('the warning', async () => (svc.logs.text.includes("the reader role's settings had been changed") ? true : undefined), 5000);
+});
+
+test("a reader that lifts its own timeout and work_mem is put back, with the operator's current limits", async () => {
+  const account = await createAccount(svc, 'lifts its limits');
+  const created = await request(svc.api, 'POST', '/api/syncs', { token: account.token, body: stripeSyncBody() });
+  assert.is(created.status, 201, created.text);
+  const reader: string = created.body.database.url;
+  // Changed by the operator after the sync's runner started: the check must use these.
+  const patched = await request(svc.api, 'PATCH', `/api/syncs/${created.body.id}`, { token: svc.adminToken, body: { reader_statement_timeout_ms: 2000 } });
+  assert.is(patched.status, 200, patched.text);
+  const client = new pg.Client({ connectionString: reader });
+  await client.connect();
+  try {
+    await client.query('SET default_transaction_read_only = off');
+    await client.query('ALTER ROLE current_user SET statement_timeout = 0');
+    await client.query("ALTER ROLE current_user SET work_mem = '8GB'");
+  } finally {
+    await client.end();
+  }
+  const settings = () =>
+    query<{ statement_timeout: string; work_mem: string }>(
+      reader,
+      "SELECT current_setting('statement_timeout') AS statement_timeout, current_setting('work_mem') AS work_mem",
+    ).then((rows) => rows[0]!);
+  assert.equal(await settings(), { statement_timeout: '0', work_mem: '8GB' }, 'the hostile change took effect');
+  await waitFor('the limits to be back', async () => ((await settings()).statement_timeout === '2s' ? true : undefined), 20_000);
+  assert.equal(await settings(), { statement_timeout: '2s', work_mem: '4MB' });
+  await waitFor(
+    'the warning naming them',
+    async () => (svc.logs.lines.some((l) => l.includes('statement_timeout') && l.includes('work_mem') && l.includes('had been changed')) ? true : undefined),
+    5000,
+  );
+});
+
+test('a session that lifts its own timeouts is cut at the next check all the same', async () => {
+  const account = await createAccount(svc, 'lifts its timeouts');
+  const created = await request(svc.api, 'POST', '/api/syncs', { token: account.token, body: stripeSyncBody() });
+  assert.is(created.status, 201, created.text);
+  const limits = { reader_statement_timeout_ms: 1000, reader_idle_in_transaction_timeout_ms: 1000 };
+  assert.is((await request(svc.api, 'PATCH', `/api/syncs/${created.body.id}`, { token: svc.adminToken, body: limits })).status, 200);
+  const sleeper = new pg.Client({ connectionString: created.body.database.url });
+  const idler = new pg.Client({ connectionString: created.body.database.url });
+  idler.on('error', () => undefined);
+  await Promise.all([sleeper.connect(), idler.connect()]);
+  try {
+    await idler.query('SET idle_in_transaction_session_timeout = 0');
+    await idler.query('BEGIN');
+    await idler.query('SELECT 1');
+    await sleeper.query('SET statement_timeout = 0');
+    const started = Date.now();
+    const error = await sleeper.query('SELECT pg_sleep(20)').then(
+      () => undefined,
+      (e: Error) => e,
+    );
+    assert.match(String(error?.message), /canceling statement/);
+    assert.ok(Date.now() - started < 10_000, `cancelled after ${Date.now() - started} ms`);
+    const idled = await idler.query('SELECT 1').then(
+      () => undefined,
+      (e: Error) => e,
+    );
+    assert.instance(idled, Error, 'the idle transaction was ended');
+    assert.equal((await sleeper.query('SELECT 1 AS ok')).rows, [{ ok: 1 }], 'a cancelled statement leaves its session');
+  } finally {
+    await Promise.all([sleeper.end(), idler.end().catch(() => undefined)]);
+  }
+  await waitFor('the warning', async () => (svc.logs.text.includes("outlived the reader's timeouts") ? true : undefined), 5000);
 });
 
 async function errorOfWrite(url: string): Promise<string> {

@@ -137,6 +137,9 @@ export function syncAnswer(kinds: SourceKinds) {
           name: z.string().describe('`tr_` and 16 lowercase letters and digits'),
           url: z.string().describe("Connects as the sync's read-only role"),
           connection_limit: z.number().int().describe("The read-only role's connection limit"),
+          statement_timeout_ms: z.number().int().describe("The read-only role's statement_timeout (0: none)"),
+          idle_in_transaction_timeout_ms: z.number().int().describe("The read-only role's idle_in_transaction_session_timeout (0: none)"),
+          temp_file_limit_mb: z.number().int().describe("The read-only role's temp_file_limit, per server process"),
         })
         .strict(),
       events: z
@@ -165,7 +168,14 @@ export function syncView(sync: SyncRecord, readerUrl: string, events: EventEndpo
     account_id: sync.accountId,
     ...(sync.baseId !== null ? { base_id: sync.baseId } : {}),
     settings: sync.settings,
-    database: { name: sync.databaseName, url: readerUrl, connection_limit: sync.readerConnectionLimit },
+    database: {
+      name: sync.databaseName,
+      url: readerUrl,
+      connection_limit: sync.readerConnectionLimit,
+      statement_timeout_ms: sync.readerLimits.statementTimeoutMs,
+      idle_in_transaction_timeout_ms: sync.readerLimits.idleInTransactionTimeoutMs,
+      temp_file_limit_mb: sync.readerLimits.tempFileLimitMb,
+    },
     events: {
       topic_prefix: `svc.${sync.id}.`,
       rest_url: events.restUrl,

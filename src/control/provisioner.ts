@@ -3,6 +3,8 @@ import pg from 'pg';
 import { TributaryError } from '../errors.ts';
 import type { Logger } from '../log.ts';
 import { ident, withClient, withDatabase } from '../db/sql.ts';
+import { endOverruns, type Overruns } from './reader-sessions.ts';
+import { DEFAULT_READER_LIMITS, type ReaderLimits, type RoleSetting, readerSettings } from './reader-limits.ts';
 import { connectionConfig } from '../db/connect.ts';
 import { CORE } from '../syncdb/core.ts';
 import { type MigrationSet, migrateSyncDatabase } from '../syncdb/migrate.ts';
@@ -31,42 +33,63 @@ export function scramVerifier(password: string, iterations = 4096): string {
   return `SCRAM-SHA-256$${iterations}:${salt.toString('base64')}$${storedKey.toString('base64')}:${serverKey.toString('base64')}`;
 }
 
-/**
- * The reader role's own defaults. A reader idle inside a transaction would hold locks that
- * block the swap of a rebuilt table, hence the timeout.
- */
-const READER_SETTINGS = [
-  { name: 'default_transaction_read_only', value: 'on' },
-  { name: 'idle_in_transaction_session_timeout', value: '5min' },
-];
+export interface ReaderCheck extends Overruns {
+  /** The role's settings that differed from what it should have, now put back. */
+  changed: string[];
+}
 
 /**
- * Puts a reader role back as provisioned. PostgreSQL lets every role change its own password
- * and its own defaults (`ALTER ROLE current_user SET …`, also `IN DATABASE`), and no hook short
- * of a server extension can stop it: so the role's settings are compared with what it should
- * have, and any difference reset, and the password set again. Answers whether anything had been
- * changed (the password cannot be read back, so it is not counted).
+ * The reader's settings this admin connection can give it: those only a superuser may set are
+ * left out on a customer-owned server whose role is not one (that server is its owner's to bound).
  */
-export async function restoreReaderRole(db: SyncDatabase, password: string): Promise<boolean> {
+function settingsFor(limits: ReaderLimits, superuser: boolean): RoleSetting[] {
+  return readerSettings(limits).filter((s) => superuser || !s.superuserOnly);
+}
+
+async function isSuperuser(admin: pg.Client): Promise<boolean> {
+  const { rows } = await admin.query<{ rolsuper: boolean }>('SELECT rolsuper FROM pg_roles WHERE rolname = current_user');
+  return rows[0]?.rolsuper === true;
+}
+
+async function applySettings(admin: pg.Client, role: string, settings: RoleSetting[]): Promise<void> {
+  for (const setting of settings) await admin.query(`ALTER ROLE ${ident(role)} SET ${setting.name} = ${pg.escapeLiteral(setting.value)}`);
+}
+
+/**
+ * Puts a reader role back as provisioned, with the sync's current limits. PostgreSQL lets every
+ * role change its own password and its own defaults (`ALTER ROLE current_user SET …`, also `IN
+ * DATABASE`), and no hook short of a server extension can stop it: so the role's settings are
+ * compared with what it should have, and any difference reset, and the password set again.
+ * Then ends the reader's statements and idle transactions that outlived the limits
+ * (reader-sessions.ts). Answers the settings that differed (the password cannot be read back, so
+ * it is not counted) and what was ended.
+ */
+export async function restoreReaderRole(db: SyncDatabase, password: string, limits: ReaderLimits): Promise<ReaderCheck> {
   const role = ident(db.role);
-  const expected = READER_SETTINGS.map((s) => `${s.name}=${s.value}`).sort();
   return withClient(db.adminUrl, async (admin) => {
+    const superuser = await isSuperuser(admin);
+    const expected = settingsFor(limits, superuser);
     const { rows } = await admin.query<{ database: string | null; config: string[] }>(
       `SELECT d.datname AS database, s.setconfig AS config FROM pg_db_role_setting s
          JOIN pg_roles r ON r.oid = s.setrole LEFT JOIN pg_database d ON d.oid = s.setdatabase
         WHERE r.rolname = $1`,
       [db.role],
     );
-    const own = rows.find((r) => r.database === null)?.config ?? [];
-    const changed = rows.some((r) => r.database !== null) || JSON.stringify([...own].sort()) !== JSON.stringify(expected);
-    if (changed) {
+    const own = new Map((rows.find((r) => r.database === null)?.config ?? []).map((c) => [c.slice(0, c.indexOf('=')), c.slice(c.indexOf('=') + 1)]));
+    const differing = [
+      ...expected.filter((s) => own.get(s.name) !== s.value).map((s) => s.name),
+      ...[...own.keys()].filter((name) => !expected.some((s) => s.name === name)),
+      ...rows.filter((r) => r.database !== null).map((r) => `settings in database ${r.database}`),
+    ];
+    if (differing.length > 0) {
       for (const row of rows) {
         await admin.query(row.database === null ? `ALTER ROLE ${role} RESET ALL` : `ALTER ROLE ${role} IN DATABASE ${ident(row.database)} RESET ALL`);
       }
-      for (const setting of READER_SETTINGS) await admin.query(`ALTER ROLE ${role} SET ${setting.name} = '${setting.value}'`);
+      await applySettings(admin, db.role, expected);
     }
     await admin.query(`ALTER ROLE ${role} PASSWORD '${scramVerifier(password)}'`);
-    return changed;
+    const overruns = superuser ? await endOverruns(admin, db.role, limits) : { cancelled: 0, ended: 0 };
+    return { changed: differing, ...overruns };
   });
 }
 
@@ -89,12 +112,13 @@ export async function provisionDatabase(
   logger: Logger,
   connectionLimit = 5,
   migrations: MigrationSet[] = [],
+  limits: ReaderLimits = DEFAULT_READER_LIMITS,
 ): Promise<void> {
   const role = ident(db.role);
   const database = ident(db.name);
   await withClient(db.adminUrl, async (admin) => {
     await admin.query(`CREATE ROLE ${role} LOGIN NOINHERIT CONNECTION LIMIT ${Math.trunc(connectionLimit)} PASSWORD '${scramVerifier(password)}'`);
-    for (const setting of READER_SETTINGS) await admin.query(`ALTER ROLE ${role} SET ${setting.name} = '${setting.value}'`);
+    await applySettings(admin, db.role, settingsFor(limits, await isSuperuser(admin)));
     await admin.query(`CREATE DATABASE ${database} TEMPLATE template0 ENCODING 'UTF8'`);
     await admin.query(`REVOKE ALL ON DATABASE ${database} FROM PUBLIC`);
     await admin.query(`GRANT CONNECT ON DATABASE ${database} TO ${role}`);

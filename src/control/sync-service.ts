@@ -7,7 +7,8 @@ import { ident, withClient, withCredentials, withDatabase } from '../db/sql.ts';
 import { publicOnly, unmarked } from '../db/connect.ts';
 import { hashToken } from './secrets.ts';
 import { AttemptLimiter, checkServerUrl, type ServerUrlPolicy } from './server-url.ts';
-import { checkServer, dropDatabase, provisionDatabase, restoreReaderRole, type SyncDatabase } from './provisioner.ts';
+import { checkServer, dropDatabase, provisionDatabase, type ReaderCheck, restoreReaderRole, type SyncDatabase } from './provisioner.ts';
+import type { ReaderLimits } from './reader-limits.ts';
 import type { SyncKind, SyncSettings } from './settings.ts';
 import type { SyncRecord, SyncStore } from './syncs.ts';
 
@@ -109,7 +110,8 @@ export class SyncService {
     // `provisioning`, which the reconciler removes together with whatever was built.
     try {
       const db = await this.database(record);
-      await provisionDatabase(db, (await store.databasePassword(record.id)).reveal(), logger, record.readerConnectionLimit, kindSchemaOf(kind));
+      const password = (await store.databasePassword(record.id)).reveal();
+      await provisionDatabase(db, password, logger, record.readerConnectionLimit, kindSchemaOf(kind), record.readerLimits);
       await kind.prepareDatabase?.(withDatabase(db.adminUrl, db.name), this.options.logger);
       await store.setState(record.id, 'active');
     } catch (cause) {
@@ -177,9 +179,30 @@ export class SyncService {
     this.options.logger.info({ sync: record.id, reader_connection_limit: limit }, 'reader connection limit changed');
   }
 
-  /** Puts the sync's read-only role back as provisioned (restoreReaderRole); true when it had been changed. */
-  async restoreReader(record: SyncRecord): Promise<boolean> {
-    return restoreReaderRole(await this.database(record), (await this.options.store.databasePassword(record.id)).reveal());
+  /**
+   * The operator's limits for the sync's reader (reader-limits.ts); those not given keep their
+   * values. They apply to the reader's new connections.
+   */
+  async setReaderLimits(record: SyncRecord, patch: { [K in keyof ReaderLimits]?: number | undefined }): Promise<SyncRecord> {
+    const given = Object.fromEntries(Object.entries(patch).filter(([, value]) => value !== undefined));
+    const db = await this.database(record);
+    const password = (await this.options.store.databasePassword(record.id)).reveal();
+    const updated = await this.options.store.setReaderLimits(record.id, { ...record.readerLimits, ...given }, async (limits) => {
+      await restoreReaderRole(db, password, limits);
+    });
+    if (!updated) throw new TributaryError('conflict', 'the sync is being created or deleted');
+    this.options.logger.info({ sync: record.id, reader_limits: updated.readerLimits }, 'reader limits changed');
+    return updated;
+  }
+
+  /**
+   * Puts the sync's read-only role back as provisioned, with the limits the control database
+   * has now (the caller's record may be older), and ends its statements and idle transactions
+   * that outlived them (restoreReaderRole).
+   */
+  async restoreReader(record: SyncRecord): Promise<ReaderCheck> {
+    const current = (await this.options.store.get(record.id)) ?? record;
+    return restoreReaderRole(await this.database(current), (await this.options.store.databasePassword(record.id)).reveal(), current.readerLimits);
   }
 
   /** Admin URL of the sync's own database, for the parts that write to it. */

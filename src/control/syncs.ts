@@ -2,6 +2,7 @@ import { inTransaction } from '../db/sql.ts';
 import { TributaryError } from '../errors.ts';
 import type pg from 'pg';
 import { hashToken, type Secret, type SecretBox } from './secrets.ts';
+import type { ReaderLimits } from './reader-limits.ts';
 import type { SyncKind, SyncSettings } from './settings.ts';
 
 export type SyncState = 'provisioning' | 'active' | 'deleting';
@@ -39,6 +40,8 @@ export interface SyncRecord {
   decoder: { eventsLogged: number; slotLagBytes: number | null };
   /** The reader role's CONNECTION LIMIT (counted against the account's budget). */
   readerConnectionLimit: number;
+  /** What the reader's statements may take of the server (reader-limits.ts). */
+  readerLimits: ReaderLimits;
   createdAt: Date;
   updatedAt: Date;
 }
@@ -91,6 +94,9 @@ interface SyncRow {
   events_logged: string | null;
   slot_lag_bytes: string | null;
   reader_connection_limit: number;
+  reader_statement_timeout_ms: number;
+  reader_idle_in_transaction_timeout_ms: number;
+  reader_temp_file_limit_mb: number;
 }
 
 const columns = `id, account_id, kind, base_id, upstream_account_id, settings, state, keep_database,
@@ -98,6 +104,7 @@ const columns = `id, account_id, kind, base_id, upstream_account_id, settings, s
   started_at, completed_at, extract(epoch FROM duration_last)::float8 AS duration_last_s,
   last_error, last_error_at, last_error_kind, extract(epoch FROM duration_usual)::float8 AS duration_usual_s,
   upstream_name, upstream_warnings, progress, created_at, updated_at, reader_connection_limit,
+  reader_statement_timeout_ms, reader_idle_in_transaction_timeout_ms, reader_temp_file_limit_mb,
   (SELECT seq FROM decoder_progress d WHERE d.sync_id = syncs.id) AS events_logged,
   (SELECT slot_lag_bytes FROM decoder_progress d WHERE d.sync_id = syncs.id) AS slot_lag_bytes`;
 
@@ -127,6 +134,11 @@ const toRecord = (row: SyncRow): SyncRecord => ({
   warnings: row.upstream_warnings,
   decoder: { eventsLogged: Number(row.events_logged ?? 0), slotLagBytes: row.slot_lag_bytes === null ? null : Number(row.slot_lag_bytes) },
   readerConnectionLimit: row.reader_connection_limit,
+  readerLimits: {
+    statementTimeoutMs: row.reader_statement_timeout_ms,
+    idleInTransactionTimeoutMs: row.reader_idle_in_transaction_timeout_ms,
+    tempFileLimitMb: row.reader_temp_file_limit_mb,
+  },
   createdAt: row.created_at,
   updatedAt: row.updated_at,
 });
@@ -255,6 +267,24 @@ export class SyncStore {
       }
       await apply();
       await tx.query('UPDATE syncs SET reader_connection_limit = $2, updated_at = now() WHERE id = $1', [sync.id, limit]);
+    });
+  }
+
+  /**
+   * The operator changes a reader's limits; `apply` puts them on the role before the row records
+   * them (both or neither). Undefined when the sync is being created or deleted.
+   */
+  async setReaderLimits(id: string, limits: ReaderLimits, apply: (limits: ReaderLimits) => Promise<void>): Promise<SyncRecord | undefined> {
+    return inTransaction(this.pool, async (tx) => {
+      const { rows } = await tx.query<SyncRow>(
+        `UPDATE syncs SET reader_statement_timeout_ms = $2, reader_idle_in_transaction_timeout_ms = $3, reader_temp_file_limit_mb = $4,
+                updated_at = now()
+          WHERE id = $1 AND state = 'active' RETURNING ${columns}`,
+        [id, limits.statementTimeoutMs, limits.idleInTransactionTimeoutMs, limits.tempFileLimitMb],
+      );
+      const record = rows[0] && toRecord(rows[0]);
+      if (record) await apply(record.readerLimits);
+      return record;
     });
   }
 

@@ -31,6 +31,32 @@ const common = {
   database_url: databaseUrl.optional(),
 };
 
+/** The reader's limits (reader-limits.ts), operator token only; each applies to the reader's new connections. */
+const readerLimitFields = {
+  reader_statement_timeout_ms: z
+    .number()
+    .int()
+    .min(0)
+    .max(86_400_000)
+    .optional()
+    .describe("Operator token only: the read-only role's statement_timeout in ms (0: none)"),
+  reader_idle_in_transaction_timeout_ms: z
+    .number()
+    .int()
+    .min(0)
+    .max(86_400_000)
+    .optional()
+    .describe("Operator token only: the read-only role's idle_in_transaction_session_timeout in ms (0: none)"),
+  reader_temp_file_limit_mb: z
+    .number()
+    .int()
+    .min(1)
+    .max(1_048_576)
+    .optional()
+    .describe("Operator token only: the read-only role's temp_file_limit in MB, per server process"),
+};
+const readerLimitNames = Object.keys(readerLimitFields).join(', ');
+
 /**
  * The request schemas of one kind: the common fields and the kind's own (its key, the
  * upstream object it syncs, its settings), as the kind registry gives them.
@@ -62,10 +88,11 @@ function kindSchemas(kind: SourceKind) {
           .max(10_000)
           .optional()
           .describe("Operator token only: the read-only role's connection limit, within the account's budget"),
+        ...readerLimitFields,
       })
       .strict()
-      .refine((v) => v.settings !== undefined || v.reader_connection_limit !== undefined, 'give settings or reader_connection_limit')
-      .openapi(`Patch${kindComponent(kind, 'Sync')}`, { description: "At least one of the two; settings as the sync's kind takes them" }),
+      .refine((v) => Object.values(v).some((value) => value !== undefined), `give settings, reader_connection_limit or ${readerLimitNames}`)
+      .openapi(`Patch${kindComponent(kind, 'Sync')}`, { description: "At least one field; settings as the sync's kind takes them" }),
   };
 }
 
@@ -221,7 +248,7 @@ export function syncRoutes(router: Router, api: ApiOptions, doc: ApiDocument): v
     path: '/api/syncs/:id',
     operationId: 'updateSync',
     tag: 'syncs',
-    summary: "Change a sync's settings or its reader connection limit",
+    summary: "Change a sync's settings or its reader's limits",
     description: 'Settings apply from the next cycle; those not given keep their values.',
     access: 'token',
     params: syncParams,
@@ -229,7 +256,7 @@ export function syncRoutes(router: Router, api: ApiOptions, doc: ApiDocument): v
     answers: { 200: { description: 'The sync as changed', schema: sync } },
     errors: {
       400: "A setting the sync's kind does not take",
-      403: '`reader_connection_limit` with an account token',
+      403: '`reader_connection_limit` or a reader limit with an account token',
       404: SYNC_NOT_FOUND,
       409: "`reader_connection_limit` beyond what the account's budget leaves, or the sync is being created or deleted",
     },
@@ -240,10 +267,18 @@ export function syncRoutes(router: Router, api: ApiOptions, doc: ApiDocument): v
     const schema = patchSync.get(sync.kind);
     if (!schema) throw new Error(`no kind ${sync.kind} is registered`);
     const input = validate(schema, await readJson(ctx, api.bodyLimit));
-    if (input.reader_connection_limit !== undefined) {
-      if (principal.kind !== 'admin') throw new TributaryError('forbidden', 'reader_connection_limit is set by the operator (admin token)');
-      await api.syncService.setReaderConnectionLimit(sync, input.reader_connection_limit);
+    const limits = {
+      statementTimeoutMs: input.reader_statement_timeout_ms,
+      idleInTransactionTimeoutMs: input.reader_idle_in_transaction_timeout_ms,
+      tempFileLimitMb: input.reader_temp_file_limit_mb,
+    };
+    const limitsGiven = Object.values(limits).some((value) => value !== undefined);
+    if ((input.reader_connection_limit !== undefined || limitsGiven) && principal.kind !== 'admin') {
+      const names = input.reader_connection_limit !== undefined ? 'reader_connection_limit' : readerLimitNames;
+      throw new TributaryError('forbidden', `${names}: set by the operator (admin token)`);
     }
+    if (input.reader_connection_limit !== undefined) await api.syncService.setReaderConnectionLimit(sync, input.reader_connection_limit);
+    if (limitsGiven) await api.syncService.setReaderLimits(sync, limits);
     let updated = (await api.syncs.get(sync.id)) ?? sync;
     if (input.settings !== undefined) {
       updated = await api.syncService.updateSettings(updated, input.settings);
