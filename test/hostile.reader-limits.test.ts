@@ -5,17 +5,19 @@
  * write counters in view. Now its role carries limits the operator sets per sync, the server
  * bounds each of its processes' memory, and the catalogue views of other tenants are closed.
  */
+import { execFile } from 'node:child_process';
 import pg from 'pg';
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
 import { withDatabase } from '../src/db/sql.ts';
-import { query, serverAdminUrl } from './harness/postgres.ts';
+import { errorOf, query, serverAdminUrl } from './harness/postgres.ts';
 import { createAccount, request, startTestService, stripeSyncBody, type TestService } from './harness/service.ts';
 
 let svc: TestService;
 let sync: { id: string; database: { name: string; url: string } };
 let reader: string;
 let admin: string;
+let other: { name: string };
 
 test.before(async () => {
   svc = await startTestService();
@@ -25,6 +27,8 @@ test.before(async () => {
   sync = created.body;
   reader = sync.database.url;
   admin = withDatabase(serverAdminUrl(), sync.database.name);
+  const neighbour = await createAccount(svc, 'neighbour');
+  other = (await request(svc.api, 'POST', '/api/syncs', { token: neighbour.token, body: stripeSyncBody() })).body.database;
   // A Stripe sync's tables are built at creation; this one is replaced by a small stand-in.
   await query(admin, 'DROP TABLE IF EXISTS public.customer CASCADE');
   await query(admin, 'CREATE TABLE public.customer (id text PRIMARY KEY, email text)');
@@ -135,6 +139,95 @@ test('a failed statement is logged as its error, without its text', async () => 
   const log = await serverLogFrom(from);
   assert.match(log, /ERROR:\s+division by zero/, 'the error itself is logged');
   assert.not.ok(log.includes(marker), `the statement is not: ${log}`);
+});
+
+test("the reader sees no other tenant's sessions, slots, locks or activity", async () => {
+  const oid = (await query<{ oid: number }>(reader, 'SELECT oid FROM pg_database WHERE datname = $1', [other.name]))[0]!.oid;
+  const refused = [
+    'SELECT * FROM pg_stat_activity',
+    'SELECT * FROM pg_stat_database',
+    'SELECT * FROM pg_replication_slots',
+    'SELECT * FROM pg_stat_replication',
+    'SELECT * FROM pg_locks',
+    'SELECT * FROM pg_prepared_xacts',
+    'SELECT * FROM pg_stat_ssl',
+    `SELECT pg_stat_get_db_xact_commit(${oid})`,
+    `SELECT pg_stat_get_db_tuples_inserted(${oid})`,
+    'SELECT * FROM pg_stat_get_activity(NULL)',
+    'SELECT pg_stat_get_backend_idset()',
+    'SELECT * FROM pg_get_replication_slots()',
+    'SELECT * FROM pg_lock_status()',
+    "SELECT pg_tablespace_size('pg_default')",
+  ];
+  for (const sql of refused) {
+    const error = await errorOf(reader, sql);
+    assert.match(String(error?.message), /permission denied/, sql);
+  }
+  // The service's own connection keeps its view.
+  const [row] = await query<{ n: number }>(admin, 'SELECT count(*)::int AS n FROM pg_replication_slots WHERE slot_name = $1', [other.name]);
+  assert.is(row!.n, 1);
+});
+
+function psql(...commands: string[]): Promise<{ code: number; out: string }> {
+  return new Promise((resolve) => {
+    execFile('psql', [reader, '-X', '-A', '-t', ...commands.flatMap((c) => ['-c', c])], (error, stdout, stderr) =>
+      resolve({ code: error ? Number((error as { code?: number }).code ?? 1) : 0, out: stdout + stderr }),
+    );
+  });
+}
+
+test("psql's \\dt, \\d, \\l and \\du, and a BI tool's introspection, still work for the reader's own database", async () => {
+  const tables = await psql('\\dt');
+  assert.is(tables.code, 0, tables.out);
+  assert.match(tables.out, /public\|customer\|table/);
+  assert.match(tables.out, /public\|_sync_meta\|table/);
+  const described = await psql('\\d customer');
+  assert.is(described.code, 0, described.out);
+  assert.match(described.out, /email\|text/);
+  const roles = await psql('\\du');
+  assert.is(roles.code, 0, roles.out);
+  assert.ok(roles.out.includes(`${sync.database.name}_ro`), roles.out);
+  // \l as psql 17 asks it (the psql here may be older, and name a column PostgreSQL 17 renamed).
+  const databases = await query<{ name: string }>(
+    reader,
+    `SELECT d.datname AS name, pg_catalog.pg_get_userbyid(d.datdba) AS owner, pg_catalog.pg_encoding_to_char(d.encoding) AS encoding,
+            d.datlocale, pg_catalog.array_to_string(d.datacl, ', ') AS privileges
+       FROM pg_catalog.pg_database d ORDER BY 1`,
+  );
+  assert.ok(
+    databases.some((d) => d.name === sync.database.name),
+    'its own database is listed',
+  );
+  // What BI tools and drivers read: information_schema, and pg_catalog joined as JDBC's getTables does.
+  const visible = await query<{ schema: string; name: string }>(
+    reader,
+    "SELECT table_schema AS schema, table_name AS name FROM information_schema.tables WHERE table_schema = 'public'",
+  );
+  assert.ok(
+    visible.some((t) => t.name === 'customer'),
+    'the synced tables are listed',
+  );
+  assert.ok(
+    visible.some((t) => t.name === '_sync_meta'),
+    '_sync_meta is listed',
+  );
+  assert.equal(await query(reader, "SELECT column_name, data_type FROM information_schema.columns WHERE table_name = 'customer' ORDER BY ordinal_position"), [
+    { column_name: 'id', data_type: 'text' },
+    { column_name: 'email', data_type: 'text' },
+  ]);
+  const jdbc = await query(
+    reader,
+    `SELECT n.nspname AS schema, c.relname AS name, d.description
+       FROM pg_catalog.pg_namespace n JOIN pg_catalog.pg_class c ON c.relnamespace = n.oid
+       LEFT JOIN pg_catalog.pg_description d ON d.objoid = c.oid AND d.objsubid = 0 AND d.classoid = 'pg_class'::regclass
+      WHERE c.relkind IN ('r', 'p', 'v', 'm', 'f') AND n.nspname = 'public' ORDER BY 2`,
+  );
+  assert.ok(jdbc.some((r) => r.name === 'customer'));
+  assert.equal(
+    jdbc.filter((r) => r.name === '_sync_meta').map((r) => r.description),
+    ['Tributary: when the last sync started and completed'],
+  );
+  assert.equal(await query(reader, 'SELECT current_database() AS db'), [{ db: sync.database.name }]);
 });
 
 test.run();

@@ -70,9 +70,10 @@ test('a database made before numbered steps is migrated in place: rows, slot and
   await pool.query('SELECT pg_replication_slot_advance($1, pg_current_wal_lsn())', [slot]);
   const before = (await pool.query('SELECT confirmed_flush_lsn::text AS lsn FROM pg_replication_slots WHERE slot_name = $1', [slot])).rows[0];
 
-  assert.is(await migrateSyncDatabase(pool, [CORE, STRIPE_SCHEMA], logger), 2, 'core 1 and stripe 1');
-  assert.equal((await pool.query('SELECT scope, version FROM public_swap._migrations ORDER BY scope')).rows, [
+  assert.is(await migrateSyncDatabase(pool, [CORE, STRIPE_SCHEMA], logger), 3, 'core 1 and 2, stripe 1');
+  assert.equal((await pool.query('SELECT scope, version FROM public_swap._migrations ORDER BY scope, version')).rows, [
     { scope: 'core', version: 1 },
+    { scope: 'core', version: 2 },
     { scope: 'stripe', version: 1 },
   ]);
   assert.equal((await pool.query('SELECT id, name FROM customer ORDER BY id')).rows, [
@@ -99,13 +100,17 @@ test('a database that predates a table gets it; a step added later runs once, af
     scope: 'core',
     migrations: [
       ...CORE.migrations,
-      { version: 2, name: 'a later step', up: (c: pg.ClientBase) => c.query('CREATE TABLE public_swap._later (x int)').then(() => undefined) },
+      { version: 3, name: 'a later step', up: (c: pg.ClientBase) => c.query('CREATE TABLE public_swap._later (x int)').then(() => undefined) },
     ],
   };
   // Two runners starting at once: the step runs once.
   const applied = await Promise.all([migrateSyncDatabase(pool, [later], logger), migrateSyncDatabase(pool, [later], logger)]);
   assert.equal(applied.sort(), [0, 1]);
-  assert.equal((await pool.query("SELECT version FROM public_swap._migrations WHERE scope = 'core' ORDER BY version")).rows, [{ version: 1 }, { version: 2 }]);
+  assert.equal((await pool.query("SELECT version FROM public_swap._migrations WHERE scope = 'core' ORDER BY version")).rows, [
+    { version: 1 },
+    { version: 2 },
+    { version: 3 },
+  ]);
 });
 
 test('a new database is provisioned with every step recorded', async () => {
@@ -113,8 +118,9 @@ test('a new database is provisioned with every step recorded', async () => {
   await provisionDatabase({ adminUrl: serverAdminUrl(), name, role: `${name}_ro` }, 'migrations-test', logger, 5, [STRIPE_SCHEMA]);
   const pool = new pg.Pool({ connectionString: withDatabase(serverAdminUrl(), name), max: 1 });
   pools.push(pool);
-  assert.equal((await pool.query('SELECT scope, version FROM public_swap._migrations ORDER BY scope')).rows, [
+  assert.equal((await pool.query('SELECT scope, version FROM public_swap._migrations ORDER BY scope, version')).rows, [
     { scope: 'core', version: 1 },
+    { scope: 'core', version: 2 },
     { scope: 'stripe', version: 1 },
   ]);
 });

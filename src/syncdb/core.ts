@@ -1,3 +1,4 @@
+import { hideOtherTenants } from './catalogue.ts';
 import type { SyncDbMigration } from './migrate.ts';
 
 /** The marks of recent proxied writes (src/writer/marks.ts). */
@@ -31,6 +32,11 @@ export const CORE_MIGRATIONS: SyncDbMigration[] = [
          )`,
       );
     },
+  },
+  {
+    version: 2,
+    name: "readers see no other tenant's sessions, slots or activity",
+    up: hideOtherTenants,
   },
 ];
 
