@@ -28,6 +28,8 @@ export interface Config {
   /** Admin connection to the server that holds per-sync databases; defaults to the control server. */
   targetDatabaseUrl: string | undefined;
   embeddedPgPort: number;
+  /** Private memory each process of the embedded PostgreSQL may hold, in MB (TRIBUTARY_PG_PROCESS_MEMORY_MB); unset: embedded.ts's default. */
+  embeddedPgProcessMemoryMb: number | undefined;
   kafkaBrokers: string[];
   secretKeyBase64: string | undefined;
   adminToken: string | undefined;
@@ -149,6 +151,7 @@ export function loadConfig(env: Env = process.env, overrides: Partial<Config> = 
     databaseUrl: env.DATABASE_URL || undefined,
     targetDatabaseUrl: env.TRIBUTARY_TARGET_DATABASE_URL || undefined,
     embeddedPgPort: port(env, 'TRIBUTARY_PG_PORT', 54329),
+    embeddedPgProcessMemoryMb: env.TRIBUTARY_PG_PROCESS_MEMORY_MB ? positive(env, 'TRIBUTARY_PG_PROCESS_MEMORY_MB', 1) : undefined,
     kafkaBrokers: (env.KAFKA_BROKERS ?? '')
       .split(',')
       .map((b) => b.trim())

@@ -130,6 +130,7 @@ export async function startService(config: Config, logger: Logger, tunables: Tun
         dir: config.dataDir,
         port: config.embeddedPgPort,
         listen: config.host,
+        processMemoryMb: config.embeddedPgProcessMemoryMb,
         logger: logger.child({ part: 'postgres' }),
       });
       closers.push(() => embedded.stop());

@@ -6,6 +6,7 @@
  * bounds each of its processes' memory, and the catalogue views of other tenants are closed.
  */
 import { execFile } from 'node:child_process';
+import { readFile } from 'node:fs/promises';
 import pg from 'pg';
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
@@ -140,6 +141,39 @@ test('a failed statement is logged as its error, without its text', async () => 
   assert.match(log, /ERROR:\s+division by zero/, 'the error itself is logged');
   assert.not.ok(log.includes(marker), `the statement is not: ${log}`);
 });
+
+/**
+ * PostgreSQL has no ceiling on work_mem a role cannot lift: the reader's SET is accepted. What
+ * bounds it is the server's per-process memory limit: a materialised series that needs about
+ * 1.5 GB fails with "out of memory", the backend's peak stays near the limit, and the session
+ * and the server carry on.
+ */
+if (process.platform === 'linux') {
+  test('SET work_mem = 8GB is accepted, but a backend cannot hold more than the per-process bound', async () => {
+    await patch({ reader_statement_timeout_ms: 60_000, reader_temp_file_limit_mb: 1024 });
+    const client = new pg.Client({ connectionString: reader });
+    await client.connect();
+    try {
+      const pid: number = (await client.query('SELECT pg_backend_pid() AS pid')).rows[0].pid;
+      await client.query("SET work_mem = '8GB'");
+      await client.query('SET hash_mem_multiplier = 1000');
+      const error = await client.query('SELECT count(*) FROM generate_series(1, 40000000)').then(
+        () => undefined,
+        (e: Error & { code?: string }) => e,
+      );
+      assert.is(error?.code, '53200', `out of memory, not ${error?.message ?? 'success'}`);
+      const boundMb = Number(/Max data size\s+(\d+)/.exec(await readFile(`/proc/${pid}/limits`, 'utf8'))?.[1]) / 2 ** 20;
+      assert.ok(boundMb > 0, 'the backend has a memory bound');
+      const peakMb = Number(/VmHWM:\s+(\d+) kB/.exec(await readFile(`/proc/${pid}/status`, 'utf8'))?.[1]) / 1024;
+      // Resident peak: the private memory bound plus the shared buffers and code the backend touched.
+      assert.ok(peakMb < boundMb + 256, `peak ${Math.round(peakMb)} MB, bound ${boundMb} MB`);
+      assert.equal((await client.query('SELECT 1 AS ok')).rows, [{ ok: 1 }], 'the session carries on');
+    } finally {
+      await client.end();
+    }
+    assert.equal(await query(reader, 'SELECT id FROM customer'), [{ id: 'cus_1' }], 'and so does the server');
+  });
+}
 
 test("the reader sees no other tenant's sessions, slots, locks or activity", async () => {
   const oid = (await query<{ oid: number }>(reader, 'SELECT oid FROM pg_database WHERE datname = $1', [other.name]))[0]!.oid;

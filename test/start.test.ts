@@ -29,6 +29,7 @@ test.before(async () => {
     TRIBUTARY_EVENTS_PORT: String(eventsPort),
     TRIBUTARY_PG_PORT: String(pgPort),
     TRIBUTARY_UPSTREAMS: `api.stripe.com=${stripe.url}`,
+    TRIBUTARY_PG_PROCESS_MEMORY_MB: '768',
   };
   api = `http://127.0.0.1:${apiPort}`;
 });
@@ -76,6 +77,8 @@ test('a first start brings up the embedded PostgreSQL, generates its secrets and
   const superuser = (await readFile(path.join(dataDir, 'pg-superuser-password'), 'utf8')).trim();
   const server = `postgres://postgres:${encodeURIComponent(superuser)}@127.0.0.1:${env.TRIBUTARY_PG_PORT}/postgres`;
   assert.equal(await query(server, 'SHOW wal_level'), [{ wal_level: 'logical' }]);
+  const postmaster = (await readFile(path.join(dataDir, 'pg', 'postmaster.pid'), 'utf8')).split('\n')[0];
+  const limits = process.platform === 'linux' ? await readFile(`/proc/${postmaster}/limits`, 'utf8') : undefined;
   const account = await request(api, 'POST', '/api/accounts', { token: adminToken, body: { name: 'persist' } });
   token = account.body.api_token;
   const sync = await request(api, 'POST', '/api/syncs', { token, body: { kind: 'stripe', api_key: 'sk_test_persist123' } });
@@ -87,6 +90,11 @@ test('a first start brings up the embedded PostgreSQL, generates its secrets and
   proc.child.kill('SIGTERM');
   assert.is(await proc.exited, 0, 'SIGTERM is a clean exit');
   assert.not.ok(await pgRunning(), 'the embedded PostgreSQL stopped with the service');
+  if (limits !== undefined) {
+    // Each server process (the postmaster's children inherit it) is bounded as configured, hard and soft.
+    const bytes = 768 * 2 ** 20;
+    assert.match(limits, new RegExp(`Max data size\\s+${bytes}\\s+${bytes}\\s+bytes`));
+  }
 });
 
 test('a restart keeps accounts and syncs', async () => {

@@ -19,7 +19,18 @@ export interface EmbeddedPostgresOptions {
   logger: Logger;
   /** Connection slots (default 600), a sixth of them reserved for superusers (the service). */
   maxConnections?: number;
+  /** Private memory each server process may hold, in MB (default PROCESS_MEMORY_MB); Linux only. */
+  processMemoryMb?: number;
 }
+
+/**
+ * PostgreSQL has no per-role ceiling on memory: any role may `SET work_mem` (and
+ * hash_mem_multiplier) as high as it likes, and one sort or hash then holds that much. So the
+ * kernel bounds each server process instead (RLIMIT_DATA, set before the server starts and
+ * inherited by every backend): past it an allocation fails, and the statement with it, with
+ * "out of memory", while the server and every other session carry on.
+ */
+export const PROCESS_MEMORY_MB = 1024;
 
 export interface EmbeddedPostgres {
   /** Superuser URL of the `postgres` maintenance database. */
@@ -95,8 +106,15 @@ export async function assertReachable(dir: string, runAs: RunAs): Promise<void> 
   }
 }
 
-async function run(file: string, args: string[], runAs: RunAs): Promise<string> {
-  const { stdout, stderr } = await exec(file, args, { ...runAs, env: { ...process.env, LC_ALL: 'C' } });
+async function run(file: string, args: string[], runAs: RunAs, memoryMb?: number): Promise<string> {
+  const options = { ...runAs, env: { ...process.env, LC_ALL: 'C' } };
+  // RLIMIT_DATA counts every private mapping (heap and malloc's mmaps) on Linux only; shared
+  // buffers are shared mappings and do not count. `ulimit -d` sets the soft and the hard limit:
+  // the unprivileged server cannot raise it again.
+  const { stdout, stderr } =
+    memoryMb !== undefined && process.platform === 'linux'
+      ? await exec('/bin/sh', ['-c', 'ulimit -d "$1" && shift && exec "$@"', 'sh', String(memoryMb * 1024), file, ...args], options)
+      : await exec(file, args, options);
   return stdout + stderr;
 }
 
@@ -142,7 +160,7 @@ export async function startEmbeddedPostgres(options: EmbeddedPostgresOptions): P
 
   if (await isRunning(bin, pgDir, runAs)) {
     // Left running by a service that was killed: reuse it rather than fight over the port.
-    logger.info({ dir: pgDir }, 'embedded PostgreSQL already running; reusing it');
+    logger.info({ dir: pgDir }, 'embedded PostgreSQL already running; reusing it (with the memory bound it was started with)');
   } else {
     const listen = options.listen === '0.0.0.0' ? '*' : (options.listen ?? '127.0.0.1');
     const maxConnections = options.maxConnections ?? 600;
@@ -159,9 +177,10 @@ export async function startEmbeddedPostgres(options: EmbeddedPostgresOptions): P
       `-c superuser_reserved_connections=${Math.floor(maxConnections / 6)}`,
       '-c wal_sender_timeout=60s',
     ].join(' ');
-    logger.info({ port, dir: pgDir }, 'starting embedded PostgreSQL');
+    logger.info({ port, dir: pgDir, process_memory_mb: options.processMemoryMb ?? PROCESS_MEMORY_MB }, 'starting embedded PostgreSQL');
     try {
-      await run(bin.pg_ctl, ['start', '-D', pgDir, '-w', '-t', '120', '-l', path.join(pgDir, 'server.log'), '-o', settings], runAs);
+      const startArgs = ['start', '-D', pgDir, '-w', '-t', '120', '-l', path.join(pgDir, 'server.log'), '-o', settings];
+      await run(bin.pg_ctl, startArgs, runAs, options.processMemoryMb ?? PROCESS_MEMORY_MB);
     } catch (cause) {
       const tail = await readFile(path.join(pgDir, 'server.log'), 'utf8').catch(() => '');
       throw new Error(`embedded PostgreSQL failed to start: ${tail.split('\n').slice(-15).join('\n')}`, { cause });
