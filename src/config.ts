@@ -177,6 +177,7 @@ export function loadConfig(env: Env = process.env, overrides: Partial<Config> = 
       reads: positive(env, 'TRIBUTARY_MAX_READS_PER_ACCOUNT', DEFAULT_TENANT_LIMITS.reads),
       requests: positive(env, 'TRIBUTARY_MAX_WORKING_REQUESTS_PER_ACCOUNT', DEFAULT_TENANT_LIMITS.requests),
       controlConnections: positive(env, 'TRIBUTARY_MAX_CONTROL_CONNECTIONS_PER_ACCOUNT', DEFAULT_TENANT_LIMITS.controlConnections),
+      requestsPerSecond: positive(env, 'TRIBUTARY_MAX_REQUESTS_PER_SECOND_PER_ACCOUNT', DEFAULT_TENANT_LIMITS.requestsPerSecond),
     },
     ...overrides,
   };

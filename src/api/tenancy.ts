@@ -23,6 +23,7 @@ export function admittingTenant(authenticate: Authenticator, scope: TenantScope,
   const admitting = async (ctx: Parameters<Authenticator>[0], options: AuthenticateOptions = {}): Promise<Principal> => {
     const principal = await authenticate(ctx);
     const accountId = principal.kind === 'account' ? principal.account.id : undefined;
+    if (accountId !== undefined) caps.request(accountId);
     if (accountId !== undefined && options.capped) scope.untilEnd(caps.enter(options.capped, accountId));
     // A wait mostly waits: the waits cap bounds it, and it takes no working place.
     await scope.admit(accountId, { work: options.capped !== 'waits' });

@@ -1,7 +1,7 @@
 import { createHash } from 'node:crypto';
 import { TributaryError } from '../errors.ts';
 import type { Logger } from '../log.ts';
-import { FailureBuckets } from './buckets.ts';
+import { TokenBuckets } from '../tenancy/token-buckets.ts';
 
 /** Failed credential checks allowed a minute, per client address and per named account. */
 export interface CredentialLimits {
@@ -51,8 +51,8 @@ export const credentialFingerprint = (...parts: string[]) => createHash('sha256'
  * (a consumer behind the attacker's NAT, the account under attack itself).
  */
 export class FailedCredentials {
-  private readonly sources: FailureBuckets;
-  private readonly accounts: FailureBuckets;
+  private readonly sources: TokenBuckets;
+  private readonly accounts: TokenBuckets;
   private readonly good = new Map<string, number>();
   private readonly logger: Logger;
   private readonly now: () => number;
@@ -63,8 +63,8 @@ export class FailedCredentials {
     const limits = { ...DEFAULT_CREDENTIAL_LIMITS, ...options.limits };
     const windowMs = options.windowMs ?? 60_000;
     this.maxKeys = options.maxKeys ?? 50_000;
-    this.sources = new FailureBuckets(limits.perSource, windowMs, this.maxKeys);
-    this.accounts = new FailureBuckets(limits.perAccount, windowMs, this.maxKeys);
+    this.sources = new TokenBuckets(limits.perSource, windowMs, this.maxKeys);
+    this.accounts = new TokenBuckets(limits.perAccount, windowMs, this.maxKeys);
     this.logger = options.logger;
     this.now = options.now ?? Date.now;
     this.goodForMs = options.goodForMs ?? 15 * 60_000;
@@ -109,7 +109,7 @@ export class FailedCredentials {
     throw new TributaryError('too_many_requests', `too many failed credential checks ${whose}; retry in ${seconds} s`, { retryAfterSeconds: seconds });
   }
 
-  private logRefusal(buckets: FailureBuckets, key: string, who: Record<string, string | undefined>, seconds: number, now: number): void {
+  private logRefusal(buckets: TokenBuckets, key: string, who: Record<string, string | undefined>, seconds: number, now: number): void {
     const refused = buckets.refused(key, now);
     if (refused === 0) return;
     this.logger.warn({ ...who, refused, failures_per_minute: buckets.limit, retry_after_s: seconds }, 'failed credential checks throttled');

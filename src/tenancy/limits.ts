@@ -1,4 +1,5 @@
 import { TributaryError } from '../errors.ts';
+import { TokenBuckets } from './token-buckets.ts';
 import { KeyedLimit, type Release } from './keyed-limit.ts';
 
 /**
@@ -17,9 +18,11 @@ export interface TenantLimits {
   requests: number;
   /** Connections of the control-database pool (of 10) its requests hold at once; more wait in line. */
   controlConnections: number;
+  /** Management API requests a second (a burst of twice as many); 429 past it. */
+  requestsPerSecond: number;
 }
 
-export const DEFAULT_TENANT_LIMITS: TenantLimits = { longPolls: 50, waits: 100, reads: 20, requests: 8, controlConnections: 3 };
+export const DEFAULT_TENANT_LIMITS: TenantLimits = { longPolls: 50, waits: 100, reads: 20, requests: 8, controlConnections: 3, requestsPerSecond: 200 };
 
 /** What the management API caps (the event REST interface caps its long polls itself, by `longPolls`). */
 export type CappedKind = 'waits' | 'reads';
@@ -42,8 +45,28 @@ export function tooManyRequests(message: string): TributaryError {
 export class TenantCaps {
   private readonly caps: Record<CappedKind, KeyedLimit>;
 
+  private readonly rate: TokenBuckets;
+
   constructor(readonly limits: TenantLimits = DEFAULT_TENANT_LIMITS) {
+    // A burst of two seconds' worth; kept for at most 50,000 accounts (the least recent go first).
+    this.rate = new TokenBuckets(2 * limits.requestsPerSecond, 2_000, 50_000);
     this.caps = { waits: new KeyedLimit(limits.waits), reads: new KeyedLimit(limits.reads) };
+  }
+
+  /**
+   * One more management API request of the account: a 429 past its rate. Working places bound
+   * how many of its requests run at once, but a route answered from memory is all CPU, and one
+   * account's thousand in flight then took most of it from the others.
+   */
+  request(accountId: string): void {
+    const now = Date.now();
+    const seconds = this.rate.waitSeconds(accountId, now);
+    if (seconds > 0) {
+      throw new TributaryError('too_many_requests', `more than ${this.limits.requestsPerSecond} requests a second from one account; retry after ${seconds} s`, {
+        retryAfterSeconds: seconds,
+      });
+    }
+    this.rate.spend(accountId, now);
   }
 
   /** A place for one more of the account's `kind`; a 429 when it has `limit` open. */

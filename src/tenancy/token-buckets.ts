@@ -1,5 +1,5 @@
 interface Bucket {
-  /** Failures still allowed now (fractional while refilling). */
+  /** Spends still allowed now (fractional while refilling): failed credential checks, requests. */
   tokens: number;
   at: number;
   /** When the last "throttled" log line for this key was written. */
@@ -9,11 +9,12 @@ interface Bucket {
 }
 
 /**
- * A token bucket per key: `limit` failures at once, refilled at `limit` per `windowMs`.
+ * A token bucket per key: `limit` spends at once (failed credential checks, requests), refilled
+ * at `limit` per `windowMs`.
  * Kept in memory, at most `maxKeys` keys: a key not touched for longest goes first, and a
  * bucket that has refilled is forgotten (it is the same as none).
  */
-export class FailureBuckets {
+export class TokenBuckets {
   private readonly buckets = new Map<string, Bucket>();
 
   constructor(
@@ -26,7 +27,7 @@ export class FailureBuckets {
     return this.buckets.size;
   }
 
-  /** Whole seconds until `key` may fail once more; 0 when it may now. */
+  /** Whole seconds until `key` may spend once more; 0 when it may now. */
   waitSeconds(key: string, now: number): number {
     const bucket = this.current(key, now);
     if (!bucket || bucket.tokens >= 1) return 0;
