@@ -299,14 +299,19 @@ test("an account's token is looked up once, then kept 5 s: its flood is not a qu
 });
 
 test('past 200 requests a second (a burst of 400), one account gets 429 with Retry-After; another is served at once', async () => {
-  const answers = await flood(700, 100, () => request(svc.api, 'GET', `/api/syncs/${aliceSync.id}`, { token: alice.token }));
-  const refused = answers.filter((a) => a.status === 429);
-  assert.ok(answers.filter((a) => a.status === 200).length >= 400, 'the burst is served');
-  assert.ok(refused.length >= 100, `${refused.length} of 700 refused`);
-  assert.match(refused[0]!.body.error.message, /more than 200 requests a second from one account/);
   const started = performance.now();
+  const answers = await flood(1500, 200, () => request(svc.api, 'GET', `/api/syncs/${aliceSync.id}`, { token: alice.token }));
+  const seconds = (performance.now() - started) / 1000;
+  const served = answers.filter((a) => a.status === 200).length;
+  const refused = answers.filter((a) => a.status === 429);
+  // However slow the machine, what was served fits the bucket: the burst plus 200 a second.
+  assert.ok(served <= 400 + 200 * seconds + 20, `${served} served in ${seconds.toFixed(1)} s`);
+  assert.ok(refused.length > 0, `none of 1,500 refused in ${seconds.toFixed(1)} s`);
+  assert.is(served + refused.length, 1500);
+  assert.match(refused[0]!.body.error.message, /more than 200 requests a second from one account/);
+  const bobStarted = performance.now();
   assert.is((await request(svc.api, 'GET', `/api/syncs/${bobSync}`, { token: bob.token })).status, 200);
-  assert.ok(performance.now() - started < 1_000, `Bob waited ${(performance.now() - started).toFixed(0)} ms`);
+  assert.ok(performance.now() - bobStarted < 1_000, `Bob waited ${(performance.now() - bobStarted).toFixed(0)} ms`);
 });
 
 test.run();
