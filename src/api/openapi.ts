@@ -52,6 +52,7 @@ export interface Operation {
 const TAGS = {
   accounts: 'Tenants: each account sees only its own syncs, databases, topics and webhooks (operator token)',
   syncs: 'Connections to an upstream, each with its own read-only PostgreSQL database',
+  servers: 'The pool of PostgreSQL servers that hold the sync databases, by region (operator token)',
   webhooks: 'Event destinations of a sync, and their deliveries',
   wait: 'Read-after-write: wait until the database and the event log have caught up',
   service: 'Health, metrics and this document',
