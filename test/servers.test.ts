@@ -14,7 +14,9 @@ import { loadConfig } from '../src/config.ts';
 import { secretKeyFile } from '../src/control/bootstrap-files.ts';
 import { SecretBox } from '../src/control/secrets.ts';
 import { ServerPool } from '../src/control/servers.ts';
+import { SyncStore } from '../src/control/syncs.ts';
 import { withCredentials } from '../src/db/sql.ts';
+import { newDatabaseName, newSyncId } from '../src/ids.ts';
 import { createLogger } from '../src/log.ts';
 import { freePort } from './harness/ports.ts';
 import { query, serverAdminUrl } from './harness/postgres.ts';
@@ -342,6 +344,48 @@ test('a raised capacity is checked against the free slots; bad changes are 4xx',
   assert.equal([raised.status, raised.body.capacity, raised.body.free], [200, 4, 1]);
 });
 
+test("creates at once take a server's last place once", async () => {
+  // The second has one place left (capacity 4, three syncs), the configured member none. Eight
+  // inserts of eight accounts at once (no account lock between them): one place, one winner.
+  const racers = await Promise.all([1, 2, 3, 4, 5, 6, 7, 8].map((n) => createAccount(svc, `racer ${n}`)));
+  const box = SecretBox.fromBase64((await secretKeyFile(svc.dataDir)).value);
+  const control = new pg.Pool({ connectionString: svc.controlUrl, max: racers.length });
+  const store = new SyncStore(control, box);
+  try {
+    const outcomes = await Promise.allSettled(
+      racers.map((racer) => {
+        const databaseName = newDatabaseName();
+        return store.insert({
+          id: newSyncId(),
+          accountId: racer.id,
+          kind: 'stripe',
+          baseId: null,
+          upstreamAccountId: null,
+          apiKey: 'sk_test_racer',
+          settings: {},
+          databaseName,
+          databaseRole: `${databaseName}_ro`,
+          databasePassword: 'unused',
+          customServerUrl: null,
+          region: 'eu',
+          upstreamName: null,
+          describeUpstream: () => 'this Stripe key',
+        });
+      }),
+    );
+    const won = outcomes.flatMap((o) => (o.status === 'fulfilled' ? [o.value] : []));
+    const lost = outcomes.flatMap((o) => (o.status === 'rejected' ? [(o.reason as Error).message] : []));
+    assert.is(won.length, 1, `one winner: ${lost.join('; ')}`);
+    assert.is(won[0]!.serverId, secondId);
+    assert.equal(lost, Array(7).fill('region eu: no server in this region has room for another sync'));
+    const server = await admin('GET', `/api/servers/${secondId}`);
+    assert.equal([server.body.syncs, server.body.capacity, server.body.free], [4, 4, 0]);
+    await store.remove(won[0]!.id);
+  } finally {
+    await control.end();
+  }
+});
+
 test('syncs made before the pool belong to the configured member at the next start', async () => {
   const { id } = syncs.get('first')!;
   await query(svc.controlUrl, 'UPDATE syncs SET server_id = NULL WHERE id = $1', [id]);
@@ -369,7 +413,7 @@ test('a server leaves the pool only once it holds no sync; a deleted sync leaves
   assert.equal(await query(second.adminUrl, 'SELECT 1 FROM pg_roles WHERE rolname = $1', [`${placed.database}_ro`]), [], 'and its reader');
 
   for (const name of ['stripe', 'first', 'last']) {
-    const answer = await request(svc.api, 'DELETE', `/api/syncs/${syncs.get(name)!.id}`, { token: account.token });
+    const answer = await request(svc.api, 'DELETE', `/api/syncs/${syncs.get(name)!.id}`, { token: svc.adminToken });
     assert.is(answer.status, 200, answer.text);
   }
   assert.equal(await databasesOn(second.adminUrl), []);
