@@ -69,7 +69,7 @@ const SECURITY_SCHEMES = {
     scheme: 'bearer',
     description: [
       '`Authorization: Bearer <token>`, with one of two kinds of token:',
-      '- the **operator token** (`TRIBUTARY_ADMIN_TOKEN`, else generated on first start into `admin-token` in the data folder, which the log names): may do everything, and is the only one the operator routes take (accounts and their limits, `/metrics`, a reader connection limit); it names the account with `account_id` where a route needs one;',
+      '- the **operator token** (`TRIBUTARY_ADMIN_TOKEN`, else generated on first start into `admin-token` in the data folder, which the log names): may do everything, and is the only one the operator routes take (accounts and their limits, the pool of servers, `/metrics`, a reader connection limit); it names the account with `account_id` where a route needs one;',
       "- an **account token** (`trb_…`, answered once by `POST /api/accounts`): sees only its own account's syncs, databases, topics and webhooks; another account's sync answers 404 exactly as a missing one.",
     ].join('\n'),
   },
