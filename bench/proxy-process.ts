@@ -10,6 +10,7 @@
 import pg from 'pg';
 import { loadConfig } from '../src/config.ts';
 import { SecretBox } from '../src/control/secrets.ts';
+import { ServerPool } from '../src/control/servers.ts';
 import { SyncService } from '../src/control/sync-service.ts';
 import { SyncStore } from '../src/control/syncs.ts';
 import { listen } from '../src/http/listen.ts';
@@ -22,8 +23,10 @@ async function proxy(): Promise<void> {
   const config = loadConfig(process.env);
   const logger = createLogger({ level: 'warn' });
   const pool = new pg.Pool({ connectionString: config.databaseUrl, max: 10 });
-  const syncs = new SyncStore(pool, SecretBox.fromBase64(config.secretKeyBase64!));
-  const syncService = new SyncService({ store: syncs, sharedServerUrl: config.targetDatabaseUrl!, logger, kinds: builtInKinds() });
+  const box = SecretBox.fromBase64(config.secretKeyBase64!);
+  const syncs = new SyncStore(pool, box);
+  const servers = new ServerPool({ pool, box, configuredUrl: config.targetDatabaseUrl!, logger });
+  const syncService = new SyncService({ store: syncs, servers, defaultRegion: config.defaultRegion, logger, kinds: builtInKinds() });
   const handler = createProxyHandler({
     kinds: builtInKinds(),
     pool,

@@ -27,6 +27,11 @@ export interface Config {
   databaseUrl: string | undefined;
   /** Admin connection to the server that holds per-sync databases; defaults to the control server. */
   targetDatabaseUrl: string | undefined;
+  /**
+   * The region a new sync goes to when it names none (TRIBUTARY_DEFAULT_REGION, default
+   * us-west-2), and the region the configured server gets when it joins the pool.
+   */
+  defaultRegion: string;
   embeddedPgPort: number;
   /** Private memory each process of the embedded PostgreSQL may hold, in MB (TRIBUTARY_PG_PROCESS_MEMORY_MB); unset: embedded.ts's default. */
   embeddedPgProcessMemoryMb: number | undefined;
@@ -86,6 +91,18 @@ function origin(env: Env, name: string): string | undefined {
     throw new Error(`${name} must be an http:// or https:// URL without a path, got ${JSON.stringify(raw)}`);
   }
   return url.origin;
+}
+
+/** A region's name: lower-case letters, digits and hyphens, as cloud regions are named. */
+export const REGION_PATTERN = /^[a-z0-9][a-z0-9-]{0,62}$/;
+
+function region(env: Env, name: string, fallback: string): string {
+  const raw = env[name];
+  if (raw === undefined || raw === '') return fallback;
+  if (!REGION_PATTERN.test(raw)) {
+    throw new Error(`${name} must be lower-case letters, digits and hyphens (up to 63, like us-west-2), got ${JSON.stringify(raw)}`);
+  }
+  return raw;
 }
 
 function positive(env: Env, name: string, fallback: number): number {
@@ -150,6 +167,7 @@ export function loadConfig(env: Env = process.env, overrides: Partial<Config> = 
     dataDir: path.resolve(env.TRIBUTARY_DATA_DIR || '.tributary'),
     databaseUrl: env.DATABASE_URL || undefined,
     targetDatabaseUrl: env.TRIBUTARY_TARGET_DATABASE_URL || undefined,
+    defaultRegion: region(env, 'TRIBUTARY_DEFAULT_REGION', 'us-west-2'),
     embeddedPgPort: port(env, 'TRIBUTARY_PG_PORT', 54329),
     embeddedPgProcessMemoryMb: env.TRIBUTARY_PG_PROCESS_MEMORY_MB ? positive(env, 'TRIBUTARY_PG_PROCESS_MEMORY_MB', 1) : undefined,
     kafkaBrokers: (env.KAFKA_BROKERS ?? '')

@@ -11,8 +11,9 @@ import { LeaseWorker } from './lease/worker.ts';
 import { upstreamBase } from './upstream/http.ts';
 import { AccountStore } from './control/accounts.ts';
 import { adminTokenFile, secretKeyFile } from './control/bootstrap-files.ts';
-import { hardenSharedServer, reservedSlots } from './control/provisioner.ts';
+import { hardenServer, reservedSlots } from './control/provisioner.ts';
 import { SecretBox } from './control/secrets.ts';
+import { ServerPool } from './control/servers.ts';
 import { SyncService } from './control/sync-service.ts';
 import { SyncStore } from './control/syncs.ts';
 import { authenticator } from './api/auth.ts';
@@ -152,9 +153,10 @@ export async function startService(config: Config, logger: Logger, tunables: Tun
     pool.on('connect', (client) => client.on('error', () => undefined));
     closers.push(() => pool.end());
 
-    // Sync readers live on the shared server: they may open their own database and nothing else.
+    // Sync readers live on the pool's servers: they may open their own database and nothing else.
     const sharedServerUrl = config.targetDatabaseUrl ?? controlUrl;
-    await hardenSharedServer(sharedServerUrl, [new URL(controlUrl).pathname.slice(1)]);
+    const controlDatabase = new URL(controlUrl).pathname.slice(1);
+    await hardenServer(sharedServerUrl, [controlDatabase]);
     const reserved = await reservedSlots(sharedServerUrl);
     if (reserved < 20) {
       logger.warn(
@@ -165,6 +167,15 @@ export async function startService(config: Config, logger: Logger, tunables: Tun
 
     const accounts = new AccountStore(pool, box);
     const syncs = new SyncStore(pool, box);
+    // The configured server is the pool's first member; syncs made before the pool are its.
+    const servers = new ServerPool({
+      pool,
+      box,
+      configuredUrl: sharedServerUrl,
+      protectedDatabases: [controlDatabase],
+      logger: logger.child({ part: 'control' }),
+    });
+    await servers.ensureConfigured(config.defaultRegion);
     // The upstreams this service syncs: each kind is one folder and one object.
     const kinds = parts.kinds ?? builtInKinds();
     const limiter = new QuotaLimiter({ pool, marginMs: DEFAULT_MARGIN_MS / (tunables.airtable?.timeScale ?? 1) });
@@ -172,7 +183,8 @@ export async function startService(config: Config, logger: Logger, tunables: Tun
     let cleanup: ((sync: SyncRecord) => Promise<void>) | undefined;
     const syncService: SyncService = new SyncService({
       store: syncs,
-      sharedServerUrl,
+      servers,
+      defaultRegion: config.defaultRegion,
       serverUrlPolicy: { allowPrivate: config.databaseAllowPrivate, ownServers: [controlUrl, sharedServerUrl] },
       kinds,
       kindContext: (kind) => ({ baseUrl: upstreamBase(config.upstreams, kind.upstreamHost), limiter, logger: logger.child({ part: 'control' }) }),
@@ -259,6 +271,7 @@ export async function startService(config: Config, logger: Logger, tunables: Tun
         accounts,
         syncs,
         syncService,
+        servers,
         kinds,
         authenticate: authenticator(accounts, adminToken, throttle),
         events,

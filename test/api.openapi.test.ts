@@ -13,7 +13,9 @@ import { Ajv2020 } from 'ajv/dist/2020.js';
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
 import { openApiPath } from '../src/api/openapi.ts';
+import { freePort } from './harness/ports.ts';
 import { repoRoot, waitFor } from './harness/process.ts';
+import { startSecondServer } from './harness/second-server.ts';
 import {
   airtableSyncBody,
   AIRTABLE_TEST_TOKEN,
@@ -318,6 +320,44 @@ test('accounts: created, listed, limited; refused with an account token', async 
   const bad = await request(svc.api, 'PATCH', `/api/accounts/${created.body.id}`, { token: svc.adminToken, body: {} });
   assert.is(bad.status, 400);
   conforms(bad, 'patch', '/api/accounts/{id}');
+});
+
+test('servers: added, listed, shown, changed, refused, removed', async () => {
+  const second = await startSecondServer();
+  try {
+    const added = await request(svc.api, 'POST', '/api/servers', { token: svc.adminToken, body: { url: second.adminUrl, region: 'eu', capacity: 2 } });
+    assert.is(added.status, 201, added.text);
+    conforms(added, 'post', '/api/servers');
+    const twice = await request(svc.api, 'POST', '/api/servers', { token: svc.adminToken, body: { url: second.adminUrl, region: 'eu', capacity: 2 } });
+    assert.is(twice.status, 409);
+    conforms(twice, 'post', '/api/servers');
+    const closed = `postgres://postgres:x@127.0.0.1:${await freePort()}/postgres`;
+    const unreachable = await request(svc.api, 'POST', '/api/servers', { token: svc.adminToken, body: { url: closed, region: 'eu', capacity: 2 } });
+    assert.is(unreachable.status, 422);
+    conforms(unreachable, 'post', '/api/servers');
+    const notAdmin = await request(svc.api, 'POST', '/api/servers', { token: account.token, body: { url: closed, region: 'eu', capacity: 2 } });
+    assert.is(notAdmin.status, 403);
+    conforms(notAdmin, 'post', '/api/servers');
+    const listed = await request(svc.api, 'GET', '/api/servers', { token: svc.adminToken });
+    assert.is(listed.body.data.length, 2);
+    conforms(listed, 'get', '/api/servers');
+    conforms(await request(svc.api, 'GET', `/api/servers/${added.body.id}`, { token: svc.adminToken }), 'get', '/api/servers/{id}');
+    conforms(await request(svc.api, 'GET', '/api/servers/srv_nope', { token: svc.adminToken }), 'get', '/api/servers/{id}');
+    const drained = await request(svc.api, 'PATCH', `/api/servers/${added.body.id}`, { token: svc.adminToken, body: { draining: true, capacity: 1 } });
+    assert.is(drained.status, 200, drained.text);
+    conforms(drained, 'patch', '/api/servers/{id}');
+    const tooMany = await request(svc.api, 'PATCH', `/api/servers/${added.body.id}`, { token: svc.adminToken, body: { capacity: 1000 } });
+    assert.is(tooMany.status, 422);
+    conforms(tooMany, 'patch', '/api/servers/{id}');
+    const busy = await request(svc.api, 'DELETE', `/api/servers/${listed.body.data[0].id}`, { token: svc.adminToken });
+    assert.is(busy.status, 409, busy.text);
+    conforms(busy, 'delete', '/api/servers/{id}');
+    const removed = await request(svc.api, 'DELETE', `/api/servers/${added.body.id}`, { token: svc.adminToken });
+    assert.is(removed.status, 200, removed.text);
+    conforms(removed, 'delete', '/api/servers/{id}');
+  } finally {
+    await second.stop();
+  }
 });
 
 test('syncs of both kinds: created, listed, shown, changed, refused, deleted', async () => {

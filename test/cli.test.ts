@@ -4,6 +4,7 @@ import path from 'node:path';
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
 import { freePort } from './harness/ports.ts';
+import { startSecondServer } from './harness/second-server.ts';
 import { spawnTributary } from './harness/process.ts';
 import { airtableSyncBody, createAccount, request, startTestService, stripeSyncBody, type TestService } from './harness/service.ts';
 
@@ -52,6 +53,11 @@ test('--help lists every command, and each command has its own help', async () =
     'syncs settings',
     'syncs delete',
     'syncs watch',
+    'servers add',
+    'servers list',
+    'servers show',
+    'servers set',
+    'servers remove',
   ]) {
     assert.ok(top.output.includes(`tributary ${command}`), `overview lists ${command}`);
     const own = await cli([...command.split(' '), '--help']);
@@ -157,6 +163,61 @@ test('lists print an aligned table; --json prints the API answer unchanged', asy
     assert.match(answer.api_token, /^trb_/);
     assert.ok(answer.events.password, 'event password shown');
   }
+});
+
+test('the pool of servers is managed from the CLI, its URLs read from stdin and never printed', async () => {
+  const table = await cli(['servers', 'list']);
+  assert.is(table.code, 0, table.output);
+  assert.match(table.output, /^ID +REGION +SYNCS +CAPACITY +FREE +STATE +SERVER\n/);
+  const [first, ...others] = readTable(table.output);
+  assert.equal(others, []);
+  assert.equal([first!.REGION, first!.STATE, first!.SERVER], ['us-west-2', 'open', 'configured']);
+  const json = await cli(['servers', 'list', '--json']);
+  assert.equal(JSON.parse(json.output), (await request(svc.api, 'GET', '/api/servers', { token: svc.adminToken })).body);
+  assert.equal(JSON.parse((await cli(['servers', 'show', first!.ID!])).output).id, first!.ID);
+
+  const second = await startSecondServer();
+  try {
+    const password = new URL(second.adminUrl).password;
+    const added = await cli(['servers', 'add', '-', '--region', 'eu', '--capacity', '2'], { input: `${second.adminUrl}\n` });
+    assert.is(added.code, 0, added.output);
+    const server = JSON.parse(added.output);
+    assert.equal([server.region, server.capacity, server.free, server.configured], ['eu', 2, 2, false]);
+    const twice = await cli(['servers', 'add', '-', '--region', 'eu', '--capacity', '2'], { input: `${second.adminUrl}\n` });
+    assert.is(twice.code, 1);
+    assert.is(twice.output, `tributary servers add: 409 conflict: url: this server is already in the pool as ${server.id}\n`);
+    for (const output of [added.output, twice.output, (await cli(['servers', 'list'])).output]) assert.not.ok(output.includes(password));
+
+    const drained = await cli(['servers', 'set', server.id, '--draining', 'true', '--capacity', '1']);
+    assert.is(drained.code, 0, drained.output);
+    assert.equal([JSON.parse(drained.output).draining, JSON.parse(drained.output).capacity], [true, 1]);
+    const removed = await cli(['servers', 'remove', server.id]);
+    assert.is(removed.code, 0, removed.output);
+    assert.equal(JSON.parse(removed.output), { id: server.id, deleted: true });
+  } finally {
+    await second.stop();
+  }
+
+  const account = await createAccount(svc, 'regions-co');
+  const nowhere = await cli(['syncs', 'create', '--kind', 'stripe', '--api-key', '-', '--region', 'mars'], {
+    token: account.token,
+    input: 'sk_test_fromstdin0000\n',
+  });
+  assert.is(nowhere.code, 1);
+  assert.is(nowhere.output, 'tributary syncs create: 422 unprocessable: region mars: there is no server in this region (regions: us-west-2)\n');
+  const notOperator = await cli(['servers', 'list'], { token: account.token });
+  assert.is(notOperator.code, 1);
+  assert.match(notOperator.output, /^tributary servers list: 403 forbidden: /);
+  for (const args of [
+    ['servers', 'add', '--region', 'eu', '--capacity', '1'],
+    ['servers', 'set', first!.ID!],
+    ['servers', 'remove'],
+  ]) {
+    const usage = await cli(args);
+    assert.is(usage.code, 2, `${args.join(' ')}: ${usage.output}`);
+  }
+  const badCapacity = await cli(['servers', 'set', first!.ID!, '--capacity', 'lots']);
+  assert.equal([badCapacity.code, badCapacity.output.split('\n')[0]], [2, 'tributary servers set: --capacity takes a whole number']);
 });
 
 test('a refused token is named by where it came from, never by its value', async () => {

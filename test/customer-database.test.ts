@@ -34,8 +34,11 @@ test('a sync on a customer-owned server gets its database there, and loses it th
     body: { ...stripeSyncBody(), database_url: customer.adminUrl },
   });
   assert.is(created.status, 201, created.text);
-  const { name, url } = created.body.database;
+  const { name, url, region } = created.body.database;
   assert.is(new URL(url).port, new URL(customer.adminUrl).port, 'the reader URL points at the customer server');
+  assert.is(region, null, 'a customer-owned server is in no region of the pool');
+  const [placed] = await query(svc.controlUrl, 'SELECT server_id FROM syncs WHERE id = $1', [created.body.id]);
+  assert.equal(placed, { server_id: null }, 'and takes no place on a pool server');
   assert.equal(await query(url, 'SELECT count(*)::int AS n FROM _sync_meta'), [{ n: 1 }]);
   const onShared = await query(serverAdminUrl(), 'SELECT 1 FROM pg_database WHERE datname = $1', [name]);
   assert.equal(onShared, [], 'nothing was made on the shared server');

@@ -10,6 +10,7 @@ import { createApiApp } from '../src/api/server.ts';
 import { AccountStore } from '../src/control/accounts.ts';
 import { SecretBox } from '../src/control/secrets.ts';
 import { FailedCredentials } from '../src/credentials/throttle.ts';
+import { ServerPool } from '../src/control/servers.ts';
 import { SyncService } from '../src/control/sync-service.ts';
 import { SyncStore } from '../src/control/syncs.ts';
 import { migrateControlDatabase } from '../src/db/migrate.ts';
@@ -90,12 +91,15 @@ test.before(async () => {
   store = new WebhookStore(pool, box);
   deliveries = new DeliveryLog(pool);
   const kinds = builtInKinds();
-  const syncService = new SyncService({ store: syncs, sharedServerUrl: url, logger, kinds });
+  const servers = new ServerPool({ pool, box, configuredUrl: url, logger });
+  await servers.ensureConfigured('us-west-2');
+  const syncService = new SyncService({ store: syncs, servers, defaultRegion: 'us-west-2', logger, kinds });
   const apiOptions = {
     pool,
     accounts,
     syncs,
     syncService,
+    servers,
     kinds,
     authenticate: authenticator(accounts, adminToken, new FailedCredentials({ logger })),
     events: { restUrl: 'http://127.0.0.1:1', kafkaBrokers: [] },
@@ -147,6 +151,7 @@ async function newSync(accountId: string): Promise<string> {
     databaseRole: `${databaseName}_ro`,
     databasePassword: 'unused',
     customServerUrl: null,
+    region: 'us-west-2',
     upstreamName: null,
   });
   await syncs.setState(sync.id, 'active');

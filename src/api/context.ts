@@ -1,6 +1,7 @@
 import type { EventAccessHooks } from '../events/kafka/hooks.ts';
 import type pg from 'pg';
 import type { AccountStore } from '../control/accounts.ts';
+import type { ServerPool } from '../control/servers.ts';
 import type { SyncService } from '../control/sync-service.ts';
 import type { SyncStore } from '../control/syncs.ts';
 import type { SourceKinds } from '../kinds/registry.ts';
@@ -16,6 +17,8 @@ export interface ApiOptions {
   accounts: AccountStore;
   syncs: SyncStore;
   syncService: SyncService;
+  /** The pool of servers that hold sync databases (operator routes). */
+  servers: ServerPool;
   /** The kinds of sync: how each names its tables' upstream and their events. */
   kinds: SourceKinds;
   authenticate: Authenticator;

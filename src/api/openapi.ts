@@ -52,6 +52,7 @@ export interface Operation {
 const TAGS = {
   accounts: 'Tenants: each account sees only its own syncs, databases, topics and webhooks (operator token)',
   syncs: 'Connections to an upstream, each with its own read-only PostgreSQL database',
+  servers: 'The pool of PostgreSQL servers that hold the sync databases, by region (operator token)',
   webhooks: 'Event destinations of a sync, and their deliveries',
   wait: 'Read-after-write: wait until the database and the event log have caught up',
   service: 'Health, metrics and this document',
@@ -68,7 +69,7 @@ const SECURITY_SCHEMES = {
     scheme: 'bearer',
     description: [
       '`Authorization: Bearer <token>`, with one of two kinds of token:',
-      '- the **operator token** (`TRIBUTARY_ADMIN_TOKEN`, else generated on first start into `admin-token` in the data folder, which the log names): may do everything, and is the only one the operator routes take (accounts and their limits, `/metrics`, a reader connection limit); it names the account with `account_id` where a route needs one;',
+      '- the **operator token** (`TRIBUTARY_ADMIN_TOKEN`, else generated on first start into `admin-token` in the data folder, which the log names): may do everything, and is the only one the operator routes take (accounts and their limits, the pool of servers, `/metrics`, a reader connection limit); it names the account with `account_id` where a route needs one;',
       "- an **account token** (`trb_…`, answered once by `POST /api/accounts`): sees only its own account's syncs, databases, topics and webhooks; another account's sync answers 404 exactly as a missing one.",
     ].join('\n'),
   },

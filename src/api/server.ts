@@ -16,6 +16,7 @@ import { accountRoutes } from './routes/accounts.ts';
 import { consoleDataRoutes, type ConsoleDataOptions } from './routes/console-data.ts';
 import { consoleSessionRoutes } from './routes/console-session.ts';
 import { metricsRoutes, type MetricsApiOptions } from './routes/metrics.ts';
+import { serverRoutes } from './routes/servers.ts';
 import { syncRoutes } from './routes/syncs.ts';
 import { waitRoutes, type WaitApiOptions } from './routes/wait.ts';
 import { webhookRoutes, type WebhookApiOptions } from './routes/webhooks.ts';
@@ -62,6 +63,7 @@ export function createApiApp(api: ApiAppOptions): ApiApp {
   });
   accountRoutes(router, api, doc);
   syncRoutes(router, api, doc);
+  serverRoutes(router, api, doc);
   webhookRoutes(router, api, doc);
   waitRoutes(router, api, doc);
   metricsRoutes(router, api, doc);

@@ -1,6 +1,7 @@
 import type { Account } from '../control/accounts.ts';
 import type { Secret } from '../control/secrets.ts';
 import { statusOf } from '../control/status.ts';
+import { freeOf, type ServerRecord } from '../control/servers.ts';
 import type { SyncRecord } from '../control/syncs.ts';
 import type { SourceKind } from '../kinds/kind.ts';
 import type { SourceKinds } from '../kinds/registry.ts';
@@ -97,6 +98,35 @@ export function newAccountView(account: Account, apiToken: Secret, eventsPasswor
   };
 }
 
+export const serverAnswer = z
+  .object({
+    id: z.string().describe('`srv_…`'),
+    region: z.string(),
+    capacity: z.number().int().describe('Syncs it may hold'),
+    syncs: z.number().int().describe('Syncs it holds'),
+    free: z.number().int().describe('Syncs it may still take: capacity minus syncs, never below 0'),
+    draining: z.boolean().describe('A draining server keeps its syncs and gets no new ones'),
+    configured: z
+      .boolean()
+      .describe("The server the service's configuration names (`TRIBUTARY_TARGET_DATABASE_URL`, else the control database's): the first member"),
+    created_at: time,
+  })
+  .strict()
+  .openapi('Server', { description: 'A server of the pool that holds sync databases. Its URL is never shown' });
+
+export function serverView(server: ServerRecord): z.infer<typeof serverAnswer> {
+  return {
+    id: server.id,
+    region: server.region,
+    capacity: server.capacity,
+    syncs: server.syncs,
+    free: freeOf(server),
+    draining: server.draining,
+    configured: server.configured,
+    created_at: server.createdAt.toISOString(),
+  };
+}
+
 /** `AirtableSettings` for the kind `airtable`: a component name from the kind's own name. */
 export const kindComponent = (kind: SourceKind, suffix: string) =>
   `${kind.name.replace(/(^|[^A-Za-z0-9]+)([A-Za-z0-9])/g, (_, _sep: string, c: string) => c.toUpperCase())}${suffix}`;
@@ -140,6 +170,7 @@ export function syncAnswer(kinds: SourceKinds) {
           statement_timeout_ms: z.number().int().describe("The read-only role's statement_timeout (0: none)"),
           idle_in_transaction_timeout_ms: z.number().int().describe("The read-only role's idle_in_transaction_session_timeout (0: none)"),
           temp_file_limit_mb: z.number().int().describe("The read-only role's temp_file_limit, per server process"),
+          region: z.string().nullable().describe('The region of the pool server that holds the database; null on a customer-owned server (`database_url`)'),
         })
         .strict(),
       events: z
@@ -175,6 +206,7 @@ export function syncView(sync: SyncRecord, readerUrl: string, events: EventEndpo
       statement_timeout_ms: sync.readerLimits.statementTimeoutMs,
       idle_in_transaction_timeout_ms: sync.readerLimits.idleInTransactionTimeoutMs,
       temp_file_limit_mb: sync.readerLimits.tempFileLimitMb,
+      region: sync.region,
     },
     events: {
       topic_prefix: `svc.${sync.id}.`,

@@ -36,6 +36,28 @@ export const accountColumns: Column<AccountRow>[] = [
   { header: 'CREATED', value: (a) => ago(a.created_at) },
 ];
 
+/** The fields of the API's server view that the table shows. */
+interface ServerRow {
+  id: string;
+  region: string;
+  capacity: number;
+  syncs: number;
+  free: number;
+  draining: boolean;
+  configured: boolean;
+}
+
+export const serverColumns: Column<ServerRow>[] = [
+  { header: 'ID', value: (s) => s.id },
+  { header: 'REGION', value: (s) => s.region },
+  { header: 'SYNCS', value: (s) => String(s.syncs) },
+  { header: 'CAPACITY', value: (s) => String(s.capacity) },
+  { header: 'FREE', value: (s) => String(s.free) },
+  { header: 'STATE', value: (s) => (s.draining ? 'draining' : 'open') },
+  // The configured server's URL comes from the service's configuration, not from servers add.
+  { header: 'SERVER', value: (s) => (s.configured ? 'configured' : 'added') },
+];
+
 export const printJson = (value: unknown) => process.stdout.write(`${JSON.stringify(value, null, 2)}\n`);
 
 /** A list answer ({ data: [...] }) as a table for people, or the answer itself with --json. */

@@ -1,52 +1,27 @@
-import { readFileSync } from 'node:fs';
-import { parseArgs, type ParseArgsConfig } from 'node:util';
+import { parseArgs } from 'node:util';
 import { loadConfig, parseRoles } from '../config.ts';
 import { createLogger, logProcessWarnings } from '../log.ts';
 import { type Service, startService, tunablesFromEnv } from '../main.ts';
-import { call, resolveToken, type ClientOptions } from './client.ts';
+import { call } from './client.ts';
+import { booleanArg, client, clientOptions, type Command, jsonOptions, secretArg, UsageError, wholeNumber } from './command.ts';
+import { serverCommands } from './servers.ts';
 import { accountColumns, printJson, printList, syncColumns } from './lists.ts';
 import { watchSync } from './watch.ts';
-
-type Options = NonNullable<ParseArgsConfig['options']>;
-
-interface Command {
-  usage: string;
-  summary: string;
-  /** More than the summary, for the command's own --help. */
-  details?: string;
-  options: Options;
-  /** Resolves with the exit code when it is not 0 (a watch interrupted by Ctrl-C: 130). */
-  run(values: Record<string, string | boolean | undefined>, positionals: string[]): Promise<number | undefined>;
-}
-
-const clientOptions: Options = {
-  url: { type: 'string' },
-  token: { type: 'string' },
-};
 
 const clientHelp = `
   --url URL      management API (default $TRIBUTARY_URL or http://127.0.0.1:$TRIBUTARY_API_PORT)
   --token TOKEN  bearer token (default $TRIBUTARY_TOKEN, $TRIBUTARY_ADMIN_TOKEN, else
                  $TRIBUTARY_DATA_DIR/admin-token or .tributary/admin-token)`;
 
-/** Commands that print an API answer take --json: the answer as the API gave it, for scripts. */
-const jsonOptions: Options = { ...clientOptions, json: { type: 'boolean' } };
-
 const jsonHelp = `
   --json         print the API's JSON answer unchanged (the stable form for scripts)`;
 
 /** How answers are printed, in the overview: `gh` and `stripe` users expect tables and JSON like this. */
 const outputHelp = `
-  Lists (accounts list, syncs list) print an aligned table; --json prints the API's JSON.
+  Lists (accounts list, syncs list, servers list) print an aligned table; --json prints the API's JSON.
   Other commands print the API's JSON answer (a new account's token and event password
   are shown once, there). Errors go to stderr: exit 1 for an API error, 2 for a bad
   command line.`;
-
-async function client(values: Record<string, string | boolean | undefined>): Promise<ClientOptions> {
-  const url = (values.url as string | undefined) ?? process.env.TRIBUTARY_URL ?? `http://127.0.0.1:${process.env.TRIBUTARY_API_PORT || 8080}`;
-  const { token, source } = await resolveToken(values.token as string | undefined, process.env);
-  return { url, token, tokenSource: source };
-}
 
 /**
  * The fakes live beside the product, not in it (fakes/): a source checkout has them, the
@@ -60,27 +35,6 @@ async function fakes<T>(load: () => Promise<T>): Promise<T> {
     throw new Error('the fakes are not part of this installation: run `tributary fake` from a source checkout (git clone, npm install)');
   }
 }
-
-/** A non-negative whole-number option, or its default. */
-function wholeNumber(values: Record<string, unknown>, name: string, fallback: number): number {
-  const value = values[name] === undefined ? fallback : Number(values[name]);
-  if (!Number.isInteger(value) || value < 0) throw new Error(`--${name} takes a whole number`);
-  return value;
-}
-
-/** `-` reads a secret from standard input, so it stays out of the shell history and `ps`. */
-function secretArg(value: string): string {
-  return value === '-' ? readFileSync(0, 'utf8').trim() : value;
-}
-
-function booleanArg(name: string, value: string): boolean {
-  if (value === 'true') return true;
-  if (value === 'false') return false;
-  throw new Error(`--${name} takes true or false`);
-}
-
-/** A command line that names no target or the wrong one: exit 2, like an unknown option. */
-class UsageError extends Error {}
 
 /** Node's parseArgs messages, said for this CLI (its advice about '--' does not apply here). */
 function usageMessage(error: NodeJS.ErrnoException): string {
@@ -174,8 +128,9 @@ const commands: Record<string, Command> = {
     },
   },
   'syncs create': {
-    usage: 'tributary syncs create --kind airtable|stripe --api-key KEY|- [--base-id app…] [--settings JSON] [--database-url URL] [--account-id ID]',
-    summary: 'connect an Airtable base or a Stripe account (--api-key - reads the key from stdin)',
+    usage:
+      'tributary syncs create --kind airtable|stripe --api-key KEY|- [--base-id app…] [--settings JSON] [--region REGION | --database-url URL] [--account-id ID]',
+    summary: 'connect an Airtable base or a Stripe account (--api-key - reads the key from stdin; --region picks the pool region)',
     options: {
       ...jsonOptions,
       kind: { type: 'string' },
@@ -183,6 +138,7 @@ const commands: Record<string, Command> = {
       'base-id': { type: 'string' },
       settings: { type: 'string' },
       'database-url': { type: 'string' },
+      region: { type: 'string' },
       'account-id': { type: 'string' },
     },
     async run(values) {
@@ -190,6 +146,7 @@ const commands: Record<string, Command> = {
       if (values['base-id']) body.base_id = values['base-id'];
       if (values.settings) body.settings = JSON.parse(values.settings as string);
       if (values['database-url']) body.database_url = values['database-url'];
+      if (values.region) body.region = values.region;
       if (values['account-id']) body.account_id = values['account-id'];
       printJson(await call(await client(values), 'POST', '/api/syncs', body));
     },
@@ -270,6 +227,7 @@ const commands: Record<string, Command> = {
       }
     },
   },
+  ...serverCommands,
 };
 
 function overview(): string {

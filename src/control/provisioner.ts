@@ -8,7 +8,7 @@ import { DEFAULT_READER_LIMITS, type ReaderLimits, type RoleSetting, readerSetti
 import { connectionConfig } from '../db/connect.ts';
 import { CORE } from '../syncdb/core.ts';
 import { type MigrationSet, migrateSyncDatabase } from '../syncdb/migrate.ts';
-import { connectFailure } from './server-url.ts';
+import { missingRights, readServerFacts } from './server-checks.ts';
 
 /** Every sync database carries one publication of this name, covering schema `public`. */
 export const PUBLICATION = 'tributary';
@@ -220,11 +220,12 @@ export async function reservedSlots(adminUrl: string): Promise<number> {
 
 /**
  * PostgreSQL lets every role open every database that grants CONNECT to PUBLIC, and
- * make TEMP tables there; on the shared server that would let one sync's reader into
- * the maintenance databases. Run at start; idempotent. Customer-owned servers are
- * left as their owners set them (the README says what to revoke there).
+ * make TEMP tables there; on a pool server that would let one sync's reader into the
+ * maintenance databases. Run at start for the configured server and when a server joins
+ * the pool; idempotent. Customer-owned servers are left as their owners set them (the
+ * README says what to revoke there).
  */
-export async function hardenSharedServer(adminUrl: string, extraDatabases: string[] = []): Promise<void> {
+export async function hardenServer(adminUrl: string, extraDatabases: string[] = []): Promise<void> {
   await withClient(adminUrl, async (admin) => {
     const { rows } = await admin.query<{ datname: string }>("SELECT datname FROM pg_database WHERE datname = ANY($1) OR datname IN ('postgres', 'template1')", [
       extraDatabases,
@@ -237,32 +238,7 @@ export async function hardenSharedServer(adminUrl: string, extraDatabases: strin
 
 /** A customer-owned server must allow logical decoding and let us create databases, roles and slots. */
 export async function checkServer(adminUrl: string): Promise<void> {
-  let problems: string[] = [];
-  try {
-    await withClient(adminUrl, async (admin) => {
-      const { rows } = await admin.query<{
-        wal_level: string;
-        rolsuper: boolean;
-        rolcreatedb: boolean;
-        rolcreaterole: boolean;
-        rolreplication: boolean;
-      }>(
-        `SELECT current_setting('wal_level') AS wal_level, rolsuper, rolcreatedb, rolcreaterole, rolreplication
-           FROM pg_roles WHERE rolname = current_user`,
-      );
-      const row = rows[0];
-      if (!row) throw new Error('cannot read the current role');
-      problems = [
-        row.wal_level !== 'logical' && `wal_level is ${row.wal_level}, it must be logical`,
-        !row.rolsuper && !row.rolcreatedb && 'the role lacks CREATEDB',
-        !row.rolsuper && !row.rolcreaterole && 'the role lacks CREATEROLE',
-        !row.rolsuper && !row.rolreplication && 'the role lacks REPLICATION',
-      ].filter((p): p is string => typeof p === 'string');
-    });
-  } catch (cause) {
-    // A short fixed reason: the driver's message may echo what the server or network said.
-    throw new TributaryError('unprocessable', `cannot connect to database_url: ${connectFailure(cause)}`, { cause });
-  }
+  const problems = missingRights(await readServerFacts(adminUrl, 'database_url'));
   if (problems.length > 0) {
     throw new TributaryError('unprocessable', `database_url cannot host a sync database: ${problems.join('; ')}`);
   }

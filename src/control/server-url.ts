@@ -19,11 +19,14 @@ export interface ServerUrlPolicy {
 /** The only query parameter accepted, and its values; every other one names a file, a socket or a host. */
 const SSL_MODES = new Set(['disable', 'prefer', 'require', 'verify-ca', 'verify-full', 'no-verify']);
 
-const bad = (message: string) => new TributaryError('invalid_request', `database_url: ${message}`);
-const refused = (message: string) => new TributaryError('unprocessable', `database_url: ${message}`);
+const refused = (message: string, field = 'database_url') => new TributaryError('unprocessable', `${field}: ${message}`);
 
-/** The URL's shape: postgres:// with a host and a port, sslmode the only parameter. */
-export function parseServerUrl(value: string): URL {
+/**
+ * The URL's shape: postgres:// with a host and a port, sslmode the only parameter. `field`
+ * names the field in the 400 (`database_url` of a sync, `url` of a pool server).
+ */
+export function parseServerUrl(value: string, field = 'database_url'): URL {
+  const bad = (message: string) => new TributaryError('invalid_request', `${field}: ${message}`);
   let url: URL;
   try {
     url = new URL(value);
@@ -59,6 +62,26 @@ function endpoints(addresses: string[], url: URL): string[] {
   return addresses.map((a) => `${isThisMachine(a) ? 'this machine' : a}:${port}`);
 }
 
+/** Where a server URL leads, as address:port pairs (none when its host does not resolve). */
+export async function serverEndpoints(value: string, lookup: LookupAll = systemLookup): Promise<string[]> {
+  const url = new URL(value);
+  return endpoints(await addressesOf(url.hostname, lookup).catch(() => []), url);
+}
+
+/**
+ * A pool server's URL, from the operator: its shape as a customer's (400 otherwise) and a host
+ * that resolves (422 otherwise); answers its endpoints. Private and loopback addresses are
+ * accepted, since the operator's servers are usually on a private network.
+ */
+export async function checkPoolServerUrl(value: string, lookup: LookupAll = systemLookup): Promise<string[]> {
+  const url = parseServerUrl(value, 'url');
+  try {
+    return endpoints(await addressesOf(url.hostname, lookup), url);
+  } catch {
+    throw refused('unreachable (the host could not be resolved)', 'url');
+  }
+}
+
 /**
  * Refuses a customer server URL that is malformed, that is one of Tributary's own servers, or
  * (unless the operator allows it) that resolves to a non-public address. Messages say what is
@@ -73,12 +96,7 @@ export async function checkServerUrl(value: string, policy: ServerUrlPolicy): Pr
   } catch {
     throw refused('unreachable (the host could not be resolved)');
   }
-  const own = await Promise.all(
-    policy.ownServers.map(async (server) => {
-      const ownUrl = new URL(server);
-      return endpoints(await addressesOf(ownUrl.hostname, lookup).catch(() => []), ownUrl);
-    }),
-  );
+  const own = await Promise.all(policy.ownServers.map((server) => serverEndpoints(server, lookup)));
   const mine = new Set(own.flat());
   if (endpoints(addresses, url).some((endpoint) => mine.has(endpoint))) {
     throw refused("names one of Tributary's own servers; leave database_url out to use the shared server");

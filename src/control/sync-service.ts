@@ -10,6 +10,7 @@ import { AttemptLimiter, checkServerUrl, type ServerUrlPolicy } from './server-u
 import { checkServer, dropDatabase, provisionDatabase, type ReaderCheck, restoreReaderRole, type SyncDatabase } from './provisioner.ts';
 import type { ReaderLimits } from './reader-limits.ts';
 import type { SyncKind, SyncSettings } from './settings.ts';
+import type { ServerPool, ServerTarget } from './servers.ts';
 import type { SyncRecord, SyncStore } from './syncs.ts';
 
 export interface CreateSyncInput {
@@ -19,15 +20,19 @@ export interface CreateSyncInput {
   apiKey: string;
   settings: Partial<SyncSettings>;
   databaseUrl: string | null;
+  /** The pool region to place the database in; null: the default region (ignored with databaseUrl). */
+  region?: string | null;
 }
 
 /** What a sync kind adds at creation; the Airtable and Stripe parts plug in here. */
 
 export interface SyncServiceOptions {
   store: SyncStore;
-  /** Admin URL of the shared server that holds per-sync databases. */
-  sharedServerUrl: string;
-  /** Host name handed out in database URLs for the shared server (for a server bound to a wildcard). */
+  /** The pool of servers that hold sync databases: where each sync's server is reached. */
+  servers: ServerPool;
+  /** The region a sync goes to when it names none. */
+  defaultRegion: string;
+  /** Host name handed out in database URLs for the configured server (for a server bound to a wildcard). */
   publicHost?: string;
   /**
    * The kinds of sync: their settings, the check of a key before a sync is made, and what a
@@ -71,9 +76,13 @@ export class SyncService {
       apiKeySha256,
       describeUpstream: kind.describeUpstream,
     });
+    const region = input.databaseUrl === null ? (input.region ?? this.options.defaultRegion) : null;
+    if (region !== null) await this.options.servers.precheck(region);
     if (input.databaseUrl !== null) {
       this.serverAttempts.take(input.accountId);
-      await checkServerUrl(input.databaseUrl, this.serverUrlPolicy);
+      // Every pool member is Tributary's own: never a customer's, so the check is no password oracle for them.
+      const policy = this.serverUrlPolicy;
+      await checkServerUrl(input.databaseUrl, { ...policy, ownServers: [...policy.ownServers, ...(await this.options.servers.urls())] });
       await checkServer(this.pinned(input.databaseUrl));
     }
     const checked: UpstreamFacts = this.options.kindContext ? await kind.check(input, this.options.kindContext(kind)) : {};
@@ -93,6 +102,7 @@ export class SyncService {
         databaseRole: `${databaseName}_ro`,
         databasePassword: newPassword(),
         customServerUrl: input.databaseUrl,
+        region,
         upstreamName: checked.upstreamName ?? null,
         warnings: checked.warnings ?? [],
         // One Stripe key, one sync per account (without an account id, the key is all there is to compare).
@@ -160,9 +170,9 @@ export class SyncService {
 
   /** The URL users get: the sync's database, logged in as its read-only role. */
   async readerUrl(record: SyncRecord): Promise<string> {
-    const db = await this.database(record);
-    let url = withDatabase(db.adminUrl, db.name);
-    if (!record.customServer && this.options.publicHost) {
+    const server = await this.serverOf(record);
+    let url = withDatabase(server.url, record.databaseName);
+    if (server.configured && this.options.publicHost) {
       const parsed = new URL(url);
       parsed.hostname = this.options.publicHost;
       url = parsed.toString();
@@ -211,13 +221,23 @@ export class SyncService {
     return withDatabase(db.adminUrl, db.name);
   }
 
+  /**
+   * The one place a sync's server is resolved, for every part that connects to its database
+   * (provisioner, sync runner, decoder, proxy write-through, console reads, reader guard, wait):
+   * a customer-owned server's sealed URL, checked at each connection unless private servers are
+   * allowed; else the pool member named by the sync's server_id.
+   */
+  private async serverOf(record: SyncRecord): Promise<ServerTarget> {
+    if (record.customServer) {
+      const custom = await this.options.store.customServerUrl(record.id);
+      if (!custom) throw new Error(`sync ${record.id} has no customer-owned server`);
+      return { url: this.pinned(custom.reveal()), configured: false };
+    }
+    return this.options.servers.target(record.serverId);
+  }
+
   private async database(record: SyncRecord): Promise<SyncDatabase> {
-    const custom = await this.options.store.customServerUrl(record.id);
-    return {
-      adminUrl: custom ? this.pinned(custom.reveal()) : this.options.sharedServerUrl,
-      name: record.databaseName,
-      role: record.databaseRole,
-    };
+    return { adminUrl: (await this.serverOf(record)).url, name: record.databaseName, role: record.databaseRole };
   }
 
   private async destroy(record: SyncRecord): Promise<void> {

@@ -3,6 +3,7 @@ import { TributaryError } from '../errors.ts';
 import type pg from 'pg';
 import { hashToken, type Secret, type SecretBox } from './secrets.ts';
 import type { ReaderLimits } from './reader-limits.ts';
+import { placeSync } from './servers.ts';
 import type { SyncKind, SyncSettings } from './settings.ts';
 
 export type SyncState = 'provisioning' | 'active' | 'deleting';
@@ -29,8 +30,12 @@ export interface SyncRecord {
   keepDatabase: boolean;
   databaseName: string;
   databaseRole: string;
-  /** True when the database lives on a customer-owned server rather than the shared one. */
+  /** True when the database lives on a customer-owned server rather than a pool server. */
   customServer: boolean;
+  /** The pool server that holds the database (null on a customer-owned server). */
+  serverId: string | null;
+  /** That server's region (null on a customer-owned server). */
+  region: string | null;
   status: SyncStatusFields;
   /** The base's or the Stripe account's name upstream, once known. */
   upstreamName: string | null;
@@ -58,6 +63,8 @@ export interface NewSync {
   databaseRole: string;
   databasePassword: string;
   customServerUrl: string | null;
+  /** Without a customer-owned server, the region whose pool places the database (placeSync). */
+  region: string | null;
   upstreamName: string | null;
   warnings?: string[];
   /** SHA-256 of the upstream key (Stripe: a second sync of one key in one account is refused). */
@@ -79,6 +86,8 @@ interface SyncRow {
   database_name: string;
   database_role: string;
   custom_server: boolean;
+  server_id: string | null;
+  region: string | null;
   started_at: Date | null;
   completed_at: Date | null;
   duration_last_s: number | null;
@@ -100,7 +109,8 @@ interface SyncRow {
 }
 
 const columns = `id, account_id, kind, base_id, upstream_account_id, settings, state, keep_database,
-  database_name, database_role, database_server_enc IS NOT NULL AS custom_server,
+  database_name, database_role, database_server_enc IS NOT NULL AS custom_server, server_id,
+  (SELECT region FROM servers v WHERE v.id = syncs.server_id) AS region,
   started_at, completed_at, extract(epoch FROM duration_last)::float8 AS duration_last_s,
   last_error, last_error_at, last_error_kind, extract(epoch FROM duration_usual)::float8 AS duration_usual_s,
   upstream_name, upstream_warnings, progress, created_at, updated_at, reader_connection_limit,
@@ -120,6 +130,8 @@ const toRecord = (row: SyncRow): SyncRecord => ({
   databaseName: row.database_name,
   databaseRole: row.database_role,
   customServer: row.custom_server,
+  serverId: row.server_id,
+  region: row.region,
   status: {
     startedAt: row.started_at,
     completedAt: row.completed_at,
@@ -222,11 +234,17 @@ export class SyncStore {
   async insert(sync: NewSync & Pick<Admission, 'describeUpstream'>): Promise<SyncRecord> {
     return inTransaction(this.pool, async (tx) => {
       const readerLimit = await admit(tx, await lockedAccountLimits(tx, sync.accountId), sync);
+      // A pool server is chosen last, under the region's lock, and only for a sync admitted.
+      let serverId: string | null = null;
+      if (sync.customServerUrl === null) {
+        if (sync.region === null) throw new Error('a sync needs a region or a customer-owned server');
+        serverId = await placeSync(tx, sync.region);
+      }
       const { rows } = await tx.query<SyncRow>(
         `INSERT INTO syncs (id, account_id, kind, base_id, upstream_account_id, api_key_enc, settings,
            database_name, database_role, database_password_enc, database_server_enc, upstream_name, upstream_warnings,
-           reader_connection_limit, api_key_sha256, credential_sha256)
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16)
+           reader_connection_limit, api_key_sha256, credential_sha256, server_id)
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17)
          RETURNING ${columns}`,
         [
           sync.id,
@@ -245,6 +263,7 @@ export class SyncStore {
           readerLimit,
           sync.apiKeySha256 ?? null,
           hashToken(sync.apiKey),
+          serverId,
         ],
       );
       return toRecord(rows[0]!);
@@ -363,7 +382,7 @@ export class SyncStore {
     return this.box.decrypt(await this.column(id, 'database_password_enc'), aad(id, 'database_password'));
   }
 
-  /** The customer-owned server's admin URL, or undefined for the shared server. */
+  /** The customer-owned server's admin URL, or undefined for a pool server. */
   async customServerUrl(id: string): Promise<Secret | undefined> {
     const sealed = await this.column(id, 'database_server_enc');
     return sealed === null ? undefined : this.box.decrypt(sealed, aad(id, 'database_server'));

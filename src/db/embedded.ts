@@ -21,6 +21,8 @@ export interface EmbeddedPostgresOptions {
   maxConnections?: number;
   /** Private memory each server process may hold, in MB (default PROCESS_MEMORY_MB); Linux only. */
   processMemoryMb?: number;
+  /** `logical` (the default): sync databases need it. Tests start a `replica` server to see it refused. */
+  walLevel?: 'logical' | 'replica';
 }
 
 /**
@@ -168,7 +170,7 @@ export async function startEmbeddedPostgres(options: EmbeddedPostgresOptions): P
       `-p ${port}`,
       `-c listen_addresses='${listen}'`,
       "-c unix_socket_directories=''",
-      '-c wal_level=logical',
+      `-c wal_level=${options.walLevel ?? 'logical'}`,
       '-c max_replication_slots=500',
       '-c max_wal_senders=500',
       `-c max_connections=${maxConnections}`,

@@ -4,6 +4,7 @@ import net from 'node:net';
 import pg from 'pg';
 import { secretKeyFile } from '../../src/control/bootstrap-files.ts';
 import { SecretBox } from '../../src/control/secrets.ts';
+import { ServerPool } from '../../src/control/servers.ts';
 import { SyncService } from '../../src/control/sync-service.ts';
 import { SyncStore } from '../../src/control/syncs.ts';
 import { listen } from '../../src/http/listen.ts';
@@ -37,7 +38,8 @@ export async function startProxy(
   const logger = createLogger({ level: 'debug', destination: svc.logs }).child({ part: 'proxy' });
   const syncs = new SyncStore(pool, box);
   const kinds = builtInKinds();
-  const syncService = new SyncService({ store: syncs, sharedServerUrl: serverAdminUrl(), logger, kinds });
+  const servers = new ServerPool({ pool, box, configuredUrl: serverAdminUrl(), logger });
+  const syncService = new SyncService({ store: syncs, servers, defaultRegion: 'us-west-2', logger, kinds });
   const limiter = new QuotaLimiter({ pool });
   const { noLimiter, ...rest } = options;
   const handler = createProxyHandler({

@@ -9,6 +9,7 @@ import type { ApiDocument } from '../openapi.ts';
 import { CAPPED } from '../tenancy.ts';
 import { kindComponent, oneOf, syncAnswer, syncView } from '../views.ts';
 import { z } from '../zod.ts';
+import { regionSchema } from './servers.ts';
 
 const databaseUrl = z
   .string()
@@ -29,6 +30,11 @@ const common = {
     .optional()
     .describe('Required with the operator token: the account the sync belongs to. An account token may name only its own'),
   database_url: databaseUrl.optional(),
+  region: regionSchema
+    .optional()
+    .describe(
+      "The region of the pool server to hold the sync's database (default: the deployment's default region, `TRIBUTARY_DEFAULT_REGION`). Not with `database_url`",
+    ),
 };
 
 /** The reader's limits (reader-limits.ts), operator token only; each applies to the reader's new connections. */
@@ -115,6 +121,7 @@ interface CreateInput {
   settings?: Record<string, unknown>;
   account_id?: string;
   database_url?: string;
+  region?: string;
 }
 
 export const syncParams = z.object({ id: z.string().describe('The sync (`syn_…`)') });
@@ -173,15 +180,15 @@ export function syncRoutes(router: Router, api: ApiOptions, doc: ApiDocument): v
     tag: 'syncs',
     summary: 'Create a sync',
     description:
-      "Checks the key upstream, creates the sync's database and read-only role, and starts syncing. An account syncs an upstream (an Airtable base, a Stripe account) once.",
+      "Checks the key upstream, creates the sync's database and read-only role, and starts syncing. The database goes to the server of the sync's `region` with the most room that is not draining, or to the customer's own server (`database_url`). An account syncs an upstream (an Airtable base, a Stripe account) once.",
     access: 'token',
     body: { schema: createSync },
     answers: { 201: { description: 'The sync; `database.url` connects as its read-only role', schema: sync } },
     errors: {
-      400: '`account_id` is missing with the operator token, or `database_url` is not usable as given',
+      400: '`account_id` is missing with the operator token, `database_url` is not usable as given, or `region` is given with `database_url`',
       403: 'An account token naming another account in `account_id`',
       409: 'The account already syncs this upstream (the message names that sync), has as many syncs as its limit, or its readers hold its whole connection budget',
-      422: 'The upstream refused the key or it cannot read what a sync needs; `account_id` names no account; or `database_url` cannot be reached, is on a loopback, private or link-local address, or cannot host a sync database',
+      422: 'The upstream refused the key or it cannot read what a sync needs; `account_id` names no account; `region` has no server, or none of its servers has room (the message names the region); or `database_url` cannot be reached, is on a loopback, private or link-local address, or cannot host a sync database',
       429: '`database_url`: too many servers checked this minute',
       503: 'The upstream could not be reached to check the key, or the database could not be created',
     },
@@ -189,6 +196,9 @@ export function syncRoutes(router: Router, api: ApiOptions, doc: ApiDocument): v
   router.post('/api/syncs', async (ctx) => {
     const principal = await api.authenticate(ctx);
     const input = validate(createSync, await readJson(ctx, api.bodyLimit)) as CreateInput;
+    if (input.region !== undefined && input.database_url !== undefined) {
+      throw new TributaryError('invalid_request', 'region: a customer-owned server (database_url) has no region; give one or the other');
+    }
     const accountId = await ownerOf(api, principal, input.account_id);
     const sync = await api.syncService.create({
       accountId,
@@ -197,6 +207,7 @@ export function syncRoutes(router: Router, api: ApiOptions, doc: ApiDocument): v
       apiKey: input.api_key,
       settings: input.settings ?? {},
       databaseUrl: input.database_url ?? null,
+      region: input.region ?? null,
     });
     await api.eventAccess?.syncCreated(accountId, sync.id);
     ctx.status = 201;

@@ -1,0 +1,52 @@
+import { readFileSync } from 'node:fs';
+import type { ParseArgsConfig } from 'node:util';
+import { resolveToken, type ClientOptions } from './client.ts';
+
+/** What every command of the CLI is made of, and the helpers they share. */
+
+export type Options = NonNullable<ParseArgsConfig['options']>;
+
+export interface Command {
+  usage: string;
+  summary: string;
+  /** More than the summary, for the command's own --help. */
+  details?: string;
+  options: Options;
+  /** Resolves with the exit code when it is not 0 (a watch interrupted by Ctrl-C: 130). */
+  run(values: Record<string, string | boolean | undefined>, positionals: string[]): Promise<number | undefined>;
+}
+
+export const clientOptions: Options = {
+  url: { type: 'string' },
+  token: { type: 'string' },
+};
+
+/** Commands that print an API answer take --json: the answer as the API gave it, for scripts. */
+export const jsonOptions: Options = { ...clientOptions, json: { type: 'boolean' } };
+
+export async function client(values: Record<string, string | boolean | undefined>): Promise<ClientOptions> {
+  const url = (values.url as string | undefined) ?? process.env.TRIBUTARY_URL ?? `http://127.0.0.1:${process.env.TRIBUTARY_API_PORT || 8080}`;
+  const { token, source } = await resolveToken(values.token as string | undefined, process.env);
+  return { url, token, tokenSource: source };
+}
+
+/** A non-negative whole-number option, or its default. */
+export function wholeNumber(values: Record<string, unknown>, name: string, fallback: number): number {
+  const value = values[name] === undefined ? fallback : Number(values[name]);
+  if (!Number.isInteger(value) || value < 0) throw new Error(`--${name} takes a whole number`);
+  return value;
+}
+
+/** `-` reads a secret from standard input, so it stays out of the shell history and `ps`. */
+export function secretArg(value: string): string {
+  return value === '-' ? readFileSync(0, 'utf8').trim() : value;
+}
+
+export function booleanArg(name: string, value: string): boolean {
+  if (value === 'true') return true;
+  if (value === 'false') return false;
+  throw new Error(`--${name} takes true or false`);
+}
+
+/** A command line that names no target or the wrong one: exit 2, like an unknown option. */
+export class UsageError extends Error {}

@@ -1,0 +1,71 @@
+import { readFileSync, rmSync } from 'node:fs';
+import { mkdtemp, rm } from 'node:fs/promises';
+import os from 'node:os';
+import path from 'node:path';
+import { startEmbeddedPostgres } from '../../src/db/embedded.ts';
+import { withDatabase } from '../../src/db/sql.ts';
+import { createLogger } from '../../src/log.ts';
+import { freePort } from './ports.ts';
+
+/** Another PostgreSQL server beside the test run's own: a second member of a server pool. */
+export interface SecondServer {
+  /** Superuser URL of its `postgres` database. */
+  adminUrl: string;
+  port: number;
+  /** The admin URL of another database on this server. */
+  databaseUrl(database: string): string;
+  stop(): Promise<void>;
+}
+
+export interface SecondServerOptions {
+  /** `logical` by default; `replica` makes a server that cannot hold sync databases. */
+  walLevel?: 'logical' | 'replica';
+  /** Connection slots (default 100: a test needs few). */
+  maxConnections?: number;
+}
+
+/**
+ * Folders of servers still running. A test file that ends without stopping one (a failed
+ * set-up) leaves no server behind: its postmaster gets SIGQUIT (an immediate shutdown),
+ * then the folder goes.
+ */
+const folders = new Set<string>();
+process.on('exit', () => {
+  for (const dir of folders) {
+    try {
+      const pid = Number(readFileSync(path.join(dir, 'pg', 'postmaster.pid'), 'utf8').split('\n')[0]);
+      if (pid > 0) process.kill(pid, 'SIGQUIT');
+    } catch {
+      // not running
+    }
+    rmSync(dir, { recursive: true, force: true });
+  }
+});
+
+/**
+ * A PostgreSQL server of its own (embedded binaries: initdb, then pg_ctl on a free port and
+ * its own data folder), as the test run's is made (test/run.ts): `wal_level=logical`, 500
+ * replication slots and WAL senders, a superuser with a random password. Stop it when done.
+ */
+export async function startSecondServer(options: SecondServerOptions = {}): Promise<SecondServer> {
+  const dir = await mkdtemp(path.join(os.tmpdir(), 'tributary-second-pg-'));
+  folders.add(dir);
+  const port = await freePort();
+  const server = await startEmbeddedPostgres({
+    dir,
+    port,
+    logger: createLogger({ level: 'warn' }),
+    maxConnections: options.maxConnections ?? 100,
+    walLevel: options.walLevel,
+  });
+  return {
+    adminUrl: server.adminUrl,
+    port,
+    databaseUrl: (database) => withDatabase(server.adminUrl, database),
+    async stop() {
+      await server.stop('fast');
+      await rm(dir, { recursive: true, force: true });
+      folders.delete(dir);
+    },
+  };
+}
