@@ -1,8 +1,10 @@
 /**
- * Airtable's second limit: 50 requests/s per token across every base it reaches. Twelve
- * bases read with one token at their full 5 req/s would ask 60/s; the shared limiter counts
- * every request against its base and its token, so the fake (which enforces both limits
- * and locks a token out for 30 s past them) never answers 429.
+ * Airtable's second limit: 50 requests/s for all of one user's tokens together, across every
+ * base they reach. Twelve bases read with one token at their full 5 req/s would ask 60/s; the
+ * shared limiter counts every request against its base and its user, so the fake (which
+ * enforces both limits and locks a user out for 30 s past them) never answers 429. When the
+ * second quota binds, the bases waiting for it share it fairly, within the syncs' share of it,
+ * and a client goes first.
  */
 import pg from 'pg';
 import { test } from 'uvu';
@@ -59,6 +61,74 @@ test('a request counts against its base and its token: neither window is ever ex
     times(token.key).sort((a, b) => a - b),
     bases,
   );
+});
+
+test("bases waiting for one user's quota share it fairly, within the syncs' share, and a client goes first", async () => {
+  const limiter = new QuotaLimiter({ pool, marginMs: 20 });
+  const user = { key: 'airtable-user:usrFAIRSHARE00001', rule: { limit: 10, windowMs: 500 }, syncLimit: 8 };
+  const base = { limit: 5, windowMs: 500 };
+  const bases = Array.from({ length: 8 }, (_, i) => `appFAIR${i}`);
+  const counts = new Map<string, number>();
+  let held = 0;
+  // The first window goes to whoever asks first: fairness is counted after it.
+  const from = Date.now() + 1000;
+  const until = Date.now() + 3500;
+  // Eight bases of 3 sync requests a window each want 24 a window; the syncs may take 8 of the user's 10.
+  const syncs = bases.map(async (key) => {
+    while (Date.now() < until) {
+      const grant = await limiter.acquire(key, base, { kind: 'sync', syncLimit: 3, also: user });
+      if (grant.heldByAlsoMs > 0) held++;
+      if (Date.now() >= from) counts.set(key, (counts.get(key) ?? 0) + 1);
+    }
+  });
+  await new Promise((resolve) => setTimeout(resolve, 1500));
+  const asked = Date.now();
+  await limiter.acquire('appFAIR0', base, { kind: 'client', also: user });
+  const clientWaited = Date.now() - asked;
+  await Promise.all(syncs);
+  const { rows } = await pool.query<{ kind: string; ms: number }>(
+    'SELECT kind, extract(epoch FROM at) * 1000 AS ms FROM quota_requests WHERE key = $1 ORDER BY at',
+    [user.key],
+  );
+  const syncTimes = rows.filter((r) => r.kind !== 'client').map((r) => Number(r.ms));
+  assert.ok(peak(syncTimes, 500) <= 8, `the syncs' peak ${peak(syncTimes, 500)} in a window`);
+  assert.ok(
+    peak(
+      rows.map((r) => Number(r.ms)),
+      500,
+    ) <= 10,
+  );
+  const per = bases.map((key) => counts.get(key) ?? 0);
+  assert.ok(Math.min(...per) >= 0.7 * Math.max(...per), `grants per base: ${per.join(' ')}`);
+  assert.ok(held >= per.reduce((a, b) => a + b, 0), `${held} grants said they waited for the user's quota`);
+  // The client needs no slot of the syncs' share: the 2 left of every window are its own.
+  assert.ok(clientWaited < 250, `the client waited ${clientWaited} ms`);
+});
+
+test("change capture cannot starve sweeps of a user's quota", async () => {
+  const limiter = new QuotaLimiter({ pool, marginMs: 20 });
+  const user = { key: 'airtable-user:usrSTARVE00000001', rule: { limit: 5, windowMs: 500 }, syncLimit: 4 };
+  const base = { limit: 5, windowMs: 500 };
+  const bases = Array.from({ length: 6 }, (_, i) => `appSTARVE${i}`);
+  const sweeps = new Map<string, number>();
+  // A base's sweep waits at most five windows behind change capture: counted after the first.
+  const from = Date.now() + 1000;
+  const until = Date.now() + 7000;
+  // Each base's change capture alone would take all of the syncs' 4 a window.
+  const loops = bases.flatMap((key) => [
+    (async () => {
+      while (Date.now() < until) await limiter.acquire(key, base, { kind: 'sync', syncLimit: 3, urgent: true, also: user });
+    })(),
+    (async () => {
+      while (Date.now() < until) {
+        await limiter.acquire(key, base, { kind: 'sync', syncLimit: 3, also: user });
+        if (Date.now() >= from) sweeps.set(key, (sweeps.get(key) ?? 0) + 1);
+      }
+    })(),
+  ]);
+  await Promise.all(loops);
+  const per = bases.map((key) => sweeps.get(key) ?? 0);
+  assert.ok(Math.min(...per) >= 2, `sweep grants per base in 6 s: ${per.join(' ')}`);
 });
 
 test('twelve bases read with one token at full speed draw no 429 from the fake', async () => {
