@@ -9,7 +9,9 @@
 import pg from 'pg';
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
-import { AIRTABLE_RULE, AirtableClient } from '../src/airtable/client.ts';
+import { createHash } from 'node:crypto';
+import { AIRTABLE_RULE, AirtableClient, airtableTokenKey, airtableUserKey } from '../src/airtable/client.ts';
+import { TokenOwners } from '../src/airtable/owners.ts';
 import { Secret } from '../src/control/secrets.ts';
 import { migrateControlDatabase } from '../src/db/migrate.ts';
 import { startFakeAirtable, type FakeAirtable } from '../fakes/airtable/index.ts';
@@ -129,6 +131,48 @@ test("change capture cannot starve sweeps of a user's quota", async () => {
   await Promise.all(loops);
   const per = bases.map((key) => sweeps.get(key) ?? 0);
   assert.ok(Math.min(...per) >= 2, `sweep grants per base in 6 s: ${per.join(' ')}`);
+});
+
+test("a token's user is learned once, by whoami, and every process reads it from the control database", async () => {
+  const token = 'patLEARNEDUSER01.0123456789abcdef';
+  const userId = 'usrLEARNEDuser001';
+  fake.addToken(token, { bases: '*', user: userId });
+  const base = fake.createBase({ name: 'Learned' });
+  const table = base.createTable('Items', [{ name: 'Name', type: 'singleLineText' }]).id;
+  const limiter = new QuotaLimiter({ pool, marginMs: 20 });
+  // A sync's client in one process, then in another (owners of their own): only the first asks.
+  const client = () =>
+    new AirtableClient({
+      baseUrl: fake.url,
+      token: new Secret(token),
+      baseId: base.id,
+      limiter,
+      quota: { kind: 'sync', syncLimit: 3 },
+      owners: new TokenOwners({ pool }),
+      learnOwner: true,
+      userSyncLimit: 40,
+    });
+  fake.stats.reset();
+  await client().listPage(table);
+  assert.is(fake.stats.requests, 2, 'a whoami, then the page');
+  const { rows } = await pool.query<{ owner_id: string }>('SELECT owner_id FROM credential_owners WHERE credential_sha256 = $1', [
+    createHash('sha256').update(token).digest('hex'),
+  ]);
+  assert.equal(rows, [{ owner_id: userId }]);
+  await client().listPage(table);
+  assert.is(fake.stats.requests, 3, 'no second whoami');
+  const counted = await pool.query<{ key: string; n: string }>('SELECT key, count(*) AS n FROM quota_requests WHERE key = ANY($1) GROUP BY key ORDER BY key', [
+    [airtableUserKey(userId), airtableTokenKey(token), base.id],
+  ]);
+  // The whoami under the token (its user unknown when it went), then under the user once named; the pages under both.
+  assert.equal(
+    counted.rows.map((r) => [r.key, Number(r.n)]),
+    [
+      [base.id, 2],
+      [airtableTokenKey(token), 1],
+      [airtableUserKey(userId), 3],
+    ].sort((a, b) => String(a[0]).localeCompare(String(b[0]))),
+  );
 });
 
 test('twelve bases read with one token at full speed draw no 429 from the fake', async () => {
