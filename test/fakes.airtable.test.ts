@@ -816,8 +816,8 @@ test("rate limit per user: all of a user's tokens share 50 a second across bases
       b.createTable('T', [{ name: 'Name', type: 'singleLineText' }]);
       return b;
     });
-    const tokens = bases.map((b, i) => `patUSERTOKEN${String(i).padStart(4, '0')}.0123456789abcdef`);
-    tokens.forEach((token, i) => assert.is(limited.addToken(token, { bases: [bases[i]!.id], user: USER }), USER));
+    const tokens = bases.map((_b, i) => `patUSERTOKEN${String(i).padStart(4, '0')}.0123456789abcdef`);
+    for (const [i, token] of tokens.entries()) assert.is(limited.addToken(token, { bases: [bases[i]!.id], user: USER }), USER);
     const stranger = 'patSTRANGER00001.0123456789abcdef';
     const strangerUser = limited.addToken(stranger, { bases: [bases[0]!.id] });
     assert.is.not(strangerUser, USER, 'a token has a user of its own unless told');
