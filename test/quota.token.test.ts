@@ -16,6 +16,7 @@ import { Secret } from '../src/control/secrets.ts';
 import { migrateControlDatabase } from '../src/db/migrate.ts';
 import { startFakeAirtable, type FakeAirtable } from '../fakes/airtable/index.ts';
 import { createLogger } from '../src/log.ts';
+import { tunablesFromEnv } from '../src/main.ts';
 import { QuotaLimiter } from '../src/quota/limiter.ts';
 import { freshDatabase } from './harness/postgres.ts';
 import { peak } from './harness/quota.ts';
@@ -173,6 +174,21 @@ test("a token's user is learned once, by whoami, and every process reads it from
       [airtableUserKey(userId), 3],
     ].sort((a, b) => String(a[0]).localeCompare(String(b[0]))),
   );
+});
+
+test("the operator sets the syncs' share of a user's quota; a bad value stops the start with a clear message", () => {
+  assert.equal(tunablesFromEnv({}), {});
+  assert.equal(tunablesFromEnv({ TRIBUTARY_AIRTABLE_USER_SYNC_SHARE: '30' }), { airtable: { userSyncShare: 30 } });
+  assert.equal(tunablesFromEnv({ TRIBUTARY_AIRTABLE_USER_SYNC_SHARE: '45', TRIBUTARY_BENCH_TIME_SCALE: '4' }), {
+    airtable: { timeScale: 4, userSyncShare: 45 },
+  });
+  for (const bad of ['0', '51', '2.5', 'forty', '-1']) {
+    assert.throws(
+      () => tunablesFromEnv({ TRIBUTARY_AIRTABLE_USER_SYNC_SHARE: bad }),
+      /TRIBUTARY_AIRTABLE_USER_SYNC_SHARE: expected a whole number from 1 to 50/,
+      bad,
+    );
+  }
 });
 
 test('twelve bases read with one token at full speed draw no 429 from the fake', async () => {
