@@ -22,7 +22,7 @@ const edits = arg('edits', 40);
 const TOKEN = 'patBENCHBENCHBEN.0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef';
 
 const postgres = await startPostgres();
-const fake = await startFakeAirtable({ rateLimit: { perBasePerSecond: 5 * scale, perTokenPerSecond: 50 * scale, lockoutMs: 30_000 / scale } });
+const fake = await startFakeAirtable({ rateLimit: { perBasePerSecond: 5 * scale, perUserPerSecond: 50 * scale, lockoutMs: 30_000 / scale } });
 fake.addToken(TOKEN, { bases: '*' });
 const base = fake.createBase({ name: 'Bench' });
 const tables = base.generate({

@@ -102,10 +102,20 @@ export interface Tunables {
   readerCheckMs?: number;
 }
 
-/** Tunables from the environment, for benchmarks that run the service as a child process. */
+/**
+ * Tunables from the environment: the time scale of benchmarks that run the service as a child
+ * process, and the operator's share of an Airtable user's quota for syncs.
+ */
 export function tunablesFromEnv(env: NodeJS.ProcessEnv): Tunables {
   const scale = Number(env.TRIBUTARY_BENCH_TIME_SCALE || 1);
-  return scale === 1 ? {} : { airtable: { timeScale: scale } };
+  const share = env.TRIBUTARY_AIRTABLE_USER_SYNC_SHARE;
+  if (share !== undefined && share !== '' && !(/^\d+$/.test(share) && Number(share) >= 1 && Number(share) <= 50)) {
+    throw new Error(
+      `TRIBUTARY_AIRTABLE_USER_SYNC_SHARE: expected a whole number from 1 to 50 (of the user's 50 requests a second), got ${JSON.stringify(share)}`,
+    );
+  }
+  const airtable = { ...(scale === 1 ? {} : { timeScale: scale }), ...(share ? { userSyncShare: Number(share) } : {}) };
+  return Object.keys(airtable).length === 0 ? {} : { airtable };
 }
 
 /** What startService is built of beyond its configuration: the kinds of sync (default: the built-in ones). */
@@ -187,7 +197,12 @@ export async function startService(config: Config, logger: Logger, tunables: Tun
       defaultRegion: config.defaultRegion,
       serverUrlPolicy: { allowPrivate: config.databaseAllowPrivate, ownServers: [controlUrl, sharedServerUrl] },
       kinds,
-      kindContext: (kind) => ({ baseUrl: upstreamBase(config.upstreams, kind.upstreamHost), limiter, logger: logger.child({ part: 'control' }) }),
+      kindContext: (kind) => ({
+        baseUrl: upstreamBase(config.upstreams, kind.upstreamHost),
+        limiter,
+        logger: logger.child({ part: 'control' }),
+        control: pool,
+      }),
       upstreamCleanup: (sync) => cleanup?.(sync) ?? Promise.resolve(),
       // The embedded server is reached where the service is; an external one at its own host unless told otherwise.
       publicHost: config.publicHostSet || (!config.databaseUrl && !config.targetDatabaseUrl) ? config.publicHost : undefined,

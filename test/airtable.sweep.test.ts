@@ -24,7 +24,7 @@ let mapping: TableMapping;
 
 test.before(async () => {
   // Rate limit on, with a short lockout so a 429 test does not take 30 s.
-  fake = await startFakeAirtable({ rateLimit: { perBasePerSecond: 5, perTokenPerSecond: 50, lockoutMs: LOCKOUT_MS } });
+  fake = await startFakeAirtable({ rateLimit: { perBasePerSecond: 5, perUserPerSecond: 50, lockoutMs: LOCKOUT_MS } });
   fake.addToken(TOKEN, { bases: '*' });
   base = fake.createBase({ name: 'Sweeps' });
   base.createTable('Items', [

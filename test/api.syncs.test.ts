@@ -74,6 +74,7 @@ test('a Stripe sync takes settings and lists with its status', async () => {
       'last_error',
       'progress',
       'reason',
+      'slowed_by',
       'started_at',
     ]);
   }

@@ -767,7 +767,7 @@ test('short lifetimes: offsets and webhooks expire', async () => {
 });
 
 test('rate limit: the 6th request in a second is a 429 and the base stays locked out', async () => {
-  const limited = await startFakeAirtable({ rateLimit: { perBasePerSecond: 5, perTokenPerSecond: 50, lockoutMs: 400 } });
+  const limited = await startFakeAirtable({ rateLimit: { perBasePerSecond: 5, perUserPerSecond: 50, lockoutMs: 400 } });
   try {
     const b = limited.createBase({ name: 'Limited' });
     const quiet = limited.createBase({ name: 'Quiet' });
@@ -804,15 +804,55 @@ test('rate limit: the 6th request in a second is a 429 and the base stays locked
   } finally {
     await limited.close();
   }
-  const perToken = await startFakeAirtable({ rateLimit: { perBasePerSecond: 100, perTokenPerSecond: 3, lockoutMs: 1000 } });
+});
+
+test("rate limit per user: all of a user's tokens share 50 a second across bases, and one lockout", async () => {
+  const USER = 'usrPERUSERtest001';
+  const limited = await startFakeAirtable({ rateLimit: { perBasePerSecond: 5, perUserPerSecond: 50, lockoutMs: 1000 } });
   try {
-    perToken.addToken(TOKEN, { bases: '*' });
+    // Twelve bases, each read with a token of its own, all of one user; a thirteenth of another user.
+    const bases = Array.from({ length: 12 }, (_, i) => {
+      const b = limited.createBase({ name: `Base ${i}` });
+      b.createTable('T', [{ name: 'Name', type: 'singleLineText' }]);
+      return b;
+    });
+    const tokens = bases.map((_b, i) => `patUSERTOKEN${String(i).padStart(4, '0')}.0123456789abcdef`);
+    for (const [i, token] of tokens.entries()) assert.is(limited.addToken(token, { bases: [bases[i]!.id], user: USER }), USER);
+    const stranger = 'patSTRANGER00001.0123456789abcdef';
+    const strangerUser = limited.addToken(stranger, { bases: [bases[0]!.id] });
+    assert.is.not(strangerUser, USER, 'a token has a user of its own unless told');
+    assert.is.not(limited.addToken('patOWNUSER000001.x', { bases: '*' }), limited.addToken('patOWNUSER000002.x', { bases: '*' }));
+
+    // whoami names the token's user, and its scopes.
+    const who = (await call('GET', '/v0/meta/whoami', { token: tokens[3], on: limited })).json;
+    assert.is(who.id, USER);
+    assert.ok(Array.isArray(who.scopes) && who.scopes.includes('data.records:read'));
+
+    // 4 requests to each of the 12 bases (48, each base under its 5), plus the whoami: 49.
+    // Then one more and one more: the 50th is allowed, the 51st locks the user out.
     const statuses: number[] = [];
-    for (let i = 0; i < 4; i++) statuses.push((await call('GET', '/v0/meta/whoami', { on: perToken })).status);
-    assert.equal(statuses, [200, 200, 200, 429]);
+    for (let round = 0; round < 4; round++) {
+      for (let i = 0; i < 12; i++) statuses.push((await call('GET', `/v0/${bases[i]!.id}/T`, { token: tokens[i], on: limited })).status);
+    }
+    assert.ok(
+      statuses.every((s) => s === 200),
+      'no base went over its own 5',
+    );
+    assert.is((await call('GET', `/v0/${bases[5]!.id}/T`, { token: tokens[5], on: limited })).status, 200, 'the 50th');
+    assert.is((await call('GET', `/v0/${bases[6]!.id}/T`, { token: tokens[6], on: limited })).status, 429, 'the 51st, on a base at 4 of its 5');
+    // Locked out: every token of the user, every base, and requests that name no base.
+    assert.is((await call('GET', `/v0/${bases[11]!.id}/T`, { token: tokens[11], on: limited })).status, 429);
+    assert.is((await call('GET', '/v0/meta/whoami', { token: tokens[0], on: limited })).status, 429);
+    // Another user's token on a base of the locked-out user is served (the base had 4 of its 5).
+    assert.is((await call('GET', `/v0/${bases[0]!.id}/T`, { token: stranger, on: limited })).status, 200, "another user's limit is its own");
+    assert.is(limited.stats.refusals()[0]!.refused.key, `user ${USER}`);
+    // The lockout lasts its time, then the user is served again.
+    await sleep(1100);
+    assert.is((await call('GET', `/v0/${bases[6]!.id}/T`, { token: tokens[6], on: limited })).status, 200, 'the lockout ends');
   } finally {
-    await perToken.close();
+    await limited.close();
   }
+  assert.throws(() => fake.addToken('patBADUSER', { bases: '*', user: 'bob' }), /usr/);
 });
 
 test('faults: status, delay, hang, truncate, resetOffsets', async () => {

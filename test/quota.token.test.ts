@@ -1,17 +1,22 @@
 /**
- * Airtable's second limit: 50 requests/s per token across every base it reaches. Twelve
- * bases read with one token at their full 5 req/s would ask 60/s; the shared limiter counts
- * every request against its base and its token, so the fake (which enforces both limits
- * and locks a token out for 30 s past them) never answers 429.
+ * Airtable's second limit: 50 requests/s for all of one user's tokens together, across every
+ * base they reach. Twelve bases read with one token at their full 5 req/s would ask 60/s; the
+ * shared limiter counts every request against its base and its user, so the fake (which
+ * enforces both limits and locks a user out for 30 s past them) never answers 429. When the
+ * second quota binds, the bases waiting for it share it fairly, within the syncs' share of it,
+ * and a client goes first.
  */
 import pg from 'pg';
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
-import { AIRTABLE_RULE, AirtableClient } from '../src/airtable/client.ts';
+import { createHash } from 'node:crypto';
+import { AIRTABLE_RULE, AirtableClient, airtableTokenKey, airtableUserKey } from '../src/airtable/client.ts';
+import { TokenOwners } from '../src/airtable/owners.ts';
 import { Secret } from '../src/control/secrets.ts';
 import { migrateControlDatabase } from '../src/db/migrate.ts';
 import { startFakeAirtable, type FakeAirtable } from '../fakes/airtable/index.ts';
 import { createLogger } from '../src/log.ts';
+import { tunablesFromEnv } from '../src/main.ts';
 import { QuotaLimiter } from '../src/quota/limiter.ts';
 import { freshDatabase } from './harness/postgres.ts';
 import { peak } from './harness/quota.ts';
@@ -59,6 +64,131 @@ test('a request counts against its base and its token: neither window is ever ex
     times(token.key).sort((a, b) => a - b),
     bases,
   );
+});
+
+test("bases waiting for one user's quota share it fairly, within the syncs' share, and a client goes first", async () => {
+  const limiter = new QuotaLimiter({ pool, marginMs: 20 });
+  const user = { key: 'airtable-user:usrFAIRSHARE00001', rule: { limit: 10, windowMs: 500 }, syncLimit: 8 };
+  const base = { limit: 5, windowMs: 500 };
+  const bases = Array.from({ length: 8 }, (_, i) => `appFAIR${i}`);
+  const counts = new Map<string, number>();
+  let held = 0;
+  // The first window goes to whoever asks first: fairness is counted after it.
+  const from = Date.now() + 1000;
+  const until = Date.now() + 3500;
+  // Eight bases of 3 sync requests a window each want 24 a window; the syncs may take 8 of the user's 10.
+  const syncs = bases.map(async (key) => {
+    while (Date.now() < until) {
+      const grant = await limiter.acquire(key, base, { kind: 'sync', syncLimit: 3, also: user });
+      if (grant.heldByAlsoMs > 0) held++;
+      if (Date.now() >= from) counts.set(key, (counts.get(key) ?? 0) + 1);
+    }
+  });
+  await new Promise((resolve) => setTimeout(resolve, 1500));
+  const asked = Date.now();
+  await limiter.acquire('appFAIR0', base, { kind: 'client', also: user });
+  const clientWaited = Date.now() - asked;
+  await Promise.all(syncs);
+  const { rows } = await pool.query<{ kind: string; ms: number }>(
+    'SELECT kind, extract(epoch FROM at) * 1000 AS ms FROM quota_requests WHERE key = $1 ORDER BY at',
+    [user.key],
+  );
+  const syncTimes = rows.filter((r) => r.kind !== 'client').map((r) => Number(r.ms));
+  assert.ok(peak(syncTimes, 500) <= 8, `the syncs' peak ${peak(syncTimes, 500)} in a window`);
+  assert.ok(
+    peak(
+      rows.map((r) => Number(r.ms)),
+      500,
+    ) <= 10,
+  );
+  const per = bases.map((key) => counts.get(key) ?? 0);
+  assert.ok(Math.min(...per) >= 0.7 * Math.max(...per), `grants per base: ${per.join(' ')}`);
+  assert.ok(held >= per.reduce((a, b) => a + b, 0), `${held} grants said they waited for the user's quota`);
+  // The client needs no slot of the syncs' share: the 2 left of every window are its own.
+  assert.ok(clientWaited < 250, `the client waited ${clientWaited} ms`);
+});
+
+test("change capture cannot starve sweeps of a user's quota", async () => {
+  const limiter = new QuotaLimiter({ pool, marginMs: 20 });
+  const user = { key: 'airtable-user:usrSTARVE00000001', rule: { limit: 5, windowMs: 500 }, syncLimit: 4 };
+  const base = { limit: 5, windowMs: 500 };
+  const bases = Array.from({ length: 6 }, (_, i) => `appSTARVE${i}`);
+  const sweeps = new Map<string, number>();
+  // A base's sweep waits at most five windows behind change capture: counted after the first.
+  const from = Date.now() + 1000;
+  const until = Date.now() + 7000;
+  // Each base's change capture alone would take all of the syncs' 4 a window.
+  const loops = bases.flatMap((key) => [
+    (async () => {
+      while (Date.now() < until) await limiter.acquire(key, base, { kind: 'sync', syncLimit: 3, urgent: true, also: user });
+    })(),
+    (async () => {
+      while (Date.now() < until) {
+        await limiter.acquire(key, base, { kind: 'sync', syncLimit: 3, also: user });
+        if (Date.now() >= from) sweeps.set(key, (sweeps.get(key) ?? 0) + 1);
+      }
+    })(),
+  ]);
+  await Promise.all(loops);
+  const per = bases.map((key) => sweeps.get(key) ?? 0);
+  assert.ok(Math.min(...per) >= 2, `sweep grants per base in 6 s: ${per.join(' ')}`);
+});
+
+test("a token's user is learned once, by whoami, and every process reads it from the control database", async () => {
+  const token = 'patLEARNEDUSER01.0123456789abcdef';
+  const userId = 'usrLEARNEDuser001';
+  fake.addToken(token, { bases: '*', user: userId });
+  const base = fake.createBase({ name: 'Learned' });
+  const table = base.createTable('Items', [{ name: 'Name', type: 'singleLineText' }]).id;
+  const limiter = new QuotaLimiter({ pool, marginMs: 20 });
+  // A sync's client in one process, then in another (owners of their own): only the first asks.
+  const client = () =>
+    new AirtableClient({
+      baseUrl: fake.url,
+      token: new Secret(token),
+      baseId: base.id,
+      limiter,
+      quota: { kind: 'sync', syncLimit: 3 },
+      owners: new TokenOwners({ pool }),
+      learnOwner: true,
+      userSyncLimit: 40,
+    });
+  fake.stats.reset();
+  await client().listPage(table);
+  assert.is(fake.stats.requests, 2, 'a whoami, then the page');
+  const { rows } = await pool.query<{ owner_id: string }>('SELECT owner_id FROM credential_owners WHERE credential_sha256 = $1', [
+    createHash('sha256').update(token).digest('hex'),
+  ]);
+  assert.equal(rows, [{ owner_id: userId }]);
+  await client().listPage(table);
+  assert.is(fake.stats.requests, 3, 'no second whoami');
+  const counted = await pool.query<{ key: string; n: string }>('SELECT key, count(*) AS n FROM quota_requests WHERE key = ANY($1) GROUP BY key ORDER BY key', [
+    [airtableUserKey(userId), airtableTokenKey(token), base.id],
+  ]);
+  // The whoami under the token (its user unknown when it went), then under the user once named; the pages under both.
+  assert.equal(
+    counted.rows.map((r) => [r.key, Number(r.n)]),
+    [
+      [base.id, 2],
+      [airtableTokenKey(token), 1],
+      [airtableUserKey(userId), 3],
+    ].sort((a, b) => String(a[0]).localeCompare(String(b[0]))),
+  );
+});
+
+test("the operator sets the syncs' share of a user's quota; a bad value stops the start with a clear message", () => {
+  assert.equal(tunablesFromEnv({}), {});
+  assert.equal(tunablesFromEnv({ TRIBUTARY_AIRTABLE_USER_SYNC_SHARE: '30' }), { airtable: { userSyncShare: 30 } });
+  assert.equal(tunablesFromEnv({ TRIBUTARY_AIRTABLE_USER_SYNC_SHARE: '45', TRIBUTARY_BENCH_TIME_SCALE: '4' }), {
+    airtable: { timeScale: 4, userSyncShare: 45 },
+  });
+  for (const bad of ['0', '51', '2.5', 'forty', '-1']) {
+    assert.throws(
+      () => tunablesFromEnv({ TRIBUTARY_AIRTABLE_USER_SYNC_SHARE: bad }),
+      /TRIBUTARY_AIRTABLE_USER_SYNC_SHARE: expected a whole number from 1 to 50/,
+      bad,
+    );
+  }
 });
 
 test('twelve bases read with one token at full speed draw no 429 from the fake', async () => {

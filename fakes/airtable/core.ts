@@ -45,7 +45,7 @@ export interface Core {
   tokens: TokenRegistry;
   faults: FaultList;
   stats: Stats;
-  limiters: { base: SlidingWindowLimiter; token: SlidingWindowLimiter } | undefined;
+  limiters: { base: SlidingWindowLimiter; user: SlidingWindowLimiter } | undefined;
   trustArrivalStamps: boolean;
 }
 

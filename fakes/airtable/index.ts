@@ -37,8 +37,12 @@ export { ALL_SCOPES } from './tokens.ts';
 export interface FakeAirtableOptions {
   port?: number;
   host?: string;
-  /** Per-base limit; false turns the limiter off (benchmarks). Default {perBasePerSecond:5, perTokenPerSecond:50, lockoutMs:30000}. */
-  rateLimit?: { perBasePerSecond: number; perTokenPerSecond: number; lockoutMs: number } | false;
+  /**
+   * Requests a second per base, and per user (all of one user's tokens together, across
+   * bases), and how long going over either locks it out; false turns the limiter off
+   * (benchmarks). Default {perBasePerSecond:5, perUserPerSecond:50, lockoutMs:30000}.
+   */
+  rateLimit?: { perBasePerSecond: number; perUserPerSecond: number; lockoutMs: number } | false;
   /** How long a list iterator (offset) lives without use; default 300_000 ms. */
   offsetTtlMs?: number;
   /** Webhook lifetime; default 7 days. */
@@ -56,7 +60,8 @@ export interface FakeAirtable {
   url: string;
   port: number;
   close(): Promise<void>;
-  addToken(token: string, grant: { bases: string[] | '*'; scopes?: string[] }): void;
+  /** A personal access token; `user` (`usr…`) makes several tokens one user's. Returns the user id. */
+  addToken(token: string, grant: { bases: string[] | '*'; scopes?: string[]; user?: string }): string;
   revokeToken(token: string): void;
   createBase(input: { id?: string; name: string }): FakeBase;
   base(id: string): FakeBase;
@@ -72,7 +77,7 @@ export interface FakeAirtable {
 }
 
 const WEEK = 7 * 24 * 3_600_000;
-const DEFAULT_RATE_LIMIT = { perBasePerSecond: 5, perTokenPerSecond: 50, lockoutMs: 30_000 };
+const DEFAULT_RATE_LIMIT = { perBasePerSecond: 5, perUserPerSecond: 50, lockoutMs: 30_000 };
 
 export async function startFakeAirtable(options: FakeAirtableOptions = {}): Promise<FakeAirtable> {
   const host = options.host ?? '127.0.0.1';
@@ -89,7 +94,7 @@ export async function startFakeAirtable(options: FakeAirtableOptions = {}): Prom
     limiters:
       rate === false
         ? undefined
-        : { base: new SlidingWindowLimiter(rate.perBasePerSecond, rate.lockoutMs), token: new SlidingWindowLimiter(rate.perTokenPerSecond, rate.lockoutMs) },
+        : { base: new SlidingWindowLimiter(rate.perBasePerSecond, rate.lockoutMs), user: new SlidingWindowLimiter(rate.perUserPerSecond, rate.lockoutMs) },
     trustArrivalStamps: options.trustArrivalStamps ?? false,
   };
   const controls = new Map<string, FakeBaseControl>();
@@ -115,12 +120,10 @@ export async function startFakeAirtable(options: FakeAirtableOptions = {}): Prom
       reset: () => {
         stats.reset();
         core.limiters?.base.reset();
-        core.limiters?.token.reset();
+        core.limiters?.user.reset();
       },
     },
-    addToken: (token, grant) => {
-      core.tokens.add(token, grant);
-    },
+    addToken: (token, grant) => core.tokens.add(token, grant).id,
     revokeToken: (token) => core.tokens.revoke(token),
     createBase: (input) => {
       const id = input.id ?? randomId('app');

@@ -40,13 +40,12 @@ export class RequestContext {
     return body as Record<string, unknown>;
   }
 
-  private limit(key: 'base' | 'token', id: string, baseId: string | undefined): void {
+  private limit(key: 'base' | 'user', id: string, baseId: string | undefined): void {
     const limiter = this.core.limiters?.[key];
     if (!limiter) return;
     const ua = this.headers['user-agent'];
-    // A token is named by its first characters only: the log is shown in test output.
     const arrival = {
-      key: key === 'base' ? id : `token ${id.slice(0, 8)}…`,
+      key: key === 'base' ? id : `user ${id}`,
       at: this.arrivedAt,
       method: this.method,
       path: `/${this.segments.join('/')}`,
@@ -59,15 +58,16 @@ export class RequestContext {
   }
 
   /**
-   * 401 without a known token, 429 past the token's or base's rate, 403 for a base the token
-   * can't see (or that doesn't exist) and for a missing scope.
+   * 401 without a known token, 429 past the rate of the token's user (all of its tokens
+   * together, across bases) or of the base, 403 for a base the token can't see (or that
+   * doesn't exist) and for a missing scope.
    */
   authorize(scope: string | null, baseId?: string): { token: TokenEntry; user: User; base: BaseModel | undefined } {
     const header = this.headers.authorization ?? '';
     const m = /^Bearer\s+(\S+)\s*$/i.exec(Array.isArray(header) ? (header[0] ?? '') : header);
     const token = m ? this.core.tokens.get(m[1] as string) : undefined;
     if (!token) throw new AirtableApiError(401, 'AUTHENTICATION_REQUIRED', 'Authentication required');
-    this.limit('token', m?.[1] as string, baseId);
+    this.limit('user', token.user.id, baseId);
     let base: BaseModel | undefined;
     if (baseId !== undefined) {
       base = this.core.world.bases.get(baseId);

@@ -6,6 +6,11 @@ export const ALL_SCOPES = ['data.records:read', 'data.records:write', 'schema.ba
 export interface TokenGrant {
   bases: string[] | '*';
   scopes?: string[];
+  /**
+   * The user (or service account) the token belongs to: `usr` and 14 characters. Airtable's
+   * second rate limit counts all of one user's tokens together. Default: a user of its own.
+   */
+  user?: string;
 }
 
 export interface TokenEntry {
@@ -14,7 +19,7 @@ export interface TokenEntry {
   user: User;
 }
 
-/** Personal access tokens: each acts as its own user, on the bases and scopes it was granted. */
+/** Personal access tokens: each acts as its user, on the bases and scopes it was granted. */
 export class TokenRegistry {
   private readonly tokens = new Map<string, TokenEntry>();
 
@@ -22,8 +27,10 @@ export class TokenRegistry {
 
   add(token: string, grant: TokenGrant): User {
     if (typeof token !== 'string' || token === '') throw new Error('a token must be a non-empty string');
-    const h = hashString(token);
-    const user: User = { id: seededId('usr', h, 1), email: `api-user-${h.toString(16)}@example.com`, name: `API user ${h.toString(16).slice(0, 6)}` };
+    if (grant.user !== undefined && !/^usr[0-9A-Za-z]{14}$/.test(grant.user)) throw new Error(`user id ${grant.user} does not look like usr + 14 characters`);
+    const h = hashString(grant.user ?? token);
+    const id = grant.user ?? seededId('usr', h, 1);
+    const user: User = this.users.get(id) ?? { id, email: `api-user-${h.toString(16)}@example.com`, name: `API user ${h.toString(16).slice(0, 6)}` };
     this.users.set(user.id, user);
     this.tokens.set(token, {
       bases: grant.bases === '*' ? '*' : new Set(grant.bases),

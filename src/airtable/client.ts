@@ -4,21 +4,49 @@ import type { AcquireOptions, QuotaLimiter, QuotaRule } from '../quota/limiter.t
 import { type Backoff, backoffDelay } from '../retry.ts';
 import { pause } from '../time.ts';
 import { exchange, jsonOf, UpstreamUnreachable } from '../upstream/http.ts';
+import type { TokenOwners } from './owners.ts';
 import type { AirtableRecord, AirtableTable, ListPage } from './types.ts';
 
 /** Airtable's documented limit: 5 requests per second per base. */
 export const AIRTABLE_RULE = { limit: 5, windowMs: 1000 };
 
-/** And 50 requests per second per token, across every base it reaches. */
-export const AIRTABLE_TOKEN_RULE: QuotaRule = { limit: 50, windowMs: 1000 };
+/**
+ * And 50 requests per second for all traffic of one user's (or service account's) personal
+ * access tokens together, across every base they reach.
+ */
+export const AIRTABLE_USER_RULE: QuotaRule = { limit: 50, windowMs: 1000 };
 
-/** The limiter key of a token's own quota: a digest of the token, never the token. */
+/**
+ * The syncs of one user take at most this many of the user's 50 a second together (the
+ * operator may change it: TRIBUTARY_AIRTABLE_USER_SYNC_SHARE). The rest is left to clients,
+ * to a token's first request before its user is known (a new sync's whoami), and to the user's
+ * own requests straight to Airtable, which the quota cannot see.
+ */
+export const AIRTABLE_USER_SYNC_SHARE = 40;
+
+/** The limiter key of a user's quota. */
+export const airtableUserKey = (userId: string) => `airtable-user:${userId}`;
+
+/** Until its user is known, a token's requests count under the token itself: a digest, never the token. */
 export const airtableTokenKey = (token: string) => `airtable-token:${createHash('sha256').update(token).digest('hex').slice(0, 16)}`;
 
-/** The token's quota beside a base's rule, on the same time scale (tests speed both up together). */
-export const tokenQuotaOf = (token: string, baseRule: QuotaRule) => ({
-  key: airtableTokenKey(token),
-  rule: { limit: AIRTABLE_TOKEN_RULE.limit, windowMs: (AIRTABLE_TOKEN_RULE.windowMs * baseRule.windowMs) / AIRTABLE_RULE.windowMs },
+/**
+ * Of a user's 50 a second, the requests the quota counts (with their user known) take at most
+ * 48: the other 2 are for requests it cannot count before they go, a token's first requests
+ * while its user is unknown (the whoami that learns it is one, counted only once answered).
+ */
+export const AIRTABLE_USER_UNCOUNTED = 2;
+
+/**
+ * The quota of a token's user (or of the token, while its user is unknown) beside a base's
+ * rule, on the same time scale (tests speed both up together).
+ */
+export const userQuotaOf = (owner: string | undefined, token: string, baseRule: QuotaRule) => ({
+  key: owner === undefined ? airtableTokenKey(token) : airtableUserKey(owner),
+  rule: {
+    limit: AIRTABLE_USER_RULE.limit - AIRTABLE_USER_UNCOUNTED,
+    windowMs: (AIRTABLE_USER_RULE.windowMs * baseRule.windowMs) / AIRTABLE_RULE.windowMs,
+  },
 });
 
 export type AirtableErrorKind =
@@ -58,6 +86,17 @@ export interface AirtableClientOptions {
   rule?: QuotaRule;
   /** Told of every 429 Airtable answers (the sync's metrics count them). */
   onRateLimited?: () => void;
+  /**
+   * Who owns the token: its requests count against its user's 50 requests a second, which all
+   * of that user's tokens share. Absent, or while the user is unknown: against the token's own.
+   */
+  owners?: TokenOwners;
+  /** Ask Airtable (whoami, once per token across processes) when nobody knows the token's user yet. */
+  learnOwner?: boolean;
+  /** Sync requests: their share of the user's quota (AIRTABLE_USER_SYNC_SHARE). */
+  userSyncLimit?: number;
+  /** Told of every request the quota granted: how long it waited for the user's quota. */
+  onGranted?: (heldByUserMs: number) => void;
 }
 
 interface ErrorBody {
@@ -85,7 +124,8 @@ const AIRTABLE_BACKOFF: Backoff = { initialMs: 500, maxMs: 8000 };
 
 /** The Airtable Web API, as the sync and the creation check use it; every call goes through the quota. */
 export class AirtableClient {
-  private tokenQuota: { key: string; rule: QuotaRule } | undefined;
+  /** The token's user, once known. */
+  private owner: string | undefined;
 
   constructor(private readonly options: AirtableClientOptions) {}
 
@@ -93,15 +133,18 @@ export class AirtableClient {
     return this.options.baseId;
   }
 
-  async request<T>(method: 'GET' | 'POST' | 'PATCH' | 'DELETE', path: string, body?: unknown): Promise<T> {
+  /** `baseless`: the request names no base (whoami), so it counts against the user's quota alone. */
+  async request<T>(method: 'GET' | 'POST' | 'PATCH' | 'DELETE', path: string, body?: unknown, baseless = false): Promise<T> {
     const attempts = this.options.attempts ?? 4;
     for (let attempt = 1; ; attempt++) {
       try {
-        return await this.once<T>(method, path, body);
+        return await this.once<T>(method, path, body, baseless);
       } catch (error) {
         const locked = error instanceof AirtableError && error.kind === 'rate_limited';
         if (locked) {
+          // Either limit may have been passed: the base's or its user's.
           this.options.limiter?.refusedByUpstream(this.options.baseId);
+          if (this.owner !== undefined) this.options.limiter?.refusedByUpstream(airtableUserKey(this.owner));
           this.options.onRateLimited?.();
         }
         const retryable = locked || error instanceof UpstreamUnreachable || (error instanceof AirtableError && error.kind === 'transient');
@@ -112,12 +155,49 @@ export class AirtableClient {
     }
   }
 
-  private async once<T>(method: 'GET' | 'POST' | 'PATCH' | 'DELETE', path: string, body?: unknown): Promise<T> {
+  /** How a request that names no base asks for its user's quota alone: as its client's, within the syncs' share. */
+  private alone(): Omit<AcquireOptions, 'signal'> {
+    const { quota, userSyncLimit } = this.options;
+    return {
+      kind: quota?.kind ?? 'sync',
+      urgent: quota?.urgent,
+      maxWaitMs: quota?.maxWaitMs,
+      ...(userSyncLimit === undefined ? {} : { syncLimit: userSyncLimit, shareMargin: true }),
+    };
+  }
+
+  /** The quota of the token's user; `learn`: ask Airtable when nobody knows the user yet (learnOwner). */
+  private async userQuota(rule: QuotaRule, learn: boolean) {
+    const token = this.options.token.reveal();
+    const { owners } = this.options;
+    if (this.owner === undefined && owners) {
+      this.owner =
+        learn && this.options.learnOwner
+          ? await owners.learn(token, async () => {
+              await this.whoami();
+              return this.owner;
+            })
+          : await owners.owner(token);
+    }
+    return userQuotaOf(this.owner, token, rule);
+  }
+
+  private async once<T>(method: 'GET' | 'POST' | 'PATCH' | 'DELETE', path: string, body: unknown, baseless: boolean): Promise<T> {
     const { limiter, quota, signal } = this.options;
     const rule = this.options.rule ?? AIRTABLE_RULE;
-    // Every request counts against the base and against the token (many bases may share one).
-    this.tokenQuota ??= tokenQuotaOf(this.options.token.reveal(), rule);
-    const grant = limiter && (await limiter.acquire(this.options.baseId, rule, { kind: 'sync', ...quota, also: this.tokenQuota, signal }));
+    // Every request counts against its base and against its user (all of the user's tokens, every base).
+    const user = limiter && (await this.userQuota(rule, !baseless));
+    const grant =
+      limiter &&
+      (baseless
+        ? await limiter.acquire(user!.key, user!.rule, { ...this.alone(), signal })
+        : await limiter.acquire(this.options.baseId, rule, {
+            kind: 'sync',
+            ...quota,
+            also: { ...user!, ...(this.options.userSyncLimit === undefined ? {} : { syncLimit: this.options.userSyncLimit }) },
+            signal,
+          }));
+    if (grant) this.options.onGranted?.(grant.heldByAlsoMs);
     const response = await exchange({
       onSent: () => grant?.sent(),
       method,
@@ -139,8 +219,26 @@ export class AirtableClient {
     return parsed as T;
   }
 
-  whoami(): Promise<{ id: string; scopes?: string[] }> {
-    return this.request('GET', '/v0/meta/whoami');
+  /**
+   * The token's user and scopes. With `owners`, the user is recorded for every process. A
+   * whoami counts against the user's quota like any request; while the user was unknown it
+   * was counted under the token, so it takes a slot of the user's quota once the answer names
+   * the user.
+   */
+  async whoami(): Promise<{ id: string; scopes?: string[] }> {
+    const { owners, limiter } = this.options;
+    const token = this.options.token.reveal();
+    const before = this.owner ?? (await owners?.owner(token));
+    const me = await this.request<{ id: string; scopes?: string[] }>('GET', '/v0/meta/whoami', undefined, true);
+    // An id that does not look like one is not kept: the token then counts under itself.
+    if (before === undefined && owners && typeof me?.id === 'string' && /^[A-Za-z0-9]{1,64}$/.test(me.id)) {
+      this.owner = await owners.record(token, me.id);
+      if (limiter) {
+        const user = userQuotaOf(me.id, token, this.options.rule ?? AIRTABLE_RULE);
+        (await limiter.acquire(user.key, user.rule, { ...this.alone(), signal: this.options.signal })).sent();
+      }
+    }
+    return me;
   }
 
   async bases(): Promise<Array<{ id: string; name: string }>> {

@@ -3,6 +3,7 @@ import { AIRTABLE_DEFAULT_SETTINGS, type AirtableSettings, airtableSettingsSchem
 import type { CleanupContext, RunnerContext, SourceKind } from '../kinds/kind.ts';
 import { airtableCheck } from './check.ts';
 import { AirtableClient } from './client.ts';
+import { TokenOwners } from './owners.ts';
 import { AirtableRunner, type AirtableRunnerOptions } from './runner.ts';
 import { airtablePlanner, airtableQuota, airtableSyncCredentials } from './proxy/plan.ts';
 import { loadWebhookState, removeWebhook } from './webhook.ts';
@@ -10,8 +11,11 @@ import { loadWebhookState, removeWebhook } from './webhook.ts';
 /** The COMMENT a synced table carries: its Airtable name and id. */
 const TABLE_COMMENT = /^Airtable table "(.*)" \((tbl[A-Za-z0-9]+)\)$/s;
 
-/** Airtable tunables for tests and benchmarks: webhook poll interval, pause between cycles, time scale. */
-export type AirtableTunables = Pick<AirtableRunnerOptions, 'pollIntervalMs' | 'cycleGapMs' | 'timeScale'>;
+/**
+ * Airtable tunables: webhook poll interval, pause between cycles, time scale (tests and
+ * benchmarks), and the syncs' share of a user's quota (TRIBUTARY_AIRTABLE_USER_SYNC_SHARE).
+ */
+export type AirtableTunables = Pick<AirtableRunnerOptions, 'pollIntervalMs' | 'cycleGapMs' | 'timeScale' | 'userSyncShare'>;
 
 /** An Airtable base, one table per Airtable table, one event collection per table. */
 export const airtableKind: SourceKind = {
@@ -34,7 +38,7 @@ export const airtableKind: SourceKind = {
     return { upstreamName: match?.[1] ?? null, upstreamId: match?.[2] ?? null };
   },
   async check(input, context) {
-    return (await airtableCheck({ baseUrl: context.baseUrl, limiter: context.limiter })(input)) ?? {};
+    return (await airtableCheck({ baseUrl: context.baseUrl, limiter: context.limiter, control: context.control })(input)) ?? {};
   },
   runner(context: RunnerContext) {
     const { sync } = context;
@@ -64,6 +68,7 @@ export const airtableKind: SourceKind = {
       limiter: context.limiter,
       quota: { kind: 'client', maxWaitMs: 10_000 },
       attempts: 2,
+      owners: new TokenOwners({ pool: context.control }),
     });
     await removeWebhook(client, state.id);
   },

@@ -11,7 +11,7 @@ import { pause } from '../time.ts';
 import { writeFetched } from '../writer/fetched.ts';
 import { ensureMarks, pruneMarks } from '../writer/marks.ts';
 import { deleteRows, upsertRows } from '../writer/upsert.ts';
-import { AIRTABLE_RULE, AirtableClient, AirtableError } from './client.ts';
+import { AIRTABLE_RULE, AIRTABLE_USER_SYNC_SHARE, AirtableClient, AirtableError } from './client.ts';
 import { planMigration } from './plan.ts';
 import { mapBase, type TableMapping } from './schema.ts';
 import { sweepTable, type SweepContext } from './sweep.ts';
@@ -22,6 +22,8 @@ import { ChangeCapture } from './capture.ts';
 import { RefetchQueue } from './refetch-queue.ts';
 import { AirtableSyncState, interruptible } from './sync-state.ts';
 import { swapInAfterProxiedWrites } from './swap-rounds.ts';
+import { TokenOwners } from './owners.ts';
+import { UserLimitWatch } from './user-limit.ts';
 
 export interface AirtableRunnerOptions {
   syncId: string;
@@ -46,6 +48,8 @@ export interface AirtableRunnerOptions {
   passRequests?: PassRequests;
   /** Told of every 429 Airtable answers the sync. */
   onRateLimited?: () => void;
+  /** The syncs' share of their user's 50 requests a second (default AIRTABLE_USER_SYNC_SHARE). */
+  userSyncShare?: number;
 }
 
 const RECENT_TTL_MS = 10 * 60_000;
@@ -72,6 +76,10 @@ export class AirtableRunner {
   private running: Promise<void> | undefined;
   /** Ends the pause between cycles early, while there is one. */
   private endPause: (() => void) | undefined;
+  /** The token's user, whose quota (all of the user's tokens, every base) each request also counts against. */
+  private readonly owners: TokenOwners;
+  /** Whether that quota slows the sync (its status says so). */
+  private readonly userLimit: UserLimitWatch;
 
   constructor(readonly options: AirtableRunnerOptions) {
     this.status = new StatusReporter({ control: options.control, target: options.target, syncId: options.syncId, logger: options.logger });
@@ -83,6 +91,9 @@ export class AirtableRunner {
       logger: options.logger,
     });
     this.capture = new ChangeCapture(this.state, this);
+    this.owners = new TokenOwners({ pool: options.control });
+    const share = options.userSyncShare ?? AIRTABLE_USER_SYNC_SHARE;
+    this.userLimit = new UserLimitWatch({ control: options.control, syncId: options.syncId, logger: options.logger, share });
   }
 
   start(): void {
@@ -114,6 +125,11 @@ export class AirtableRunner {
       quota: { kind: 'sync', syncLimit: settings.turbo ? 5 : 3, urgent, shareMargin: true },
       signal: this.signal,
       onRateLimited: this.options.onRateLimited,
+      // A sync made before users were recorded learns its token's user at its first request.
+      owners: this.owners,
+      learnOwner: true,
+      userSyncLimit: this.userLimit.share,
+      onGranted: (heldMs) => this.userLimit.granted(heldMs),
       ...(this.options.timeScale && this.options.timeScale !== 1
         ? { rule: { ...AIRTABLE_RULE, windowMs: AIRTABLE_RULE.windowMs / this.options.timeScale }, lockoutMs: 30_000 / this.options.timeScale }
         : {}),

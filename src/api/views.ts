@@ -147,6 +147,12 @@ export const syncStatusAnswer = z
     lag_seconds: z.number().nullable().describe('Age of the oldest data the database may still show'),
     last_error: z.string().nullable(),
     progress: z.unknown().describe("The running pass's progress, in the kind's own terms; null when there is none"),
+    slowed_by: z
+      .string()
+      .nullable()
+      .describe(
+        "An upstream limit shared with other syncs that held this sync back within the last minute, in words (Airtable: all of one user's tokens share 50 requests a second across bases); null when none",
+      ),
   })
   .strict()
   .openapi('SyncStatus');

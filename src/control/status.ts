@@ -11,12 +11,15 @@ export interface SyncStatus {
   lag_seconds: number | null;
   last_error: string | null;
   progress: unknown;
+  slowed_by: string | null;
 }
 
 /** How long a sync may keep failing before yellow turns red. */
 export const RED_AFTER_MS = 5 * 60_000;
 /** A cycle running this much longer than usual is "slower than usual". */
 export const SLOW_FACTOR = 1.5;
+/** How long a sync's note that a shared limit slows it is shown after the runner last said so. */
+export const SLOWED_SHOWN_MS = 60_000;
 
 /**
  * The indicator rule:
@@ -44,7 +47,7 @@ export function indicatorOf(status: SyncStatusFields, now: Date): Indicator {
 /** Why the indicator is what it is, in words for the console's hover text. */
 export function indicatorReason(status: SyncStatusFields, now: Date): string {
   const indicator = indicatorOf(status, now);
-  if (indicator === 'normal') return 'syncing as usual';
+  if (indicator === 'normal') return slowedBy(status, now) ? 'syncing, slowed by an upstream limit it shares with other syncs' : 'syncing as usual';
   if (status.lastError && status.lastErrorKind === 'fatal') return `stopped: ${status.lastError}`;
   if (status.lastError && status.lastErrorAt && status.lastErrorAt.getTime() > (status.completedAt?.getTime() ?? 0)) {
     return `${indicator === 'red' ? 'failing for 5 minutes or more' : 'trouble syncing'}: ${status.lastError}`;
@@ -62,6 +65,15 @@ function lagSeconds(status: SyncStatusFields, now: Date): number | null {
   return Math.max(0, Math.round((now.getTime() - began) / 100) / 10);
 }
 
+/**
+ * An upstream limit the sync shares with others (Airtable: the user's 50 requests a second
+ * across bases) that held it back lately, as the runner said (at most every 15 s while it does).
+ */
+function slowedBy(status: SyncStatusFields, now: Date): string | null {
+  if (!status.slowedBy || !status.slowedAt || now.getTime() - status.slowedAt.getTime() > SLOWED_SHOWN_MS) return null;
+  return status.slowedBy;
+}
+
 export function statusOf(status: SyncStatusFields, now = new Date()): SyncStatus {
   return {
     indicator: indicatorOf(status, now),
@@ -72,5 +84,6 @@ export function statusOf(status: SyncStatusFields, now = new Date()): SyncStatus
     lag_seconds: lagSeconds(status, now),
     last_error: status.lastError,
     progress: status.progress ?? null,
+    slowed_by: slowedBy(status, now),
   };
 }

@@ -17,6 +17,9 @@ export interface SyncStatusFields {
   lastErrorKind: 'transient' | 'fatal' | null;
   durationUsualSeconds: number | null;
   progress: unknown;
+  /** An upstream limit shared with other syncs that held this one back, in words, and when last seen. */
+  slowedBy?: string | null;
+  slowedAt?: Date | null;
 }
 
 export interface SyncRecord {
@@ -95,6 +98,8 @@ interface SyncRow {
   last_error_at: Date | null;
   last_error_kind: 'transient' | 'fatal' | null;
   duration_usual_s: number | null;
+  slowed_by: string | null;
+  slowed_at: Date | null;
   upstream_name: string | null;
   upstream_warnings: string[];
   progress: unknown;
@@ -112,7 +117,7 @@ const columns = `id, account_id, kind, base_id, upstream_account_id, settings, s
   database_name, database_role, database_server_enc IS NOT NULL AS custom_server, server_id,
   (SELECT region FROM servers v WHERE v.id = syncs.server_id) AS region,
   started_at, completed_at, extract(epoch FROM duration_last)::float8 AS duration_last_s,
-  last_error, last_error_at, last_error_kind, extract(epoch FROM duration_usual)::float8 AS duration_usual_s,
+  last_error, last_error_at, last_error_kind, extract(epoch FROM duration_usual)::float8 AS duration_usual_s, slowed_by, slowed_at,
   upstream_name, upstream_warnings, progress, created_at, updated_at, reader_connection_limit,
   reader_statement_timeout_ms, reader_idle_in_transaction_timeout_ms, reader_temp_file_limit_mb,
   (SELECT seq FROM decoder_progress d WHERE d.sync_id = syncs.id) AS events_logged,
@@ -141,6 +146,8 @@ const toRecord = (row: SyncRow): SyncRecord => ({
     lastErrorKind: row.last_error_kind,
     durationUsualSeconds: row.duration_usual_s,
     progress: row.progress,
+    slowedBy: row.slowed_by,
+    slowedAt: row.slowed_at,
   },
   upstreamName: row.upstream_name,
   warnings: row.upstream_warnings,

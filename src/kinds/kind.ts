@@ -67,6 +67,8 @@ export interface KindContext {
   baseUrl: string;
   limiter?: QuotaLimiter;
   logger: Logger;
+  /** The control database, where a kind keeps what it learns of a key for every process (Airtable: its user). */
+  control?: pg.Pool;
 }
 
 export interface CleanupContext extends KindContext {

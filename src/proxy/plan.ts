@@ -39,7 +39,7 @@ export interface WriteResult {
 export interface PlanQuota {
   key: string;
   rule: QuotaRule;
-  /** A second quota the request counts against (Airtable's per-token one). */
+  /** A second quota the request counts against (Airtable's per-user one, across bases). */
   also?: { key: string; rule: QuotaRule };
   /** How the proxy's 429 names the quota ("Airtable base app…"). */
   label?: string;
@@ -86,10 +86,11 @@ export interface KindProxy {
   /** The first path segment of a bare path (`/v0/…`) that belongs to this kind's host, if it has one. */
   readonly barePrefix?: string;
   /**
-   * The quota of a request known from its path and credentials alone, so the proxy can ask
-   * for it while the body still arrives. Optional: otherwise the plan's quota is waited for.
+   * The quota of a request known from its path and credentials alone (and what the kind
+   * remembers of them), so the proxy can ask for it while the body still arrives. Optional:
+   * otherwise the plan's quota is waited for.
    */
-  earlyQuota?(context: ProxyKindContext, req: http.IncomingMessage, route: ProxyRoute): PlanQuota | undefined;
+  earlyQuota?(context: ProxyKindContext, req: http.IncomingMessage, route: ProxyRoute): Promise<PlanQuota | undefined>;
   /**
    * The credentials (SHA-256 hex digests) the active syncs of this kind use under this quota
    * key: such a credential is known good without a request first.

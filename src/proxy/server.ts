@@ -97,7 +97,7 @@ export function createProxyHandler(options: ProxyOptions): ProxyHandler {
   interface ProxiedKind {
     where: UpstreamTarget;
     credentials: KnownCredentials;
-    early?: (req: http.IncomingMessage, route: ProxyRoute) => PlanQuota | undefined;
+    early?: (req: http.IncomingMessage, route: ProxyRoute) => Promise<PlanQuota | undefined>;
     plan: (request: PlanRequest) => Promise<Plan>;
   }
   const byHost = new Map<string, ProxiedKind>();
@@ -165,7 +165,7 @@ export function createProxyHandler(options: ProxyOptions): ProxyHandler {
       // unverified allowance, so a flood of bad or foreign tokens cannot spend it.
       const take = async (quota: PlanQuota) => queue!.take(quota, await kind.credentials.proven(quota), gone.signal);
       // A quota known from the path (Airtable's) is asked for while the body arrives.
-      const early = kind.early?.(req, route);
+      const early = await kind.early?.(req, route);
       const taking = queue && early && take(early);
       taking?.catch(() => undefined); // a plan that fails first ends it (below)
       try {

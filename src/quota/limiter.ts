@@ -37,10 +37,14 @@ export interface AcquireOptions {
   /** Give up after this long (clients: a bounded queue). Default: wait as long as it takes. */
   maxWaitMs?: number;
   /**
-   * A second quota the request also counts against (Airtable's per-token limit across
-   * bases): granted only when both have room, and logged under both.
+   * A second quota the request also counts against (Airtable's per-user limit across
+   * bases): granted only when both have room, and logged under both. Requests refused by it
+   * wait in one line for it, clients first, then urgent sync requests, then sweeps, each
+   * rank first come, first served (sql/19), so the syncs that share it share it fairly.
+   * `syncLimit`: the sync requests' share of it (kept over the window plus the margin, as it
+   * leaves room for requests the quota cannot see coming); default all of it.
    */
-  also?: { key: string; rule: QuotaRule };
+  also?: { key: string; rule: QuotaRule; syncLimit?: number };
 }
 
 export const DEFAULT_MARGIN_MS = 40;
@@ -59,6 +63,8 @@ interface Decision {
   granted: boolean;
   /** When to look again, if not granted. */
   retryInMs: number;
+  /** Refused because the second quota (`also`) had no slot for it. */
+  heldByAlso?: boolean;
   /** The granted request's entry in the log, and our clock just before it was written. */
   at?: string;
   loggedAt?: number;
@@ -71,6 +77,8 @@ interface Decision {
  */
 export interface QuotaGrant {
   sent(): void;
+  /** How long the request waited because the second quota (`also`) had no slot for it. */
+  heldByAlsoMs: number;
 }
 
 const REFUSAL_MEMORY_MS = 10 * 60_000;
@@ -116,11 +124,13 @@ export class QuotaLimiter {
 
   async acquire(key: string, rule: QuotaRule, options: AcquireOptions): Promise<QuotaGrant> {
     const started = Date.now();
-    // Rank in the queue: clients 0, urgent sync requests 1; sweeps and unverified requests do not queue.
-    const rank = options.kind === 'client' ? 0 : options.kind === 'sync' && options.urgent ? 1 : undefined;
+    // Rank in the queue: clients 0, urgent sync requests 1; sweeps (2) queue only for a second
+    // quota, unverified requests never.
+    const rank = options.kind === 'client' ? 0 : options.kind === 'sync' && options.urgent ? 1 : options.kind === 'sync' && options.also ? 2 : undefined;
     const waiter = rank === undefined ? undefined : randomUUID();
     let at: string | undefined;
     let loggedAt = Date.now();
+    let heldByAlsoMs = 0;
     // Whether a refusal announced this waiter in quota_waiting (a grant at the first try never does).
     let announced = false;
     try {
@@ -133,19 +143,24 @@ export class QuotaLimiter {
         }
         announced = waiter !== undefined;
         if (options.maxWaitMs !== undefined && Date.now() - started + decision.retryInMs > options.maxWaitMs) {
-          throw new TributaryError('unavailable', `upstream quota for ${key} is exhausted; retry later`);
+          throw new TributaryError('unavailable', `upstream quota for ${decision.heldByAlso ? options.also!.key : key} is exhausted; retry later`);
         }
+        const pausedAt = Date.now();
         await pause(decision.retryInMs, options.signal);
+        if (decision.heldByAlso) heldByAlsoMs += Date.now() - pausedAt;
         options.signal?.throwIfAborted();
       }
     } finally {
-      if (announced) await this.pool.query('DELETE FROM quota_waiting WHERE key = $1 AND token = $2', [key, waiter]);
+      if (announced) {
+        await this.pool.query('DELETE FROM quota_waiting WHERE key = ANY($1) AND token = $2', [options.also ? [key, options.also.key] : [key], waiter]);
+      }
     }
     if (++this.acquiredSincePrune >= 200) {
       this.acquiredSincePrune = 0;
       await this.pool.query("DELETE FROM quota_requests WHERE at < clock_timestamp() - interval '5 minutes'");
     }
     return {
+      heldByAlsoMs,
       sent: () => {
         // Measured from before the log entry was written: a pause anywhere since counts.
         const late = Date.now() - loggedAt;
@@ -176,7 +191,7 @@ export class QuotaLimiter {
     const loggedAt = Date.now();
     const values: unknown[] = [key, rule.limit, windowMs, shareWindowMs, kind, options.syncLimit ?? rule.limit, waiter?.token ?? null, waiter?.rank ?? 0];
     const { also } = options;
-    const { rows } = await this.pool.query<{ granted: boolean; retry_in_ms: number; at: string | null }>(
+    const { rows } = await this.pool.query<{ granted: boolean; retry_in_ms: number; at: string | null; held_by_also?: boolean }>(
       options.kind === 'unverified'
         ? {
             // sql/16: an allowance of its own, the credential's second quota (if any) in the same statement.
@@ -194,15 +209,15 @@ export class QuotaLimiter {
           }
         : also
           ? {
-              // sql/12: both quotas in the same statement.
+              // sql/19: both quotas in the same statement, and a line for the second one.
               name: 'quota_take_also',
-              text: 'SELECT granted, retry_in_ms, at FROM quota_take_also($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)',
-              values: [...values, also.key, also.rule.limit, also.rule.windowMs + this.marginFor(also.key)],
+              text: 'SELECT granted, retry_in_ms, at, held_by_also FROM quota_take_also($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)',
+              values: [...values, also.key, also.rule.limit, also.rule.windowMs + this.marginFor(also.key), also.syncLimit ?? null],
             }
           : { name: 'quota_take', text: 'SELECT granted, retry_in_ms, at FROM quota_take($1, $2, $3, $4, $5, $6, $7, $8)', values },
     );
     const row = rows[0]!;
-    if (!row.granted) return { granted: false, retryInMs: Number(row.retry_in_ms) };
+    if (!row.granted) return { granted: false, retryInMs: Number(row.retry_in_ms), heldByAlso: row.held_by_also === true };
     return { granted: true, retryInMs: 0, at: row.at!, loggedAt };
   }
 }

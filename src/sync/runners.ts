@@ -92,7 +92,7 @@ export function runnerFactory(options: RunnerFactoryOptions): (syncId: string) =
 }
 
 /** What a deleted sync left upstream, removed by its kind (Airtable's webhook). */
-export function upstreamCleanup(options: Pick<RunnerFactoryOptions, 'kinds' | 'store' | 'syncService' | 'upstreams' | 'limiter' | 'logger'>) {
+export function upstreamCleanup(options: Pick<RunnerFactoryOptions, 'kinds' | 'store' | 'syncService' | 'upstreams' | 'limiter' | 'logger' | 'control'>) {
   return async (sync: SyncRecord): Promise<void> => {
     const kind = options.kinds.get(sync.kind);
     if (!kind.cleanup) return;
@@ -105,6 +105,7 @@ export function upstreamCleanup(options: Pick<RunnerFactoryOptions, 'kinds' | 's
         baseUrl: upstreamBase(options.upstreams, kind.upstreamHost),
         limiter: options.limiter,
         logger: options.logger,
+        control: options.control,
       });
     } finally {
       await target.end();

@@ -1,13 +1,21 @@
 /**
  * A fake upstream in its own process (see fake-process.ts), rate limits on:
  *   airtable <token> <records> <seed>   one generated base
+ *   airtable-user <token prefix> <records> <seed> <bases> <user id>
+ *                                       that many bases of a small table, each read with a
+ *                                       token of its own (the prefix and its number), all
+ *                                       tokens the user's
  *   stripe <key> [customers] [seed]     one account the key reads, empty or generated
  * Prints `{url, id, first}` (the base or the account, and its first customer if any), then
  * answers each `stats [path prefix …]` line on stdin with that base's or account's request
  * counts, and the requests under each prefix given, and each `arrivals` line with every
  * request it has received: when (its own clock), its user agent, and its answer. Airtable
  * also takes `token <token> base|other`: a second token that reads the base, or one that
- * reads only some other base (a 403 here); it answers `ok`.
+ * reads only some other base (a 403 here); it answers `ok`. airtable-user prints `bases` too
+ * (`[{id, token}]`), counts requests over all of them, its `token` is another of the user's
+ * (reading all of its bases), and it takes `edit <base id> <text>` (the
+ * first record's Name set to the text, as in Airtable's UI; it answers `{record, at}`) and
+ * `refusals` (the 429s it answered, with the requests before each).
  */
 import diagnostics from 'node:diagnostics_channel';
 import type { IncomingMessage, ServerResponse } from 'node:http';
@@ -16,7 +24,7 @@ import type { Arrival } from './fake-process.ts';
 import { startFakeAirtable } from '../../fakes/airtable/index.ts';
 import { startFakeStripe } from '../../fakes/stripe/index.ts';
 
-const [kind, secret, records, seed] = process.argv.slice(2) as [string, string, string, string];
+const [kind, secret, records, seed, baseCount, userId] = process.argv.slice(2) as [string, string, string, string, string?, string?];
 const arrivals: Arrival[] = [];
 diagnostics.subscribe('http.server.request.start', (message) => {
   const { request, response } = message as { request: IncomingMessage; response: ServerResponse };
@@ -33,7 +41,38 @@ let stats: () => { requests: number; rateLimited: number };
 let addToken: (token: string, reads: string) => void = () => undefined;
 let byPath: (prefix: string) => number;
 let close: () => Promise<void>;
-if (kind === 'airtable') {
+let edit: (baseId: string, text: string) => unknown = () => undefined;
+let refusals: () => unknown = () => [];
+if (kind === 'airtable-user') {
+  const fake = await startFakeAirtable({ port: 0 });
+  const bases = Array.from({ length: Number(baseCount) }, (_, i) => {
+    const base = fake.createBase({ name: `Base ${i + 1}` });
+    base.createTable('Items', [
+      { name: 'Name', type: 'singleLineText' },
+      { name: 'Count', type: 'number', options: { precision: 0 } },
+    ]);
+    base.createRecords(
+      'Items',
+      Array.from({ length: Number(records) }, (_, n) => ({ Name: `item ${n + 1}`, Count: n + 1 })),
+    );
+    const token = `${secret}${String(i + 1).padStart(3, '0')}`;
+    fake.addToken(token, { bases: [base.id], user: userId });
+    return { id: base.id, token, base };
+  });
+  stats = () => ({ requests: fake.stats.requests, rateLimited: fake.stats.rateLimited });
+  byPath = () => 0;
+  // Another token of the user: reading every base of the user, or only some other base.
+  addToken = (token, reads) => fake.addToken(token, { bases: reads === 'base' ? bases.map((b) => b.id) : ['appOTHERBASE00000'], user: userId });
+  edit = (baseId, text) => {
+    const base = bases.find((b) => b.id === baseId)!.base;
+    const record = base.records('Items')[0]!.id;
+    base.updateRecord('Items', record, { Name: text });
+    return { record, at: Date.now() };
+  };
+  refusals = () => fake.stats.refusals();
+  close = () => fake.close();
+  process.stdout.write(`${JSON.stringify({ url: fake.url, id: bases[0]!.id, bases: bases.map(({ id, token }) => ({ id, token })) })}\n`);
+} else if (kind === 'airtable') {
   const fake = await startFakeAirtable({ port: 0 });
   fake.addToken(secret, { bases: '*' });
   const base = fake.createBase({ name: 'Busy base' });
@@ -57,6 +96,8 @@ if (kind === 'airtable') {
 createInterface({ input: process.stdin }).on('line', (line) => {
   const [word, ...prefixes] = line.trim().split(/\s+/);
   if (word === 'arrivals') return void process.stdout.write(`${JSON.stringify(arrivals)}\n`);
+  if (word === 'edit') return void process.stdout.write(`${JSON.stringify(edit(prefixes[0]!, prefixes.slice(1).join(' ')))}\n`);
+  if (word === 'refusals') return void process.stdout.write(`${JSON.stringify(refusals())}\n`);
   if (word === 'token') {
     addToken(prefixes[0]!, prefixes[1]!);
     return void process.stdout.write('"ok"\n');

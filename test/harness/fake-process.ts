@@ -15,12 +15,18 @@ export interface FakeProcess {
   id: string;
   /** Stripe, generated: the account's first customer. */
   first?: string;
+  /** airtable-user: every base, with the token (of the one user) that reads it. */
+  bases?: Array<{ id: string; token: string }>;
   /** Its request and 429 counts, as the fake saw them, and the requests under each path prefix asked for. */
   stats(...pathPrefixes: string[]): Promise<{ requests: number; rateLimited: number; paths: Record<string, number> }>;
   /** Every request it has received, in order. */
   arrivals(): Promise<Arrival[]>;
   /** Airtable: a second token, reading the base or only another one. */
   addToken(token: string, reads: 'base' | 'other'): Promise<void>;
+  /** airtable-user: sets the first record's Name in a base, as a person in Airtable would; when (the fake's clock). */
+  edit(baseId: string, text: string): Promise<{ record: string; at: number }>;
+  /** airtable-user: the 429s answered (the first 20), each with the requests before it. */
+  refusals(): Promise<unknown[]>;
   close(): Promise<void>;
 }
 
@@ -31,12 +37,17 @@ export interface FakeProcess {
  * together than they were sent.
  */
 export async function startFakeProcess(
-  options: { kind: 'airtable'; token: string; records: number; seed?: number } | { kind: 'stripe'; key: string; customers?: number; seed?: number },
+  options:
+    | { kind: 'airtable'; token: string; records: number; seed?: number }
+    | { kind: 'airtable-user'; tokenPrefix: string; bases: number; records: number; user: string }
+    | { kind: 'stripe'; key: string; customers?: number; seed?: number },
 ): Promise<FakeProcess> {
   const args =
     options.kind === 'airtable'
       ? ['airtable', options.token, String(options.records), String(options.seed ?? 5)]
-      : ['stripe', options.key, String(options.customers ?? 0), String(options.seed ?? 1)];
+      : options.kind === 'airtable-user'
+        ? ['airtable-user', options.tokenPrefix, String(options.records), '1', String(options.bases), options.user]
+        : ['stripe', options.key, String(options.customers ?? 0), String(options.seed ?? 1)];
   const child = spawn(process.execPath, ['--import', 'tsx', path.join(repoRoot, 'test', 'harness', 'fake-child.ts'), ...args], {
     cwd: repoRoot,
     stdio: ['pipe', 'pipe', 'inherit'],
@@ -46,7 +57,12 @@ export async function startFakeProcess(
   const waiting: Array<(line: string) => void> = [];
   lines.on('line', (line) => waiting.shift()?.(line));
   const next = () => new Promise<string>((resolve) => waiting.push(resolve));
-  const ready = JSON.parse(await next()) as { url: string; id: string; first?: string };
+  const ready = JSON.parse(await next()) as { url: string; id: string; first?: string; bases?: Array<{ id: string; token: string }> };
+  const ask = async (line: string) => {
+    const answer = next();
+    child.stdin!.write(`${line}\n`);
+    return JSON.parse(await answer);
+  };
   return {
     ...ready,
     async stats(...pathPrefixes: string[]) {
@@ -59,6 +75,8 @@ export async function startFakeProcess(
       child.stdin!.write('arrivals\n');
       return JSON.parse(await answer);
     },
+    edit: (baseId: string, text: string) => ask(`edit ${baseId} ${text}`),
+    refusals: () => ask('refusals'),
     async addToken(token: string, reads: 'base' | 'other') {
       const answer = next();
       child.stdin!.write(`token ${token} ${reads}\n`);

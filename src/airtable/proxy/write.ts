@@ -1,3 +1,4 @@
+import type { TokenOwners } from '../owners.ts';
 import { AirtableClient } from '../client.ts';
 import type { TableMapping } from '../schema.ts';
 import { rowOf, shapeOf } from '../tables.ts';
@@ -14,6 +15,8 @@ export interface AirtableWriteContext {
   /** The syncs of the written base. */
   targets(): Promise<SyncTarget[]>;
   limiter?: QuotaLimiter;
+  /** The users of the syncs' tokens, whose quota the fetches below count against. */
+  owners?: TokenOwners;
   /** Where api.airtable.com is reached, for the fetches below. */
   baseUrl: string;
   rule: QuotaRule;
@@ -118,6 +121,7 @@ async function fetchRecords(ctx: AirtableWriteContext, target: SyncTarget, write
     limiter: ctx.limiter,
     quota: { kind: 'client', maxWaitMs: ctx.maxWaitMs },
     rule: ctx.rule,
+    owners: ctx.owners,
     attempts: 1,
     timeoutMs: 15_000,
   });

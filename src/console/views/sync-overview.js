@@ -54,6 +54,8 @@ export async function overviewTab(ctx, panel, initial, updated) {
         ['Events logged', count(sync.events.logged)],
         ...(sync.events.slot_lag_bytes !== null ? [['Decoder behind the database by', `${count(sync.events.slot_lag_bytes)} bytes`]] : []),
       ]),
+      // A limit shared with other syncs (Airtable: the user's 50 requests a second) held this one back lately.
+      ...(s.slowed_by ? [notice('info', h('strong', null, 'Slowed by a shared limit: '), s.slowed_by)] : []),
       ...(sync.warnings.length > 0
         ? [
             notice(

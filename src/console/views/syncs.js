@@ -50,7 +50,13 @@ export async function syncsView(ctx) {
     h('a', { href: `#/syncs/${sync.id}` }, syncName(sync)),
     kindName(sync.kind),
     // A sync that needs attention says why in the row itself, not only on hover.
-    h('div', { class: 'status-cell' }, indicator(sync.status, { reason: sync.status.indicator !== 'normal' }), progressBar(sync.status)),
+    h(
+      'div',
+      { class: 'status-cell' },
+      indicator(sync.status, { reason: sync.status.indicator !== 'normal' }),
+      progressBar(sync.status),
+      sync.status.slowed_by ? h('span', { class: 'slowed', title: sync.status.slowed_by }, 'slowed by a shared upstream limit') : null,
+    ),
     sync.status.lag_seconds === null ? h('span', { class: 'muted' }, '—') : duration(sync.status.lag_seconds),
     ago(sync.status.completed_at),
     ...(admin ? [accountCell(sync.account_id)] : []),
