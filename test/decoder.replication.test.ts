@@ -8,10 +8,11 @@ import pg from 'pg';
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
 import { PUBLICATION } from '../src/control/provisioner.ts';
-import { ident, withDatabase } from '../src/db/sql.ts';
+import { ident, withClient, withDatabase } from '../src/db/sql.ts';
 import { PgoutputParser, lsnToBigInt } from '../src/decoder/pgoutput.ts';
 import { type ReplicationHandlers, ReplicationStream } from '../src/decoder/replication.ts';
 import { freshDatabase, serverAdminUrl } from './harness/postgres.ts';
+import { startSecondServer } from './harness/second-server.ts';
 
 let url: string;
 let pool: pg.Pool;
@@ -125,12 +126,50 @@ test('an acknowledgement moves the slot; a keepalive carries the server position
     const { rows } = await pool.query<{ lsn: string }>('SELECT confirmed_flush_lsn::text AS lsn FROM pg_replication_slots WHERE slot_name = $1', [slot]);
     return rows[0]!.lsn;
   };
-  await until(async () => lsnToBigInt(await confirmed()) > lsnToBigInt(endLsn!), 'the slot to move past the commit');
-  assert.is(lsnToBigInt(await confirmed()), lsnToBigInt(endLsn!) + 1n, 'confirmed = acknowledged position + 1 (up to and including it)');
+  await until(async () => lsnToBigInt(await confirmed()) >= lsnToBigInt(endLsn!), "the slot to move to the commit's end");
+  assert.is(await confirmed(), endLsn!, 'confirmed = the acknowledged end position, exactly');
   await until(() => keepaliveLsn !== undefined, 'a keepalive', 20_000);
   assert.ok(lsnToBigInt(keepaliveLsn!) >= lsnToBigInt(endLsn!), `keepalive ${keepaliveLsn} before ${endLsn}`);
   await stream.stop();
   await running;
+});
+
+test('a server with a session that confirms its keepalives stops at once (pg_ctl stop -m fast)', async () => {
+  // A server shutting down waits until each WAL sender's client confirms exactly the position
+  // it was sent; a confirmation one byte past it kept the server from stopping at all.
+  const server = await startSecondServer();
+  try {
+    const db = server.databaseUrl('postgres');
+    await withClient(db, async (client) => {
+      await client.query('CREATE TABLE t (id int PRIMARY KEY, v text)');
+      await client.query(`CREATE PUBLICATION ${PUBLICATION} FOR TABLE t`);
+      await client.query("SELECT pg_create_logical_replication_slot('stop_test', 'pgoutput')");
+      await client.query("INSERT INTO t VALUES (1, 'a')");
+    });
+    let keepalives = 0;
+    // What the decoder does when idle: confirm each keepalive's position.
+    const stream: ReplicationStream = streamOn(
+      'stop_test',
+      {
+        keepalive: (lsn) => {
+          keepalives++;
+          stream.acknowledge(lsn);
+        },
+      },
+      db,
+    );
+    const running = stream.run();
+    running.catch(() => undefined); // the server ends the session as it stops
+    await until(() => keepalives > 0, 'a keepalive', 20_000);
+    const started = Date.now();
+    await server.pause();
+    const seconds = (Date.now() - started) / 1000;
+    // Without the exact position pg_ctl gives up after its 60 s and the server is still up.
+    assert.ok(seconds < 20, `the server took ${seconds.toFixed(1)} s to stop`);
+    await stream.stop();
+  } finally {
+    await server.stop();
+  }
 });
 
 test('fail() and a throwing handler end the session with their error; the slot is free again', async () => {

@@ -21,9 +21,11 @@ const CONCURRENCY = Number(process.env.TEST_CONCURRENCY || 2);
 /**
  * Files that run alone, after the others: the traffic simulation starts two PostgreSQL
  * servers, Kafka, the service and both upstreams on a 2-core machine, and checks timing
- * (no upstream 429, memory bounded) that another file beside it would only blur.
+ * (no upstream 429, memory bounded) that another file beside it would only blur. The fleet
+ * test starts eight service processes and a second server, and times how fast a dead worker's
+ * leases move on.
  */
-const ALONE = new Set(['test/simulation.test.ts']);
+const ALONE = new Set(['test/simulation.test.ts', 'test/fleet.test.ts']);
 
 async function testFiles(dir: string): Promise<string[]> {
   const entries = await readdir(dir, { withFileTypes: true });

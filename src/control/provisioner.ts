@@ -227,11 +227,22 @@ export async function reservedSlots(adminUrl: string): Promise<number> {
  */
 export async function hardenServer(adminUrl: string, extraDatabases: string[] = []): Promise<void> {
   await withClient(adminUrl, async (admin) => {
-    const { rows } = await admin.query<{ datname: string }>("SELECT datname FROM pg_database WHERE datname = ANY($1) OR datname IN ('postgres', 'template1')", [
-      extraDatabases,
-    ]);
-    for (const { datname } of rows) {
-      await admin.query(`REVOKE CONNECT, TEMPORARY ON DATABASE ${ident(datname)} FROM PUBLIC`);
+    // Every process of a fleet runs this at start: two REVOKEs of one database at once fail
+    // with "tuple concurrently updated", so they take turns (the lock ends with the transaction).
+    await admin.query('BEGIN');
+    try {
+      await admin.query("SELECT pg_advisory_xact_lock(hashtext('tributary: harden server'))");
+      const { rows } = await admin.query<{ datname: string }>(
+        "SELECT datname FROM pg_database WHERE datname = ANY($1) OR datname IN ('postgres', 'template1')",
+        [extraDatabases],
+      );
+      for (const { datname } of rows) {
+        await admin.query(`REVOKE CONNECT, TEMPORARY ON DATABASE ${ident(datname)} FROM PUBLIC`);
+      }
+      await admin.query('COMMIT');
+    } catch (error) {
+      await admin.query('ROLLBACK').catch(() => undefined);
+      throw error;
     }
   });
 }

@@ -8,7 +8,6 @@ import { withClient } from '../db/sql.ts';
 export async function reportSlotLag(options: { syncId: string; slot: string; databaseUrl: string; control: pg.Pool }, ackedLsn: string): Promise<void> {
   const lag = await withClient(options.databaseUrl, async (client) => {
     const { rows } = await client.query<{ lag: string | null }>(
-      // The slot may be told one byte past the WAL's end (a position is acknowledged as "up to and including").
       'SELECT greatest(0, pg_wal_lsn_diff(pg_current_wal_lsn(), confirmed_flush_lsn))::bigint AS lag FROM pg_replication_slots WHERE slot_name = $1',
       [options.slot],
     );

@@ -127,13 +127,16 @@ export class ReplicationStream {
   }
 
   /**
-   * Tells the server everything up to and including `lsn` is durable here (written,
-   * flushed and applied: the slot's confirmed position moves past it).
+   * Tells the server everything before `lsn` is durable here (written, flushed and applied:
+   * the slot's confirmed position moves to it). `lsn` is an end position, as a commit's end
+   * LSN and a keepalive's WAL end are. Exactly that, not a byte past it: a server shutting
+   * down waits for each WAL sender's client to confirm precisely the position it sent, so a
+   * position one past it kept `pg_ctl stop -m fast` waiting forever.
    */
   acknowledge(lsn: string): void {
     const connection = this.connection;
     if (!connection || this.stopped) return;
-    const next = lsnToBigInt(lsn) + 1n;
+    const next = lsnToBigInt(lsn);
     const update = Buffer.alloc(34);
     update[0] = 0x72; // 'r'
     update.writeBigUInt64BE(next, 1); // written

@@ -14,6 +14,10 @@ export interface SecondServer {
   port: number;
   /** The admin URL of another database on this server. */
   databaseUrl(database: string): string;
+  /** A fast shutdown (`pg_ctl stop -m fast`) that keeps the data folder: an outage. */
+  pause(): Promise<void>;
+  /** Starts it again on the same port, with the same data and password. */
+  resume(): Promise<void>;
   stop(): Promise<void>;
 }
 
@@ -51,19 +55,30 @@ export async function startSecondServer(options: SecondServerOptions = {}): Prom
   const dir = await mkdtemp(path.join(os.tmpdir(), 'tributary-second-pg-'));
   folders.add(dir);
   const port = await freePort();
-  const server = await startEmbeddedPostgres({
-    dir,
-    port,
-    logger: createLogger({ level: 'warn' }),
-    maxConnections: options.maxConnections ?? 100,
-    walLevel: options.walLevel,
-  });
+  const start = () =>
+    startEmbeddedPostgres({
+      dir,
+      port,
+      logger: createLogger({ level: 'warn' }),
+      maxConnections: options.maxConnections ?? 100,
+      walLevel: options.walLevel,
+    });
+  let server = await start();
+  let running = true;
   return {
     adminUrl: server.adminUrl,
     port,
     databaseUrl: (database) => withDatabase(server.adminUrl, database),
-    async stop() {
+    async pause() {
       await server.stop('fast');
+      running = false;
+    },
+    async resume() {
+      server = await start();
+      running = true;
+    },
+    async stop() {
+      if (running) await server.stop('fast');
       await rm(dir, { recursive: true, force: true });
       folders.delete(dir);
     },
