@@ -1,9 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import os from 'node:os';
-import type { AirtableTunables } from './airtable/kind.ts';
 import { builtInKinds } from './kinds/built-in.ts';
 import type { SourceKinds } from './kinds/registry.ts';
-import type { StripeTunables } from './stripe/kind.ts';
 import type { SyncRecord } from './control/syncs.ts';
 import { DEFAULT_MARGIN_MS, QuotaLimiter } from './quota/limiter.ts';
 import { runnerFactory, upstreamCleanup } from './sync/runners.ts';
@@ -26,7 +24,6 @@ import { IdlePools } from './db/idle-pools.ts';
 import { migrateControlDatabase } from './db/migrate.ts';
 import { ident, withClient, withDatabase } from './db/sql.ts';
 import { createEventsRestHandler } from './events/rest/server.ts';
-import type { RestLimits } from './events/rest/context.ts';
 import { EventLogReader } from './events/log.ts';
 import { EventBus } from './events/bus.ts';
 import { dropExpiredEventPartitions } from './events/log.ts';
@@ -34,8 +31,6 @@ import { decoderFactory } from './decoder/runner.ts';
 import { webhookRunner } from './events/webhooks/runner.ts';
 import { accountGrants, createKafkaPublisher, KafkaAccess, kafkaRelayRunner } from './events/kafka/index.ts';
 import { kafkaAccessHooks } from './events/kafka/hooks.ts';
-import type { RetrySchedule } from './events/webhooks/schedule.ts';
-import type { WebhookDelivererOptions } from './events/webhooks/deliverer.ts';
 import { listen, type RunningServer } from './http/listen.ts';
 import type { Logger } from './log.ts';
 import { createProxyHandler } from './proxy/server.ts';
@@ -45,6 +40,9 @@ import { SyncTables } from './api/sync-tables.ts';
 import { FairPool } from './tenancy/fair-pool.ts';
 import { TenantCaps } from './tenancy/limits.ts';
 import { TenantScope } from './tenancy/scope.ts';
+import type { Tunables } from './tunables.ts';
+
+export { type Tunables, tunablesFromEnv } from './tunables.ts';
 
 export interface Service {
   apiPort: number | undefined;
@@ -84,45 +82,15 @@ async function loadAdminToken(config: Config, logger: Logger): Promise<string> {
   return file.value;
 }
 
-/**
- * Wires every part for the roles this process runs. Order matters on the way up
- * (secrets, database, migrations, then listeners) and is reversed on the way down.
- */
-/** Knobs tests turn to make time pass faster; production uses the defaults. */
-export interface Tunables {
-  airtable?: AirtableTunables;
-  stripe?: StripeTunables;
-  workerTickMs?: number;
-  decoder?: { flushMs?: number; maxBatch?: number; retryMs?: number; lagReportMs?: number; leaseMs?: number };
-  webhooks?: { schedule?: Partial<RetrySchedule>; tuning?: WebhookDelivererOptions['tuning'] };
-  /** The event REST interface's limits (consumer-group sweeps, session timeouts). */
-  eventsRest?: Partial<RestLimits>;
-  proxy?: { writeThroughPatienceMs?: number };
-  /** How often a running sync puts its reader role back as provisioned. */
-  readerCheckMs?: number;
-}
-
-/**
- * Tunables from the environment: the time scale of benchmarks that run the service as a child
- * process, and the operator's share of an Airtable user's quota for syncs.
- */
-export function tunablesFromEnv(env: NodeJS.ProcessEnv): Tunables {
-  const scale = Number(env.TRIBUTARY_BENCH_TIME_SCALE || 1);
-  const share = env.TRIBUTARY_AIRTABLE_USER_SYNC_SHARE;
-  if (share !== undefined && share !== '' && !(/^\d+$/.test(share) && Number(share) >= 1 && Number(share) <= 50)) {
-    throw new Error(
-      `TRIBUTARY_AIRTABLE_USER_SYNC_SHARE: expected a whole number from 1 to 50 (of the user's 50 requests a second), got ${JSON.stringify(share)}`,
-    );
-  }
-  const airtable = { ...(scale === 1 ? {} : { timeScale: scale }), ...(share ? { userSyncShare: Number(share) } : {}) };
-  return Object.keys(airtable).length === 0 ? {} : { airtable };
-}
-
 /** What startService is built of beyond its configuration: the kinds of sync (default: the built-in ones). */
 export interface ServiceParts {
   kinds?: SourceKinds;
 }
 
+/**
+ * Wires every part for the roles this process runs. Order matters on the way up
+ * (secrets, database, migrations, then listeners) and is reversed on the way down.
+ */
 export async function startService(config: Config, logger: Logger, tunables: Tunables = {}, parts: ServiceParts = {}): Promise<Service> {
   const closers: Array<() => Promise<void>> = [];
   // One shutdown, newest part first, however many callers ask for it.

@@ -1,0 +1,35 @@
+import type { AirtableTunables } from './airtable/kind.ts';
+import type { RestLimits } from './events/rest/context.ts';
+import type { WebhookDelivererOptions } from './events/webhooks/deliverer.ts';
+import type { RetrySchedule } from './events/webhooks/schedule.ts';
+import type { StripeTunables } from './stripe/kind.ts';
+
+/** Knobs tests turn to make time pass faster; production uses the defaults. */
+export interface Tunables {
+  airtable?: AirtableTunables;
+  stripe?: StripeTunables;
+  workerTickMs?: number;
+  decoder?: { flushMs?: number; maxBatch?: number; retryMs?: number; lagReportMs?: number; leaseMs?: number };
+  webhooks?: { schedule?: Partial<RetrySchedule>; tuning?: WebhookDelivererOptions['tuning'] };
+  /** The event REST interface's limits (consumer-group sweeps, session timeouts). */
+  eventsRest?: Partial<RestLimits>;
+  proxy?: { writeThroughPatienceMs?: number };
+  /** How often a running sync puts its reader role back as provisioned. */
+  readerCheckMs?: number;
+}
+
+/**
+ * Tunables from the environment: the time scale of benchmarks that run the service as a child
+ * process, and the operator's share of an Airtable user's quota for syncs.
+ */
+export function tunablesFromEnv(env: NodeJS.ProcessEnv): Tunables {
+  const scale = Number(env.TRIBUTARY_BENCH_TIME_SCALE || 1);
+  const share = env.TRIBUTARY_AIRTABLE_USER_SYNC_SHARE;
+  if (share !== undefined && share !== '' && !(/^\d+$/.test(share) && Number(share) >= 1 && Number(share) <= 50)) {
+    throw new Error(
+      `TRIBUTARY_AIRTABLE_USER_SYNC_SHARE: expected a whole number from 1 to 50 (of the user's 50 requests a second), got ${JSON.stringify(share)}`,
+    );
+  }
+  const airtable = { ...(scale === 1 ? {} : { timeScale: scale }), ...(share ? { userSyncShare: Number(share) } : {}) };
+  return Object.keys(airtable).length === 0 ? {} : { airtable };
+}
