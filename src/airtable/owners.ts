@@ -1,5 +1,6 @@
 import type pg from 'pg';
 import { hashToken as digestOf } from '../control/secrets.ts';
+import { trimOldest } from '../bounded-map.ts';
 
 export interface TokenOwnersOptions {
   /** The control database, where every process finds what any of them learned. Absent: kept here only. */
@@ -52,7 +53,7 @@ export class TokenOwners {
     )) ?? { rows: [] };
     if (rows[0]) return this.remember(digest, rows[0].owner);
     this.unknown.set(digest, Date.now() + (this.options.unknownTtlMs ?? 30_000));
-    trim(this.unknown, this.options.maxEntries);
+    trimOldest(this.unknown, this.options.maxEntries ?? 10_000);
     return undefined;
   }
 
@@ -75,7 +76,7 @@ export class TokenOwners {
       })
       .catch(() => {
         this.failed.set(digest, Date.now() + (this.options.unknownTtlMs ?? 30_000));
-        trim(this.failed, this.options.maxEntries);
+        trimOldest(this.failed, this.options.maxEntries ?? 10_000);
         return undefined;
       })
       .finally(() => this.learning.delete(digest));
@@ -100,11 +101,7 @@ export class TokenOwners {
   private remember(digest: string, owner: string): string {
     this.unknown.delete(digest);
     this.known.set(digest, owner);
-    trim(this.known, this.options.maxEntries);
+    trimOldest(this.known, this.options.maxEntries ?? 10_000);
     return owner;
   }
-}
-
-function trim(map: Map<string, unknown>, max = 10_000): void {
-  while (map.size > max) map.delete(map.keys().next().value!);
 }

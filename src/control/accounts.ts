@@ -1,6 +1,7 @@
 import type pg from 'pg';
 import { newAccountId, newApiToken, newPassword, randomLowerAlnum } from '../ids.ts';
 import { hashToken, Secret, type SecretBox } from './secrets.ts';
+import { trimOldest } from '../bounded-map.ts';
 
 export interface Account {
   id: string;
@@ -108,7 +109,7 @@ export class AccountStore {
     if (account) {
       this.byToken.delete(digest);
       this.byToken.set(digest, { account, until: Date.now() + TOKEN_CACHE_MS });
-      if (this.byToken.size > TOKEN_CACHE_MAX) this.byToken.delete(this.byToken.keys().next().value!);
+      trimOldest(this.byToken, TOKEN_CACHE_MAX);
     }
     return account;
   }

@@ -2,6 +2,7 @@ import { createHash } from 'node:crypto';
 import { TributaryError } from '../errors.ts';
 import type { Logger } from '../log.ts';
 import { TokenBuckets } from '../tenancy/token-buckets.ts';
+import { trimOldest } from '../bounded-map.ts';
 
 /** Failed credential checks allowed a minute, per client address and per named account. */
 export interface CredentialLimits {
@@ -133,6 +134,6 @@ export class FailedCredentials {
   private remember(fingerprint: string, now: number): void {
     this.good.delete(fingerprint);
     this.good.set(fingerprint, now + this.goodForMs);
-    while (this.good.size > this.maxKeys) this.good.delete(this.good.keys().next().value!);
+    trimOldest(this.good, this.maxKeys);
   }
 }

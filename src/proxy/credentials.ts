@@ -1,5 +1,6 @@
 import { createHash } from 'node:crypto';
 import type { PlanQuota } from './plan.ts';
+import { trimOldest } from '../bounded-map.ts';
 
 export interface KnownCredentialsOptions {
   /** How long a credential stays known after its last 2xx (default 10 min). */
@@ -55,7 +56,7 @@ export class KnownCredentials {
     if (status >= 200 && status < 300) {
       this.good.delete(entry); // re-inserted last: the map's order is the eviction order
       this.good.set(entry, Date.now() + this.ttlMs);
-      trim(this.good, this.maxEntries);
+      trimOldest(this.good, this.maxEntries);
     } else if (status === 401 || status === 403) {
       this.good.delete(entry);
       this.syncs.delete(quota.key); // the sync's own may have been revoked: read them again
@@ -69,7 +70,7 @@ export class KnownCredentials {
     if (hit && hit.until > Date.now()) return hit.digests;
     const digests = ask(key).then((list) => new Set(list));
     this.syncs.set(key, { digests, until: Date.now() + this.syncsTtlMs });
-    trim(this.syncs, this.maxEntries);
+    trimOldest(this.syncs, this.maxEntries);
     // A failed read is not kept: the next request asks again.
     digests.catch(() => this.syncs.get(key)?.digests === digests && this.syncs.delete(key));
     return digests;
@@ -78,7 +79,3 @@ export class KnownCredentials {
 
 /** The digest a credential is known by: the one the control database keeps of a sync's key. */
 const digestOf = (credential: string) => createHash('sha256').update(credential).digest('hex');
-
-function trim(map: Map<string, unknown>, max: number): void {
-  while (map.size > max) map.delete(map.keys().next().value!);
-}

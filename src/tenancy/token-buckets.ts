@@ -1,3 +1,5 @@
+import { trimOldest } from '../bounded-map.ts';
+
 interface Bucket {
   /** Spends still allowed now (fractional while refilling): failed credential checks, requests. */
   tokens: number;
@@ -40,7 +42,7 @@ export class TokenBuckets {
     // Re-inserted, so that the map's order is least recently spent first.
     this.buckets.delete(key);
     this.buckets.set(key, bucket);
-    while (this.buckets.size > this.maxKeys) this.buckets.delete(this.buckets.keys().next().value!);
+    trimOldest(this.buckets, this.maxKeys);
   }
 
   /** Gives back what `spend` took: the check did not fail after all. */

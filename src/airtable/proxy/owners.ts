@@ -3,6 +3,7 @@ import { hashToken as digestOf, Secret } from '../../control/secrets.ts';
 import { AirtableClient } from '../client.ts';
 import { TokenOwners } from '../owners.ts';
 import { airtableRule } from './rule.ts';
+import { trimOldest } from '../../bounded-map.ts';
 
 /** How long a base's sync credentials and their users are used before they are read again. */
 const BASE_TTL_MS = 30_000;
@@ -36,7 +37,7 @@ class ProxyOwners {
       .then(({ rows }) => new Map(rows.map((r) => [r.digest, r.owner])));
     this.bases.delete(baseId);
     this.bases.set(baseId, { credentials, until: Date.now() + BASE_TTL_MS });
-    while (this.bases.size > MAX_BASES) this.bases.delete(this.bases.keys().next().value!);
+    trimOldest(this.bases, MAX_BASES);
     // A failed read is not kept: the next request asks again.
     credentials.catch(() => this.bases.get(baseId)?.credentials === credentials && this.bases.delete(baseId));
     return credentials;

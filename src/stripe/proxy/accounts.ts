@@ -5,6 +5,7 @@ import type { QuotaLimiter } from '../../quota/limiter.ts';
 import { StripeClient, StripeError, type StripeObject, stripeQuotaKey, stripeRule } from '../client.ts';
 import { hashToken as digestOf } from '../../control/secrets.ts';
 import { refuse } from '../../proxy/errors.ts';
+import { trimOldest } from '../../bounded-map.ts';
 
 /**
  * The Stripe key a request carries: HTTP basic with the key as user name (curl's
@@ -90,8 +91,8 @@ export class StripeAccounts {
       )
       .then((r) => r.rows[0]?.account);
     if (!recorded) {
-      if (this.unrecorded.size >= MAX_KEYS) this.unrecorded.delete(this.unrecorded.keys().next().value!);
       this.unrecorded.set(digest, Date.now() + UNRECORDED_TTL_MS);
+      trimOldest(this.unrecorded, MAX_KEYS);
       return undefined;
     }
     this.remember(digest, recorded, this.options.ttlMs ?? 10 * 60_000);
@@ -175,8 +176,8 @@ export class StripeAccounts {
   }
 
   private remember(digest: string, accountId: string | undefined, ttlMs: number): string | undefined {
-    if (this.known.size >= MAX_KEYS) this.known.delete(this.known.keys().next().value!);
     this.known.set(digest, { accountId, until: Date.now() + ttlMs });
+    trimOldest(this.known, MAX_KEYS);
     return accountId;
   }
 
