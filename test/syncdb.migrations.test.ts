@@ -38,6 +38,9 @@ async function olderDatabase(options: { withoutMarks?: boolean } = {}): Promise<
   for (const { name: table } of rows) await pool.query(`DROP TABLE public_swap.${table}`);
   await pool.query(await readFile(path.join(repoRoot, 'test', 'fixtures', 'sync-db-before-migrations.sql'), 'utf8'));
   if (options.withoutMarks) await pool.query('DROP TABLE public_swap._recent_writes');
+  // Older releases made `_sync_meta` a logged table.
+  await pool.query('ALTER TABLE public._sync_meta SET LOGGED, REPLICA IDENTITY FULL');
+  await pool.query("UPDATE public._sync_meta SET started_at = '2026-01-02T03:04:05Z'");
   return { pool, slot: name };
 }
 
@@ -70,12 +73,19 @@ test('a database made before numbered steps is migrated in place: rows, slot and
   await pool.query('SELECT pg_replication_slot_advance($1, pg_current_wal_lsn())', [slot]);
   const before = (await pool.query('SELECT confirmed_flush_lsn::text AS lsn FROM pg_replication_slots WHERE slot_name = $1', [slot])).rows[0];
 
-  assert.is(await migrateSyncDatabase(pool, [CORE, STRIPE_SCHEMA], logger), 3, 'core 1 and 2, stripe 1');
+  assert.is(await migrateSyncDatabase(pool, [CORE, STRIPE_SCHEMA], logger), 4, 'core 1 to 3, stripe 1');
   assert.equal((await pool.query('SELECT scope, version FROM public_swap._migrations ORDER BY scope, version')).rows, [
     { scope: 'core', version: 1 },
     { scope: 'core', version: 2 },
+    { scope: 'core', version: 3 },
     { scope: 'stripe', version: 1 },
   ]);
+  assert.equal(
+    (await pool.query("SELECT relpersistence FROM pg_class WHERE oid = 'public._sync_meta'::regclass")).rows,
+    [{ relpersistence: 'u' }],
+    '_sync_meta is unlogged now',
+  );
+  assert.equal((await pool.query("SELECT started_at = '2026-01-02T03:04:05Z' AS kept FROM public._sync_meta")).rows, [{ kept: true }]);
   assert.equal((await pool.query('SELECT id, name FROM customer ORDER BY id')).rows, [
     { id: 'cus_1', name: 'Ada' },
     { id: 'cus_2', name: 'Grace' },
@@ -100,7 +110,7 @@ test('a database that predates a table gets it; a step added later runs once, af
     scope: 'core',
     migrations: [
       ...CORE.migrations,
-      { version: 3, name: 'a later step', up: (c: pg.ClientBase) => c.query('CREATE TABLE public_swap._later (x int)').then(() => undefined) },
+      { version: 4, name: 'a later step', up: (c: pg.ClientBase) => c.query('CREATE TABLE public_swap._later (x int)').then(() => undefined) },
     ],
   };
   // Two runners starting at once: the step runs once.
@@ -110,6 +120,7 @@ test('a database that predates a table gets it; a step added later runs once, af
     { version: 1 },
     { version: 2 },
     { version: 3 },
+    { version: 4 },
   ]);
 });
 
@@ -121,6 +132,7 @@ test('a new database is provisioned with every step recorded', async () => {
   assert.equal((await pool.query('SELECT scope, version FROM public_swap._migrations ORDER BY scope, version')).rows, [
     { scope: 'core', version: 1 },
     { scope: 'core', version: 2 },
+    { scope: 'core', version: 3 },
     { scope: 'stripe', version: 1 },
   ]);
 });

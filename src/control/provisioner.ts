@@ -131,14 +131,12 @@ export async function provisionDatabase(
     await admin.query(`ALTER DEFAULT PRIVILEGES GRANT SELECT ON TABLES TO ${role}`);
     for (const fn of largeObjectWriters) await admin.query(`REVOKE EXECUTE ON FUNCTION pg_catalog.${fn} FROM PUBLIC`);
     await admin.query(
-      `CREATE TABLE public._sync_meta (
+      `CREATE UNLOGGED TABLE public._sync_meta (
          started_at timestamptz,
          completed_at timestamptz,
          duration_last interval
        )`,
     );
-    // It has no key; the publication needs a replica identity to publish its updates.
-    await admin.query('ALTER TABLE public._sync_meta REPLICA IDENTITY FULL');
     await admin.query('INSERT INTO public._sync_meta VALUES (NULL, NULL, NULL)');
     await admin.query("COMMENT ON TABLE public._sync_meta IS 'Tributary: when the last sync started and completed'");
     await admin.query(`CREATE PUBLICATION ${ident(PUBLICATION)} FOR TABLES IN SCHEMA public`);

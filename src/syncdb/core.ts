@@ -38,6 +38,16 @@ export const CORE_MIGRATIONS: SyncDbMigration[] = [
     name: "readers see no other tenant's sessions, slots or activity",
     up: hideOtherTenants,
   },
+  {
+    version: 3,
+    name: '_sync_meta writes no WAL',
+    // Written at every cycle's start and end and never an event: as a logged table, each
+    // write was WAL that every walsender of the server read and decoded (docs/performance.md).
+    async up(client) {
+      const { rows } = await client.query("SELECT relpersistence FROM pg_class WHERE oid = 'public._sync_meta'::regclass");
+      if (rows[0]?.relpersistence === 'p') await client.query('ALTER TABLE public._sync_meta SET UNLOGGED');
+    },
+  },
 ];
 
 export const CORE = { scope: 'core', migrations: CORE_MIGRATIONS };
