@@ -9,7 +9,9 @@ import * as assert from 'uvu/assert';
 import { type FakeStripe, type FakeStripeAccount, startFakeStripe } from '../fakes/stripe/index.ts';
 import { STRIPE_API_VERSION } from '../src/stripe/catalog.ts';
 import { waitFor } from './harness/process.ts';
-import { query } from './harness/postgres.ts';
+import { query, serverAdminUrl } from './harness/postgres.ts';
+import { withDatabase } from '../src/db/sql.ts';
+import { IDLE_AFTER_MS, IDLE_POLL_MAX_MS, nextPollGap } from '../src/stripe/runner.ts';
 import { createAccount, request, startTestService, type TestAccount, type TestService } from './harness/service.ts';
 
 const KEY = 'sk_test_SYNCSYNCSYNCSYNC0123456789';
@@ -19,6 +21,8 @@ let svc: TestService;
 let account: TestAccount;
 let syncId: string;
 let reader: string;
+/** The sync database as the service sees it (its bookkeeping in public_swap). */
+let admin: string;
 let stripe: Stripe;
 
 async function backfilled(id: string, timeoutMs = 120_000) {
@@ -97,6 +101,7 @@ test('a backfill lands every object of the account in its table', async () => {
   assert.is(created.status, 201, created.text);
   syncId = created.body.id;
   reader = created.body.database.url;
+  admin = withDatabase(serverAdminUrl(), created.body.database.name);
   assert.equal(created.body.warnings, []);
   const view = await backfilled(syncId);
   assert.is(view.status.last_error, null);
@@ -177,6 +182,43 @@ test("a customer's new address reaches its subscriptions' upcoming invoices", as
     // Behind the previews the backfill queued, a few a second.
     60_000,
   );
+});
+
+test('a preview queue that went quiet wakes at the next event that marks one, not after its safety pause', async () => {
+  // The previews the backfill queued are done, and the loop that fetches them sits idle.
+  await waitFor(
+    'the preview queue drained',
+    async () => {
+      const [due] = await query<{ n: number }>(admin, 'SELECT count(*)::int AS n FROM public_swap._stripe_upcoming_due');
+      return due!.n === 0 ? true : undefined;
+    },
+    120_000,
+  );
+  await new Promise((r) => setTimeout(r, 2000));
+  const [row] = await query<any>(
+    reader,
+    "SELECT u.subscription_id, s.customer FROM public.upcoming_subscription_invoice u JOIN public.subscription s ON s.id = u.subscription_id WHERE s.status = 'active' ORDER BY 1 DESC LIMIT 1",
+  );
+  await stripe.customers.update(row.customer, { address: { city: 'Porto', country: 'PT', postal_code: '4000-001' } });
+  // The idle pause is 30 s: only the feed's wake brings the preview this soon.
+  const took = await within(
+    'SELECT customer_address FROM public.upcoming_subscription_invoice WHERE subscription_id = $1',
+    [row.subscription_id],
+    (rows) => rows[0]?.customer_address?.city === 'Porto',
+    15_000,
+  );
+  assert.ok(took < 15_000, `${took} ms`);
+});
+
+test('an account without events is read less often, back to the normal pace at its next event', () => {
+  const busy = { intervalMs: 500, previousGapMs: 500, sinceEventMs: 1000 };
+  assert.is(nextPollGap(busy), 500);
+  let gap = 500;
+  const gaps: number[] = [];
+  for (let i = 0; i < 6; i++) gaps.push((gap = nextPollGap({ intervalMs: 500, previousGapMs: gap, sinceEventMs: IDLE_AFTER_MS + i })));
+  assert.equal(gaps, [1000, 2000, IDLE_POLL_MAX_MS, IDLE_POLL_MAX_MS, IDLE_POLL_MAX_MS, IDLE_POLL_MAX_MS]);
+  assert.ok(IDLE_POLL_MAX_MS <= 4000, 'a change on an idle account still arrives within 5 s');
+  assert.is(nextPollGap({ intervalMs: 500, previousGapMs: IDLE_POLL_MAX_MS, sinceEventMs: 0 }), 500, 'an event: the normal pace');
 });
 
 test("finalizing an invoice moves its customer's next_invoice_sequence, which has no event of its own", async () => {

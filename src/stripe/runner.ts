@@ -45,7 +45,23 @@ export function syncShare(key: string, turbo: boolean): number {
 }
 
 /** Without new events, `_sync_meta` still says "up to date as of" this often. */
-const META_EVERY_MS = 5000;
+const META_EVERY_MS = 15_000;
+/**
+ * An account without events for IDLE_AFTER_MS is read less often: each empty read doubles the
+ * gap, up to IDLE_POLL_MAX_MS. An event brings the normal pace back; a wait request is served
+ * at once whatever the gap. A machine holds hundreds of idle accounts this way
+ * (docs/performance.md#many-syncs-on-one-machine).
+ */
+export const IDLE_AFTER_MS = 30_000;
+export const IDLE_POLL_MAX_MS = 4_000;
+/** Upcoming invoice previews are marked by the feed's reads, which wake their loop; this is its safety net. */
+const UPCOMING_IDLE_MS = 30_000;
+
+/** The gap before the feed's next read: the normal interval, or longer for an idle account. */
+export function nextPollGap(options: { intervalMs: number; previousGapMs: number; sinceEventMs: number }): number {
+  if (options.sinceEventMs < IDLE_AFTER_MS) return options.intervalMs;
+  return Math.min(IDLE_POLL_MAX_MS, Math.max(options.intervalMs, options.previousGapMs * 2));
+}
 
 /**
  * Keeps one Stripe account in step: a backfill of every list (resumable), then the events
@@ -55,6 +71,10 @@ export class StripeRunner {
   private readonly abort = new AbortController();
   private readonly status: StatusReporter;
   private running: Promise<void> | undefined;
+  /** The feed marked previews since the upcoming loop last looked (it then skips its pause). */
+  private upcomingMarked = false;
+  /** Ends the upcoming loop's idle pause, while there is one. */
+  private endUpcomingPause: (() => void) | undefined;
 
   constructor(private readonly options: StripeRunnerOptions) {
     this.status = new StatusReporter({ control: options.control, target: options.target, syncId: options.syncId, logger: options.logger });
@@ -154,7 +174,10 @@ export class StripeRunner {
     const backfill = await loadState<BackfillState>(this.options.target, BACKFILL_KEY);
     let cursor = (await loadState<EventsCursor>(this.options.target, EVENTS_KEY)) ?? backfill!.eventsCursor;
     let lastMeta = 0;
+    let lastEventAt = Date.now();
+    let gap = 0;
     const { syncId, passRequests } = this.options;
+    const intervalMs = this.options.pollIntervalMs ?? 500;
     while (!signal.aborted) {
       // Marked before the read starts, so a request that arrives during it wakes the next one.
       const mark = passRequests?.requestMark(syncId) ?? 0;
@@ -164,6 +187,11 @@ export class StripeRunner {
       const client = this.client(await this.options.loadSettings(), signal);
       const polled = await pollEvents(client, this.options.target, cursor);
       cursor = polled.cursor;
+      if (polled.events > 0) {
+        lastEventAt = Date.now();
+        this.upcomingMarked = true;
+        this.endUpcomingPause?.();
+      }
       if (polled.events > 0 || Date.now() - lastMeta >= META_EVERY_MS) {
         await this.status.cycleStarted(started);
         await this.status.cycleCompleted(started, new Date(), pass);
@@ -171,7 +199,8 @@ export class StripeRunner {
       } else {
         await this.status.passCompleted(pass);
       }
-      await untilNextPass({ requests: passRequests, syncId, mark, intervalMs: this.options.pollIntervalMs ?? 500, lastStart, signal });
+      gap = nextPollGap({ intervalMs, previousGapMs: gap, sinceEventMs: Date.now() - lastEventAt });
+      await untilNextPass({ requests: passRequests, syncId, mark, intervalMs: gap, lastStart, signal });
     }
   }
 
@@ -180,8 +209,14 @@ export class StripeRunner {
     while (!signal.aborted) {
       try {
         const client = this.client(await this.options.loadSettings(), signal);
+        this.upcomingMarked = false;
         const handled = await refreshUpcoming(client, this.options.target);
-        if (handled === 0) await pause(1000, signal);
+        if (handled === 0 && !this.upcomingMarked) {
+          const marked = new AbortController();
+          this.endUpcomingPause = () => marked.abort();
+          await pause(UPCOMING_IDLE_MS, AbortSignal.any([signal, marked.signal]));
+          this.endUpcomingPause = undefined;
+        }
       } catch (error) {
         if (signal.aborted) return;
         this.options.logger.warn({ err: toError(error) }, 'refreshing upcoming invoices failed; retrying');
