@@ -47,6 +47,7 @@ export const airtableKind: SourceKind = {
       baseId: sync.baseId!,
       control: context.control,
       target: context.target,
+      schemas: context.schemas,
       token: context.key,
       baseUrl: context.baseUrl,
       limiter: context.limiter,
@@ -59,7 +60,7 @@ export const airtableKind: SourceKind = {
   },
   // A base may only have 10 webhooks: a deleted sync's goes with it.
   async cleanup(context: CleanupContext) {
-    const state = await loadWebhookState(context.target);
+    const state = await loadWebhookState(context.target, context.schemas);
     if (!state) return;
     const client = new AirtableClient({
       baseUrl: context.baseUrl,
