@@ -51,6 +51,14 @@ const schemasOf = async (database: string) =>
     (r) => r.nspname,
   );
 
+async function failsWith(work: Promise<unknown>, message: RegExp): Promise<void> {
+  const outcome = await work.then(
+    () => 'succeeded',
+    (error: unknown) => String((error as Error)?.message ?? error),
+  );
+  assert.match(outcome, message);
+}
+
 type Event = { event: string; id: string; collection: string; data: Record<string, unknown> | null };
 async function events(syncId: string, afterSeq = 0): Promise<Array<Event & { topic: string; seq: number }>> {
   const rows = await query<{ topic: string; seq: string; value: string }>(
@@ -112,7 +120,10 @@ test.before(
       baseC.createTable('Notes', [{ name: 'Title', type: 'singleLineText' }]);
       baseC.createRecords('Notes', [{ Title: 'From C' }]);
 
-      const made = await request(svc.api, 'POST', '/api/syncs', { token: account.token, body: { kind: 'airtable', base_id: baseA.id, api_key: AIRTABLE_TEST_TOKEN } });
+      const made = await request(svc.api, 'POST', '/api/syncs', {
+        token: account.token,
+        body: { kind: 'airtable', base_id: baseA.id, api_key: AIRTABLE_TEST_TOKEN },
+      });
       assert.is(made.status, 201, made.text);
       first = made.body;
       const elsewhere = await request(svc.api, 'POST', '/api/syncs', {
@@ -138,12 +149,20 @@ test('a sync made alone has schema public and shares nothing', () => {
 
 test('bad input to database_of and schema: a clear 4xx each, nothing made', async () => {
   await refused(
-    request(svc.api, 'POST', '/api/syncs', { token: account.token, body: { ...airtableBody(baseB.id), account_id: undefined, database_of: first.id, schema: 'notes' } }),
+    request(svc.api, 'POST', '/api/syncs', {
+      token: account.token,
+      body: { ...airtableBody(baseB.id), account_id: undefined, database_of: first.id, schema: 'notes' },
+    }),
     403,
     /database_of: set by the operator/,
     'an account token',
   );
-  await refused(admin('POST', '/api/syncs', airtableBody(baseB.id, { database_of: otherSync, schema: 'notes' })), 422, /database_of: no sync syn_\w+ in this account/, "another account's sync");
+  await refused(
+    admin('POST', '/api/syncs', airtableBody(baseB.id, { database_of: otherSync, schema: 'notes' })),
+    422,
+    /database_of: no sync syn_\w+ in this account/,
+    "another account's sync",
+  );
   await refused(
     admin('POST', '/api/syncs', airtableBody(baseB.id, { database_of: 'syn_doesnotexist00', schema: 'notes' })),
     422,
@@ -173,7 +192,7 @@ test('bad input to database_of and schema: a clear 4xx each, nothing made', asyn
   await refused(
     admin('POST', '/api/syncs', { ...stripeSyncBody(), account_id: account.id, database_of: first.id, schema: 'payments' }),
     422,
-    /database_of: a stripe sync cannot share/,
+    /database_of: stripe syncs cannot share/,
     'a Stripe sync',
   );
 });
@@ -192,19 +211,32 @@ test('a second Airtable sync goes into a schema of the first one’s database, r
   await waitOk(svc, account.token, second.id);
 
   const reader = first.database.url;
-  assert.equal((await query<{ name: string }>(reader, 'SELECT name FROM public.tasks ORDER BY name')).map((r) => r.name), ['Build', 'Plan']);
-  assert.equal((await query<{ title: string }>(reader, 'SELECT title FROM notes_b.notes ORDER BY title')).map((r) => r.title), ['Hello', 'World']);
-  const metas = await query<{ done: boolean }>(reader, 'SELECT completed_at IS NOT NULL AS done FROM notes_b._sync_meta UNION ALL SELECT completed_at IS NOT NULL FROM public._sync_meta');
+  assert.equal(
+    (await query<{ name: string }>(reader, 'SELECT name FROM public.tasks ORDER BY name')).map((r) => r.name),
+    ['Build', 'Plan'],
+  );
+  assert.equal(
+    (await query<{ title: string }>(reader, 'SELECT title FROM notes_b.notes ORDER BY title')).map((r) => r.title),
+    ['Hello', 'World'],
+  );
+  const metas = await query<{ done: boolean }>(
+    reader,
+    'SELECT completed_at IS NOT NULL AS done FROM notes_b._sync_meta UNION ALL SELECT completed_at IS NOT NULL FROM public._sync_meta',
+  );
   assert.equal(metas, [{ done: true }, { done: true }], 'each schema has its own _sync_meta');
   // Its bookkeeping is apart and out of the reader's sight.
   const tables = await query<{ n: string }>(adminUrlOf(first.database.name), 'SELECT count(*) AS n FROM notes_b_swap._tables');
   assert.is(tables[0]!.n, '1');
-  await assert.rejects(query(reader, 'SELECT * FROM notes_b_swap._state'), /permission denied/);
+  await failsWith(query(reader, 'SELECT * FROM notes_b_swap._state'), /permission denied/);
   // One slot, one decoder lease for the database.
-  assert.equal((await query<{ n: string }>(serverAdminUrl(), 'SELECT count(*) AS n FROM pg_replication_slots WHERE database = $1', [first.database.name]))[0], { n: '1' });
-  const leases = await query<{ id: string; leased: boolean }>(svc.controlUrl, 'SELECT id, decoder_lease_owner IS NOT NULL AS leased FROM syncs WHERE id = ANY($1) ORDER BY database_of NULLS FIRST', [
-    [first.id, second.id],
-  ]);
+  assert.equal((await query<{ n: string }>(serverAdminUrl(), 'SELECT count(*) AS n FROM pg_replication_slots WHERE database = $1', [first.database.name]))[0], {
+    n: '1',
+  });
+  const leases = await query<{ id: string; leased: boolean }>(
+    svc.controlUrl,
+    'SELECT id, decoder_lease_owner IS NOT NULL AS leased FROM syncs WHERE id = ANY($1) ORDER BY database_of NULLS FIRST',
+    [[first.id, second.id]],
+  );
   assert.equal(leases, [
     { id: first.id, leased: true },
     { id: second.id, leased: false },
@@ -213,8 +245,11 @@ test('a second Airtable sync goes into a schema of the first one’s database, r
 
 test("the reader sees no other account's schema or database", async () => {
   const theirs = await request(svc.api, 'GET', `/api/syncs/${otherSync}`, { token: other.token });
-  await assert.rejects(query(withDatabase(first.database.url, theirs.body.database.name), 'SELECT 1'), /permission denied|not permitted/);
-  const listed = await query<{ nspname: string }>(first.database.url, "SELECT nspname FROM pg_namespace WHERE has_schema_privilege(oid, 'USAGE') AND nspname !~ '^pg_' ORDER BY 1");
+  await failsWith(query(withDatabase(first.database.url, theirs.body.database.name), 'SELECT 1'), /permission denied|not permitted/);
+  const listed = await query<{ nspname: string }>(
+    first.database.url,
+    "SELECT nspname FROM pg_namespace WHERE has_schema_privilege(oid, 'USAGE') AND nspname !~ '^pg_' ORDER BY 1",
+  );
   assert.equal(
     listed.map((r) => r.nspname),
     ['information_schema', 'notes_b', 'public'],
@@ -222,12 +257,27 @@ test("the reader sees no other account's schema or database", async () => {
 });
 
 test('a taken schema name is a 409 naming it; so is one the database already has', async () => {
-  await refused(admin('POST', '/api/syncs', airtableBody(baseC.id, { database_of: first.id, schema: 'notes_b' })), 409, /schema: notes_b is taken in the database of sync/, 'taken');
+  await refused(
+    admin('POST', '/api/syncs', airtableBody(baseC.id, { database_of: first.id, schema: 'notes_b' })),
+    409,
+    /schema: notes_b is taken in the database of sync/,
+    'taken',
+  );
   // Naming the second sync joins the first one's database: the same name is taken there too.
-  await refused(admin('POST', '/api/syncs', airtableBody(baseC.id, { database_of: second.id, schema: 'notes_b' })), 409, /schema: notes_b is taken/, 'taken, through the second');
+  await refused(
+    admin('POST', '/api/syncs', airtableBody(baseC.id, { database_of: second.id, schema: 'notes_b' })),
+    409,
+    /schema: notes_b is taken/,
+    'taken, through the second',
+  );
   await query(adminUrlOf(first.database.name), 'CREATE SCHEMA stray');
   try {
-    await refused(admin('POST', '/api/syncs', airtableBody(baseC.id, { database_of: first.id, schema: 'stray' })), 409, /the database already has a schema stray/, 'existing');
+    await refused(
+      admin('POST', '/api/syncs', airtableBody(baseC.id, { database_of: first.id, schema: 'stray' })),
+      409,
+      /the database already has a schema stray/,
+      'existing',
+    );
   } finally {
     await query(adminUrlOf(first.database.name), 'DROP SCHEMA stray');
   }
@@ -271,20 +321,32 @@ test('a proxied create for the second sync lands in its schema at once; the wait
 
 test('a field added upstream rebuilds only the second sync’s table', async () => {
   const oids = async () =>
-    (await query<{ tasks: string; notes: string }>(adminUrlOf(first.database.name), "SELECT 'public.tasks'::regclass::oid::text AS tasks, 'notes_b.notes'::regclass::oid::text AS notes"))[0]!;
+    (
+      await query<{ tasks: string; notes: string }>(
+        adminUrlOf(first.database.name),
+        "SELECT 'public.tasks'::regclass::oid::text AS tasks, 'notes_b.notes'::regclass::oid::text AS notes",
+      )
+    )[0]!;
   const before = await oids();
   baseB.addField('Notes', { name: 'Stars', type: 'number', options: { precision: 0 } });
   await waitFor(
     'the rebuilt table',
     async () =>
-      (await query(first.database.url, "SELECT 1 FROM information_schema.columns WHERE table_schema = 'notes_b' AND table_name = 'notes' AND column_name = 'stars'"))
-        .length === 1 || undefined,
+      (
+        await query(
+          first.database.url,
+          "SELECT 1 FROM information_schema.columns WHERE table_schema = 'notes_b' AND table_name = 'notes' AND column_name = 'stars'",
+        )
+      ).length === 1 || undefined,
     20_000,
   );
   const after = await oids();
   assert.is.not(after.notes, before.notes, 'the second sync’s table was rebuilt');
   assert.is(after.tasks, before.tasks, 'the first sync’s table was not');
-  assert.equal((await query(adminUrlOf(first.database.name), "SELECT count(*)::int AS n FROM pg_tables WHERE schemaname = 'notes_b_swap' AND tablename = 'notes'"))[0], { n: 0 });
+  assert.equal(
+    (await query(adminUrlOf(first.database.name), "SELECT count(*)::int AS n FROM pg_tables WHERE schemaname = 'notes_b_swap' AND tablename = 'notes'"))[0],
+    { n: 0 },
+  );
 });
 
 test('the API and the console show each sync its own tables and schema', async () => {
@@ -327,7 +389,10 @@ test('deleting the second sync drops only its schemas; the name can be used agai
   assert.is(deleted.status, 200, deleted.text);
   assert.equal(await schemasOf(first.database.name), ['public', 'public_swap']);
   assert.equal(await query(svc.controlUrl, 'SELECT 1 FROM syncs WHERE id = $1', [second.id]), []);
-  assert.equal((await query<{ name: string }>(first.database.url, 'SELECT name FROM public.tasks ORDER BY name')).map((r) => r.name), ['Build', 'Plan', 'Ship']);
+  assert.equal(
+    (await query<{ name: string }>(first.database.url, 'SELECT name FROM public.tasks ORDER BY name')).map((r) => r.name),
+    ['Build', 'Plan', 'Ship'],
+  );
 
   // A new sync takes the name: its events are its own, not the deleted sync's.
   const made = await admin('POST', '/api/syncs', airtableBody(baseC.id, { database_of: first.id, schema: 'notes_b' }));
@@ -335,7 +400,11 @@ test('deleting the second sync drops only its schemas; the name can be used agai
   const third = made.body;
   const list = await eventsUntil(third.id, 0, (l) => l.some((e) => e.data?.title === 'From C'), 'the third sync’s first events');
   assert.ok(list.every((e) => (e as Event & { topic: string }).topic.startsWith(`svc.${third.id}.`)));
-  assert.equal(await query(svc.controlUrl, 'SELECT 1 FROM events WHERE sync_id = $1 AND seq > 0 AND created_at > now() - interval \'1 second\' AND value LIKE \'%From C%\'', [second.id]), []);
+  assert.equal(
+    await query(svc.controlUrl, "SELECT 1 FROM events WHERE sync_id = $1 AND value LIKE '%From C%'", [second.id]),
+    [],
+    'nothing goes to the deleted sync',
+  );
 
   const gone = await request(svc.api, 'DELETE', `/api/syncs/${third.id}`, { token: account.token });
   assert.is(gone.status, 200, gone.text);

@@ -20,6 +20,8 @@ export type AirtableTunables = Pick<AirtableRunnerOptions, 'pollIntervalMs' | 'c
 /** An Airtable base, one table per Airtable table, one event collection per table. */
 export const airtableKind: SourceKind = {
   name: 'airtable',
+  // Every name it writes comes from the sync's schemas: a base may go into another sync's database.
+  sharesDatabase: true,
   upstreamHost: 'api.airtable.com',
   createFields: {
     base_id: z.string().regex(/^app[A-Za-z0-9]{14}$/, 'must be an Airtable base id (app followed by 14 letters or digits)'),

@@ -88,7 +88,7 @@ export class SyncService {
     const problem = schemaNameProblem(schema);
     if (problem) throw new TributaryError('unprocessable', `schema: ${problem}`);
     if (!kind.sharesDatabase)
-      throw new TributaryError('unprocessable', `database_of: a ${kind.name} sync cannot share another sync's database; it needs its own`);
+      throw new TributaryError('unprocessable', `database_of: ${kind.name} syncs cannot share another sync's database; each needs its own`);
     const missing = () => new TributaryError('unprocessable', `database_of: no sync ${input.databaseOf} in this account`);
     let of = await this.options.store.get(input.databaseOf);
     if (of?.state !== 'active' || of.accountId !== input.accountId) throw missing();
