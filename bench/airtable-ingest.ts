@@ -10,6 +10,7 @@
  * 3. re-sweep of unchanged data (what every later cycle does);
  * 4. the physical reference: COPY of the converted rows.
  */
+import { PUBLIC_SCHEMAS } from '../src/syncdb/schemas.ts';
 import { spawn } from 'node:child_process';
 import path from 'node:path';
 import pg from 'pg';
@@ -60,13 +61,13 @@ async function main() {
   const db = new pg.Pool({ connectionString: withDatabase(postgres.adminUrl, name), max: 4 });
   const client = new AirtableClient({ baseUrl: fake.url, token: new Secret(fake.token), baseId: fake.baseId });
   const mappings = mapBase(await client.schema(), AIRTABLE_DEFAULT_SETTINGS);
-  const context = { airtable: client, db, logger, skip: () => false };
+  const context = { airtable: client, db, schemas: PUBLIC_SCHEMAS, logger, skip: () => false };
   try {
     // 1. End to end.
     let started = performance.now();
     let listed = 0;
     for (const mapping of mappings) {
-      await prepareRebuild(db, builtTable(mapping));
+      await prepareRebuild(db, builtTable(mapping, PUBLIC_SCHEMAS));
       listed += (await sweepTable(context, mapping, 'public_swap', { deleteMissing: false })).listed;
     }
     const endToEnd = listed / ((performance.now() - started) / 1000);

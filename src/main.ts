@@ -325,6 +325,8 @@ export async function startService(config: Config, logger: Logger, tunables: Tun
         tickMs: tunables.workerTickMs,
         leaseMs,
         lease: { owner: 'decoder_lease_owner', until: 'decoder_lease_until' },
+        // One decoder per database: leased by the sync that made it, serving every sync in it.
+        claimable: 'database_of IS NULL',
       });
       decoders.start();
       closers.push(() => decoders.stop());

@@ -5,6 +5,7 @@
  * record goes, a debounced edit waits until stable, and a schema change or a table that is not
  * built asks for a cycle instead of pretending to be a pass.
  */
+import { PUBLIC_SCHEMAS } from '../src/syncdb/schemas.ts';
 import { randomBytes } from 'node:crypto';
 import pg from 'pg';
 import { test } from 'uvu';
@@ -58,13 +59,13 @@ test.before(async () => {
 
   const client = () => new AirtableClient({ baseUrl: fake.url, token: new Secret(TOKEN), baseId: base.id });
   [mapping] = mapBase(await client().schema(), AIRTABLE_DEFAULT_SETTINGS) as [TableMapping];
-  await prepareRebuild(target, builtTable(mapping));
-  await swapIn(target, builtTable(mapping));
+  await prepareRebuild(target, builtTable(mapping, PUBLIC_SCHEMAS));
+  await swapIn(target, builtTable(mapping, PUBLIC_SCHEMAS));
 
   state = new AirtableSyncState();
   state.settings = { ...AIRTABLE_DEFAULT_SETTINGS };
   state.live.set(mapping.tableId, mapping);
-  state.webhook = await ensureWebhook(client(), target, logger);
+  state.webhook = await ensureWebhook(client(), target, PUBLIC_SCHEMAS, logger);
   const refetch = async (c: AirtableClient, tableId: string, ids: string[]) => {
     const table = state.live.get(tableId)!;
     await upsertRows(
@@ -75,9 +76,9 @@ test.before(async () => {
   };
   queue = new RefetchQueue({ fetch: (tableId, ids) => refetch(client(), tableId, ids), onFailed: () => state.needCycle(), onDrained: () => undefined, logger });
   const host: CaptureHost = {
-    options: { syncId: SYNC, target, logger, pollIntervalMs: 100 },
+    options: { syncId: SYNC, target, schemas: PUBLIC_SCHEMAS, logger, pollIntervalMs: 100 },
     signal: stop.signal,
-    status: new StatusReporter({ control, target, syncId: SYNC, logger }),
+    status: new StatusReporter({ control, target, schemas: PUBLIC_SCHEMAS, syncId: SYNC, logger }),
     queue,
     client: () => client(),
     refetch,

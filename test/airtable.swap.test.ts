@@ -4,6 +4,7 @@
  * fresh connection during it, nor goes in while a record written meanwhile is not yet fetched
  * again into the new table.
  */
+import { PUBLIC_SCHEMAS } from '../src/syncdb/schemas.ts';
 import pg from 'pg';
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
@@ -40,8 +41,8 @@ test.before(async () => {
     ],
     AIRTABLE_DEFAULT_SETTINGS,
   ) as [TableMapping];
-  await prepareRebuild(db, builtTable(mapping));
-  await swapIn(db, builtTable(mapping));
+  await prepareRebuild(db, builtTable(mapping, PUBLIC_SCHEMAS));
+  await swapIn(db, builtTable(mapping, PUBLIC_SCHEMAS));
 });
 test.after(async () => db?.end());
 
@@ -49,7 +50,7 @@ test.after(async () => db?.end());
 async function rebuiltCopy(label: string): Promise<void> {
   await db.query(`TRUNCATE public.tasks`);
   await db.query(`INSERT INTO public.tasks (id, label) SELECT 'rec' || g, 'old ' || g FROM generate_series(1, ${ROWS}) g`);
-  await prepareRebuild(db, builtTable(mapping));
+  await prepareRebuild(db, builtTable(mapping, PUBLIC_SCHEMAS));
   await db.query(`INSERT INTO public_swap.tasks (id, label) SELECT 'rec' || g, '${label} ' || g FROM generate_series(1, ${ROWS}) g`);
 }
 
@@ -66,7 +67,7 @@ async function proxiedWrite(id: string, label: string): Promise<void> {
 test('a proxied write on a fresh connection during a guarded swap: both finish, no deadlock', async () => {
   await rebuiltCopy('new');
   const since = Date.now();
-  const swap = swapIn(db, builtTable(mapping), { since, covered: () => true });
+  const swap = swapIn(db, builtTable(mapping, PUBLIC_SCHEMAS), { since, covered: () => true });
   await new Promise((r) => setTimeout(r, 150)); // the swap is comparing the tables
   const write = proxiedWrite('rec1', 'proxied');
   const [swapped] = await Promise.all([swap, write]);
@@ -79,7 +80,7 @@ test('a write to the old table while the swap compares the tables commits after 
   // Committed between the comparison and the swap, it would be an event before the swap's,
   // whose differences (computed before it) then carry an older prior than it wrote.
   await rebuiltCopy('new');
-  const swap = swapIn(db, builtTable(mapping));
+  const swap = swapIn(db, builtTable(mapping, PUBLIC_SCHEMAS));
   await new Promise((r) => setTimeout(r, 150)); // the swap is comparing the tables
   const fresh = new pg.Pool({ connectionString: url, max: 1 });
   try {
@@ -101,7 +102,7 @@ test('a record written meanwhile and not fetched again holds the swap back; the 
   await rebuiltCopy('newer');
   const since = Date.now();
   await proxiedWrite('rec7', 'proxied');
-  const held = await swapIn(db, builtTable(mapping), { since, covered: () => false });
+  const held = await swapIn(db, builtTable(mapping, PUBLIC_SCHEMAS), { since, covered: () => false });
   assert.equal(
     held.map((m) => m.id),
     ['rec7'],
@@ -114,7 +115,7 @@ test('a record written meanwhile and not fetched again holds the swap back; the 
   );
   // Fetched again into the new table: now it goes in.
   await db.query("UPDATE public_swap.tasks SET label = 'proxied' WHERE id = 'rec7'");
-  assert.equal(await swapIn(db, builtTable(mapping), { since, covered: () => true }), []);
+  assert.equal(await swapIn(db, builtTable(mapping, PUBLIC_SCHEMAS), { since, covered: () => true }), []);
   const after = await db.query("SELECT label FROM public.tasks WHERE id IN ('rec7', 'rec8') ORDER BY id");
   assert.equal(
     after.rows.map((r) => r.label),

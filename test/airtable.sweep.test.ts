@@ -1,3 +1,4 @@
+import { PUBLIC_SCHEMAS } from '../src/syncdb/schemas.ts';
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
 import pg from 'pg';
@@ -40,8 +41,8 @@ test.before(async () => {
   db = new pg.Pool({ connectionString: withDatabase(serverAdminUrl(), name) });
   const tables = await client().schema();
   [mapping] = mapBase(tables, AIRTABLE_DEFAULT_SETTINGS) as [TableMapping];
-  await prepareRebuild(db, builtTable(mapping));
-  await swapIn(db, builtTable(mapping));
+  await prepareRebuild(db, builtTable(mapping, PUBLIC_SCHEMAS));
+  await swapIn(db, builtTable(mapping, PUBLIC_SCHEMAS));
 });
 test.after(async () => {
   await db.end();
@@ -55,7 +56,7 @@ function client(attempts = 3): AirtableClient {
 }
 
 function context(airtable = client()): SweepContext {
-  return { airtable, db, logger, skip: () => false, createdMarginMs: 0 };
+  return { airtable, db, schemas: PUBLIC_SCHEMAS, logger, skip: () => false, createdMarginMs: 0 };
 }
 
 const count = async () => Number((await db.query('SELECT count(*) AS n FROM public.items')).rows[0].n);

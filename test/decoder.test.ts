@@ -3,6 +3,7 @@
  * documented in the README for every column type Tributary makes, what is no event, unchanged TOASTed
  * values, and a restart that neither loses nor repeats anything.
  */
+import { PUBLIC_SCHEMAS } from '../src/syncdb/schemas.ts';
 import { randomBytes } from 'node:crypto';
 import pg from 'pg';
 import { test } from 'uvu';
@@ -267,9 +268,9 @@ const swapColumn = (name: string, type: ColumnMapping['type']): ColumnMapping =>
 async function rebuild(mapping: TableMapping, values: string): Promise<Event[]> {
   await caughtUp();
   const before = (await loggedEvents(0)).length;
-  await prepareRebuild(target, builtTable(mapping));
+  await prepareRebuild(target, builtTable(mapping, PUBLIC_SCHEMAS));
   if (values) await target.query(`INSERT INTO public_swap.${mapping.name} VALUES ${values}`);
-  await swapIn(target, builtTable(mapping));
+  await swapIn(target, builtTable(mapping, PUBLIC_SCHEMAS));
   await caughtUp();
   return (await loggedEvents(before)).slice(before).map((e) => e.event);
 }

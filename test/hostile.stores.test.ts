@@ -8,6 +8,7 @@
  * sessions per account; a sync's recent errors per sync. Another account's consumer keeps
  * working throughout.
  */
+import { PUBLIC_SCHEMAS } from '../src/syncdb/schemas.ts';
 import { randomBytes, randomUUID } from 'node:crypto';
 import { readFile } from 'node:fs/promises';
 import http from 'node:http';
@@ -389,7 +390,7 @@ test(`an account keeps at most ${MAX_SESSIONS} console sessions: 60 sign-ins end
 });
 
 test(`a sync failing fast keeps its ${MAX_RECENT_ERRORS} newest errors`, async () => {
-  const reporter = new StatusReporter({ control: pool, target: pool, syncId: A.syncId, logger: createLogger({ level: 'silent' }) });
+  const reporter = new StatusReporter({ control: pool, target: pool, schemas: PUBLIC_SCHEMAS, syncId: A.syncId, logger: createLogger({ level: 'silent' }) });
   for (let i = 0; i < MAX_RECENT_ERRORS + 50; i++) await reporter.failed(`upstream refused, attempt ${i}`, 'transient');
   assert.is(await count('sync_errors WHERE sync_id = $1', [A.syncId]), MAX_RECENT_ERRORS);
   const history = await request(svc.api, 'GET', `/api/syncs/${A.syncId}/history?hours=1`, { token: A.token });

@@ -13,6 +13,7 @@ import { provisionDatabase } from '../src/control/provisioner.ts';
 import { withDatabase } from '../src/db/sql.ts';
 import { newDatabaseName } from '../src/ids.ts';
 import { createLogger } from '../src/log.ts';
+import { PUBLIC_SCHEMAS } from '../src/syncdb/schemas.ts';
 import { recordCycleEnd, recordCycleStart } from '../src/writer/sync-meta.ts';
 import { CrashablePostgres } from './harness/crashable-postgres.ts';
 
@@ -48,8 +49,8 @@ const rows = (pool: pg.Pool) =>
 test('cycle times reach readers but never the replication slot', async () => {
   await withPool(async (pool) => {
     const started = new Date('2026-11-26T10:00:00Z');
-    await recordCycleStart(pool, started);
-    await recordCycleEnd(pool, new Date('2026-11-26T10:00:02.500Z'), 2.5);
+    await recordCycleStart(pool, PUBLIC_SCHEMAS, started);
+    await recordCycleEnd(pool, PUBLIC_SCHEMAS, new Date('2026-11-26T10:00:02.500Z'), 2.5);
     assert.equal(await rows(pool), [{ started_at: started, completed_at: new Date('2026-11-26T10:00:02.500Z'), seconds: 2.5 }]);
     // Everything the slot would hand the decoder: no row change, no transaction of these writes.
     const { rows: changes } = await pool.query(
@@ -67,10 +68,10 @@ test('after a crash of the server, the next write puts the row back; there is ne
   await withPool(async (pool) => {
     assert.equal(await rows(pool), [], 'recovery empties an unlogged table');
     const started = new Date('2026-11-26T11:00:00Z');
-    await recordCycleStart(pool, started);
+    await recordCycleStart(pool, PUBLIC_SCHEMAS, started);
     assert.equal(await rows(pool), [{ started_at: started, completed_at: null, seconds: null }], 'running, as readers should see it');
-    await recordCycleEnd(pool, new Date('2026-11-26T11:00:01Z'), 1);
-    await recordCycleStart(pool, new Date('2026-11-26T11:00:05Z'));
+    await recordCycleEnd(pool, PUBLIC_SCHEMAS, new Date('2026-11-26T11:00:01Z'), 1);
+    await recordCycleStart(pool, PUBLIC_SCHEMAS, new Date('2026-11-26T11:00:05Z'));
     assert.equal(await rows(pool), [{ started_at: new Date('2026-11-26T11:00:05Z'), completed_at: new Date('2026-11-26T11:00:01Z'), seconds: 1 }]);
   });
 });

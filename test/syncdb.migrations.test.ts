@@ -5,6 +5,7 @@
  * second run does nothing; a step added later is applied once, in order; and a database that
  * predates a table gets it.
  */
+import { PUBLIC_SCHEMAS } from '../src/syncdb/schemas.ts';
 import { readFile } from 'node:fs/promises';
 import path from 'node:path';
 import pg from 'pg';
@@ -73,7 +74,7 @@ test('a database made before numbered steps is migrated in place: rows, slot and
   await pool.query('SELECT pg_replication_slot_advance($1, pg_current_wal_lsn())', [slot]);
   const before = (await pool.query('SELECT confirmed_flush_lsn::text AS lsn FROM pg_replication_slots WHERE slot_name = $1', [slot])).rows[0];
 
-  assert.is(await migrateSyncDatabase(pool, [CORE, STRIPE_SCHEMA], logger), 4, 'core 1 to 3, stripe 1');
+  assert.is(await migrateSyncDatabase(pool, [CORE, STRIPE_SCHEMA], PUBLIC_SCHEMAS, logger), 4, 'core 1 to 3, stripe 1');
   assert.equal((await pool.query('SELECT scope, version FROM public_swap._migrations ORDER BY scope, version')).rows, [
     { scope: 'core', version: 1 },
     { scope: 'core', version: 2 },
@@ -98,12 +99,12 @@ test('a database made before numbered steps is migrated in place: rows, slot and
     'the slot is where it was',
   );
   assert.is(await pendingChanges(pool, slot), 0, 'no row change, so no event');
-  assert.is(await migrateSyncDatabase(pool, [CORE, STRIPE_SCHEMA], logger), 0, 'a second run does nothing');
+  assert.is(await migrateSyncDatabase(pool, [CORE, STRIPE_SCHEMA], PUBLIC_SCHEMAS, logger), 0, 'a second run does nothing');
 });
 
 test('a database that predates a table gets it; a step added later runs once, after the others', async () => {
   const { pool } = await olderDatabase({ withoutMarks: true });
-  await migrateSyncDatabase(pool, [CORE], logger);
+  await migrateSyncDatabase(pool, [CORE], PUBLIC_SCHEMAS, logger);
   assert.ok((await pool.query("SELECT to_regclass('public_swap._recent_writes') IS NOT NULL AS ok")).rows[0].ok, 'the marks table was made');
 
   const later = {
@@ -114,7 +115,7 @@ test('a database that predates a table gets it; a step added later runs once, af
     ],
   };
   // Two runners starting at once: the step runs once.
-  const applied = await Promise.all([migrateSyncDatabase(pool, [later], logger), migrateSyncDatabase(pool, [later], logger)]);
+  const applied = await Promise.all([migrateSyncDatabase(pool, [later], PUBLIC_SCHEMAS, logger), migrateSyncDatabase(pool, [later], PUBLIC_SCHEMAS, logger)]);
   assert.equal(applied.sort(), [0, 1]);
   assert.equal((await pool.query("SELECT version FROM public_swap._migrations WHERE scope = 'core' ORDER BY version")).rows, [
     { version: 1 },

@@ -4,6 +4,7 @@
  * back and named for fetching again; one whose copy equals the table's, or one fetched a clock
  * margin after the mark, is not held.
  */
+import { PUBLIC_SCHEMAS } from '../src/syncdb/schemas.ts';
 import pg from 'pg';
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
@@ -31,7 +32,7 @@ test.before(async () => {
   url = await freshDatabase('fetched');
   pool = new pg.Pool({ connectionString: url, max: 2 });
   await pool.query('CREATE SCHEMA public_swap');
-  await migrateSyncDatabase(pool, [CORE]);
+  await migrateSyncDatabase(pool, [CORE], PUBLIC_SCHEMAS);
   for (const statement of createTableStatements(shape)) await pool.query(statement);
 });
 test.after(async () => pool?.end());

@@ -11,7 +11,7 @@ import { needsRefresh, readPayloads, refreshWebhook, saveWebhookState, type Webh
 
 /** What change capture needs of the runner it is part of. */
 export interface CaptureHost {
-  readonly options: Pick<AirtableRunnerOptions, 'syncId' | 'target' | 'logger' | 'pollIntervalMs' | 'passRequests'>;
+  readonly options: Pick<AirtableRunnerOptions, 'syncId' | 'target' | 'schemas' | 'logger' | 'pollIntervalMs' | 'passRequests'>;
   readonly signal: AbortSignal;
   readonly status: StatusReporter;
   readonly queue: RefetchQueue;
@@ -96,14 +96,15 @@ export class ChangeCapture {
     const pass = await this.host.status.passStarted();
     const failuresAtStart = this.host.queue.failures;
     // Refreshed here, not only per cycle: a cycle of a large base can outlast a short-lived webhook.
-    if (needsRefresh(this.state.webhook!)) this.state.webhook = await refreshWebhook(client, this.host.options.target, this.state.webhook!);
+    if (needsRefresh(this.state.webhook!))
+      this.state.webhook = await refreshWebhook(client, this.host.options.target, this.host.options.schemas, this.state.webhook!);
     const webhook = this.state.webhook!;
     const { payloads, cursor } = await readPayloads(client, webhook);
     if (payloads.length > 0) await this.applyPayloads(client, payloads);
     if (cursor !== webhook.cursor) {
       // Saved only after the changes are written: a crash re-reads them (at least once).
       this.state.webhook = { ...webhook, cursor };
-      await saveWebhookState(this.host.options.target, this.state.webhook);
+      await saveWebhookState(this.host.options.target, this.host.options.schemas, this.state.webhook);
     }
     const settled = this.host.isPass(failuresAtStart, 'poll');
     if (settled) await this.host.status.passCompleted(pass);
@@ -139,7 +140,7 @@ export class ChangeCapture {
       const rebuildingSet = this.state.rebuilding.get(tableId);
       if (rebuildingSet) for (const id of ids) rebuildingSet.add(id);
       const mapping = this.state.live.get(tableId);
-      if (mapping) await deleteRows(this.host.options.target, shapeOf(mapping, 'public'), [...ids]);
+      if (mapping) await deleteRows(this.host.options.target, shapeOf(mapping, this.host.options.schemas.live), [...ids]);
     }
     for (const [tableId, ids] of changed) {
       const rebuildingSet = this.state.rebuilding.get(tableId);

@@ -20,6 +20,8 @@ export type AirtableTunables = Pick<AirtableRunnerOptions, 'pollIntervalMs' | 'c
 /** An Airtable base, one table per Airtable table, one event collection per table. */
 export const airtableKind: SourceKind = {
   name: 'airtable',
+  // Every name it writes comes from the sync's schemas: a base may go into another sync's database.
+  sharesDatabase: true,
   upstreamHost: 'api.airtable.com',
   createFields: {
     base_id: z.string().regex(/^app[A-Za-z0-9]{14}$/, 'must be an Airtable base id (app followed by 14 letters or digits)'),
@@ -47,6 +49,7 @@ export const airtableKind: SourceKind = {
       baseId: sync.baseId!,
       control: context.control,
       target: context.target,
+      schemas: context.schemas,
       token: context.key,
       baseUrl: context.baseUrl,
       limiter: context.limiter,
@@ -59,7 +62,7 @@ export const airtableKind: SourceKind = {
   },
   // A base may only have 10 webhooks: a deleted sync's goes with it.
   async cleanup(context: CleanupContext) {
-    const state = await loadWebhookState(context.target);
+    const state = await loadWebhookState(context.target, context.schemas);
     if (!state) return;
     const client = new AirtableClient({
       baseUrl: context.baseUrl,

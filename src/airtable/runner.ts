@@ -24,6 +24,7 @@ import { AirtableSyncState, interruptible } from './sync-state.ts';
 import { swapInAfterProxiedWrites } from './swap-rounds.ts';
 import { TokenOwners } from './owners.ts';
 import { UserLimitWatch } from './user-limit.ts';
+import type { SyncSchemas } from '../syncdb/schemas.ts';
 
 export interface AirtableRunnerOptions {
   syncId: string;
@@ -31,6 +32,7 @@ export interface AirtableRunnerOptions {
   /** Control database (status) and the sync's own database (data). */
   control: pg.Pool;
   target: pg.Pool;
+  schemas: SyncSchemas;
   token: Secret;
   baseUrl: string;
   limiter?: QuotaLimiter;
@@ -82,7 +84,8 @@ export class AirtableRunner {
   private readonly userLimit: UserLimitWatch;
 
   constructor(readonly options: AirtableRunnerOptions) {
-    this.status = new StatusReporter({ control: options.control, target: options.target, syncId: options.syncId, logger: options.logger });
+    const { control, target, schemas, syncId, logger } = options;
+    this.status = new StatusReporter({ control, target, schemas, syncId, logger });
     this.queue = new RefetchQueue({
       fetch: (tableId, ids) => this.refetch(this.client(true), tableId, ids),
       // Left to the sweep, which no longer skips them: until a new cycle, no capture poll is a pass.
@@ -210,16 +213,17 @@ export class AirtableRunner {
     if (this.options.changeCapture !== false) {
       // Before listing: every change from here on is either in the listing or in a payload.
       const previous = this.state.webhook?.id;
-      this.state.webhook = await ensureWebhook(client, this.options.target, this.options.logger);
+      this.state.webhook = await ensureWebhook(client, this.options.target, this.options.schemas, this.options.logger);
       // A webhook new to this runner: what happened before it is only in this cycle's listing.
       if (this.state.webhook && this.state.webhook.id !== previous) this.state.needsCycle = Math.max(this.state.needsCycle, number);
     }
     const desired = mapBase(await client.schema(), settings);
-    const built = await loadBuilt(this.options.target);
+    const { schemas } = this.options;
+    const built = await loadBuilt(this.options.target, schemas);
     this.state.live = new Map(built);
     const plan = planMigration(desired, built);
     for (const gone of plan.drop) {
-      await dropTable(this.options.target, builtTable(gone));
+      await dropTable(this.options.target, builtTable(gone, schemas));
       this.state.live.delete(gone.tableId);
     }
 
@@ -240,11 +244,11 @@ export class AirtableRunner {
         let result: Awaited<ReturnType<typeof sweepTable>>;
         let leftover: string[];
         try {
-          await prepareRebuild(this.options.target, builtTable(mapping));
+          await prepareRebuild(this.options.target, builtTable(mapping, schemas));
           result = await sweepTable(
             this.sweepContext(client, (n) => progress('rebuild', n)),
             mapping,
-            'public_swap',
+            schemas.swap,
             {
               deleteMissing: false,
             },
@@ -252,9 +256,10 @@ export class AirtableRunner {
           leftover = await swapInAfterProxiedWrites(
             {
               target: this.options.target,
+              schemas,
               signal: this.signal,
               logger: this.options.logger,
-              refetch: (ids) => this.refetchInto(client, mapping, 'public_swap', ids),
+              refetch: (ids) => this.refetchInto(client, mapping, schemas.swap, ids),
             },
             mapping,
             rebuildFrom,
@@ -272,12 +277,12 @@ export class AirtableRunner {
         records += result.listed;
         this.options.logger.info({ table: mapping.name, records: result.listed }, 'table built and swapped in');
       } else {
-        if (recomment.has(mapping.tableId)) await refreshComments(this.options.target, builtTable(mapping));
+        if (recomment.has(mapping.tableId)) await refreshComments(this.options.target, builtTable(mapping, schemas));
         this.state.live.set(mapping.tableId, mapping);
         const result = await sweepTable(
           this.sweepContext(client, (n) => progress('sweep', n)),
           mapping,
-          'public',
+          schemas.live,
           {
             deleteMissing: true,
           },
@@ -299,6 +304,7 @@ export class AirtableRunner {
     return {
       airtable: client,
       db: this.options.target,
+      schemas: this.options.schemas,
       logger: this.options.logger,
       onPage,
       skip: (tableId, id, fetchedAt) => {
@@ -313,7 +319,8 @@ export class AirtableRunner {
     const cutoff = Date.now() - RECENT_TTL_MS;
     for (const [key, at] of this.recent) if (at < cutoff) this.recent.delete(key);
     // The proxy's marks (writer/marks.ts), made by whichever process proxied the writes.
-    await pruneMarks(this.options.target).catch((error: unknown) => this.options.logger.debug({ err: toError(error) }, 'could not prune write marks'));
+    const { target, schemas, logger } = this.options;
+    await pruneMarks(target, schemas).catch((error: unknown) => logger.debug({ err: toError(error) }, 'could not prune write marks'));
   }
 
   /**
@@ -327,18 +334,18 @@ export class AirtableRunner {
       .then(async () => {
         const mapping = this.state.live.get(tableId);
         if (!mapping || ids.length === 0) return;
-        await this.refetchInto(client, mapping, 'public', ids);
+        await this.refetchInto(client, mapping, this.options.schemas.live, ids);
       });
     this.refetching = run;
     return run;
   }
 
   /**
-   * Fetches records by id into the table in `schema`; returns when the fetch began. Into a
+   * Fetches records by id into the table in `schema` (live or swap); returns when the fetch began. Into a
    * live table, records a proxied write may have overtaken are fetched again later (writer/fetched.ts);
    * a rebuild's table is checked at its swap instead.
    */
-  private async refetchInto(client: AirtableClient, mapping: TableMapping, schema: 'public' | 'public_swap', ids: string[]): Promise<number> {
+  private async refetchInto(client: AirtableClient, mapping: TableMapping, schema: string, ids: string[]): Promise<number> {
     const fetchedAt = Date.now();
     let records: Awaited<ReturnType<AirtableClient['recordsById']>>;
     try {
@@ -353,10 +360,10 @@ export class AirtableRunner {
     const found = new Set(records.map((r) => r.id));
     const rows = records.map((r) => rowOf(mapping, r));
     let held: string[] = [];
-    if (schema === 'public_swap') {
+    if (schema === this.options.schemas.swap) {
       await upsertRows(this.options.target, shape, rows);
     } else {
-      await ensureMarks(this.options.target);
+      await ensureMarks(this.options.target, this.options.schemas);
       const db = await this.options.target.connect();
       try {
         ({ held } = await writeFetched(db, shape, mapping.tableId, rows, fetchedAt));

@@ -5,12 +5,14 @@ import { MARK_CLOCK_MARGIN_MS } from '../writer/marks.ts';
 import { swapIn } from '../writer/swap.ts';
 import type { TableMapping } from './schema.ts';
 import { builtTable } from './tables.ts';
+import type { SyncSchemas } from '../syncdb/schemas.ts';
 
 /** Rounds of fetching proxied records again before a rebuilt table goes in regardless. */
 const SWAP_ROUNDS = 5;
 
 export interface SwapRoundsOptions {
   target: pg.Pool;
+  schemas: SyncSchemas;
   signal: AbortSignal;
   logger: Logger;
   /** Fetches these records again into the rebuilt table; resolves to when the fetch began. */
@@ -38,7 +40,7 @@ export async function swapInAfterProxiedWrites(options: SwapRoundsOptions, mappi
         return true;
       },
     };
-    const marks = await swapIn(options.target, builtTable(mapping), round < SWAP_ROUNDS ? { since, covered } : last);
+    const marks = await swapIn(options.target, builtTable(mapping, options.schemas), round < SWAP_ROUNDS ? { since, covered } : last);
     if (marks.length === 0) return leftover;
     const newest = marks.reduce((latest, m) => Math.max(latest, m.at), 0);
     await pause(Math.max(0, newest + MARK_CLOCK_MARGIN_MS + 1 - Date.now()), options.signal);

@@ -10,7 +10,8 @@ import { ensureMarks } from '../writer/marks.ts';
 import type { Row } from '../writer/upsert.ts';
 import { AirtableError, type AirtableClient } from './client.ts';
 import type { TableMapping } from './schema.ts';
-import { copyLineOf, rowOf, shapeOf, type TargetSchema } from './tables.ts';
+import { copyLineOf, rowOf, shapeOf } from './tables.ts';
+import type { SyncSchemas } from '../syncdb/schemas.ts';
 import type { ListPage } from './types.ts';
 
 /** Where pages come from: the Airtable client (or, in a benchmark, pages held in memory). */
@@ -19,6 +20,8 @@ export type PageSource = Pick<AirtableClient, 'listPage'>;
 export interface SweepContext {
   airtable: PageSource;
   db: pg.Pool;
+  /** The sync's schemas: sweeps write its live one, rebuilds its swap one. */
+  schemas: SyncSchemas;
   logger: Logger;
   /** True when a fresher copy of the record was written since `fetchedAt` (change capture, debounce). */
   skip(tableId: string, recordId: string, fetchedAt: number): boolean;
@@ -46,15 +49,15 @@ const MAX_LISTING_RESTARTS = 3;
 const BATCH_ROWS = 1000;
 
 /**
- * Lists a whole table and writes every record: upserts into a live table in `public`,
- * COPY into a fresh rebuild in `public_swap`. Only a listing that reached its last page
+ * Lists a whole table and writes every record: upserts into a live table (`schema` the
+ * sync's live schema), COPY into a fresh rebuild (its swap schema). Only a listing that reached its last page
  * proves which rows are gone: any failure before that throws, and
  * nothing is deleted. Seen ids go to a temporary table, so memory stays flat however
  * large the table is.
  */
-export async function sweepTable(ctx: SweepContext, mapping: TableMapping, schema: TargetSchema, options: { deleteMissing: boolean }): Promise<SweepResult> {
+export async function sweepTable(ctx: SweepContext, mapping: TableMapping, schema: string, options: { deleteMissing: boolean }): Promise<SweepResult> {
   const shape = shapeOf(mapping, schema);
-  const rebuild = schema === 'public_swap';
+  const rebuild = schema === ctx.schemas.swap;
   const client = await ctx.db.connect();
   const result: SweepResult = { listed: 0, written: 0, deleted: 0 };
   let failed = false;
@@ -93,7 +96,7 @@ export async function sweepTable(ctx: SweepContext, mapping: TableMapping, schem
   }
 }
 
-/** A rebuild: one COPY into the fresh table in public_swap, fed page by page. */
+/** A rebuild: one COPY into the fresh table in the swap schema, fed page by page. */
 async function loadFresh(ctx: SweepContext, client: pg.PoolClient, mapping: TableMapping, shape: TableShape, result: SweepResult) {
   const copy = openCopy(client, shape);
   try {
@@ -114,7 +117,7 @@ async function loadFresh(ctx: SweepContext, client: pg.PoolClient, mapping: Tabl
 
 /** A live table: upserts that skip unchanged rows, and the ids seen, batch by batch. */
 async function sweepLive(ctx: SweepContext, client: pg.PoolClient, mapping: TableMapping, shape: TableShape, result: SweepResult, trackSeen: boolean) {
-  await ensureMarks(ctx.db);
+  await ensureMarks(ctx.db, ctx.schemas);
   // Each batch: its rows, then its ids into sweep_seen, on this one connection in turn.
   const writer = new BatchWriter<{ id: string; row: Row | null; fetchedAt: number }>(async (batch) => {
     // Records written through the proxy since their page was fetched keep the proxy's copy,

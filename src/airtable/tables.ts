@@ -6,8 +6,7 @@ import type { Row } from '../writer/upsert.ts';
 import { converters } from './cells.ts';
 import type { ColumnMapping, TableMapping } from './schema.ts';
 import type { AirtableRecord } from './types.ts';
-
-export type TargetSchema = 'public' | 'public_swap';
+import { bookkeeping, type SyncSchemas } from '../syncdb/schemas.ts';
 
 function columnComment(column: ColumnMapping): string {
   if (column.fieldId === null) {
@@ -17,7 +16,8 @@ function columnComment(column: ColumnMapping): string {
 }
 
 /** The writer's view of a mapped table, with the COMMENTs that make `\d+` show the origin. */
-export function shapeOf(mapping: TableMapping, schema: TargetSchema): TableShape {
+/** `schema`: the sync's live schema, or its swap schema for a rebuild (src/syncdb/schemas.ts). */
+export function shapeOf(mapping: TableMapping, schema: string): TableShape {
   return {
     schema,
     name: mapping.name,
@@ -65,13 +65,13 @@ export function copyLineOf(mapping: TableMapping, record: AirtableRecord): strin
   return `${line}\n`;
 }
 
-/** The mappings the sync database's tables were built with (public_swap._tables). */
-export async function loadBuilt(db: pg.Pool | pg.ClientBase): Promise<Map<string, TableMapping>> {
-  const { rows } = await db.query<{ upstream_id: string; mapping: TableMapping }>('SELECT upstream_id, mapping FROM public_swap._tables');
+/** The mappings the sync's tables were built with (`_tables` of its swap schema). */
+export async function loadBuilt(db: pg.Pool | pg.ClientBase, schemas: SyncSchemas): Promise<Map<string, TableMapping>> {
+  const { rows } = await db.query<{ upstream_id: string; mapping: TableMapping }>(`SELECT upstream_id, mapping FROM ${bookkeeping(schemas, '_tables')}`);
   return new Map(rows.map((r) => [r.upstream_id, r.mapping]));
 }
 
 /** A table's mapping as the writer's rebuild and swap take it (writer/swap.ts). */
-export function builtTable(mapping: TableMapping): BuiltTable {
-  return { tableId: mapping.tableId, name: mapping.name, shapeIn: (schema) => shapeOf(mapping, schema), record: mapping };
+export function builtTable(mapping: TableMapping, schemas: SyncSchemas): BuiltTable {
+  return { tableId: mapping.tableId, name: mapping.name, schemas, shapeIn: (schema) => shapeOf(mapping, schema), record: mapping };
 }

@@ -2,8 +2,9 @@ import type pg from 'pg';
 import type { Logger } from '../log.ts';
 import { AirtableError, type AirtableClient } from './client.ts';
 import { loadState, saveState } from '../sync/state.ts';
+import type { SyncSchemas } from '../syncdb/schemas.ts';
 
-/** What the sync keeps of its Airtable webhook, in public_swap._state. */
+/** What the sync keeps of its Airtable webhook, in `_state` of its swap schema. */
 export interface WebhookState {
   id: string;
   cursor: number;
@@ -43,16 +44,16 @@ export function needsRefresh(state: WebhookState, now = Date.now()): boolean {
 }
 
 /** Extends the webhook's life; its cursor and payloads stay. */
-export async function refreshWebhook(client: AirtableClient, db: pg.Pool, state: WebhookState): Promise<WebhookState> {
+export async function refreshWebhook(client: AirtableClient, db: pg.Pool, schemas: SyncSchemas, state: WebhookState): Promise<WebhookState> {
   const refreshed = await client.request<{ expirationTime: string | null }>('POST', `/v0/bases/${client.baseId}/webhooks/${state.id}/refresh`);
   const next = { ...state, expirationTime: refreshed.expirationTime, refreshedAt: Date.now() };
-  await saveWebhookState(db, next);
+  await saveWebhookState(db, schemas, next);
   return next;
 }
 
-export const loadWebhookState = (db: pg.Pool): Promise<WebhookState | undefined> => loadState<WebhookState>(db, STATE_KEY);
+export const loadWebhookState = (db: pg.Pool, schemas: SyncSchemas): Promise<WebhookState | undefined> => loadState<WebhookState>(db, schemas, STATE_KEY);
 
-export const saveWebhookState = (db: pg.Pool, state: WebhookState): Promise<void> => saveState(db, STATE_KEY, state);
+export const saveWebhookState = (db: pg.Pool, schemas: SyncSchemas, state: WebhookState): Promise<void> => saveState(db, schemas, STATE_KEY, state);
 
 interface WebhookInfo {
   id: string;
@@ -66,9 +67,9 @@ interface WebhookInfo {
  * every change alone). A new webhook starts at cursor 1: it must exist before the
  * sweep that follows starts, so nothing between the two is missed.
  */
-export async function ensureWebhook(client: AirtableClient, db: pg.Pool, logger: Logger): Promise<WebhookState | undefined> {
+export async function ensureWebhook(client: AirtableClient, db: pg.Pool, schemas: SyncSchemas, logger: Logger): Promise<WebhookState | undefined> {
   const base = client.baseId;
-  let state = await loadWebhookState(db);
+  let state = await loadWebhookState(db, schemas);
   try {
     if (state) {
       const { webhooks } = await client.request<{ webhooks: WebhookInfo[] }>('GET', `/v0/bases/${base}/webhooks`);
@@ -78,7 +79,7 @@ export async function ensureWebhook(client: AirtableClient, db: pg.Pool, logger:
         logger.warn({ webhook: state.id }, 'Airtable webhook expired or vanished; changes since are caught by the sweep');
         state = undefined;
       } else if (needsRefresh({ ...state, expirationTime: live.expirationTime ?? null })) {
-        state = await refreshWebhook(client, db, state);
+        state = await refreshWebhook(client, db, schemas, state);
       }
     }
     if (!state) {
@@ -86,7 +87,7 @@ export async function ensureWebhook(client: AirtableClient, db: pg.Pool, logger:
         specification: { options: { filters: { dataTypes: ['tableData', 'tableFields'] } } },
       });
       state = { id: created.id, cursor: 1, expirationTime: created.expirationTime, refreshedAt: Date.now() };
-      await saveWebhookState(db, state);
+      await saveWebhookState(db, schemas, state);
       logger.info({ webhook: created.id }, 'Airtable webhook created for change capture');
     }
     return state;

@@ -1,8 +1,8 @@
 import type pg from 'pg';
+import { liveTable, schemasOf } from '../syncdb/schemas.ts';
 import type { SyncService } from '../control/sync-service.ts';
 import type { SyncRecord } from '../control/syncs.ts';
 import { IdlePools } from '../db/idle-pools.ts';
-import { ident } from '../db/sql.ts';
 import type { Logger } from '../log.ts';
 import { KeyedLimit } from '../tenancy/keyed-limit.ts';
 import { SharedReads } from '../tenancy/shared-reads.ts';
@@ -42,7 +42,7 @@ export interface SyncTablesOptions {
 }
 
 /**
- * What the console shows of a sync's own database: `_sync_meta` and the tables of `public`
+ * What the console shows of a sync's own database: `_sync_meta` and the tables of its schema
  * with their row counts. Once it opened a superuser connection per request and counted every
  * table each time, so a flood of requests opened hundreds of backends. Now a read goes through
  * one small pool per database (one connection, closed after 10 s unused), concurrent and
@@ -91,6 +91,7 @@ export class SyncTables {
 
   private async load(sync: SyncRecord): Promise<SyncDatabaseView> {
     const pool = this.pool(await this.options.syncService.adminUrl(sync));
+    const schemas = schemasOf(sync.schema);
     const { rows: listed } = await pool.query<{ name: string; comment: string | null; estimate: string }>(
       // A table not yet analysed (reltuples -1, e.g. just swapped in) is estimated from the
       // statistics' live-row count instead, so a large one is not counted exactly.
@@ -98,8 +99,9 @@ export class SyncTables {
               (CASE WHEN c.reltuples >= 0 THEN c.reltuples ELSE coalesce(s.n_live_tup, 0) END)::bigint AS estimate
          FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
          LEFT JOIN pg_stat_user_tables s ON s.relid = c.oid
-        WHERE n.nspname = 'public' AND c.relkind IN ('r', 'p') AND c.relname <> '_sync_meta'
+        WHERE n.nspname = $1 AND c.relkind IN ('r', 'p') AND c.relname <> '_sync_meta'
         ORDER BY c.relname`,
+      [schemas.live],
     );
     const exact = withinBudget(listed.map((t) => ({ name: t.name, estimate: Math.max(0, Number(t.estimate)) })));
     let counts: string[] = [];
@@ -108,13 +110,13 @@ export class SyncTables {
       // constructor, not a function call: functions take at most 100 arguments, and a
       // Stripe sync has more tables than that.
       const { rows } = await pool.query<{ counts: string[] }>(
-        `SELECT ARRAY[${exact.map((name) => `(SELECT count(*) FROM public.${ident(name)})`).join(', ')}]::bigint[] AS counts`,
+        `SELECT ARRAY[${exact.map((name) => `(SELECT count(*) FROM ${liveTable(schemas, name)})`).join(', ')}]::bigint[] AS counts`,
       );
       counts = rows[0]!.counts;
     }
     const exactCount = new Map(exact.map((name, i) => [name, Number(counts[i] ?? 0)]));
     const { rows: metaRows } = await pool.query<{ started_at: Date | null; completed_at: Date | null; duration_s: number | null }>(
-      'SELECT started_at, completed_at, extract(epoch FROM duration_last)::float8 AS duration_s FROM public._sync_meta LIMIT 1',
+      `SELECT started_at, completed_at, extract(epoch FROM duration_last)::float8 AS duration_s FROM ${liveTable(schemas, '_sync_meta')} LIMIT 1`,
     );
     const meta = metaRows[0];
     return {

@@ -177,6 +177,13 @@ export function syncAnswer(kinds: SourceKinds) {
           idle_in_transaction_timeout_ms: z.number().int().describe("The read-only role's idle_in_transaction_session_timeout (0: none)"),
           temp_file_limit_mb: z.number().int().describe("The read-only role's temp_file_limit, per server process"),
           region: z.string().nullable().describe('The region of the pool server that holds the database; null on a customer-owned server (`database_url`)'),
+          schema: z
+            .string()
+            .describe("The schema of the sync's tables and `_sync_meta`: `public`, or its own in a database it shares (set `search_path` to it)"),
+          database_of: z
+            .string()
+            .nullable()
+            .describe("The sync whose database this one shares (its reader, role limits and server are that sync's); null when the sync made its own"),
         })
         .strict(),
       events: z
@@ -197,7 +204,8 @@ export function syncAnswer(kinds: SourceKinds) {
 
 export type SyncAnswer = z.infer<ReturnType<typeof syncAnswer>>;
 
-export function syncView(sync: SyncRecord, readerUrl: string, events: EventEndpoints): SyncAnswer {
+/** `reader`: the sync whose reader role serves it (itself, or the one whose database it shares). */
+export function syncView(sync: SyncRecord, readerUrl: string, events: EventEndpoints, reader: SyncRecord = sync): SyncAnswer {
   return {
     id: sync.id,
     kind: sync.kind,
@@ -208,11 +216,13 @@ export function syncView(sync: SyncRecord, readerUrl: string, events: EventEndpo
     database: {
       name: sync.databaseName,
       url: readerUrl,
-      connection_limit: sync.readerConnectionLimit,
-      statement_timeout_ms: sync.readerLimits.statementTimeoutMs,
-      idle_in_transaction_timeout_ms: sync.readerLimits.idleInTransactionTimeoutMs,
-      temp_file_limit_mb: sync.readerLimits.tempFileLimitMb,
+      connection_limit: reader.readerConnectionLimit,
+      statement_timeout_ms: reader.readerLimits.statementTimeoutMs,
+      idle_in_transaction_timeout_ms: reader.readerLimits.idleInTransactionTimeoutMs,
+      temp_file_limit_mb: reader.readerLimits.tempFileLimitMb,
       region: sync.region,
+      schema: sync.schema,
+      database_of: sync.databaseOf,
     },
     events: {
       topic_prefix: `svc.${sync.id}.`,

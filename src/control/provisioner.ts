@@ -8,9 +8,10 @@ import { DEFAULT_READER_LIMITS, type ReaderLimits, type RoleSetting, readerSetti
 import { connectionConfig } from '../db/connect.ts';
 import { CORE } from '../syncdb/core.ts';
 import { type MigrationSet, migrateSyncDatabase } from '../syncdb/migrate.ts';
+import { liveTable, PUBLIC_SCHEMAS, type SyncSchemas } from '../syncdb/schemas.ts';
 import { missingRights, readServerFacts } from './server-checks.ts';
 
-/** Every sync database carries one publication of this name, covering schema `public`. */
+/** Every sync database carries one publication of this name, covering `public` and each shared sync's schema. */
 export const PUBLICATION = 'tributary';
 
 export interface SyncDatabase {
@@ -130,30 +131,87 @@ export async function provisionDatabase(
     await admin.query('CREATE SCHEMA public_swap');
     await admin.query(`ALTER DEFAULT PRIVILEGES GRANT SELECT ON TABLES TO ${role}`);
     for (const fn of largeObjectWriters) await admin.query(`REVOKE EXECUTE ON FUNCTION pg_catalog.${fn} FROM PUBLIC`);
-    await admin.query(
-      `CREATE UNLOGGED TABLE public._sync_meta (
-         started_at timestamptz,
-         completed_at timestamptz,
-         duration_last interval
-       )`,
-    );
-    await admin.query('INSERT INTO public._sync_meta VALUES (NULL, NULL, NULL)');
-    await admin.query("COMMENT ON TABLE public._sync_meta IS 'Tributary: when the last sync started and completed'");
+    await createSyncMeta(admin, PUBLIC_SCHEMAS);
     await admin.query(`CREATE PUBLICATION ${ident(PUBLICATION)} FOR TABLES IN SCHEMA public`);
     await admin.query('COMMIT');
     // Created after the publication so that the decoder sees every table from the first change on.
     await admin.query("SELECT pg_create_logical_replication_slot($1, 'pgoutput')", [db.name]);
   });
-  // The sync's own bookkeeping, out of readers' sight and outside the publication: numbered
-  // steps, the same a runner applies to a database made by an older release.
+  await migrateBookkeeping(db, PUBLIC_SCHEMAS, migrations, logger);
+  logger.info({ database: db.name }, 'sync database provisioned');
+}
+
+/** The one-row `_sync_meta` readers look at, in the sync's live schema. */
+async function createSyncMeta(admin: pg.Client, schemas: SyncSchemas): Promise<void> {
+  const table = liveTable(schemas, '_sync_meta');
+  // UNLOGGED: no WAL for the server's walsenders to decode (src/writer/sync-meta.ts).
+  await admin.query(`CREATE UNLOGGED TABLE ${table} (started_at timestamptz, completed_at timestamptz, duration_last interval)`);
+  await admin.query(`INSERT INTO ${table} VALUES (NULL, NULL, NULL)`);
+  await admin.query(`COMMENT ON TABLE ${table} IS 'Tributary: when the last sync started and completed'`);
+}
+
+/**
+ * The sync's own bookkeeping, out of readers' sight and outside the publication: numbered
+ * steps, the same a runner applies to a database made by an older release.
+ */
+async function migrateBookkeeping(db: SyncDatabase, schemas: SyncSchemas, migrations: MigrationSet[], logger: Logger): Promise<void> {
   const pool = new pg.Pool({ ...connectionConfig(withDatabase(db.adminUrl, db.name)), max: 1 });
   pool.on('error', () => undefined);
   try {
-    await migrateSyncDatabase(pool, [CORE, ...migrations], logger);
+    await migrateSyncDatabase(pool, [CORE, ...migrations], schemas, logger);
   } finally {
     await pool.end();
   }
-  logger.info({ database: db.name }, 'sync database provisioned');
+}
+
+/**
+ * A sync in another sync's database (`database_of`): its live schema, which the database's
+ * reader may open and the publication covers (so the one slot carries its changes too), and
+ * its swap schema for rebuilds and bookkeeping, which neither sees. A name the database
+ * already has is a 409; nothing is left behind by a failure (one transaction).
+ */
+export async function provisionSchema(db: SyncDatabase, schemas: SyncSchemas, migrations: MigrationSet[], logger: Logger): Promise<void> {
+  await withClient(withDatabase(db.adminUrl, db.name), async (admin) => {
+    await admin.query('BEGIN');
+    try {
+      const { rows } = await admin.query<{ nspname: string }>('SELECT nspname FROM pg_namespace WHERE nspname = ANY($1)', [[schemas.live, schemas.swap]]);
+      if (rows[0]) throw new TributaryError('conflict', `schema: the database already has a schema ${rows[0].nspname}`);
+      await admin.query(`CREATE SCHEMA ${ident(schemas.live)}`);
+      await admin.query(`GRANT USAGE ON SCHEMA ${ident(schemas.live)} TO ${ident(db.role)}`);
+      await admin.query(`CREATE SCHEMA ${ident(schemas.swap)}`);
+      await createSyncMeta(admin, schemas);
+      await admin.query(`ALTER PUBLICATION ${ident(PUBLICATION)} ADD TABLES IN SCHEMA ${ident(schemas.live)}`);
+      await admin.query('COMMIT');
+    } catch (error) {
+      await admin.query('ROLLBACK').catch(() => undefined);
+      throw error;
+    }
+  });
+  await migrateBookkeeping(db, schemas, migrations, logger);
+  logger.info({ database: db.name, schema: schemas.live }, 'sync schema provisioned');
+}
+
+/**
+ * Removes what provisionSchema made; safe to run again. With `keepSchema` the tables stay for
+ * the reader, out of the publication (no sync writes them any more) and without bookkeeping.
+ */
+export async function dropSchema(db: SyncDatabase, schemas: SyncSchemas, options: { keepSchema: boolean }, logger: Logger): Promise<void> {
+  const exists = await withClient(db.adminUrl, async (admin) => {
+    const { rowCount } = await admin.query('SELECT 1 FROM pg_database WHERE datname = $1', [db.name]);
+    return rowCount === 1;
+  });
+  if (!exists) return;
+  await withClient(withDatabase(db.adminUrl, db.name), async (admin) => {
+    const { rowCount } = await admin.query(
+      `SELECT 1 FROM pg_publication_namespace pn JOIN pg_publication p ON p.oid = pn.pnpubid JOIN pg_namespace n ON n.oid = pn.pnnspid
+        WHERE p.pubname = $1 AND n.nspname = $2`,
+      [PUBLICATION, schemas.live],
+    );
+    if (rowCount) await admin.query(`ALTER PUBLICATION ${ident(PUBLICATION)} DROP TABLES IN SCHEMA ${ident(schemas.live)}`);
+    if (!options.keepSchema) await admin.query(`DROP SCHEMA IF EXISTS ${ident(schemas.live)} CASCADE`);
+    await admin.query(`DROP SCHEMA IF EXISTS ${ident(schemas.swap)} CASCADE`);
+  });
+  logger.info({ database: db.name, schema: schemas.live, kept: options.keepSchema }, options.keepSchema ? 'sync schema kept' : 'sync schema dropped');
 }
 
 async function dropSlot(admin: pg.Client, slot: string): Promise<void> {

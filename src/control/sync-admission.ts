@@ -27,7 +27,7 @@ export async function accountLimits(db: pg.Pool | pg.PoolClient, accountId: stri
   return rows[0];
 }
 
-export type Admission = Pick<NewSync, 'accountId' | 'kind' | 'baseId' | 'upstreamAccountId' | 'apiKeySha256'> & {
+export type Admission = Pick<NewSync, 'accountId' | 'kind' | 'baseId' | 'upstreamAccountId' | 'apiKeySha256' | 'shared'> & {
   /** What an existing sync's upstream is called in a 409 ("base app…", "Stripe account acct_…"): its kind says. */
   describeUpstream(existing: { baseId: string | null; upstreamAccountId: string | null }): string;
 };
@@ -50,6 +50,8 @@ export async function admit(db: pg.Pool | pg.PoolClient, limit: Awaited<ReturnTy
   if (limit.syncs >= limit.max_syncs) {
     throw new TributaryError('conflict', `this account has reached its limit of ${limit.max_syncs} syncs (the operator can raise it)`);
   }
+  // A sync in another's database reads through that sync's reader: no connections of its own.
+  if (sync.shared) return 0;
   const readerLimit = Math.min(DEFAULT_READER_CONNECTIONS, limit.budget - limit.used);
   if (readerLimit < 1) {
     throw new TributaryError('conflict', `this account's readers already hold its whole connection budget of ${limit.budget} (the operator can raise it)`);

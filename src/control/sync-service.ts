@@ -7,11 +7,21 @@ import { ident, withClient, withCredentials, withDatabase } from '../db/sql.ts';
 import { publicOnly, unmarked } from '../db/connect.ts';
 import { hashToken } from './secrets.ts';
 import { AttemptLimiter, checkServerUrl, type ServerUrlPolicy } from './server-url.ts';
-import { checkServer, dropDatabase, provisionDatabase, type ReaderCheck, restoreReaderRole, type SyncDatabase } from './provisioner.ts';
+import {
+  checkServer,
+  dropDatabase,
+  dropSchema,
+  provisionDatabase,
+  provisionSchema,
+  type ReaderCheck,
+  restoreReaderRole,
+  type SyncDatabase,
+} from './provisioner.ts';
+import { PUBLIC_SCHEMAS, schemaNameProblem, schemasOf } from '../syncdb/schemas.ts';
 import type { ReaderLimits } from './reader-limits.ts';
 import type { SyncKind, SyncSettings } from './settings.ts';
 import type { ServerPool, ServerTarget } from './servers.ts';
-import type { SyncRecord, SyncStore } from './syncs.ts';
+import type { NewSync, SyncRecord, SyncStore } from './syncs.ts';
 
 export interface CreateSyncInput {
   accountId: string;
@@ -22,6 +32,9 @@ export interface CreateSyncInput {
   databaseUrl: string | null;
   /** The pool region to place the database in; null: the default region (ignored with databaseUrl). */
   region?: string | null;
+  /** Another sync of the account whose database this one joins, in schema `schema` (operator only; not with databaseUrl or region). */
+  databaseOf?: string | null;
+  schema?: string | null;
 }
 
 /** What a sync kind adds at creation; the Airtable and Stripe parts plug in here. */
@@ -63,19 +76,43 @@ export class SyncService {
     return this.serverUrlPolicy.allowPrivate ? url : publicOnly(url);
   }
 
+  /**
+   * The sync whose database a new one joins (`database_of`), checked before anything else is
+   * asked: one of the same account that holds a database of its own (naming a sync that
+   * shares one names that sync's first). Another account's sync answers exactly like a
+   * missing one.
+   */
+  private async sharedTarget(input: CreateSyncInput, kind: SourceKind): Promise<NewSync['shared']> {
+    if (!input.databaseOf) return undefined;
+    const schema = input.schema ?? '';
+    const problem = schemaNameProblem(schema);
+    if (problem) throw new TributaryError('unprocessable', `schema: ${problem}`);
+    if (!kind.sharesDatabase)
+      throw new TributaryError('unprocessable', `database_of: ${kind.name} syncs cannot share another sync's database; each needs its own`);
+    const missing = () => new TributaryError('unprocessable', `database_of: no sync ${input.databaseOf} in this account`);
+    let of = await this.options.store.get(input.databaseOf);
+    if (of?.state !== 'active' || of.accountId !== input.accountId) throw missing();
+    if (of.databaseOf !== null) of = await this.options.store.get(of.databaseOf);
+    if (of?.state !== 'active' || of.accountId !== input.accountId) throw missing();
+    return { of, schema };
+  }
+
   async create(input: CreateSyncInput): Promise<SyncRecord> {
     const { store, logger } = this.options;
     const kind = this.options.kinds.get(input.kind);
     const settings: SyncSettings = { ...kind.settings.defaults, ...input.settings };
     const apiKeySha256 = kind.keyNamesAccount ? hashToken(input.apiKey) : null;
+    const shared = await this.sharedTarget(input, kind);
     await store.precheck({
       accountId: input.accountId,
       kind: input.kind,
       baseId: input.baseId,
       upstreamAccountId: null,
       apiKeySha256,
+      shared,
       describeUpstream: kind.describeUpstream,
     });
+    if (shared) return this.createShared(input, kind, settings, apiKeySha256, shared);
     const region = input.databaseUrl === null ? (input.region ?? this.options.defaultRegion) : null;
     if (region !== null) await this.options.servers.precheck(region);
     if (input.databaseUrl !== null) {
@@ -122,7 +159,7 @@ export class SyncService {
       const db = await this.database(record);
       const password = (await store.databasePassword(record.id)).reveal();
       await provisionDatabase(db, password, logger, record.readerConnectionLimit, kindSchemaOf(kind), record.readerLimits);
-      await kind.prepareDatabase?.(withDatabase(db.adminUrl, db.name), this.options.logger);
+      await kind.prepareDatabase?.(withDatabase(db.adminUrl, db.name), this.options.logger, PUBLIC_SCHEMAS);
       await store.setState(record.id, 'active');
     } catch (cause) {
       logger.error({ err: cause, sync: record.id }, 'provisioning failed; cleaning up');
@@ -131,6 +168,66 @@ export class SyncService {
     }
     logger.info({ sync: record.id, kind: record.kind, database: record.databaseName }, 'sync created');
     return { ...record, state: 'active' };
+  }
+
+  /** The rest of create() for a sync in a schema of another's database (sharedTarget). */
+  private async createShared(
+    input: CreateSyncInput,
+    kind: SourceKind,
+    settings: SyncSettings,
+    apiKeySha256: string | null,
+    shared: NonNullable<NewSync['shared']>,
+  ): Promise<SyncRecord> {
+    const { store, logger } = this.options;
+    const checked: UpstreamFacts = this.options.kindContext ? await kind.check(input, this.options.kindContext(kind)) : {};
+    const record = await this.insertOrConflict(input, {
+      id: newSyncId(),
+      accountId: input.accountId,
+      kind: input.kind,
+      baseId: input.baseId,
+      upstreamAccountId: checked.upstreamAccountId ?? null,
+      apiKey: input.apiKey,
+      settings,
+      databaseName: shared.of.databaseName,
+      databaseRole: shared.of.databaseRole,
+      databasePassword: '',
+      customServerUrl: null,
+      region: null,
+      shared,
+      upstreamName: checked.upstreamName ?? null,
+      warnings: checked.warnings ?? [],
+      apiKeySha256,
+      describeUpstream: kind.describeUpstream,
+    });
+    const schemas = schemasOf(record.schema);
+    try {
+      const db = await this.database(record);
+      await provisionSchema(db, schemas, kindSchemaOf(kind), logger);
+      await kind.prepareDatabase?.(withDatabase(db.adminUrl, db.name), logger, schemas);
+      await store.setState(record.id, 'active');
+    } catch (cause) {
+      // A schema the database already had is not ours to drop: only the row goes.
+      if (cause instanceof TributaryError && cause.code === 'conflict') {
+        await store.remove(record.id);
+        throw cause;
+      }
+      logger.error({ err: cause, sync: record.id }, 'provisioning failed; cleaning up');
+      await this.destroy(record).catch((err: unknown) => logger.error({ err, sync: record.id }, 'cleanup failed'));
+      throw new TributaryError('unavailable', 'the sync schema could not be created; nothing was kept', { cause, expose: true });
+    }
+    logger.info({ sync: record.id, kind: record.kind, database: record.databaseName, schema: record.schema, database_of: record.databaseOf }, 'sync created');
+    return { ...record, state: 'active' };
+  }
+
+  private async insertOrConflict(input: CreateSyncInput, sync: Parameters<SyncStore['insert']>[0]): Promise<SyncRecord> {
+    try {
+      return await this.options.store.insert(sync);
+    } catch (error) {
+      if ((error as { code?: string }).code === '23505') {
+        throw new TributaryError('conflict', `this account already has a sync of base ${input.baseId}`);
+      }
+      throw error;
+    }
   }
 
   async updateSettings(record: SyncRecord, patch: unknown): Promise<SyncRecord> {
@@ -148,8 +245,9 @@ export class SyncService {
   }
 
   async delete(record: SyncRecord, keepDatabase: boolean): Promise<void> {
-    // Marked first, so a crash mid-way is finished by the reconciler rather than forgotten.
-    await this.options.store.setState(record.id, 'deleting', keepDatabase);
+    // Marked first, so a crash mid-way is finished by the reconciler rather than forgotten;
+    // a database other syncs still use is refused in the same step (SyncStore.markDeleting).
+    await this.options.store.markDeleting(record.id, keepDatabase);
     await this.options
       .upstreamCleanup?.(record)
       .catch((err: unknown) => this.options.logger.warn({ err, sync: record.id }, 'upstream cleanup failed; continuing the delete'));
@@ -180,8 +278,19 @@ export class SyncService {
     return withCredentials(unmarked(url), record.databaseRole, (await this.options.store.databasePassword(record.id)).reveal());
   }
 
+  /** A sync in another's database has that sync's reader: its limits are set there. */
+  private ownReader(record: SyncRecord, field: string): void {
+    if (record.databaseOf !== null) {
+      throw new TributaryError(
+        'conflict',
+        `${field}: sync ${record.id} reads through the reader of sync ${record.databaseOf}, whose database it shares; set it there`,
+      );
+    }
+  }
+
   /** The operator's CONNECTION LIMIT for the sync's reader, within its account's budget. */
   async setReaderConnectionLimit(record: SyncRecord, limit: number): Promise<void> {
+    this.ownReader(record, 'reader_connection_limit');
     const db = await this.database(record);
     await this.options.store.setReaderConnectionLimit(record, limit, () =>
       withClient(db.adminUrl, (admin) => admin.query(`ALTER ROLE ${ident(db.role)} CONNECTION LIMIT ${Math.trunc(limit)}`)).then(() => undefined),
@@ -194,6 +303,7 @@ export class SyncService {
    * values. They apply to the reader's new connections.
    */
   async setReaderLimits(record: SyncRecord, patch: { [K in keyof ReaderLimits]?: number | undefined }): Promise<SyncRecord> {
+    this.ownReader(record, 'reader limits');
     const given = Object.fromEntries(Object.entries(patch).filter(([, value]) => value !== undefined));
     const db = await this.database(record);
     const password = (await this.options.store.databasePassword(record.id)).reveal();
@@ -241,7 +351,12 @@ export class SyncService {
   }
 
   private async destroy(record: SyncRecord): Promise<void> {
-    await dropDatabase(await this.database(record), { keepDatabase: record.keepDatabase }, this.options.logger);
+    if (record.databaseOf !== null) {
+      // Only its schemas: the database, its reader and its slot are the first sync's.
+      await dropSchema(await this.database(record), schemasOf(record.schema), { keepSchema: record.keepDatabase }, this.options.logger);
+    } else {
+      await dropDatabase(await this.database(record), { keepDatabase: record.keepDatabase }, this.options.logger);
+    }
     await this.options.store.remove(record.id);
   }
 }

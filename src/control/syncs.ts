@@ -6,6 +6,7 @@ import type { ReaderLimits } from './reader-limits.ts';
 import { placeSync } from './servers.ts';
 import { type Admission, accountLimits, admit, lockedAccountLimits } from './sync-admission.ts';
 import type { SyncKind, SyncSettings } from './settings.ts';
+import { columns, type SyncRow, toRecord } from './sync-rows.ts';
 
 export type SyncState = 'provisioning' | 'active' | 'deleting';
 
@@ -34,6 +35,10 @@ export interface SyncRecord {
   keepDatabase: boolean;
   databaseName: string;
   databaseRole: string;
+  /** The schema of its tables in that database: `public`, or its own when it shares another sync's database. */
+  schema: string;
+  /** The sync whose database (reader, server, slot) this one shares; null when it made its own. */
+  databaseOf: string | null;
   /** True when the database lives on a customer-owned server rather than a pool server. */
   customServer: boolean;
   /** The pool server that holds the database (null on a customer-owned server). */
@@ -69,96 +74,13 @@ export interface NewSync {
   customServerUrl: string | null;
   /** Without a customer-owned server, the region whose pool places the database (placeSync). */
   region: string | null;
+  /** A sync whose database this one joins, in schema `schema` (its server and reader are that sync's). */
+  shared?: { of: SyncRecord; schema: string };
   upstreamName: string | null;
   warnings?: string[];
   /** SHA-256 of the upstream key (Stripe: a second sync of one key in one account is refused). */
   apiKeySha256?: string | null;
 }
-
-interface SyncRow {
-  id: string;
-  account_id: string;
-  kind: SyncKind;
-  base_id: string | null;
-  upstream_account_id: string | null;
-  settings: SyncSettings;
-  state: SyncState;
-  keep_database: boolean;
-  database_name: string;
-  database_role: string;
-  custom_server: boolean;
-  server_id: string | null;
-  region: string | null;
-  started_at: Date | null;
-  completed_at: Date | null;
-  duration_last_s: number | null;
-  last_error: string | null;
-  last_error_at: Date | null;
-  last_error_kind: 'transient' | 'fatal' | null;
-  duration_usual_s: number | null;
-  slowed_by: string | null;
-  slowed_at: Date | null;
-  upstream_name: string | null;
-  upstream_warnings: string[];
-  progress: unknown;
-  created_at: Date;
-  updated_at: Date;
-  events_logged: string | null;
-  slot_lag_bytes: string | null;
-  reader_connection_limit: number;
-  reader_statement_timeout_ms: number;
-  reader_idle_in_transaction_timeout_ms: number;
-  reader_temp_file_limit_mb: number;
-}
-
-const columns = `id, account_id, kind, base_id, upstream_account_id, settings, state, keep_database,
-  database_name, database_role, database_server_enc IS NOT NULL AS custom_server, server_id,
-  (SELECT region FROM servers v WHERE v.id = syncs.server_id) AS region,
-  started_at, completed_at, extract(epoch FROM duration_last)::float8 AS duration_last_s,
-  last_error, last_error_at, last_error_kind, extract(epoch FROM duration_usual)::float8 AS duration_usual_s, slowed_by, slowed_at,
-  upstream_name, upstream_warnings, progress, created_at, updated_at, reader_connection_limit,
-  reader_statement_timeout_ms, reader_idle_in_transaction_timeout_ms, reader_temp_file_limit_mb,
-  (SELECT seq FROM decoder_progress d WHERE d.sync_id = syncs.id) AS events_logged,
-  (SELECT slot_lag_bytes FROM decoder_progress d WHERE d.sync_id = syncs.id) AS slot_lag_bytes`;
-
-const toRecord = (row: SyncRow): SyncRecord => ({
-  id: row.id,
-  accountId: row.account_id,
-  kind: row.kind,
-  baseId: row.base_id,
-  upstreamAccountId: row.upstream_account_id,
-  settings: row.settings,
-  state: row.state,
-  keepDatabase: row.keep_database,
-  databaseName: row.database_name,
-  databaseRole: row.database_role,
-  customServer: row.custom_server,
-  serverId: row.server_id,
-  region: row.region,
-  status: {
-    startedAt: row.started_at,
-    completedAt: row.completed_at,
-    durationLastSeconds: row.duration_last_s,
-    lastError: row.last_error,
-    lastErrorAt: row.last_error_at,
-    lastErrorKind: row.last_error_kind,
-    durationUsualSeconds: row.duration_usual_s,
-    progress: row.progress,
-    slowedBy: row.slowed_by,
-    slowedAt: row.slowed_at,
-  },
-  upstreamName: row.upstream_name,
-  warnings: row.upstream_warnings,
-  decoder: { eventsLogged: Number(row.events_logged ?? 0), slotLagBytes: row.slot_lag_bytes === null ? null : Number(row.slot_lag_bytes) },
-  readerConnectionLimit: row.reader_connection_limit,
-  readerLimits: {
-    statementTimeoutMs: row.reader_statement_timeout_ms,
-    idleInTransactionTimeoutMs: row.reader_idle_in_transaction_timeout_ms,
-    tempFileLimitMb: row.reader_temp_file_limit_mb,
-  },
-  createdAt: row.created_at,
-  updatedAt: row.updated_at,
-});
 
 /** Associated data binds each sealed value to its row and column. */
 const aad = (id: string, column: string) => `syncs:${id}:${column}`;
@@ -187,6 +109,7 @@ export class SyncStore {
   async insert(sync: NewSync & Pick<Admission, 'describeUpstream'>): Promise<SyncRecord> {
     return inTransaction(this.pool, async (tx) => {
       const readerLimit = await admit(tx, await lockedAccountLimits(tx, sync.accountId), sync);
+      if (sync.shared) return this.insertShared(tx, sync, sync.shared);
       // A pool server is chosen last, under the region's lock, and only for a sync admitted.
       let serverId: string | null = null;
       if (sync.customServerUrl === null) {
@@ -221,6 +144,66 @@ export class SyncStore {
       );
       return toRecord(rows[0]!);
     });
+  }
+
+  /**
+   * A sync in a schema of another sync's database: that sync's server, database, reader role
+   * and password (sealed again for this row), no reader connections of its own, no server
+   * capacity taken. The first sync is locked against a concurrent delete and must still be
+   * active; a schema name already held in the database is a 409 (the unique index decides).
+   */
+  private async insertShared(tx: pg.PoolClient, sync: NewSync, shared: { of: SyncRecord; schema: string }): Promise<SyncRecord> {
+    const { rows: first } = await tx.query<{ state: SyncState; database_password_enc: string; database_server_enc: string | null; server_id: string | null }>(
+      `SELECT state, database_password_enc, database_server_enc, server_id FROM syncs WHERE id = $1 AND account_id = $2 AND database_of IS NULL FOR SHARE`,
+      [shared.of.id, sync.accountId],
+    );
+    if (first[0]?.state !== 'active')
+      throw new TributaryError('unprocessable', `database_of: no sync ${shared.of.id} in this account holds a database of its own`);
+    const reseal = (sealed: string, column: string) => this.box.encrypt(this.box.decrypt(sealed, aad(shared.of.id, column)).reveal(), aad(sync.id, column));
+    try {
+      const { rows } = await tx.query<SyncRow>(
+        `INSERT INTO syncs (id, account_id, kind, base_id, upstream_account_id, api_key_enc, settings,
+           database_name, database_role, database_password_enc, database_server_enc, upstream_name, upstream_warnings,
+           reader_connection_limit, api_key_sha256, credential_sha256, server_id, schema, database_of,
+           reader_statement_timeout_ms, reader_idle_in_transaction_timeout_ms, reader_temp_file_limit_mb)
+         SELECT $1, $2, $3, $4, $5, $6, $7, f.database_name, f.database_role, $8, $9, $10, $11, 0, $12, $13, f.server_id, $14, f.id,
+                f.reader_statement_timeout_ms, f.reader_idle_in_transaction_timeout_ms, f.reader_temp_file_limit_mb
+           FROM syncs f WHERE f.id = $15
+         RETURNING ${columns}`,
+        [
+          sync.id,
+          sync.accountId,
+          sync.kind,
+          sync.baseId,
+          sync.upstreamAccountId,
+          this.box.encrypt(sync.apiKey, aad(sync.id, 'api_key')),
+          JSON.stringify(sync.settings),
+          reseal(first[0].database_password_enc, 'database_password'),
+          first[0].database_server_enc === null ? null : reseal(first[0].database_server_enc, 'database_server'),
+          sync.upstreamName,
+          sync.warnings ?? [],
+          sync.apiKeySha256 ?? null,
+          hashToken(sync.apiKey),
+          shared.schema,
+          shared.of.id,
+        ],
+      );
+      return toRecord(rows[0]!);
+    } catch (error) {
+      if ((error as { constraint?: string }).constraint === 'syncs_database_schema_idx') {
+        throw new TributaryError('conflict', `schema: ${shared.schema} is taken in the database of sync ${shared.of.id}`);
+      }
+      throw error;
+    }
+  }
+
+  /** The active syncs whose tables are in one database: the one that made it and those sharing it. */
+  async ofDatabase(firstId: string): Promise<SyncRecord[]> {
+    const { rows } = await this.pool.query<SyncRow>(
+      `SELECT ${columns} FROM syncs WHERE (id = $1 OR database_of = $1) AND state = 'active' ORDER BY database_of NULLS FIRST, id`,
+      [firstId],
+    );
+    return rows.map(toRecord);
   }
 
   /**
@@ -286,6 +269,23 @@ export class SyncStore {
 
   async setState(id: string, state: SyncState, keepDatabase = false): Promise<void> {
     await this.pool.query('UPDATE syncs SET state = $2, keep_database = $3, updated_at = now() WHERE id = $1', [id, state, keepDatabase]);
+  }
+
+  /**
+   * Marks a sync for deletion, unless other syncs still have their tables in its database:
+   * then a 409 names them. The row is locked first, so a sync joining the database at the same
+   * moment (insertShared locks it too) is either seen here or refused there.
+   */
+  async markDeleting(id: string, keepDatabase: boolean): Promise<void> {
+    await inTransaction(this.pool, async (tx) => {
+      await tx.query('SELECT 1 FROM syncs WHERE id = $1 FOR UPDATE', [id]);
+      const { rows } = await tx.query<{ id: string; schema: string }>('SELECT id, schema FROM syncs WHERE database_of = $1 ORDER BY id', [id]);
+      if (rows.length > 0) {
+        const names = rows.map((r) => `${r.id} (schema ${r.schema})`).join(', ');
+        throw new TributaryError('conflict', `other syncs still use this sync's database: ${names}; delete them first`);
+      }
+      await tx.query('UPDATE syncs SET state = $2, keep_database = $3, updated_at = now() WHERE id = $1', [id, 'deleting', keepDatabase]);
+    });
   }
 
   async updateSettings(id: string, settings: SyncSettings): Promise<SyncRecord | undefined> {

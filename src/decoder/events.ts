@@ -24,8 +24,9 @@ export interface CollectionRules {
   keyOf(table: string): string;
 }
 
-export function tableInfo(relation: Pick<Relation, 'schema' | 'name' | 'columns'>, rules: CollectionRules): TableInfo | undefined {
-  if (relation.schema !== 'public') return undefined;
+/** `schema`: the sync's own (its other schemas, and other syncs' ones, are none of its events). */
+export function tableInfo(relation: Pick<Relation, 'schema' | 'name' | 'columns'>, rules: CollectionRules, schema = 'public'): TableInfo | undefined {
+  if (relation.schema !== schema) return undefined;
   const collection = rules.collectionOf(relation.name);
   if (collection === undefined) return undefined;
   const names = relation.columns.map((c) => c.name);

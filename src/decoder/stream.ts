@@ -1,72 +1,39 @@
-import type pg from 'pg';
 import { PUBLICATION } from '../control/provisioner.ts';
 import { ident } from '../db/sql.ts';
 import { toError } from '../errors.ts';
-import { EventAppender, type NewEvent } from '../events/append.ts';
-import type { EventBus } from '../events/bus.ts';
+import type { NewEvent } from '../events/append.ts';
 import { MESSAGE_PREFIX } from '../db/messages.ts';
 import { FailureCount } from '../retry.ts';
-import type { Logger } from '../log.ts';
-import { type CollectionRules, rowEvent, type TableInfo, tableInfo } from './events.ts';
+import { rowEvent, type TableInfo, tableInfo } from './events.ts';
 import { lsnToBigInt, type PgoutputMessage, PgoutputParser, type RawValue } from './pgoutput.ts';
 import { reportSlotLag } from './lag.ts';
 import { ReplicationStream } from './replication.ts';
 import { markReached } from './wait.ts';
+import { DecoderMembers, type Member } from './members.ts';
+import type { DecoderOptions, OpenTransaction } from './decoder-options.ts';
 
-export interface DecoderOptions {
-  syncId: string;
-  accountId: string;
-  /** Admin URL of the sync database: the replication connection needs the REPLICATION right. */
-  databaseUrl: string;
-  slot: string;
-  control: pg.Pool;
-  bus?: EventBus;
-  rules: CollectionRules;
-  logger: Logger;
-  /** Largest batch logged in one transaction; reaching it also holds the stream back. */
-  maxBatch?: number;
-  /** How long committed changes may wait for more before they are logged. */
-  flushMs?: number;
-  /** Pause before reconnecting after the stream or the control database failed. */
-  retryMs?: number;
-  /** How often the slot's lag is written to decoder_progress. */
-  lagReportMs?: number;
-  partitions?: number;
-  now?: () => Date;
-}
-
-interface OpenTransaction {
-  commitLsn: string;
-  /** Already in the log (a replay after a crash): decoded for its relations only. */
-  logged: boolean;
-  position: number;
-  events: NewEvent[];
-  /** When its events were made: one time for all the events of a transaction. */
-  createdAt?: { at: Date; text: string };
-  /** Column lists of a swapped-in table, set by the swap's first message. */
-  swap?: { next: TableInfo; prior: TableInfo };
-}
+export type { DecoderOptions };
 
 /** Log batches written at once (see flush). */
 const MAX_IN_FLIGHT = 2;
-
 /** The least time between two reports of the durable position to the slot (see acknowledge). */
 const ACK_EVERY_MS = 50;
-
 /** Replication session settings: column text in one format, the one swap.ts also uses. */
 const SESSION = '-c TimeZone=UTC -c DateStyle=ISO,MDY -c IntervalStyle=postgres -c extra_float_digits=1';
 
 /**
  * Reads one sync database's WAL through its slot (pgoutput) and logs every committed row
- * change as an event. The ordering rule: log the events, then tell the slot.
+ * change as an event of the sync whose schema holds the table (members.ts: a database that
+ * several syncs share has one slot, one walsender and one decoder). The ordering rule: log
+ * the events, then tell the slot.
  * The slot is acknowledged only up to transactions whose events are durable, so after a
  * crash the server sends them again, and the log's progress row says which of them are
  * already in (their events are skipped, not duplicated).
  */
 export class Decoder {
-  private readonly appender: EventAppender;
+  private readonly members: DecoderMembers;
   private readonly parser = new PgoutputParser();
-  private readonly tables = new Map<number, TableInfo>();
+  private readonly tables = new Map<number, { info: TableInfo; member: Member }>();
   private replication: ReplicationStream | undefined;
   private stopped = false;
   private running: Promise<void> | undefined;
@@ -75,7 +42,8 @@ export class Decoder {
   private stopStream: (() => void) | undefined;
 
   private txn: OpenTransaction | undefined;
-  private batch: NewEvent[] = [];
+  private batch = new Map<Member, NewEvent[]>();
+  private batchSize = 0;
   /** Commit and end LSN of the last transaction in `batch` (or skipped since the last flush). */
   private batchCommit: { commitLsn: string; endLsn: string } | undefined;
   private flushing: Promise<void> = Promise.resolve();
@@ -92,12 +60,7 @@ export class Decoder {
   private idleCandidate: { lsn: string; upTo: number } | undefined;
 
   constructor(private readonly options: DecoderOptions) {
-    this.appender = new EventAppender({
-      pool: options.control,
-      syncId: options.syncId,
-      accountId: options.accountId,
-      partitions: options.partitions,
-    });
+    this.members = new DecoderMembers(options);
   }
 
   start(): void {
@@ -141,12 +104,12 @@ export class Decoder {
 
   /** One replication session, from the slot's confirmed position to an error or stop(). */
   private async stream(): Promise<void> {
-    const progress = await this.appender.load();
-    // A write that failed may have committed after all: readers must not trust what they were handed before.
-    this.options.bus?.forgetLogged(this.options.syncId);
-    this.loggedCommit = lsnToBigInt(progress.lsn);
+    await this.members.load();
+    this.loggedCommit = this.members.first.loggedCommit;
+    this.tables.clear();
     this.txn = undefined;
-    this.batch = [];
+    this.batch = new Map();
+    this.batchSize = 0;
     this.batchCommit = undefined;
     this.handled = 0;
     this.idleCandidate = undefined;
@@ -193,14 +156,13 @@ export class Decoder {
     this.handled++;
     switch (message.tag) {
       case 'begin':
-        this.txn = { commitLsn: message.finalLsn, logged: lsnToBigInt(message.finalLsn) <= this.loggedCommit, position: 0, events: [] };
+        this.txn = { commitLsn: message.finalLsn, commit: lsnToBigInt(message.finalLsn), position: 0, events: [] };
         return undefined;
-      case 'relation': {
-        const info = tableInfo(message.relation, this.options.rules);
-        if (info) this.tables.set(message.relation.oid, info);
-        else this.tables.delete(message.relation.oid);
+      case 'relation':
+        // A table of another sync's schema: ask who holds the schema now (one may have joined).
+        if (message.relation.schema !== 'public') return this.members.refresh().then(() => this.relate(message.relation));
+        this.relate(message.relation);
         return undefined;
-      }
       case 'insert':
         this.rowChange('inserted', message.relation.oid, undefined, message.next);
         return undefined;
@@ -211,8 +173,8 @@ export class Decoder {
         this.rowChange('deleted', message.relation.oid, message.prior, undefined);
         return undefined;
       case 'message':
-        if (message.transactional) this.swapMessage(message.prefix, message.content);
-        else if (message.prefix === MESSAGE_PREFIX.wait) return this.waitReached(message.content);
+        if (message.transactional) return this.swapMessage(message.prefix, message.content);
+        if (message.prefix === MESSAGE_PREFIX.wait) return this.waitReached(message.content);
         return undefined;
       case 'commit':
         return this.commit(message.commitLsn, message.endLsn);
@@ -222,60 +184,87 @@ export class Decoder {
     }
   }
 
-  private meta(txn: OpenTransaction) {
+  /** A table's collection rules are those of the sync whose schema holds it. */
+  private relate(relation: Parameters<typeof tableInfo>[0] & { oid: number }): void {
+    const member = this.members.of(relation.schema);
+    const info = member && tableInfo(relation, member.rules, member.schema);
+    if (member && info) this.tables.set(relation.oid, { info, member });
+    else this.tables.delete(relation.oid);
+  }
+
+  private meta(txn: OpenTransaction, member: Member) {
     const position = txn.position++;
     if (!txn.createdAt) {
       const at = this.options.now?.() ?? new Date();
       txn.createdAt = { at, text: at.toISOString() };
     }
-    return { eventKey: `${this.options.syncId}.${txn.commitLsn}.${position}`, createdAt: txn.createdAt.at, createdAtText: txn.createdAt.text };
+    return { eventKey: `${member.syncId}.${txn.commitLsn}.${position}`, createdAt: txn.createdAt.at, createdAtText: txn.createdAt.text };
   }
 
   private rowChange(kind: 'inserted' | 'updated' | 'deleted', oid: number, prior: RawValue[] | undefined, next: RawValue[] | undefined): void {
     const txn = this.txn;
     if (!txn) throw new Error('pgoutput: row change outside a transaction');
-    const meta = this.meta(txn);
-    if (txn.logged) return;
-    const info = this.tables.get(oid);
-    if (!info) return;
-    const event = rowEvent(kind, info, prior, next, meta);
-    if (event) txn.events.push(event);
+    const table = this.tables.get(oid);
+    if (!table) {
+      txn.position++;
+      return;
+    }
+    const meta = this.meta(txn, table.member);
+    // Already in this sync's log (a replay after a crash): decoded for its relations only.
+    if (txn.commit <= table.member.loggedCommit) return;
+    const event = rowEvent(kind, table.info, prior, next, meta);
+    if (event) txn.events.push([table.member, event]);
   }
 
-  /** The differences a swap emitted (src/writer/swap.ts), as if they were row changes. */
-  private swapMessage(prefix: string, content: string): void {
+  /** The differences a swap emitted (src/writer/swap.ts), as if they were row changes of its sync's table. */
+  private swapMessage(prefix: string, content: string): Promise<void> | undefined {
     const txn = this.txn;
-    if (!txn) return;
+    if (!txn) return undefined;
     if (prefix === MESSAGE_PREFIX.swapColumns) {
-      const body = JSON.parse(content) as { table: string; prior: Array<[string, number]>; next: Array<[string, number]> };
-      const relation = (columns: Array<[string, number]>) => ({
-        schema: 'public',
-        name: body.table,
-        columns: columns.map(([name, typeOid]) => ({ name, typeOid })),
-      });
-      const next = tableInfo(relation(body.next), this.options.rules);
-      const prior = tableInfo(relation(body.prior.length > 0 ? body.prior : body.next), this.options.rules);
-      txn.swap = next && prior ? { next, prior } : undefined;
+      const body = JSON.parse(content) as { schema?: string; table: string; prior: Array<[string, number]>; next: Array<[string, number]> };
+      const schema = body.schema ?? 'public';
+      const announce = () => {
+        const member = this.members.of(schema);
+        const relation = (columns: Array<[string, number]>) => ({ schema, name: body.table, columns: columns.map(([name, typeOid]) => ({ name, typeOid })) });
+        const next = member && tableInfo(relation(body.next), member.rules, schema);
+        const prior = member && tableInfo(relation(body.prior.length > 0 ? body.prior : body.next), member.rules, schema);
+        txn.swap = member && next && prior ? { next, prior, member } : undefined;
+      };
+      if (schema !== 'public') return this.members.refresh().then(announce);
+      announce();
     } else if (prefix === MESSAGE_PREFIX.swapRow) {
-      const meta = this.meta(txn);
-      if (txn.logged || !txn.swap) return;
+      if (!txn.swap) {
+        txn.position++;
+        return undefined;
+      }
+      const { member } = txn.swap;
+      const meta = this.meta(txn, member);
+      if (txn.commit <= member.loggedCommit) return undefined;
       const [kind, prior, next] = JSON.parse(content) as ['inserted' | 'updated' | 'deleted', RawValue[] | null, RawValue[] | null];
       const event = rowEvent(kind, txn.swap.next, prior ?? undefined, next ?? undefined, meta, txn.swap.prior);
-      if (event) txn.events.push(event);
+      if (event) txn.events.push([member, event]);
     }
+    return undefined;
   }
 
   private commit(commitLsn: string, endLsn: string): Promise<void> | undefined {
     const txn = this.txn;
     this.txn = undefined;
-    if (txn && !txn.logged) {
-      for (const event of txn.events) this.batch.push(event);
+    // Every batch is logged for the first sync too (its position moves): a transaction at or
+    // before its position, with nothing left to log for any sync, was logged before.
+    if (txn && (txn.events.length > 0 || txn.commit > this.members.first.loggedCommit)) {
+      for (const [member, event] of txn.events) {
+        let events = this.batch.get(member);
+        if (!events) this.batch.set(member, (events = []));
+        events.push(event);
+      }
+      this.batchSize += txn.events.length;
       this.batchCommit = { commitLsn, endLsn };
-    } else if (txn?.logged) {
+    } else if (txn) {
       // Replayed and already logged: nothing to write, but the slot may move past it.
       this.chain(() => this.acknowledge(endLsn));
     }
-    if (this.batch.length >= (this.options.maxBatch ?? 5000)) {
+    if (this.batchSize >= (this.options.maxBatch ?? 5000)) {
       // A full batch goes now if it may; the stream waits only while two are in flight.
       if (this.inFlight < MAX_IN_FLIGHT) void this.flush();
       return this.inFlight >= MAX_IN_FLIGHT ? this.previousFlush : undefined;
@@ -300,24 +289,33 @@ export class Decoder {
     if (this.inFlight >= MAX_IN_FLIGHT) return this.previousFlush;
     clearTimeout(this.flushTimer);
     this.flushTimer = undefined;
-    const events = this.batch;
+    const batch = this.batch;
     const upTo = this.batchCommit;
-    this.batch = [];
+    this.batch = new Map();
+    this.batchSize = 0;
     this.batchCommit = undefined;
     if (!upTo) return this.flushing;
+    // The first sync's position moves with every batch, events or not.
+    if (!batch.has(this.members.first)) batch.set(this.members.first, []);
     const previous = this.flushing;
     this.previousFlush = previous;
     this.inFlight++;
     this.flushing = (async () => {
-      let logged;
+      const commit = lsnToBigInt(upTo.commitLsn);
       try {
-        logged = await this.appender.append(events, upTo.commitLsn, previous);
+        // One append per sync, each after the whole previous batch; the slot is told only once all are in.
+        await Promise.all(
+          [...batch].map(async ([member, events]) => {
+            const logged = await member.appender.append(events, upTo.commitLsn, previous);
+            member.loggedCommit = commit;
+            // Readers in this process take the committed events from memory instead of reading them back.
+            if (logged.length > 0) this.options.bus?.publishLogged(member.syncId, logged);
+          }),
+        );
       } finally {
         this.inFlight--;
       }
-      this.loggedCommit = lsnToBigInt(upTo.commitLsn);
-      // Readers in this process take the committed events from memory instead of reading them back.
-      if (logged.length > 0) this.options.bus?.publishLogged(this.options.syncId, logged);
+      this.loggedCommit = commit;
       await this.acknowledge(upTo.endLsn);
       if (this.batchCommit) void this.flush();
       this.confirmIdle();
@@ -334,7 +332,7 @@ export class Decoder {
    */
   private confirmIdle(): boolean {
     const candidate = this.idleCandidate;
-    if (!candidate || this.handled < candidate.upTo || this.txn || this.batchCommit || this.batch.length > 0) return false;
+    if (!candidate || this.handled < candidate.upTo || this.txn || this.batchCommit || this.batchSize > 0) return false;
     this.idleCandidate = undefined;
     this.chain(() => {
       if (lsnToBigInt(candidate.lsn) > lsnToBigInt(this.ackedLsn)) return this.acknowledge(candidate.lsn);
@@ -370,7 +368,7 @@ export class Decoder {
   /** How far the server's WAL is ahead of what the slot was told, for status and metrics. */
   private async reportLag(): Promise<void> {
     try {
-      await reportSlotLag(this.options, this.ackedLsn);
+      await reportSlotLag({ ...this.options, syncIds: this.members.all().map((m) => m.syncId) }, this.ackedLsn);
     } catch (error) {
       this.options.logger.debug({ err: toError(error) }, 'could not read the slot lag');
     }

@@ -8,6 +8,7 @@ import type { Runner } from '../lease/worker.ts';
 import type { Logger } from '../log.ts';
 import type { KindProxy } from '../proxy/plan.ts';
 import type { SyncDbMigration } from '../syncdb/migrate.ts';
+import type { SyncSchemas } from '../syncdb/schemas.ts';
 import type { QuotaLimiter } from '../quota/limiter.ts';
 import type { PassRequests } from '../sync/passes.ts';
 
@@ -44,8 +45,13 @@ export interface SourceKind {
   check(input: CreateSyncInput, context: KindContext): Promise<UpstreamFacts>;
   /** The kind's own bookkeeping in a sync database, as numbered steps (src/syncdb/migrate.ts). */
   readonly syncDatabaseMigrations?: SyncDbMigration[];
-  /** Builds what must exist in a new sync database before its creation is answered. */
-  prepareDatabase?(adminUrl: string, logger: Logger): Promise<void>;
+  /** Builds what must exist in a new sync database (in the sync's schemas) before its creation is answered. */
+  prepareDatabase?(adminUrl: string, logger: Logger, schemas: SyncSchemas): Promise<void>;
+  /**
+   * Whether a sync of this kind may live in a schema of another sync's database
+   * (`database_of`): true once every table and bookkeeping name it writes comes from its schemas.
+   */
+  readonly sharesDatabase?: boolean;
   /** The loop that keeps one sync's database in step with its upstream. */
   runner(context: RunnerContext): Runner;
   /** Its part of the write-through proxy; a kind without one is not proxied. */
@@ -75,6 +81,8 @@ export interface CleanupContext extends KindContext {
   sync: SyncRecord;
   /** The sync's own database. */
   target: pg.Pool;
+  /** Where the sync's tables and bookkeeping are in it (src/syncdb/schemas.ts). */
+  schemas: SyncSchemas;
   key: Secret;
 }
 
@@ -83,6 +91,8 @@ export interface RunnerContext extends KindContext {
   /** The control database (status) and the sync's own database (data). */
   control: pg.Pool;
   target: pg.Pool;
+  /** Where the sync's tables and bookkeeping are in it: `public` and `public_swap` unless it shares another sync's database. */
+  schemas: SyncSchemas;
   key: Secret;
   /** The sync's settings as they are now (a PATCH applies from the next cycle). */
   loadSettings(): Promise<unknown>;

@@ -20,6 +20,8 @@ export interface LeaseWorkerOptions {
   maxSyncs?: number;
   /** The lease columns of syncs: the sync runner's by default; the decoder has its own. */
   lease?: { owner: string; until: string };
+  /** A constant SQL condition on the syncs a worker may claim (the decoder: those that made their database). */
+  claimable?: string;
 }
 
 /**
@@ -91,7 +93,7 @@ export class LeaseWorker {
     const claimed = await control.query<{ id: string }>(
       `UPDATE syncs SET ${owner} = $1, ${until} = now() + make_interval(secs => $2 / 1000.0)
         WHERE id IN (SELECT id FROM syncs
-                      WHERE state = 'active' AND (${until} IS NULL OR ${until} < now())
+                      WHERE state = 'active' AND (${until} IS NULL OR ${until} < now()) AND (${this.options.claimable ?? 'true'})
                       ORDER BY id LIMIT $3 FOR UPDATE SKIP LOCKED)
         RETURNING id`,
       [workerId, leaseMs, room],

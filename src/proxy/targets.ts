@@ -4,11 +4,15 @@ import type { Secret } from '../control/secrets.ts';
 import type { SyncService } from '../control/sync-service.ts';
 import type { SyncRecord, SyncStore } from '../control/syncs.ts';
 import type { Logger } from '../log.ts';
+import { type SyncSchemas, schemasOf } from '../syncdb/schemas.ts';
 
 /** A sync the proxy writes to: its database and its stored key (for fetches the answer cannot replace). */
 export interface SyncTarget {
   id: string;
+  /** The sync's database; several syncs that share one share its pool. */
   pool: pg.Pool;
+  /** Where the sync's tables and bookkeeping are in it. */
+  schemas: SyncSchemas;
   key(): Promise<Secret>;
 }
 
@@ -106,6 +110,7 @@ export class SyncTargets {
     const entry: Entry = {
       target: {
         id: sync.id,
+        schemas: schemasOf(sync.schema),
         // Asked of the pools at each use, which keeps the pool alive while it is used.
         get pool() {
           return pools.get(url);

@@ -1,4 +1,5 @@
 import type pg from 'pg';
+import { STRIPE_SCHEMAS } from './migrations.ts';
 import { ident, inTransaction } from '../db/sql.ts';
 import type { Logger } from '../log.ts';
 import { deleteUnversionedSince } from '../writer/delete.ts';
@@ -88,7 +89,7 @@ export interface BackfillResult {
 
 /** Takes the events cursor and records the start, unless a backfill was begun already (and `again` is off). */
 export async function beginBackfill(client: StripeClient, db: pg.Pool, again: boolean): Promise<BackfillState> {
-  const current = await loadState<BackfillState>(db, BACKFILL_KEY);
+  const current = await loadState<BackfillState>(db, STRIPE_SCHEMAS, BACKFILL_KEY);
   if (current && !again) return current;
   const newest = await client.listPage('/v1/events', { limit: 1 });
   const event = newest.data[0];
@@ -98,8 +99,8 @@ export async function beginBackfill(client: StripeClient, db: pg.Pool, again: bo
     ...(again ? { again: true } : {}),
   };
   await inTransaction(db, async (tx) => {
-    await clearStates(tx, LIST_PREFIX);
-    await saveState(tx, BACKFILL_KEY, state);
+    await clearStates(tx, STRIPE_SCHEMAS, LIST_PREFIX);
+    await saveState(tx, STRIPE_SCHEMAS, BACKFILL_KEY, state);
   });
   return state;
 }
@@ -131,7 +132,7 @@ export async function runBackfill(options: BackfillOptions, state: BackfillState
   const lists = loadCatalog()
     .tables.flatMap((t) => t.lists)
     .filter((l) => !REDUNDANT.has(l.path));
-  const saved = await loadStates<ListState>(db, LIST_PREFIX);
+  const saved = await loadStates<ListState>(db, STRIPE_SCHEMAS, LIST_PREFIX);
   const request = limit(options.concurrency ?? 8);
   const result: BackfillResult = { objects: 0, skipped: [] };
   let done = lists.filter((l) => saved.get(listKey(l))?.done).length;
@@ -169,7 +170,7 @@ export async function runBackfill(options: BackfillOptions, state: BackfillState
   options.signal.throwIfAborted();
 
   if (state.again) await removeUnseen(db, state.startedAt, new Set(result.skipped.map((s) => s.table)));
-  await saveState(db, BACKFILL_KEY, { ...state, completedAt: Date.now() });
+  await saveState(db, STRIPE_SCHEMAS, BACKFILL_KEY, { ...state, completedAt: Date.now() });
   await report();
   logger.info({ objects: result.objects, skipped: result.skipped.length }, 'stripe backfill complete');
   return result;
@@ -211,10 +212,10 @@ class ListReader {
       const reason = unreadable(error);
       if (!reason) throw error;
       this.options.logger.warn({ list: this.key, reason }, 'stripe list skipped');
-      await saveState(this.options.db, LIST_PREFIX + this.key, { done: true, skipped: reason });
+      await saveState(this.options.db, STRIPE_SCHEMAS, LIST_PREFIX + this.key, { done: true, skipped: reason });
       return reason;
     }
-    if (this.list.parent) await saveState(this.options.db, LIST_PREFIX + this.key, { done: true });
+    if (this.list.parent) await saveState(this.options.db, STRIPE_SCHEMAS, LIST_PREFIX + this.key, { done: true });
     return undefined;
   }
 
@@ -289,8 +290,8 @@ class ListReader {
           ]);
         }
         // A parent's list saves "this parent is done" with its last page; a top-level list its cursor.
-        if (!parentId) await saveState(tx, LIST_PREFIX + this.key, { after: last ?? startAfter, done: finished } satisfies ListState);
-        else if (finished) await saveState(tx, LIST_PREFIX + this.key, { parentAfter: parentId } satisfies ListState);
+        if (!parentId) await saveState(tx, STRIPE_SCHEMAS, LIST_PREFIX + this.key, { after: last ?? startAfter, done: finished } satisfies ListState);
+        else if (finished) await saveState(tx, STRIPE_SCHEMAS, LIST_PREFIX + this.key, { parentAfter: parentId } satisfies ListState);
       });
       this.counted(page.data.length);
     }

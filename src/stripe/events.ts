@@ -1,4 +1,5 @@
 import type pg from 'pg';
+import { STRIPE_SCHEMAS } from './migrations.ts';
 import { STRIPE_API_VERSION, tableForObject } from './catalog.ts';
 import { type StripeClient, StripeError, type StripeObject } from './client.ts';
 import { inTransaction } from '../db/sql.ts';
@@ -74,7 +75,7 @@ export async function pollEvents(client: StripeClient, db: pg.Pool, cursor: Even
     const applied = await inTransaction(db, async (tx) => {
       const result = await applyChanges(tx, [...changes, ...unevented.changes], unevented.lists);
       await markUpcoming(tx, batch.events);
-      await saveState(tx, EVENTS_KEY, next);
+      await saveState(tx, STRIPE_SCHEMAS, EVENTS_KEY, next);
       return result;
     });
     total.events += batch.events.length;

@@ -1,4 +1,5 @@
 import type pg from 'pg';
+import { STRIPE_SCHEMAS } from './migrations.ts';
 import type { Secret } from '../control/secrets.ts';
 import type { StripeSettings } from './settings.ts';
 import { toError } from '../errors.ts';
@@ -77,7 +78,13 @@ export class StripeRunner {
   private endUpcomingPause: (() => void) | undefined;
 
   constructor(private readonly options: StripeRunnerOptions) {
-    this.status = new StatusReporter({ control: options.control, target: options.target, syncId: options.syncId, logger: options.logger });
+    this.status = new StatusReporter({
+      control: options.control,
+      target: options.target,
+      schemas: STRIPE_SCHEMAS,
+      syncId: options.syncId,
+      logger: options.logger,
+    });
   }
 
   start(): void {
@@ -159,7 +166,7 @@ export class StripeRunner {
       { client, db: this.options.target, logger: this.options.logger, signal: this.signal, progress: (p) => this.status.progress(p) },
       state,
     );
-    await saveState(this.options.target, EVENTS_KEY, state.eventsCursor);
+    await saveState(this.options.target, STRIPE_SCHEMAS, EVENTS_KEY, state.eventsCursor);
     await markAllUpcoming(this.options.target);
     await this.status.cycleCompleted(started, new Date(), fresh ? pass : undefined);
     if (result.skipped.length > 0) await this.status.warn(result.skipped.map((s) => `${s.table} not synced: ${s.list} answered ${s.reason}`));
@@ -171,8 +178,8 @@ export class StripeRunner {
    * invoice previews are refreshed apart from it, and are not part of any pass.)
    */
   private async follow(signal: AbortSignal): Promise<void> {
-    const backfill = await loadState<BackfillState>(this.options.target, BACKFILL_KEY);
-    let cursor = (await loadState<EventsCursor>(this.options.target, EVENTS_KEY)) ?? backfill!.eventsCursor;
+    const backfill = await loadState<BackfillState>(this.options.target, STRIPE_SCHEMAS, BACKFILL_KEY);
+    let cursor = (await loadState<EventsCursor>(this.options.target, STRIPE_SCHEMAS, EVENTS_KEY)) ?? backfill!.eventsCursor;
     let lastMeta = 0;
     let lastEventAt = Date.now();
     let gap = 0;

@@ -10,6 +10,7 @@ import { upstreamBase } from '../upstream/http.ts';
 import type { PassRequests } from './passes.ts';
 import { guardReader } from './reader-guard.ts';
 import type { Runner } from '../lease/worker.ts';
+import { schemasOf } from '../syncdb/schemas.ts';
 
 export interface RunnerFactoryOptions {
   control: pg.Pool;
@@ -58,8 +59,9 @@ export function runnerFactory(options: RunnerFactoryOptions): (syncId: string) =
     const kind = options.kinds.get(sync.kind);
     const logger = options.logger.child({ sync: sync.id });
     const target = targetPool(await options.syncService.adminUrl(sync), logger);
+    const schemas = schemasOf(sync.schema);
     // A database made by an older release gets the bookkeeping steps it lacks before the runner reads it.
-    await migrateSyncDatabase(target, schemaOf(kind), logger).catch(async (error: unknown) => {
+    await migrateSyncDatabase(target, schemaOf(kind), schemas, logger).catch(async (error: unknown) => {
       await target.end();
       throw error;
     });
@@ -67,6 +69,7 @@ export function runnerFactory(options: RunnerFactoryOptions): (syncId: string) =
       sync,
       control: options.control,
       target,
+      schemas,
       key: await options.store.apiKey(sync.id),
       baseUrl: upstreamBase(options.upstreams, kind.upstreamHost),
       limiter: options.limiter,
@@ -79,7 +82,8 @@ export function runnerFactory(options: RunnerFactoryOptions): (syncId: string) =
     let guard: { stop(): void } | undefined;
     return {
       start: () => {
-        guard = guardReader(sync, options.syncService, logger, options.readerCheckMs);
+        // A shared database's reader is its first sync's: that sync's runner guards it, with its limits.
+        if (sync.databaseOf === null) guard = guardReader(sync, options.syncService, logger, options.readerCheckMs);
         runner.start();
       },
       stop: async () => {
@@ -101,6 +105,7 @@ export function upstreamCleanup(options: Pick<RunnerFactoryOptions, 'kinds' | 's
       await kind.cleanup({
         sync,
         target,
+        schemas: schemasOf(sync.schema),
         key: await options.store.apiKey(sync.id),
         baseUrl: upstreamBase(options.upstreams, kind.upstreamHost),
         limiter: options.limiter,

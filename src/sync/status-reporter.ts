@@ -2,6 +2,7 @@ import type pg from 'pg';
 import type { Logger } from '../log.ts';
 import { confirmPass, passStarted, PASSES_CHANNEL, type PassStart } from './passes.ts';
 import { recordCycleEnd, recordCycleStart } from '../writer/sync-meta.ts';
+import type { SyncSchemas } from '../syncdb/schemas.ts';
 
 export type ErrorKind = 'transient' | 'fatal';
 
@@ -20,11 +21,11 @@ export class StatusReporter {
   private progressWrite: Promise<unknown> = Promise.resolve();
   private readonly history = { previousStart: undefined as Date | undefined, cycles: 0, lagSeconds: 0, durationSeconds: 0, writtenAt: 0 };
 
-  constructor(private readonly options: { control: pg.Pool; target: pg.Pool; syncId: string; logger: Logger }) {}
+  constructor(private readonly options: { control: pg.Pool; target: pg.Pool; schemas: SyncSchemas; syncId: string; logger: Logger }) {}
 
   async cycleStarted(at: Date): Promise<void> {
     await this.options.control.query('UPDATE syncs SET started_at = $2 WHERE id = $1', [this.options.syncId, at]);
-    await recordCycleStart(this.options.target, at);
+    await recordCycleStart(this.options.target, this.options.schemas, at);
   }
 
   /**
@@ -47,7 +48,7 @@ export class StatusReporter {
   async cycleCompleted(started: Date, finished: Date, confirms?: PassStart): Promise<void> {
     const seconds = (finished.getTime() - started.getTime()) / 1000;
     await this.progressWrite.catch(() => undefined);
-    await recordCycleEnd(this.options.target, finished, seconds);
+    await recordCycleEnd(this.options.target, this.options.schemas, finished, seconds);
     await this.options.control.query(
       `WITH c AS (
          UPDATE syncs SET completed_at = $2, duration_last = make_interval(secs => $3),

@@ -1,5 +1,5 @@
 import type pg from 'pg';
-import { MARK_CLOCK_MARGIN_MS, MARKS_LOCK_TIMEOUT_MS, MARKS_TABLE } from './marks.ts';
+import { MARK_CLOCK_MARGIN_MS, MARKS_LOCK_TIMEOUT_MS, marksTableOf } from './marks.ts';
 import type { TableShape } from './shape.ts';
 import { type Row, upsertUnlessMarked } from './upsert.ts';
 
@@ -25,7 +25,7 @@ export async function writeFetched(
   await client.query('BEGIN');
   try {
     await client.query(`SET LOCAL lock_timeout = '${MARKS_LOCK_TIMEOUT_MS}ms'`);
-    await client.query(`LOCK TABLE ${MARKS_TABLE} IN SHARE ROW EXCLUSIVE MODE`);
+    await client.query(`LOCK TABLE ${marksTableOf(shape.schema)} IN SHARE ROW EXCLUSIVE MODE`);
     const result = await upsertUnlessMarked(client, shape, rows, { table: upstreamTable, since: fetchedAt - MARK_CLOCK_MARGIN_MS });
     await also?.();
     await client.query('COMMIT');

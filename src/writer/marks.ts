@@ -1,10 +1,11 @@
 import type pg from 'pg';
-import { CORE, MARKS_TABLE } from '../syncdb/core.ts';
+import { CORE } from '../syncdb/core.ts';
 import { migrateSyncDatabase } from '../syncdb/migrate.ts';
+import { marksTableOf, type SyncSchemas } from '../syncdb/schemas.ts';
 
 /**
  * Marks of records written by someone other than the sweep (the proxy, on a client's
- * write), kept in `public_swap` out of readers' sight: a sweep page fetched before such a
+ * write), kept in `<schema>_swap._recent_writes` out of readers' sight (marksTableOf): a sweep page fetched before such a
  * write and landing after it holds an older copy, and must not put it back.
  *
  * Ordering: a sweep writes each batch holding `SHARE ROW EXCLUSIVE` on the marks table. Every
@@ -13,7 +14,7 @@ import { migrateSyncDatabase } from '../syncdb/migrate.ts';
  * statement sees every mark of every write that got there first, and every write that comes
  * later is newer.
  */
-export { MARKS_TABLE };
+export { marksTableOf };
 
 /** A marked write: the upstream table (marks are kept per upstream table) and when (ms, the writer's clock). */
 export interface Mark {
@@ -31,18 +32,22 @@ export const MARKS_LOCK_TIMEOUT_MS = 10_000;
 export const MARK_TTL_MS = 10 * 60_000;
 
 /** Databases (by pool) whose bookkeeping is known to be up to date. */
-const ready = new WeakMap<pg.Pool, Promise<unknown>>();
+const ready = new WeakMap<pg.Pool, Map<string, Promise<unknown>>>();
 
 /**
  * Brings the database's own schema up to date (the marks table among it) if it predates it:
- * asked of the database once per pool.
+ * asked of the database once per pool and schema.
  */
-export function ensureMarks(pool: pg.Pool): Promise<unknown> {
-  let known = ready.get(pool);
+export function ensureMarks(pool: pg.Pool, schemas: SyncSchemas): Promise<unknown> {
+  // A pool of a shared database serves several syncs: each schema is asked about once.
+  let bySchema = ready.get(pool);
+  if (!bySchema) ready.set(pool, (bySchema = new Map()));
+  const schemasReady = bySchema;
+  let known = schemasReady.get(schemas.live);
   if (!known) {
-    known = migrateSyncDatabase(pool, [CORE]);
-    known.catch(() => ready.delete(pool)); // asked again next time
-    ready.set(pool, known);
+    known = migrateSyncDatabase(pool, [CORE], schemas);
+    known.catch(() => schemasReady.delete(schemas.live)); // asked again next time
+    schemasReady.set(schemas.live, known);
   }
   return known;
 }
@@ -52,27 +57,34 @@ export function ensureMarks(pool: pg.Pool): Promise<unknown> {
  * are parameters. Keys once each (ON CONFLICT cannot touch a row twice) and in order (two
  * writers lock the marks they share in the same order).
  */
-export function markStatement(keys: string, tableParam: string, atParam: string): string {
-  return `INSERT INTO ${MARKS_TABLE} (tbl, id, at)
+export function markStatement(live: string, keys: string, tableParam: string, atParam: string): string {
+  return `INSERT INTO ${marksTableOf(live)} AS mk (tbl, id, at)
       SELECT ${tableParam}::text, m.k, ${atParam}::bigint FROM (SELECT DISTINCT k FROM (${keys}) AS s(k)) AS m ORDER BY m.k
-      ON CONFLICT (tbl, id) DO UPDATE SET at = greatest(_recent_writes.at, excluded.at)`;
+      ON CONFLICT (tbl, id) DO UPDATE SET at = greatest(mk.at, excluded.at)`;
 }
 
-/** The marks of one upstream table made at or after `since` (ms); of the records `ids` only, when given. */
-export async function marksSince(client: pg.Pool | pg.ClientBase, table: string, since: number, ids?: string[]): Promise<Array<{ id: string; at: number }>> {
+/** The marks in live schema `live` of one upstream table made at or after `since` (ms); of the records `ids` only, when given. */
+export async function marksSince(
+  client: pg.Pool | pg.ClientBase,
+  live: string,
+  table: string,
+  since: number,
+  ids?: string[],
+): Promise<Array<{ id: string; at: number }>> {
   const { rows } = await client.query<{ id: string; at: string }>(
-    `SELECT id, at FROM ${MARKS_TABLE} WHERE tbl = $1 AND at >= $2 AND ($3::text[] IS NULL OR id = ANY($3::text[]))`,
+    `SELECT id, at FROM ${marksTableOf(live)} WHERE tbl = $1 AND at >= $2 AND ($3::text[] IS NULL OR id = ANY($3::text[]))`,
     [table, since, ids ?? null],
   );
   return rows.map((r) => ({ id: r.id, at: Number(r.at) }));
 }
 
 /** The condition (for a WHERE) that the row keyed `keyExpr` has no mark at or after the time parameter. */
-export function unmarkedSince(keyExpr: string, tableParam: string, sinceParam: string): string {
-  return `NOT EXISTS (SELECT 1 FROM ${MARKS_TABLE} mk WHERE mk.tbl = ${tableParam}::text AND mk.id = ${keyExpr} AND mk.at >= ${sinceParam}::bigint)`;
+export function unmarkedSince(live: string, keyExpr: string, tableParam: string, sinceParam: string): string {
+  return `NOT EXISTS (SELECT 1 FROM ${marksTableOf(live)} mk WHERE mk.tbl = ${tableParam}::text AND mk.id = ${keyExpr} AND mk.at >= ${sinceParam}::bigint)`;
 }
 
 /** Deletes marks older than MARK_TTL_MS; marks a write holds right now are left for next time. */
-export async function pruneMarks(client: pg.Pool | pg.ClientBase, now = Date.now()): Promise<void> {
-  await client.query(`DELETE FROM ${MARKS_TABLE} WHERE ctid IN (SELECT ctid FROM ${MARKS_TABLE} WHERE at < $1 FOR UPDATE SKIP LOCKED)`, [now - MARK_TTL_MS]);
+export async function pruneMarks(client: pg.Pool | pg.ClientBase, schemas: SyncSchemas, now = Date.now()): Promise<void> {
+  const marks = marksTableOf(schemas.live);
+  await client.query(`DELETE FROM ${marks} WHERE ctid IN (SELECT ctid FROM ${marks} WHERE at < $1 FOR UPDATE SKIP LOCKED)`, [now - MARK_TTL_MS]);
 }

@@ -3,24 +3,27 @@ import { ident, inTransaction } from '../db/sql.ts';
 import { MESSAGE_PREFIX } from '../db/messages.ts';
 import { ensureMarks, marksSince } from './marks.ts';
 import { commentStatements, createTableStatements, qualified, type TableShape } from './shape.ts';
+import { bookkeeping, type SyncSchemas } from '../syncdb/schemas.ts';
 
 /**
  * A table built from an upstream one, as a rebuild and its swap see it: the upstream table's
- * id (the key of `public_swap._tables`), its name in `public` (and in `public_swap` while it
- * is rebuilt), its shape in either schema, and the record of how it was built that
- * `public_swap._tables` keeps.
+ * id (the key of `_tables`), its name in the sync's live schema (and in its swap schema while
+ * it is rebuilt), its shape in either schema, and the record of how it was built that the
+ * swap schema's `_tables` keeps.
  */
 export interface BuiltTable {
   tableId: string;
   name: string;
-  shapeIn(schema: 'public' | 'public_swap'): TableShape;
+  /** The sync's schemas (src/syncdb/schemas.ts). */
+  schemas: SyncSchemas;
+  shapeIn(schema: string): TableShape;
   record: unknown;
 }
 
 /** Records how a table was built, with the table's change (same transaction). */
 async function saveBuilt(client: pg.ClientBase, table: BuiltTable): Promise<void> {
   await client.query(
-    `INSERT INTO public_swap._tables (upstream_id, db_name, mapping) VALUES ($1, $2, $3)
+    `INSERT INTO ${bookkeeping(table.schemas, '_tables')} (upstream_id, db_name, mapping) VALUES ($1, $2, $3)
      ON CONFLICT (upstream_id) DO UPDATE SET db_name = excluded.db_name, mapping = excluded.mapping, built_at = now()`,
     [table.tableId, table.name, JSON.stringify(table.record)],
   );
@@ -46,21 +49,21 @@ const textArray = (alias: string, columns: Column[]) => `ARRAY[${columns.map((c)
 const rowMessage = (kind: string, priorArray: string, nextArray: string) =>
   `pg_logical_emit_message(true, '${MESSAGE_PREFIX.swapRow}', json_build_array(${kind}, ${priorArray}, ${nextArray})::text)`;
 
-/** Tells the decoder the columns of the rows that follow, and the table they are events of. */
-async function announceColumns(client: pg.PoolClient, table: string, prior: Column[], next: Column[]): Promise<void> {
+/** Tells the decoder the columns of the rows that follow, and the table (schema and name) they are events of. */
+async function announceColumns(client: pg.PoolClient, schema: string, table: string, prior: Column[], next: Column[]): Promise<void> {
   await client.query('SELECT pg_logical_emit_message(true, $1, $2)', [
     MESSAGE_PREFIX.swapColumns,
-    JSON.stringify({ table, prior: prior.map((c) => [c.name, c.oid]), next: next.map((c) => [c.name, c.oid]) }),
+    JSON.stringify({ schema, table, prior: prior.map((c) => [c.name, c.oid]), next: next.map((c) => [c.name, c.oid]) }),
   ]);
 }
 
-/** Every row of a table as one kind of change (a table that arrives or goes whole). */
-async function emitEvery(client: pg.PoolClient, kind: 'inserted' | 'deleted', schema: 'public' | 'public_swap', table: string): Promise<void> {
-  const columns = await columnsOf(client, schema, table);
-  await announceColumns(client, table, columns, columns);
+/** Every row of a table in `from` as one kind of change, events of the live schema's table (a table that arrives or goes whole). */
+async function emitEvery(client: pg.PoolClient, kind: 'inserted' | 'deleted', schemas: SyncSchemas, from: string, table: string): Promise<void> {
+  const columns = await columnsOf(client, from, table);
+  await announceColumns(client, schemas.live, table, columns, columns);
   const row = textArray('t', columns);
   const message = kind === 'inserted' ? rowMessage("'inserted'", 'NULL::text[]', row) : rowMessage("'deleted'", row, 'NULL::text[]');
-  await client.query(`SELECT count(${message}) FROM ${schema}.${ident(table)} t`);
+  await client.query(`SELECT count(${message}) FROM ${ident(from)}.${ident(table)} t`);
 }
 
 /**
@@ -78,7 +81,7 @@ function differs(column: string, prior: Map<string, number>, next: Map<string, n
 }
 
 /**
- * The rebuild itself is no event (it happened in public_swap, outside the publication),
+ * The rebuild itself is no event (it happened in the swap schema, outside the publication),
  * but the rows that differ between the old and the new table are: the decoder gets them as
  * logical messages in the swap's own transaction, so they commit, or not, with the swap.
  * A value in a column added, removed, renamed or retyped is such a difference, so folding a
@@ -86,33 +89,33 @@ function differs(column: string, prior: Map<string, number>, next: Map<string, n
  * collection: so that folding each collection's events gives its table, the rows leave the
  * old one (deleted) and arrive in the new one (inserted).
  */
-async function emitDifferences(client: pg.PoolClient, table: string, previous: string | undefined): Promise<void> {
-  if (!previous) return emitEvery(client, 'inserted', 'public_swap', table);
+async function emitDifferences(client: pg.PoolClient, schemas: SyncSchemas, table: string, previous: string | undefined): Promise<void> {
+  if (!previous) return emitEvery(client, 'inserted', schemas, schemas.swap, table);
   if (previous !== table) {
-    await emitEvery(client, 'deleted', 'public', previous);
-    return emitEvery(client, 'inserted', 'public_swap', table);
+    await emitEvery(client, 'deleted', schemas, schemas.live, previous);
+    return emitEvery(client, 'inserted', schemas, schemas.swap, table);
   }
-  const next = await columnsOf(client, 'public_swap', table);
-  const prior = await columnsOf(client, 'public', previous);
-  await announceColumns(client, table, prior, next);
+  const next = await columnsOf(client, schemas.swap, table);
+  const prior = await columnsOf(client, schemas.live, previous);
+  await announceColumns(client, schemas.live, table, prior, next);
   const priorTypes = new Map(prior.map((c) => [c.name, c.oid]));
   const nextTypes = new Map(next.map((c) => [c.name, c.oid]));
   const columns = new Set([...priorTypes.keys(), ...nextTypes.keys()]);
   const changed = [...columns].map((c) => differs(c, priorTypes, nextTypes)).join(' OR ') || 'false';
-  const n = `public_swap.${ident(table)}`;
+  const n = `${ident(schemas.swap)}.${ident(table)}`;
   await client.query(
     `SELECT count(${rowMessage('d.kind', 'd.prior', 'd.next')}) FROM (
        SELECT CASE WHEN o.id IS NULL THEN 'inserted' WHEN n.id IS NULL THEN 'deleted' ELSE 'updated' END AS kind,
               CASE WHEN o.id IS NULL THEN NULL ELSE ${textArray('o', prior)} END AS prior,
               CASE WHEN n.id IS NULL THEN NULL ELSE ${textArray('n', next)} END AS next
-         FROM public.${ident(previous)} o FULL JOIN ${n} n ON o.id = n.id
+         FROM ${ident(schemas.live)}.${ident(previous)} o FULL JOIN ${n} n ON o.id = n.id
         WHERE o.id IS NULL OR n.id IS NULL OR ${changed}) d`,
   );
 }
 
-/** A fresh, empty table in public_swap for a rebuild; a leftover of an interrupted one goes first. */
+/** A fresh, empty table in the swap schema for a rebuild; a leftover of an interrupted one goes first. */
 export async function prepareRebuild(db: pg.Pool, mapping: BuiltTable): Promise<void> {
-  const shape = mapping.shapeIn('public_swap');
+  const shape = mapping.shapeIn(mapping.schemas.swap);
   await inTransaction(
     db,
     async (client) => {
@@ -149,7 +152,7 @@ export interface SwapGuard {
  * decoder. Returns the marks that held it back (see SwapGuard), or none once swapped.
  */
 export async function swapIn(db: pg.Pool, mapping: BuiltTable, guard?: SwapGuard): Promise<Array<{ id: string; at: number }>> {
-  if (guard) await ensureMarks(db);
+  if (guard) await ensureMarks(db, mapping.schemas);
   try {
     await swapInTransaction(db, mapping, guard);
     return [];
@@ -163,12 +166,14 @@ async function swapInTransaction(db: pg.Pool, mapping: BuiltTable, guard: SwapGu
   await inTransaction(
     db,
     async (client) => {
+      const { live, swap } = mapping.schemas;
+      const tables = bookkeeping(mapping.schemas, '_tables');
       const { rows } = await client.query<{ upstream_id: string; db_name: string }>(
-        'SELECT upstream_id, db_name FROM public_swap._tables WHERE upstream_id = $1 OR db_name = $2 FOR UPDATE',
+        `SELECT upstream_id, db_name FROM ${tables} WHERE upstream_id = $1 OR db_name = $2 FOR UPDATE`,
         [mapping.tableId, mapping.name],
       );
       const previous = rows.find((r) => r.upstream_id === mapping.tableId);
-      const old = previous ? `public.${ident(previous.db_name)}` : undefined;
+      const old = previous ? `${ident(live)}.${ident(previous.db_name)}` : undefined;
       const oldExists = old !== undefined && (await client.query('SELECT to_regclass($1) IS NOT NULL AS found', [old])).rows[0].found;
       if (oldExists) {
         // The lock the DROP takes anyway, taken first (never upgraded from a weaker one, which
@@ -181,9 +186,9 @@ async function swapInTransaction(db: pg.Pool, mapping: BuiltTable, guard: SwapGu
         // names the table again once it is through and reaches the new one.
         await client.query(`LOCK TABLE ${old} IN ACCESS EXCLUSIVE MODE`);
       }
-      await emitDifferences(client, mapping.name, previous?.db_name);
+      await emitDifferences(client, mapping.schemas, mapping.name, previous?.db_name);
       if (guard && oldExists) {
-        const uncovered = (await marksSince(client, mapping.tableId, guard.since)).filter((m) => !guard.covered(m.id, m.at));
+        const uncovered = (await marksSince(client, live, mapping.tableId, guard.since)).filter((m) => !guard.covered(m.id, m.at));
         if (uncovered.length > 0) throw new WritesSinceRebuild(uncovered);
       }
       if (old) await client.query(`DROP TABLE IF EXISTS ${old}`);
@@ -191,14 +196,14 @@ async function swapInTransaction(db: pg.Pool, mapping: BuiltTable, guard: SwapGu
       // aside; its own rebuild, due in this cycle, gives it its new name.
       for (const holder of rows.filter((r) => r.upstream_id !== mapping.tableId)) {
         const aside = `${holder.db_name.slice(0, 40)}_moving_${holder.upstream_id.toLowerCase()}`;
-        await client.query(`ALTER TABLE public.${ident(holder.db_name)} RENAME TO ${ident(aside)}`);
-        await client.query('UPDATE public_swap._tables SET db_name = $2 WHERE upstream_id = $1', [holder.upstream_id, aside]);
+        await client.query(`ALTER TABLE ${ident(live)}.${ident(holder.db_name)} RENAME TO ${ident(aside)}`);
+        await client.query(`UPDATE ${tables} SET db_name = $2 WHERE upstream_id = $1`, [holder.upstream_id, aside]);
       }
-      await client.query(`ALTER TABLE public_swap.${ident(mapping.name)} SET SCHEMA public`);
+      await client.query(`ALTER TABLE ${ident(swap)}.${ident(mapping.name)} SET SCHEMA ${ident(live)}`);
       await saveBuilt(client, mapping);
       await client.query('SELECT pg_logical_emit_message(true, $1, $2)', [
         MESSAGE_PREFIX.swap,
-        JSON.stringify({ table: mapping.name, upstream_id: mapping.tableId, previous: previous?.db_name ?? null }),
+        JSON.stringify({ schema: live, table: mapping.name, upstream_id: mapping.tableId, previous: previous?.db_name ?? null }),
       ]);
     },
     [...LOCK_TIMEOUT, ...TEXT_FORMAT],
@@ -210,7 +215,7 @@ export async function refreshComments(db: pg.Pool, mapping: BuiltTable): Promise
   await inTransaction(
     db,
     async (client) => {
-      for (const statement of commentStatements(mapping.shapeIn('public'))) await client.query(statement);
+      for (const statement of commentStatements(mapping.shapeIn(mapping.schemas.live))) await client.query(statement);
       await saveBuilt(client, mapping);
     },
     LOCK_TIMEOUT,
@@ -222,17 +227,20 @@ export async function dropTable(db: pg.Pool, mapping: BuiltTable): Promise<void>
   await inTransaction(
     db,
     async (client) => {
-      const { rows } = await client.query<{ db_name: string }>('SELECT db_name FROM public_swap._tables WHERE upstream_id = $1', [mapping.tableId]);
+      const { live } = mapping.schemas;
+      const tables = bookkeeping(mapping.schemas, '_tables');
+      const { rows } = await client.query<{ db_name: string }>(`SELECT db_name FROM ${tables} WHERE upstream_id = $1`, [mapping.tableId]);
       const name = rows[0]?.db_name ?? mapping.name;
+      const table = `${ident(live)}.${ident(name)}`;
       // The table's records are gone with it: each is a deleted event.
-      if ((await client.query('SELECT to_regclass($1) IS NOT NULL AS found', [`public.${ident(name)}`])).rows[0].found) {
-        await emitEvery(client, 'deleted', 'public', name);
+      if ((await client.query('SELECT to_regclass($1) IS NOT NULL AS found', [table])).rows[0].found) {
+        await emitEvery(client, 'deleted', mapping.schemas, live, name);
       }
-      await client.query(`DROP TABLE IF EXISTS public.${ident(name)}`);
-      await client.query('DELETE FROM public_swap._tables WHERE upstream_id = $1', [mapping.tableId]);
+      await client.query(`DROP TABLE IF EXISTS ${table}`);
+      await client.query(`DELETE FROM ${tables} WHERE upstream_id = $1`, [mapping.tableId]);
       await client.query('SELECT pg_logical_emit_message(true, $1, $2)', [
         MESSAGE_PREFIX.drop,
-        JSON.stringify({ table: mapping.name, upstream_id: mapping.tableId }),
+        JSON.stringify({ schema: live, table: mapping.name, upstream_id: mapping.tableId }),
       ]);
     },
     [...LOCK_TIMEOUT, ...TEXT_FORMAT],

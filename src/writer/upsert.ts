@@ -21,7 +21,7 @@ export interface MarkOptions {
 export async function upsertRows(client: pg.Pool | pg.ClientBase, shape: TableShape, rows: Row[], marks: MarkOptions = {}): Promise<number> {
   if (rows.length === 0) return 0;
   const { key, differing } = upsertParts(shape);
-  const marked = marks.mark ? `, marked AS (${markStatement(`SELECT ${key} FROM incoming`, '$2', '$3')})` : '';
+  const marked = marks.mark ? `, marked AS (${markStatement(shape.schema, `SELECT ${key} FROM incoming`, '$2', '$3')})` : '';
   const sql = `${differing(marked)} ${insertFrom(shape, 'differing')}`;
   const result = await run(client, sql, [JSON.stringify(uniqueRows(shape, rows)), ...(marks.mark ? [marks.mark.table, marks.mark.at] : [])]);
   return result.rowCount ?? 0;
@@ -43,12 +43,12 @@ export async function upsertUnlessMarked(
   const unique = uniqueRows(shape, rows);
   const { key, differing } = upsertParts(shape);
   const upsert = `${differing('')}, changed AS (
-      SELECT d.* FROM differing d WHERE ${unmarkedSince(`d.${key}`, '$2', '$3')}
+      SELECT d.* FROM differing d WHERE ${unmarkedSince(shape.schema, `d.${key}`, '$2', '$3')}
     ) ${insertFrom(shape, 'changed')}`;
   const written = (await run(client, upsert, [JSON.stringify(unique), marks.table, marks.since])).rowCount ?? 0;
   // Usually no row is marked: one look at the marks, and only marked rows are compared.
   const keys = unique.map((row) => String(row[shape.key]));
-  const marked = await marksSince(client, marks.table, marks.since, keys);
+  const marked = await marksSince(client, shape.schema, marks.table, marks.since, keys);
   if (marked.length === 0) return { written, held: [] };
   const markedKeys = new Set(marked.map((m) => m.id));
   const compared = unique.filter((row) => markedKeys.has(String(row[shape.key])));
@@ -115,7 +115,11 @@ export async function deleteRows(
   if (keys.length === 0) return 0;
   const remove = `DELETE FROM ${qualified(shape)} WHERE ${ident(shape.key)} = ANY($1::text[])`;
   const result = marks.mark
-    ? await client.query(`WITH marked AS (${markStatement('SELECT unnest($1::text[])', '$2', '$3')}) ${remove}`, [keys, marks.mark.table, marks.mark.at])
+    ? await client.query(`WITH marked AS (${markStatement(shape.schema, 'SELECT unnest($1::text[])', '$2', '$3')}) ${remove}`, [
+        keys,
+        marks.mark.table,
+        marks.mark.at,
+      ])
     : await client.query(remove, [keys]);
   return result.rowCount ?? 0;
 }

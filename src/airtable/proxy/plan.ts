@@ -90,7 +90,9 @@ export function airtablePlanner(ctx: ProxyKindContext) {
       if (syncs.length === 0) {
         throw refuse('unprocessable', `svc-translate: no active sync of base ${parsed.baseId} holds the database names to translate from`);
       }
-      const translated = translateAirtable({ path, query, body, contentType: headerOf(req, 'content-type') }, [...(await loadBuilt(syncs[0]!.pool)).values()]);
+      const translated = translateAirtable({ path, query, body, contentType: headerOf(req, 'content-type') }, [
+        ...(await loadBuilt(syncs[0]!.pool, syncs[0]!.schemas)).values(),
+      ]);
       ({ path, query, body } = translated);
     }
     const plan: Plan = { path: upstreamPathOf({ path, query, hasQuery: route.hasQuery }), quota, ...(body ? { body } : {}), ...(ended ? { ended } : {}) };

@@ -10,6 +10,7 @@ import { ensureMarks } from '../../writer/marks.ts';
 import { deleteRows, upsertRows } from '../../writer/upsert.ts';
 import type { WriteResult } from '../../proxy/plan.ts';
 import type { SyncTarget } from '../../proxy/targets.ts';
+import { bookkeeping, type SyncSchemas } from '../../syncdb/schemas.ts';
 
 export interface AirtableWriteContext {
   /** The syncs of the written base. */
@@ -92,7 +93,7 @@ function needsFetch(mapping: TableMapping, records: AnswerRecord[], byFieldId: b
   );
 }
 
-const MAPPING_SQL = `SELECT mapping FROM public_swap._tables
+const mappingSql = (schemas: SyncSchemas) => `SELECT mapping FROM ${bookkeeping(schemas, '_tables')}
   WHERE upstream_id NOT LIKE 'stripe:%' AND (upstream_id = $1 OR mapping->>'upstreamName' = $1)
   ORDER BY upstream_id = $1 DESC LIMIT 1`;
 
@@ -106,7 +107,7 @@ async function mappingOf(target: SyncTarget, table: string, fresh = false): Prom
   if (!known) mappings.set(target, (known = new Map()));
   const hit = known.get(table);
   if (!fresh && hit && hit.until > Date.now()) return hit.mapping;
-  const { rows } = await target.pool.query<{ mapping: TableMapping }>(MAPPING_SQL, [table]);
+  const { rows } = await target.pool.query<{ mapping: TableMapping }>(mappingSql(target.schemas), [table]);
   known.set(table, { mapping: rows[0]?.mapping, until: Date.now() + MAPPING_TTL_MS });
   return rows[0]?.mapping;
 }
@@ -198,8 +199,8 @@ async function writeOne(
     const mapping = await mappingOf(target, write.table, attempt > 0);
     if (!mapping) return { written: 0, deleted: 0 };
     if (fetched === undefined && upserts.length > 0 && needsFetch(mapping, upserts, write.byFieldId)) return 'incomplete';
-    const shape = shapeOf(mapping, 'public');
-    await ensureMarks(target.pool);
+    const shape = shapeOf(mapping, target.schemas.live);
+    await ensureMarks(target.pool, target.schemas);
     try {
       const rows = upserts.map((r) => rowOf(mapping, fetched?.get(r.id) ?? asListed(mapping, r, write.byFieldId)));
       const mark = { table: mapping.tableId, at: Date.now() };

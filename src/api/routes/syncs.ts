@@ -10,6 +10,7 @@ import { CAPPED } from '../tenancy.ts';
 import { kindComponent, oneOf, syncAnswer, syncView } from '../views.ts';
 import { z } from '../zod.ts';
 import { regionSchema } from './servers.ts';
+import { MAX_SCHEMA_LENGTH } from '../../syncdb/schemas.ts';
 
 const databaseUrl = z
   .string()
@@ -34,6 +35,20 @@ const common = {
     .optional()
     .describe(
       "The region of the pool server to hold the sync's database (default: the deployment's default region, `TRIBUTARY_DEFAULT_REGION`). Not with `database_url`",
+    ),
+  database_of: z
+    .string()
+    .max(64)
+    .optional()
+    .describe(
+      "Operator token only: another sync of the same account whose database this sync's tables go into, in schema `schema`, read with that sync's reader. Not with `database_url` or `region`",
+    ),
+  schema: z
+    .string()
+    .max(128)
+    .optional()
+    .describe(
+      `With \`database_of\`: the new sync's schema in that database; lower-case letters, digits and underscores, a letter first, at most ${MAX_SCHEMA_LENGTH} characters; not \`public\`, \`information_schema\`, \`pg_…\` or \`…_swap\`, nor a schema the database has`,
     ),
 };
 
@@ -122,6 +137,8 @@ interface CreateInput {
   account_id?: string;
   database_url?: string;
   region?: string;
+  database_of?: string;
+  schema?: string;
 }
 
 export const syncParams = z.object({ id: z.string().describe('The sync (`syn_…`)') });
@@ -163,7 +180,27 @@ async function ownerOf(api: ApiOptions, principal: Principal, requested: string 
   return requested;
 }
 
-const view = async (api: ApiOptions, sync: SyncRecord) => syncView(sync, await api.syncService.readerUrl(sync), api.events);
+const view = async (api: ApiOptions, sync: SyncRecord) => {
+  // A sync in another's database reads through that sync's reader: its limits are the ones shown.
+  const reader = sync.databaseOf === null ? sync : ((await api.syncs.get(sync.databaseOf)) ?? sync);
+  return syncView(sync, await api.syncService.readerUrl(sync), api.events, reader);
+};
+
+/** `database_of` and `schema` go together, operator token only, with no other placement. */
+function checkShared(input: CreateInput, principal: Principal): void {
+  if (input.database_of === undefined) {
+    if (input.schema !== undefined) throw new TributaryError('invalid_request', 'schema: only with database_of (a sync made alone has schema public)');
+    return;
+  }
+  if (principal.kind !== 'admin') throw new TributaryError('forbidden', 'database_of: set by the operator (admin token)');
+  if (input.schema === undefined) throw new TributaryError('invalid_request', 'schema: required with database_of');
+  if (input.database_url !== undefined || input.region !== undefined) {
+    throw new TributaryError(
+      'invalid_request',
+      `${input.database_url !== undefined ? 'database_url' : 'region'}: a sync made with database_of goes where that sync's database is`,
+    );
+  }
+}
 
 export function syncRoutes(router: Router, api: ApiOptions, doc: ApiDocument): void {
   // Each kind's schemas are made once: create and patch share its settings schema (one component).
@@ -180,15 +217,15 @@ export function syncRoutes(router: Router, api: ApiOptions, doc: ApiDocument): v
     tag: 'syncs',
     summary: 'Create a sync',
     description:
-      "Checks the key upstream, creates the sync's database and read-only role, and starts syncing. The database goes to the server of the sync's `region` with the most room that is not draining, or to the customer's own server (`database_url`). An account syncs an upstream (an Airtable base, a Stripe account) once.",
+      "Checks the key upstream, creates the sync's database and read-only role, and starts syncing. The database goes to the server of the sync's `region` with the most room that is not draining, or to the customer's own server (`database_url`). With `database_of` (operator token), the sync's tables go into schema `schema` of that sync's database instead, read with its reader. An account syncs an upstream (an Airtable base, a Stripe account) once.",
     access: 'token',
     body: { schema: createSync },
     answers: { 201: { description: 'The sync; `database.url` connects as its read-only role', schema: sync } },
     errors: {
-      400: '`account_id` is missing with the operator token, `database_url` is not usable as given, or `region` is given with `database_url`',
-      403: 'An account token naming another account in `account_id`',
-      409: 'The account already syncs this upstream (the message names that sync), has as many syncs as its limit, or its readers hold its whole connection budget',
-      422: 'The upstream refused the key or it cannot read what a sync needs; `account_id` names no account; `region` has no server, or none of its servers has room (the message names the region); or `database_url` cannot be reached, is on a loopback, private or link-local address, or cannot host a sync database',
+      400: '`account_id` is missing with the operator token, `database_url` is not usable as given, `region` is given with `database_url`, or `schema` without `database_of` (or the other way round, or with `database_url` or `region`)',
+      403: 'An account token naming another account in `account_id`, or giving `database_of`',
+      409: "The account already syncs this upstream (the message names that sync), has as many syncs as its limit, or its readers hold its whole connection budget; or `schema` is taken in that sync's database (the message names it)",
+      422: 'The upstream refused the key or it cannot read what a sync needs; `account_id` names no account; `region` has no server, or none of its servers has room (the message names the region); `database_url` cannot be reached, is on a loopback, private or link-local address, or cannot host a sync database; `database_of` names no sync of the account, or a kind that cannot share a database; or `schema` is not a valid name or is reserved (the message names it)',
       429: '`database_url`: too many servers checked this minute',
       503: 'The upstream could not be reached to check the key, or the database could not be created',
     },
@@ -199,6 +236,7 @@ export function syncRoutes(router: Router, api: ApiOptions, doc: ApiDocument): v
     if (input.region !== undefined && input.database_url !== undefined) {
       throw new TributaryError('invalid_request', 'region: a customer-owned server (database_url) has no region; give one or the other');
     }
+    checkShared(input, principal);
     const accountId = await ownerOf(api, principal, input.account_id);
     const sync = await api.syncService.create({
       accountId,
@@ -208,6 +246,8 @@ export function syncRoutes(router: Router, api: ApiOptions, doc: ApiDocument): v
       settings: input.settings ?? {},
       databaseUrl: input.database_url ?? null,
       region: input.region ?? null,
+      databaseOf: input.database_of ?? null,
+      schema: input.schema ?? null,
     });
     await api.eventAccess?.syncCreated(accountId, sync.id);
     ctx.status = 201;
@@ -304,7 +344,8 @@ export function syncRoutes(router: Router, api: ApiOptions, doc: ApiDocument): v
     operationId: 'deleteSync',
     tag: 'syncs',
     summary: 'Delete a sync',
-    description: 'Stops the sync and drops its database and read-only role, unless `keep_database` is true.',
+    description:
+      'Stops the sync and drops its database and read-only role, unless `keep_database` is true. A sync made with `database_of` drops only its schemas (`keep_database`: its tables stay, unsynced); the sync whose database others share is refused until they are deleted.',
     access: 'token',
     params: syncParams,
     query: deleteQuery,
@@ -314,7 +355,7 @@ export function syncRoutes(router: Router, api: ApiOptions, doc: ApiDocument): v
         schema: z.object({ id: z.string(), deleted: z.literal(true), database_kept: z.boolean() }).strict(),
       },
     },
-    errors: { 404: SYNC_NOT_FOUND },
+    errors: { 404: SYNC_NOT_FOUND, 409: "Other syncs still have their tables in this sync's database (the message names them)" },
   });
   router.delete('/api/syncs/:id', async (ctx) => {
     const principal = await api.authenticate(ctx);

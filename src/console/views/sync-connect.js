@@ -42,17 +42,24 @@ function snippet(what, text) {
 export async function connectTab(_ctx, panel, sync) {
   const info = await api('GET', `/api/syncs/${sync.id}/connection`);
   const url = sync.database.url;
-  const psql = `psql ${shellQuote(url)}`;
+  const schema = sync.database.schema ?? 'public';
+  // A sync in a shared database has its own schema: psql starts with it first on the search_path.
+  const options = schema === 'public' ? '' : `PGOPTIONS=${shellQuote(`-c search_path=${schema}`)} `;
+  const psqlOf = (shown) => `${options}psql ${shellQuote(shown)}`;
+  const psql = psqlOf(url);
 
   // The database: the password stays hidden until asked for; the copy buttons copy the real thing.
   const urlText = h('code', { class: 'copyable-text', id: 'database-url' }, masked(url));
-  const psqlText = h('code', { class: 'copyable-text', id: 'psql-command' }, `psql ${shellQuote(masked(url))}`);
+  const psqlText = h('code', { class: 'copyable-text', id: 'psql-command' }, psqlOf(masked(url)));
+  const shared = sync.database.database_of
+    ? ` The database is shared with sync ${sync.database.database_of} (schema public) and read with its role: run SET search_path TO ${schema} or name the schema (${schema}.<table>).`
+    : '';
   const database = section(
     'Database (read-only)',
     h(
       'p',
-      null,
-      `Database ${sync.database.name}, as its read-only role. Tables are in schema public; public._sync_meta says when the last sync started and completed.`,
+      { id: 'database-schema' },
+      `Database ${sync.database.name}, as its read-only role. Tables are in schema ${schema}; ${schema}._sync_meta says when the last sync started and completed.${shared}`,
     ),
     h('p', { class: 'label' }, 'Connection URL'),
     h(
@@ -70,7 +77,7 @@ export async function connectTab(_ctx, panel, sync) {
     ),
     revealToggle('password', (shown) => {
       urlText.textContent = shown ? url : masked(url);
-      psqlText.textContent = shown ? psql : `psql ${shellQuote(masked(url))}`;
+      psqlText.textContent = shown ? psql : psqlOf(masked(url));
     }),
   );
 

@@ -40,7 +40,13 @@ async function call<T>(baseUrl: string, key: string, method: string, path: strin
 function notesRunner(context: RunnerContext) {
   const stop = new AbortController();
   let running: Promise<void> | undefined;
-  const status = new StatusReporter({ control: context.control, target: context.target, syncId: context.sync.id, logger: context.logger });
+  const status = new StatusReporter({
+    control: context.control,
+    target: context.target,
+    schemas: context.schemas,
+    syncId: context.sync.id,
+    logger: context.logger,
+  });
   const cycle = async () => {
     const started = new Date();
     await status.cycleStarted(started);
