@@ -214,6 +214,22 @@ async function oneChange(i: number): Promise<void> {
   lags[op].push(lag);
 }
 
+/** The target server's WAL position, and commits so far in the control database and in the rest. */
+async function walAndCommits(): Promise<{ lsn: bigint; control: number; others: number }> {
+  const client = new pg.Client({ connectionString: target.adminUrl });
+  await client.connect();
+  const { rows } = await client.query<{ lsn: string; control: string; others: string }>(
+    `SELECT (pg_current_wal_lsn() - '0/0')::text AS lsn,
+            coalesce(sum(xact_commit) FILTER (WHERE datname = $1), 0)::text AS control,
+            coalesce(sum(xact_commit) FILTER (WHERE datname <> $1), 0)::text AS others
+       FROM pg_stat_database`,
+    [controlDb],
+  );
+  await client.end();
+  return { lsn: BigInt(rows[0]!.lsn.split('.')[0]!), control: Number(rows[0]!.control), others: Number(rows[0]!.others) };
+}
+
+const walBefore = await walAndCommits();
 const before = snapshot();
 const fakeBefore = await ask('stats');
 const pending: Promise<void>[] = [];
@@ -222,6 +238,7 @@ for (let i = 0; Date.now() - before.at < seconds * 1000; i++) {
   await sleep(1000 / changeRate);
 }
 const after = snapshot();
+const walAfter = await walAndCommits();
 const memory = pssByKind();
 const servicePss = pss(svc.child.pid!);
 await Promise.all(pending);
@@ -253,6 +270,9 @@ console.log(`  PostgreSQL, all                            ${cores(pgCpu).padStar
 for (const row of rows) console.log(row);
 console.log(
   `  service + PostgreSQL: ${cores(serviceCpu + pgCpu)} cores, ${(((serviceCpu + pgCpu) / wall / syncs) * 1000).toFixed(2)} millicores and ${mbOf((servicePss + pgPss) / syncs)} a sync`,
+);
+console.log(
+  `  target server WAL ${(Number(walAfter.lsn - walBefore.lsn) / wall / 1024).toFixed(0)} kB/s; commits/s: control database ${((walAfter.control - walBefore.control) / wall).toFixed(0)}${controlApart ? ' (not on this server)' : ''}, other databases ${((walAfter.others - walBefore.others) / wall).toFixed(0)}`,
 );
 console.log(`  upstream requests ${((fakeAfter.requests - fakeBefore.requests) / wall).toFixed(0)}/s, 429s ${fakeAfter.rateLimited - fakeBefore.rateLimited}`);
 for (const op of ['edit', 'create', 'delete'] as const) {

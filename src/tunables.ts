@@ -20,7 +20,8 @@ export interface Tunables {
 
 /**
  * Tunables from the environment: the time scale of benchmarks that run the service as a child
- * process, and the operator's share of an Airtable user's quota for syncs.
+ * process, the operator's share of an Airtable user's quota for syncs, and how long a paced
+ * Airtable cycle takes (0: never paced).
  */
 export function tunablesFromEnv(env: NodeJS.ProcessEnv): Tunables {
   const scale = Number(env.TRIBUTARY_BENCH_TIME_SCALE || 1);
@@ -30,6 +31,14 @@ export function tunablesFromEnv(env: NodeJS.ProcessEnv): Tunables {
       `TRIBUTARY_AIRTABLE_USER_SYNC_SHARE: expected a whole number from 1 to 50 (of the user's 50 requests a second), got ${JSON.stringify(share)}`,
     );
   }
-  const airtable = { ...(scale === 1 ? {} : { timeScale: scale }), ...(share ? { userSyncShare: Number(share) } : {}) };
+  const paced = env.TRIBUTARY_AIRTABLE_PACED_CYCLE_S;
+  if (paced !== undefined && paced !== '' && !(/^\d+$/.test(paced) && Number(paced) <= 86_400)) {
+    throw new Error(`TRIBUTARY_AIRTABLE_PACED_CYCLE_S: expected a whole number of seconds from 0 (never paced) to 86400, got ${JSON.stringify(paced)}`);
+  }
+  const airtable = {
+    ...(scale === 1 ? {} : { timeScale: scale }),
+    ...(share ? { userSyncShare: Number(share) } : {}),
+    ...(paced ? { pacedCycleMs: Number(paced) * 1000 } : {}),
+  };
   return Object.keys(airtable).length === 0 ? {} : { airtable };
 }

@@ -189,6 +189,15 @@ test("the operator sets the syncs' share of a user's quota; a bad value stops th
       bad,
     );
   }
+  assert.equal(tunablesFromEnv({ TRIBUTARY_AIRTABLE_PACED_CYCLE_S: '120' }), { airtable: { pacedCycleMs: 120_000 } });
+  assert.equal(tunablesFromEnv({ TRIBUTARY_AIRTABLE_PACED_CYCLE_S: '0' }), { airtable: { pacedCycleMs: 0 } }, '0: never paced');
+  for (const bad of ['-5', '1.5', 'soon', '86401']) {
+    assert.throws(
+      () => tunablesFromEnv({ TRIBUTARY_AIRTABLE_PACED_CYCLE_S: bad }),
+      /TRIBUTARY_AIRTABLE_PACED_CYCLE_S: expected a whole number of seconds/,
+      bad,
+    );
+  }
 });
 
 test('twelve bases read with one token at full speed draw no 429 from the fake', async () => {

@@ -38,6 +38,8 @@ export class ChangeCapture {
   pollWanted = false;
   /** The loop pauses while polls cannot run (first load, no webhook yet): a cycle's end ends that pause. */
   captureParked = false;
+  /** When the latest poll that read and applied the payloads ended. */
+  private lastGoodPollAt = 0;
 
   constructor(
     private readonly state: AirtableSyncState,
@@ -46,6 +48,15 @@ export class ChangeCapture {
 
   private get ready(): boolean {
     return this.state.webhook !== undefined && this.state.settings !== undefined && !this.state.loading;
+  }
+
+  /**
+   * Change capture is working: a webhook, and a poll that read and applied its payloads within
+   * the last few poll intervals. Only then may sweeps slow down (pace.ts).
+   */
+  get healthy(): boolean {
+    const within = Math.max(10_000, 5 * (this.host.options.pollIntervalMs ?? 1000));
+    return this.ready && Date.now() - this.lastGoodPollAt < within;
   }
 
   /** True when a wait request arrived since the latest capture poll started. */
@@ -79,6 +90,7 @@ export class ChangeCapture {
       lastStart = Date.now();
       try {
         await this.pollOnce(this.host.client(true));
+        this.lastGoodPollAt = Date.now();
       } catch (thrown) {
         if (this.host.signal.aborted) break;
         // The next poll tries again from the same cursor; the sweep covers anything meanwhile.

@@ -13,9 +13,10 @@ const TABLE_COMMENT = /^Airtable table "(.*)" \((tbl[A-Za-z0-9]+)\)$/s;
 
 /**
  * Airtable tunables: webhook poll interval, pause between cycles, time scale (tests and
- * benchmarks), and the syncs' share of a user's quota (TRIBUTARY_AIRTABLE_USER_SYNC_SHARE).
+ * benchmarks), the syncs' share of a user's quota (TRIBUTARY_AIRTABLE_USER_SYNC_SHARE) and a
+ * paced cycle's duration (TRIBUTARY_AIRTABLE_PACED_CYCLE_S).
  */
-export type AirtableTunables = Pick<AirtableRunnerOptions, 'pollIntervalMs' | 'cycleGapMs' | 'timeScale' | 'userSyncShare'>;
+export type AirtableTunables = Pick<AirtableRunnerOptions, 'pollIntervalMs' | 'cycleGapMs' | 'timeScale' | 'userSyncShare' | 'pacedCycleMs'>;
 
 /** An Airtable base, one table per Airtable table, one event collection per table. */
 export const airtableKind: SourceKind = {

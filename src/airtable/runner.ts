@@ -8,17 +8,17 @@ import { type PassRequests, untilNextPass } from '../sync/passes.ts';
 import { StatusReporter } from '../sync/status-reporter.ts';
 import { backoffDelay, CYCLE_BACKOFF, FATAL_PAUSE_MS } from '../retry.ts';
 import { pause } from '../time.ts';
-import { writeFetched } from '../writer/fetched.ts';
-import { ensureMarks, pruneMarks } from '../writer/marks.ts';
-import { deleteRows, upsertRows } from '../writer/upsert.ts';
+import { pruneMarks } from '../writer/marks.ts';
 import { AIRTABLE_RULE, AIRTABLE_USER_SYNC_SHARE, AirtableClient, AirtableError } from './client.ts';
 import { planMigration } from './plan.ts';
 import { mapBase, type TableMapping } from './schema.ts';
 import { sweepTable, type SweepContext } from './sweep.ts';
 import { dropTable, prepareRebuild, refreshComments } from '../writer/swap.ts';
-import { builtTable, loadBuilt, rowOf, shapeOf } from './tables.ts';
+import { builtTable, loadBuilt } from './tables.ts';
 import { ensureWebhook } from './webhook.ts';
 import { ChangeCapture } from './capture.ts';
+import { fetchIntoTable } from './fetch-by-id.ts';
+import { CyclePace } from './pace.ts';
 import { RefetchQueue } from './refetch-queue.ts';
 import { AirtableSyncState, interruptible } from './sync-state.ts';
 import { swapInAfterProxiedWrites } from './swap-rounds.ts';
@@ -42,6 +42,11 @@ export interface AirtableRunnerOptions {
   pollIntervalMs?: number;
   /** Pause between cycles (0: the next cycle starts at once, a continuous sync). */
   cycleGapMs?: number;
+  /**
+   * While change capture is healthy and the latest cycle found nothing it had missed, a cycle's
+   * requests are spread over this long (pace.ts); 0: always the full pace. Default PACED_CYCLE_MS.
+   */
+  pacedCycleMs?: number;
   /** Change capture through Airtable webhooks; off means sweeps alone. */
   changeCapture?: boolean;
   /** Time scale of the upstream (benchmarks against a sped-up fake); 1 in production. */
@@ -55,6 +60,8 @@ export interface AirtableRunnerOptions {
 }
 
 const RECENT_TTL_MS = 10 * 60_000;
+/** A paced cycle's target duration: what change capture cannot see is at most about this late. */
+export const PACED_CYCLE_MS = 60_000;
 
 /**
  * Keeps one base in step: continuous cycles (schema, then every table swept or rebuilt)
@@ -78,6 +85,8 @@ export class AirtableRunner {
   private running: Promise<void> | undefined;
   /** Ends the pause between cycles early, while there is one. */
   private endPause: (() => void) | undefined;
+  /** Sweeps spread out while change capture is proven (pace.ts). */
+  private readonly pace: CyclePace;
   /** The token's user, whose quota (all of the user's tokens, every base) each request also counts against. */
   private readonly owners: TokenOwners;
   /** Whether that quota slows the sync (its status says so). */
@@ -94,6 +103,13 @@ export class AirtableRunner {
       logger: options.logger,
     });
     this.capture = new ChangeCapture(this.state, this);
+    this.pace = new CyclePace({
+      cycleMs: (options.pacedCycleMs ?? PACED_CYCLE_MS) / (options.timeScale ?? 1),
+      healthy: () => this.capture.healthy,
+      urgent: () => this.state.needsCycle !== 0 || this.capture.pollWanted,
+      report: (seconds) => this.status.pace(seconds),
+      signal: this.signal,
+    });
     this.owners = new TokenOwners({ pool: options.control });
     const share = options.userSyncShare ?? AIRTABLE_USER_SYNC_SHARE;
     this.userLimit = new UserLimitWatch({ control: options.control, syncId: options.syncId, logger: options.logger, share });
@@ -217,11 +233,14 @@ export class AirtableRunner {
       // A webhook new to this runner: what happened before it is only in this cycle's listing.
       if (this.state.webhook && this.state.webhook.id !== previous) this.state.needsCycle = Math.max(this.state.needsCycle, number);
     }
+    await this.pace.begin();
+    await this.pace.turn();
     const desired = mapBase(await client.schema(), settings);
     const { schemas } = this.options;
     const built = await loadBuilt(this.options.target, schemas);
     this.state.live = new Map(built);
     const plan = planMigration(desired, built);
+    if (plan.drop.length + plan.rebuild.length > 0) this.pace.missed();
     for (const gone of plan.drop) {
       await dropTable(this.options.target, builtTable(gone, schemas));
       this.state.live.delete(gone.tableId);
@@ -289,11 +308,13 @@ export class AirtableRunner {
         );
         records += result.listed;
         if (result.written || result.deleted) {
+          this.pace.missed();
           this.options.logger.debug({ table: mapping.name, written: result.written, deleted: result.deleted }, 'table swept');
         }
       }
     }
     await this.pruneRecent();
+    this.pace.end();
     this.state.loading = false;
     if (this.state.needsCycle !== 0 && number >= this.state.needsCycle) this.state.needsCycle = 0;
     await this.status.cycleCompleted(started, new Date(), this.isPass(failuresAtStart, 'cycle') ? pass : undefined);
@@ -302,7 +323,7 @@ export class AirtableRunner {
 
   private sweepContext(client: AirtableClient, onPage: (listed: number) => Promise<void>): SweepContext {
     return {
-      airtable: client,
+      airtable: { listPage: (tableId, options) => this.pace.turn().then(() => client.listPage(tableId, options)) },
       db: this.options.target,
       schemas: this.options.schemas,
       logger: this.options.logger,
@@ -346,45 +367,20 @@ export class AirtableRunner {
    * a rebuild's table is checked at its swap instead.
    */
   private async refetchInto(client: AirtableClient, mapping: TableMapping, schema: string, ids: string[]): Promise<number> {
-    const fetchedAt = Date.now();
-    let records: Awaited<ReturnType<AirtableClient['recordsById']>>;
-    try {
-      records = await client.recordsById(mapping.tableId, ids);
-    } catch (error) {
-      // Deleted upstream since its changes were reported: the next cycle drops the table.
-      if (!(await client.tableGone(error, mapping.tableId))) throw error;
+    const { target, schemas } = this.options;
+    const fetched = await fetchIntoTable({ client, target, schemas }, mapping, schema, ids);
+    if (fetched.tableGone) {
       this.state.needCycle();
-      return fetchedAt;
+      return fetched.fetchedAt;
     }
-    const shape = shapeOf(mapping, schema);
-    const found = new Set(records.map((r) => r.id));
-    const rows = records.map((r) => rowOf(mapping, r));
-    let held: string[] = [];
-    if (schema === this.options.schemas.swap) {
-      await upsertRows(this.options.target, shape, rows);
-    } else {
-      await ensureMarks(this.options.target, this.options.schemas);
-      const db = await this.options.target.connect();
-      try {
-        ({ held } = await writeFetched(db, shape, mapping.tableId, rows, fetchedAt));
-      } finally {
-        db.release();
-      }
-    }
-    // Gone upstream when fetched: a proxied write cannot bring a deleted record back.
-    await deleteRows(
-      this.options.target,
-      shape,
-      ids.filter((id) => !found.has(id)),
-    );
-    this.queue.hold(mapping.tableId, held);
-    const heldSet = new Set(held);
+    this.queue.hold(mapping.tableId, fetched.held);
+    const heldSet = new Set(fetched.held);
     for (const id of ids) {
       if (heldSet.has(id)) continue;
-      this.recent.set(`${mapping.tableId}/${id}`, fetchedAt);
+      this.recent.set(`${mapping.tableId}/${id}`, fetched.fetchedAt);
       this.queue.written(mapping.tableId, id);
     }
-    return fetchedAt;
+    return fetched.fetchedAt;
   }
 
   /**

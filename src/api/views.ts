@@ -153,6 +153,13 @@ export const syncStatusAnswer = z
       .describe(
         "An upstream limit shared with other syncs that held this sync back within the last minute, in words (Airtable: all of one user's tokens share 50 requests a second across bases); null when none",
       ),
+    paced_cycle_s: z
+      .number()
+      .int()
+      .nullable()
+      .describe(
+        'Airtable: while change capture is healthy and the latest cycle found nothing it had missed, each cycle is spread over about this many seconds (the sweep then only catches what change capture cannot see); null: the sweep runs at the full pace of its quota',
+      ),
   })
   .strict()
   .openapi('SyncStatus');

@@ -12,6 +12,7 @@ export interface SyncStatus {
   last_error: string | null;
   progress: unknown;
   slowed_by: string | null;
+  paced_cycle_s: number | null;
 }
 
 /** How long a sync may keep failing before yellow turns red. */
@@ -39,7 +40,9 @@ export function indicatorOf(status: SyncStatusFields, now: Date): Indicator {
   const running = status.startedAt && status.startedAt.getTime() > lastGood;
   if (running && status.durationUsualSeconds) {
     const elapsed = (now.getTime() - status.startedAt!.getTime()) / 1000;
-    if (elapsed > SLOW_FACTOR * status.durationUsualSeconds + 5) return 'yellow';
+    // A paced cycle is meant to take its time: it is slow only past its own target.
+    const usual = Math.max(status.durationUsualSeconds, status.pacedCycleSeconds ?? 0);
+    if (elapsed > SLOW_FACTOR * usual + 5) return 'yellow';
   }
   return 'normal';
 }
@@ -85,5 +88,6 @@ export function statusOf(status: SyncStatusFields, now = new Date()): SyncStatus
     last_error: status.lastError,
     progress: status.progress ?? null,
     slowed_by: slowedBy(status, now),
+    paced_cycle_s: status.pacedCycleSeconds ?? null,
   };
 }

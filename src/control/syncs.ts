@@ -22,6 +22,8 @@ export interface SyncStatusFields {
   /** An upstream limit shared with other syncs that held this one back, in words, and when last seen. */
   slowedBy?: string | null;
   slowedAt?: Date | null;
+  /** Seconds a paced cycle is spread over (see sql/22_sweep_pace.sql); null: full pace. */
+  pacedCycleSeconds?: number | null;
 }
 
 export interface SyncRecord {

@@ -105,6 +105,11 @@ export class StatusReporter {
     );
   }
 
+  /** The sweep's pace (Airtable): seconds a paced cycle is spread over, or null for the full pace. */
+  async pace(seconds: number | null): Promise<void> {
+    await this.options.control.query('UPDATE syncs SET paced_cycle_s = $2 WHERE id = $1', [this.options.syncId, seconds]);
+  }
+
   /** Lasting notes for the sync's view (objects a key cannot read), kept apart from errors. */
   async warn(warnings: string[]): Promise<void> {
     await this.options.control.query(

@@ -50,6 +50,9 @@ export async function overviewTab(ctx, panel, initial, updated) {
         ['Last started (_sync_meta.started_at)', at(source.started_at)],
         ['Last completed (_sync_meta.completed_at)', at(source.completed_at)],
         ['Duration of the last sync (_sync_meta.duration_last)', duration(source.duration_last)],
+        ...(s.paced_cycle_s
+          ? [['Sweep pace', `spread over about ${duration(s.paced_cycle_s)}: change capture is healthy and the last cycle found nothing it had missed`]]
+          : []),
         ['Lag (age of the oldest data the database may show)', duration(s.lag_seconds)],
         ['Events logged', count(sync.events.logged)],
         ...(sync.events.slot_lag_bytes !== null ? [['Decoder behind the database by', `${count(sync.events.slot_lag_bytes)} bytes`]] : []),

@@ -1,0 +1,100 @@
+import { pause } from '../time.ts';
+
+/**
+ * A sweep's pace. While change capture is healthy and the last cycle found nothing it had
+ * missed, the next cycle spreads its requests over `cycleMs` (the previous cycle's count of
+ * requests sets the gap); otherwise, and as soon as that stops being true mid-cycle, it goes
+ * at the full pace the quota allows. A base too large to sweep within `cycleMs` at full pace
+ * is never slowed. The cycle is still always under way: it is spread out, not paused.
+ */
+export class SweepPacer {
+  private next = 0;
+  private made = 0;
+
+  constructor(
+    private readonly options: {
+      /** Target duration of a paced cycle; 0: never paced. */
+      cycleMs: number;
+      /** Requests the previous cycle made (pages and the schema read). */
+      expectedRequests: number;
+      /** Whether the pace may be slow now (checked before every request). */
+      paced: () => boolean;
+      signal: AbortSignal;
+    },
+  ) {}
+
+  /** Waits for the next request's turn; counts it. */
+  async turn(): Promise<void> {
+    this.made++;
+    if (this.options.cycleMs <= 0 || !this.options.paced()) {
+      this.next = 0;
+      return;
+    }
+    const gap = this.options.cycleMs / Math.max(1, this.options.expectedRequests);
+    const now = Date.now();
+    if (this.next > now) await pause(this.next - now, this.options.signal);
+    this.next = Math.max(now, this.next) + gap;
+  }
+
+  /** Requests made so far in this cycle. */
+  get requests(): number {
+    return this.made;
+  }
+}
+
+/**
+ * The pace of a runner's cycles, one after another: whether the next may be paced (the one
+ * before found nothing change capture had missed, with capture healthy from its start to
+ * its end), its pacer, and the status's word on it when that changes.
+ */
+export class CyclePace {
+  private current: SweepPacer | undefined;
+  /** Requests the latest completed cycle made. */
+  private expected = 0;
+  private foundNothing = false;
+  private clean = false;
+  private reported: number | null | undefined;
+
+  constructor(
+    private readonly options: {
+      cycleMs: number;
+      /** Change capture is working now. */
+      healthy: () => boolean;
+      /** Something only a full cycle can catch is pending (a schema change, a waiter's pass). */
+      urgent: () => boolean;
+      report: (pacedSeconds: number | null) => Promise<void>;
+      signal: AbortSignal;
+    },
+  ) {}
+
+  /** At a cycle's start, before its first request. */
+  async begin(): Promise<void> {
+    const { cycleMs, healthy, urgent, signal } = this.options;
+    const provenBefore = this.foundNothing && this.expected > 0 && cycleMs > 0;
+    const paced = () => provenBefore && healthy() && !urgent();
+    this.current = new SweepPacer({ cycleMs, expectedRequests: this.expected, paced, signal });
+    this.foundNothing = false;
+    this.clean = healthy();
+    const seconds = paced() ? Math.round(cycleMs / 1000) : null;
+    if (seconds !== this.reported) {
+      await this.options.report(seconds);
+      this.reported = seconds;
+    }
+  }
+
+  /** Waits for the cycle's next request. */
+  turn(): Promise<void> {
+    return this.current?.turn() ?? Promise.resolve();
+  }
+
+  /** The cycle found something change capture had not written (or rebuilt a table). */
+  missed(): void {
+    this.clean = false;
+  }
+
+  /** At a cycle's successful end. */
+  end(): void {
+    this.foundNothing = this.clean && this.options.healthy();
+    this.expected = this.current?.requests ?? 0;
+  }
+}

@@ -1,0 +1,148 @@
+/**
+ * Paced sweeps: while change capture is healthy and the latest cycle found nothing it had
+ * missed, a cycle's requests are spread over the paced duration instead of the full pace of
+ * the quota. The cycle is still always under way, changes still arrive by change capture in
+ * seconds, the indicator does not call a paced cycle slow, and the full pace is back as soon
+ * as a sweep finds something capture missed or capture stops working.
+ */
+import diagnostics from 'node:diagnostics_channel';
+import type { IncomingMessage } from 'node:http';
+import { test } from 'uvu';
+import * as assert from 'uvu/assert';
+import { indicatorOf } from '../src/control/status.ts';
+import { withDatabase } from '../src/db/sql.ts';
+import { waitForCycle, waitForRows } from './harness/airtable.ts';
+import { query, serverAdminUrl } from './harness/postgres.ts';
+import { waitFor } from './harness/process.ts';
+import { AIRTABLE_TEST_TOKEN, createAccount, request, startTestService, type TestAccount, type TestService } from './harness/service.ts';
+
+const PACED_MS = 9000;
+let svc: TestService;
+let account: TestAccount;
+let syncId: string;
+let reader: string;
+let admin: string;
+let base: ReturnType<TestService['airtable']['createBase']>;
+/** When each request listing a page of the base's table reached the fake. */
+const pageRequests: number[] = [];
+
+diagnostics.subscribe('http.server.request.start', (message) => {
+  const { request: req } = message as { request: IncomingMessage };
+  const path = (req.url ?? '').split('?')[0]!;
+  if (req.method === 'POST' && base && path.startsWith(`/v0/${base.id}/`) && path.endsWith('/listRecords')) pageRequests.push(Date.now());
+});
+const pagesWithin = (from: number, to: number) => pageRequests.filter((t) => t >= from && t < to).length;
+
+async function status() {
+  return (await request(svc.api, 'GET', `/api/syncs/${syncId}`, { token: account.token })).body.status;
+}
+
+test.before(async () => {
+  svc = await startTestService({
+    config: { roles: ['api', 'sync'] },
+    // Capture polls once a second (the default), taking one of the sync's 3 requests a second.
+    tunables: { airtable: { pollIntervalMs: 1000, pacedCycleMs: PACED_MS }, workerTickMs: 250 },
+  });
+  account = await createAccount(svc);
+  base = svc.airtable.createBase({ name: 'Paced' });
+  base.createTable('Items', [
+    { name: 'Name', type: 'singleLineText' },
+    { name: 'Count', type: 'number', options: { precision: 0 } },
+  ]);
+  // Five pages: at the full pace (3 requests a second) a cycle takes about 2 s.
+  base.createRecords(
+    'Items',
+    Array.from({ length: 450 }, (_, n) => ({ Name: `item ${n}`, Count: n })),
+  );
+  const created = await request(svc.api, 'POST', '/api/syncs', {
+    token: account.token,
+    body: { kind: 'airtable', base_id: base.id, api_key: AIRTABLE_TEST_TOKEN },
+  });
+  assert.is(created.status, 201, created.text);
+  syncId = created.body.id;
+  reader = created.body.database.url;
+  admin = withDatabase(serverAdminUrl(), created.body.database.name);
+  await waitForCycle(svc, account.token, syncId, new Date(Date.now() - 1000));
+});
+test.after(async () => svc.stop());
+
+test('with change capture proven, cycles are spread out, still under way, and not called slow', async () => {
+  await waitFor('a paced cycle', async () => ((await status()).paced_cycle_s === PACED_MS / 1000 ? true : undefined), 30_000);
+  const from = Date.now();
+  const indicators = new Set<string>();
+  let running = 0;
+  let samples = 0;
+  while (Date.now() - from < 2 * PACED_MS) {
+    const s = await status();
+    indicators.add(s.indicator);
+    samples++;
+    if (Date.parse(s.started_at) > Date.parse(s.completed_at ?? 0)) running++;
+    await new Promise((r) => setTimeout(r, 500));
+  }
+  const pages = pagesWithin(from, Date.now());
+  // Full pace would list the table's five pages about every 3 s: some 30 requests here.
+  assert.ok(pages >= 5 && pages <= 16, `${pages} page requests in ${2 * PACED_MS} ms`);
+  assert.ok(running / samples > 0.8, `a cycle was under way in ${running} of ${samples} samples`);
+  assert.equal([...indicators], ['normal'], 'a paced cycle is not slower than usual');
+  const [meta] = await query<{ s: number }>(reader, 'SELECT extract(epoch FROM duration_last)::float8 AS s FROM _sync_meta');
+  assert.ok(meta!.s > (PACED_MS / 1000) * 0.5, `_sync_meta says a cycle took ${meta!.s} s`);
+});
+
+test('while paced, an edit still arrives by change capture in seconds', async () => {
+  const record = base.records('Items')[7]!;
+  base.updateRecord('Items', record.id, { Name: 'edited while paced' });
+  const arrived = await waitForRows(reader, `SELECT 1 FROM items WHERE id = '${record.id}' AND name = 'edited while paced'`, (r) => r.length === 1);
+  assert.ok(arrived.ms < 4000, `arrived in ${arrived.ms} ms`);
+});
+
+test('a sweep that finds what change capture missed brings back the full pace, then paces again', async () => {
+  const record = base.records('Items')[3]!;
+  // A difference no payload will ever tell of: only a sweep can find it.
+  await query(admin, `UPDATE public.items SET name = 'tampered' WHERE id = '${record.id}'`);
+  await waitForRows(reader, `SELECT 1 FROM items WHERE id = '${record.id}' AND name = '${record.fields.Name}'`, (r) => r.length === 1, 3 * PACED_MS);
+  const found = Date.now();
+  await waitFor('the full pace', async () => ((await status()).paced_cycle_s === null ? true : undefined), 3 * PACED_MS);
+  await waitFor('paced again', async () => ((await status()).paced_cycle_s === PACED_MS / 1000 ? true : undefined), 3 * PACED_MS);
+  // A full-pace cycle in between: its five pages within about 2.5 s (paced, 1.5 s apart).
+  const busiest = Math.max(...pageRequests.filter((t) => t >= found).map((t) => pagesWithin(t, t + 3000)));
+  assert.ok(busiest >= 4, `at most ${busiest} page requests in 3 s`);
+});
+
+test('when change capture stops working, the sweep goes back to the full pace at once', async () => {
+  await waitFor('paced', async () => ((await status()).paced_cycle_s === PACED_MS / 1000 ? true : undefined), 3 * PACED_MS);
+  svc.airtable.faults.add({ match: { path: new RegExp(`^/v0/bases/${base.id}/webhooks/[^/]+/payloads$`) }, kind: 'status', status: 503, times: Infinity });
+  try {
+    // Capture is unhealthy 10 s after its last good poll; the running cycle's next request goes at once.
+    await new Promise((r) => setTimeout(r, 11_000));
+    const from = Date.now();
+    await new Promise((r) => setTimeout(r, 3000));
+    const pages = pagesWithin(from, Date.now());
+    assert.ok(pages >= 4, `${pages} page requests in 3 s`);
+    await waitFor('the status says so', async () => ((await status()).paced_cycle_s === null ? true : undefined), 3 * PACED_MS);
+    // Edits still arrive, by the sweep alone.
+    const record = base.records('Items')[9]!;
+    base.updateRecord('Items', record.id, { Name: 'edited without capture' });
+    await waitForRows(reader, `SELECT 1 FROM items WHERE id = '${record.id}' AND name = 'edited without capture'`, (r) => r.length === 1, 10_000);
+  } finally {
+    svc.airtable.faults.clear();
+  }
+});
+
+test('the indicator measures a paced cycle against its own target', () => {
+  const now = new Date('2026-11-26T12:00:40Z');
+  const running = {
+    startedAt: new Date('2026-11-26T12:00:00Z'),
+    completedAt: new Date('2026-11-26T11:59:59Z'),
+    durationLastSeconds: 2,
+    durationUsualSeconds: 2,
+    lastError: null,
+    lastErrorAt: null,
+    lastErrorKind: null,
+    progress: null,
+  };
+  assert.is(indicatorOf({ ...running, pacedCycleSeconds: 60 }, now), 'normal', '40 s into a cycle paced over 60 s');
+  assert.is(indicatorOf({ ...running, pacedCycleSeconds: null }, now), 'yellow', '40 s into a cycle that usually takes 2 s');
+  assert.is(indicatorOf({ ...running, pacedCycleSeconds: 60 }, new Date('2026-11-26T12:01:40Z')), 'yellow', 'past 1.5 times its target');
+});
+
+test.run();
