@@ -6,7 +6,7 @@
  * `{airtable, stripe, bases: [{id, token}], keys: [key]}`, then answers each line on stdin:
  *   edit <n>     sets the Name of a record of base n's Projects  → {record, value, at}
  *   create <n>   creates a Projects record in base n             → {record, value, at}
- *   delete <n>   deletes the record created last in base n       → {record, at}
+ *   delete <n> <record>  deletes a record of base n's Projects   → {record, at}
  *   stats        → {requests, rateLimited} over both fakes
  */
 import { createInterface } from 'node:readline';
@@ -30,7 +30,7 @@ const bases = Array.from({ length: baseCount }, (_, i) => {
   });
   const token = `pat${String(i + 1).padStart(14, '0')}.${hex}`;
   airtable.addToken(token, { bases: [base.id], user: `usr${String(i + 1).padStart(14, '0')}` });
-  return { id: base.id, token, base, created: [] as string[] };
+  return { id: base.id, token, base };
 });
 const keys = Array.from({ length: accountCount }, (_, i) => {
   const account = stripe.createAccount();
@@ -40,7 +40,7 @@ const keys = Array.from({ length: accountCount }, (_, i) => {
 });
 
 let serial = 0;
-const commands: Record<string, (n: number) => unknown> = {
+const commands: Record<string, (n: number, record?: string) => unknown> = {
   edit(n) {
     const { base } = bases[n]!;
     const rows = base.records('Projects');
@@ -52,12 +52,10 @@ const commands: Record<string, (n: number) => unknown> = {
   create(n) {
     const value = `new ${++serial}`;
     const [made] = bases[n]!.base.createRecords('Projects', [{ Name: value }]);
-    bases[n]!.created.push(made!.id);
     return { record: made!.id, value, at: Date.now() };
   },
-  delete(n) {
-    const record = bases[n]!.created.shift();
-    if (!record) return { error: 'nothing created to delete' };
+  delete(n, record) {
+    if (!record) return { error: 'delete needs a record id' };
     bases[n]!.base.deleteRecords('Projects', [record]);
     return { record, at: Date.now() };
   },
@@ -69,8 +67,8 @@ const commands: Record<string, (n: number) => unknown> = {
 
 process.stdout.write(`${JSON.stringify({ airtable: airtable.url, stripe: stripe.url, bases: bases.map(({ id, token }) => ({ id, token })), keys })}\n`);
 createInterface({ input: process.stdin }).on('line', (line) => {
-  const [word, n] = line.trim().split(/\s+/);
+  const [word, n, record] = line.trim().split(/\s+/);
   const command = commands[word ?? ''];
-  process.stdout.write(`${JSON.stringify(command ? command(Number(n)) : { error: `unknown command ${word}` })}\n`);
+  process.stdout.write(`${JSON.stringify(command ? command(Number(n), record) : { error: `unknown command ${word}` })}\n`);
 });
 process.stdin.on('end', () => void Promise.all([airtable.close(), stripe.close()]).then(() => process.exit(0)));

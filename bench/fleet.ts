@@ -60,6 +60,8 @@ const svc = await startServiceProcess({
   targetUrl: target.adminUrl,
   upstreams: `api.airtable.com=${ready.airtable},api.stripe.com=${ready.stripe}`,
   roles: 'api,sync,decoder,proxy,events',
+  // The operator's settings given to the bench (TRIBUTARY_AIRTABLE_PACED_CYCLE_S=0: no pacing).
+  env: Object.fromEntries(Object.entries(process.env).filter(([k]) => k.startsWith('TRIBUTARY_') && k !== 'TRIBUTARY_LOG_LEVEL')) as Record<string, string>,
 });
 
 interface Made {
@@ -137,8 +139,8 @@ async function postmasterOf(url: string): Promise<number> {
   const client = new pg.Client({ connectionString: url });
   await client.connect();
   const { rows } = await client.query<{ pid: number }>('SELECT pg_backend_pid() AS pid');
-  await client.end();
   const stat = readFileSync(`/proc/${rows[0]!.pid}/stat`, 'utf8');
+  await client.end();
   return Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]);
 }
 const targetMaster = await postmasterOf(target.adminUrl);
@@ -179,12 +181,11 @@ function pssByKind(): Map<string, number> {
   return out;
 }
 
-const clients = new Map<number, pg.Client>();
-async function readerOf(n: number): Promise<pg.Client> {
+const clients = new Map<number, pg.Pool>();
+async function readerOf(n: number): Promise<pg.Pool> {
   let client = clients.get(n);
   if (!client) {
-    client = new pg.Client({ connectionString: airtable[n]!.reader });
-    await client.connect();
+    client = new pg.Pool({ connectionString: airtable[n]!.reader, max: 2 });
     clients.set(n, client);
   }
   return client;
@@ -194,24 +195,28 @@ async function until(n: number, sql: string, params: unknown[], wanted: boolean,
   for (;;) {
     const { rows } = await client.query(sql, params);
     if (rows.length > 0 === wanted) return Date.now() - since;
-    if (Date.now() - since > 120_000) throw new Error(`base ${n}: a change never arrived (${sql} ${params.join(' ')})`);
+    if (Date.now() - since > 120_000) {
+      const sync = await api(svc.api, airtable[n]!.token, 'GET', `/api/syncs/${airtable[n]!.syncId}`);
+      throw new Error(`base ${n}: a change never arrived (${sql} ${params.join(' ')}); the sync's status: ${JSON.stringify(sync.status)}`);
+    }
     await sleep(50);
   }
 }
 const lags: Record<'edit' | 'create' | 'delete', number[]> = { edit: [], create: [], delete: [] };
-const created: number[] = [];
+/** Records created and seen in their database: the ones a delete may take. */
+const created: Array<{ n: number; record: string }> = [];
 async function oneChange(i: number): Promise<void> {
   const op = i % 4 === 3 && created.length > 0 ? 'delete' : i % 4 === 1 ? 'create' : 'edit';
-  const n = op === 'delete' ? created[0]! : (i * 7919) % airtableSyncs;
-  const done = await ask(`${op} ${n}`);
+  const taken = op === 'delete' ? created.shift()! : undefined;
+  const n = taken ? taken.n : (i * 7919) % airtableSyncs;
+  const done = await ask(taken ? `delete ${n} ${taken.record}` : `${op} ${n}`);
   if (done.error) throw new Error(done.error);
-  if (op === 'create') created.push(n);
-  if (op === 'delete') created.splice(created.indexOf(n), 1);
   const lag =
     op === 'delete'
       ? await until(n, 'SELECT 1 FROM projects WHERE id = $1', [done.record], false, done.at)
       : await until(n, 'SELECT 1 FROM projects WHERE id = $1 AND name = $2', [done.record, done.value], true, done.at);
   lags[op].push(lag);
+  if (op === 'create') created.push({ n, record: done.record });
 }
 
 /** The target server's WAL position, and commits so far in the control database and in the rest. */

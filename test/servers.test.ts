@@ -162,9 +162,9 @@ test('a server that cannot hold sync databases is refused with a 4xx that says w
   refused(await add({ url: secondAt((u) => void (u.password = 'wrong')) }), 422, /^cannot connect to the server: authentication failed$/, 'a wrong password');
   refused(await add({ url: replica.adminUrl }), 422, /^url cannot host sync databases: wal_level is replica, it must be logical$/, 'wal_level=replica');
   refused(
-    await add({ url: second.adminUrl, capacity: 600 }),
+    await add({ url: second.adminUrl, capacity: 1100 }),
     422,
-    /^url cannot host sync databases: max_replication_slots \(500, 0 used\) leaves room for 500 more slots, not 600; max_wal_senders \(500, 0 used\) leaves room for 500 more WAL senders, not 600$/,
+    /^url cannot host sync databases: max_replication_slots \(1000, 0 used\) leaves room for 1000 more slots, not 1100; max_wal_senders \(1000, 0 used\) leaves room for 1000 more WAL senders, not 1100$/,
     'too few slots and WAL senders',
   );
   await query(second.adminUrl, "CREATE ROLE weak LOGIN PASSWORD 'weak-password'");
@@ -331,9 +331,9 @@ test('placement follows free capacity; a draining server gets no new sync; a ful
 
 test('a raised capacity is checked against the free slots; bad changes are 4xx', async () => {
   refused(
-    await admin('PATCH', `/api/servers/${secondId}`, { capacity: 900 }),
+    await admin('PATCH', `/api/servers/${secondId}`, { capacity: 1400 }),
     422,
-    /max_replication_slots \(500, 3 used\) leaves room for 497 more slots, not 897/,
+    /max_replication_slots \(1000, 3 used\) leaves room for 997 more slots, not 1397/,
     'past the slots',
   );
   refused(await admin('PATCH', `/api/servers/${secondId}`, {}), 400, /give capacity or draining/, 'nothing to change');

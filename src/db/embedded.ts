@@ -165,14 +165,16 @@ export async function startEmbeddedPostgres(options: EmbeddedPostgresOptions): P
     logger.info({ dir: pgDir }, 'embedded PostgreSQL already running; reusing it (with the memory bound it was started with)');
   } else {
     const listen = options.listen === '0.0.0.0' ? '*' : (options.listen ?? '127.0.0.1');
-    const maxConnections = options.maxConnections ?? 600;
+    // Room for the syncs one machine holds (docs/operations.md#capacity): a slot and a
+    // walsender each, a connection or two each for the service, and the readers'.
+    const maxConnections = options.maxConnections ?? 1500;
     const settings = [
       `-p ${port}`,
       `-c listen_addresses='${listen}'`,
       "-c unix_socket_directories=''",
       `-c wal_level=${options.walLevel ?? 'logical'}`,
-      '-c max_replication_slots=500',
-      '-c max_wal_senders=500',
+      '-c max_replication_slots=1000',
+      '-c max_wal_senders=1000',
       `-c max_connections=${maxConnections}`,
       // The service connects as the superuser: readers (never superusers) can take at most
       // five sixths of the slots, and the service's pools always find one.
