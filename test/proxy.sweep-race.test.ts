@@ -32,10 +32,10 @@ const LATE_MS = 1500;
 test.before(
   loudSetUp(
     async () => {
-      // Sweeps back to back; change capture out of the way, so that only the sweep's page and
+      // Sweeps back to back (never paced); change capture out of the way, so that only the sweep's page and
       // the proxy's write meet (change capture would refetch the record and hide the race).
       ({ svc, account, base, syncId, reader, proxy, airtable } = await raceSetUp(
-        { airtable: { pollIntervalMs: 120_000, cycleGapMs: 200 }, workerTickMs: 100 },
+        { airtable: { pollIntervalMs: 120_000, cycleGapMs: 200, pacedCycleMs: 0 }, workerTickMs: 100 },
         [{ Name: 'Seed', Count: 0 }],
       ));
       database = new URL(reader).pathname.slice(1);

@@ -219,6 +219,7 @@ test('an account without events is read less often, back to the normal pace at i
   assert.equal(gaps, [1000, 2000, IDLE_POLL_MAX_MS, IDLE_POLL_MAX_MS, IDLE_POLL_MAX_MS, IDLE_POLL_MAX_MS]);
   assert.ok(IDLE_POLL_MAX_MS <= 4000, 'a change on an idle account still arrives within 5 s');
   assert.is(nextPollGap({ intervalMs: 500, previousGapMs: IDLE_POLL_MAX_MS, sinceEventMs: 0 }), 500, 'an event: the normal pace');
+  assert.is(nextPollGap({ intervalMs: 60_000, previousGapMs: 60_000, sinceEventMs: IDLE_AFTER_MS * 2 }), 60_000, 'never quicker than the interval set');
 });
 
 test("finalizing an invoice moves its customer's next_invoice_sequence, which has no event of its own", async () => {

@@ -4,7 +4,7 @@ import { qualified } from '../writer/shape.ts';
 import { BatchWriter } from '../writer/batch.ts';
 import { openCopy } from '../writer/copy.ts';
 import type { TableShape } from '../writer/shape.ts';
-import { deleteUnlisted } from '../writer/delete.ts';
+import { SeenKeys } from '../writer/seen-keys.ts';
 import { writeFetched } from '../writer/fetched.ts';
 import { ensureMarks } from '../writer/marks.ts';
 import type { Row } from '../writer/upsert.ts';
@@ -52,24 +52,24 @@ const BATCH_ROWS = 1000;
  * Lists a whole table and writes every record: upserts into a live table (`schema` the
  * sync's live schema), COPY into a fresh rebuild (its swap schema). Only a listing that reached its last page
  * proves which rows are gone: any failure before that throws, and
- * nothing is deleted. Seen ids go to a temporary table, so memory stays flat however
- * large the table is.
+ * nothing is deleted. Seen ids are kept in memory, or in a temporary table for a large
+ * table (writer/seen-keys.ts), so memory stays flat however large the table is.
  */
 export async function sweepTable(ctx: SweepContext, mapping: TableMapping, schema: string, options: { deleteMissing: boolean }): Promise<SweepResult> {
   const shape = shapeOf(mapping, schema);
   const rebuild = schema === ctx.schemas.swap;
   const client = await ctx.db.connect();
   const result: SweepResult = { listed: 0, written: 0, deleted: 0 };
+  const seen = new SeenKeys(client);
   let failed = false;
   try {
-    await client.query('CREATE TEMP TABLE IF NOT EXISTS sweep_seen (id text PRIMARY KEY)');
     for (let restarts = 0; ; restarts++) {
-      await client.query('TRUNCATE sweep_seen');
+      await seen.clear();
       if (rebuild) await client.query(`TRUNCATE ${qualified(shape)}`);
       const listingStarted = Date.now();
       try {
         if (rebuild) await loadFresh(ctx, client, mapping, shape, result);
-        else await sweepLive(ctx, client, mapping, shape, result, options.deleteMissing);
+        else await sweepLive(ctx, client, mapping, shape, result, options.deleteMissing ? seen : undefined);
       } catch (error) {
         // An expired iterator means "start the listing again", not "the table is broken".
         if (error instanceof AirtableError && error.kind === 'iterator' && restarts < MAX_LISTING_RESTARTS) {
@@ -81,16 +81,12 @@ export async function sweepTable(ctx: SweepContext, mapping: TableMapping, schem
         throw error;
       }
       if (options.deleteMissing) {
-        result.deleted = await deleteUnlisted(client, shape, {
-          seen: 'sweep_seen',
-          createdColumn: 'created_time',
-          createdBefore: new Date(listingStarted - (ctx.createdMarginMs ?? CREATED_MARGIN_MS)),
-        });
+        result.deleted = await seen.deleteUnseen(shape, 'created_time', new Date(listingStarted - (ctx.createdMarginMs ?? CREATED_MARGIN_MS)));
       }
       return result;
     }
   } finally {
-    await client.query('DROP TABLE IF EXISTS sweep_seen').catch(() => undefined);
+    await seen.release().catch(() => undefined);
     // After an abandoned COPY the connection is not trusted again.
     client.release(failed);
   }
@@ -116,17 +112,22 @@ async function loadFresh(ctx: SweepContext, client: pg.PoolClient, mapping: Tabl
 }
 
 /** A live table: upserts that skip unchanged rows, and the ids seen, batch by batch. */
-async function sweepLive(ctx: SweepContext, client: pg.PoolClient, mapping: TableMapping, shape: TableShape, result: SweepResult, trackSeen: boolean) {
+async function sweepLive(
+  ctx: SweepContext,
+  client: pg.PoolClient,
+  mapping: TableMapping,
+  shape: TableShape,
+  result: SweepResult,
+  seenKeys: SeenKeys | undefined,
+) {
   await ensureMarks(ctx.db, ctx.schemas);
-  // Each batch: its rows, then its ids into sweep_seen, on this one connection in turn.
+  // Each batch: its rows, then its ids as seen, on this one connection in turn.
   const writer = new BatchWriter<{ id: string; row: Row | null; fetchedAt: number }>(async (batch) => {
     // Records written through the proxy since their page was fetched keep the proxy's copy,
     // and are fetched again (writer/fetched.ts).
     const fetchedAt = Math.min(...batch.map((item) => item.fetchedAt));
     const rows = batch.flatMap((item) => (item.row ? [item.row] : []));
-    const seen = trackSeen
-      ? () => client.query('INSERT INTO sweep_seen SELECT unnest($1::text[]) ON CONFLICT DO NOTHING', [batch.map((i) => i.id)])
-      : undefined;
+    const seen = seenKeys ? () => seenKeys.add(batch.map((i) => i.id)) : undefined;
     const { written, held } = await writeFetched(client, shape, mapping.tableId, rows, fetchedAt, seen);
     if (held.length > 0) ctx.held?.(mapping.tableId, held);
     return written;

@@ -61,7 +61,7 @@ const UPCOMING_IDLE_MS = 30_000;
 /** The gap before the feed's next read: the normal interval, or longer for an idle account. */
 export function nextPollGap(options: { intervalMs: number; previousGapMs: number; sinceEventMs: number }): number {
   if (options.sinceEventMs < IDLE_AFTER_MS) return options.intervalMs;
-  return Math.min(IDLE_POLL_MAX_MS, Math.max(options.intervalMs, options.previousGapMs * 2));
+  return Math.max(options.intervalMs, Math.min(IDLE_POLL_MAX_MS, options.previousGapMs * 2));
 }
 
 /**

@@ -6,21 +6,6 @@ type Db = pg.Pool | pg.ClientBase;
 type Table = Pick<TableShape, 'schema' | 'name' | 'key'>;
 
 /**
- * The rows a complete listing did not see: gone upstream. `seen` is a one-column table of the
- * keys listed (a session's temporary table). Rows created after `createdBefore` stay: the
- * listing may have passed their place before they were made. Returns how many went.
- */
-export async function deleteUnlisted(client: Db, shape: Table, options: { seen: string; createdColumn: string; createdBefore: Date }): Promise<number> {
-  const result = await client.query(
-    `DELETE FROM ${qualified(shape)} t
-      WHERE NOT EXISTS (SELECT 1 FROM ${ident(options.seen)} s WHERE s.id = t.${ident(shape.key)})
-        AND (t.${ident(options.createdColumn)} IS NULL OR t.${ident(options.createdColumn)} < $1)`,
-    [options.createdBefore],
-  );
-  return result.rowCount ?? 0;
-}
-
-/**
  * The rows whose newest version is older than `since` in a version table (`tbl`, `id`,
  * `version`): a listing begun at `since` would have written them again had they still been
  * there. Returns how many went.
