@@ -55,6 +55,13 @@ const target = await startPostgres();
 const control = controlApart ? await startPostgres() : target;
 const controlUrl = await control.freshDatabase('ctl');
 const controlDb = new URL(controlUrl).pathname.slice(1);
+// Stopped early (Ctrl-C): leave no server behind.
+for (const signal of ['SIGINT', 'SIGTERM'] as const) {
+  process.once(signal, () => {
+    fakes.kill('SIGKILL');
+    void Promise.all([target.stop(), controlApart ? control.stop() : undefined]).finally(() => process.exit(1));
+  });
+}
 const svc = await startServiceProcess({
   controlUrl,
   targetUrl: target.adminUrl,
@@ -79,6 +86,7 @@ async function accountToken(n: number): Promise<string> {
 async function inBatches<T>(count: number, make: (n: number) => Promise<T>, width = 4): Promise<T[]> {
   const out: T[] = [];
   for (let start = 0; start < count; start += width) {
+    if (start > 0 && start % 100 === 0) console.log(`  ${start} of ${count} made (${((Date.now() - started) / 1000).toFixed(0)} s)`);
     out.push(...(await Promise.all(Array.from({ length: Math.min(width, count - start) }, (_, k) => make(start + k)))));
   }
   return out;

@@ -181,3 +181,47 @@ export function postgresCpuSpent(
     .filter((p) => p.seconds > 0.05)
     .sort((a, b) => b.seconds - a.seconds);
 }
+
+/** A process as /proc shows it: its command line, parent and CPU seconds so far. */
+export interface ProcessSample {
+  title: string;
+  ppid: number;
+  cpu: number;
+  /** CPU seconds of its children that ended (a postmaster's: backends that closed). */
+  endedChildren: number;
+  /** Seconds its main thread was ready to run but waited for a CPU. */
+  waited: number;
+}
+
+/** Every process on the machine with its CPU seconds so far (diff two readings for a run's share). */
+export function processTable(): Map<number, ProcessSample> {
+  const found = new Map<number, ProcessSample>();
+  for (const entry of readdirSync('/proc')) {
+    if (!/^\d+$/.test(entry)) continue;
+    try {
+      const title = readFileSync(`/proc/${entry}/cmdline`, 'utf8').replaceAll('\0', ' ').trim();
+      const stat = readFileSync(`/proc/${entry}/stat`, 'utf8');
+      const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+      const waited = Number(readFileSync(`/proc/${entry}/schedstat`, 'utf8').split(' ')[1]) / 1e9;
+      found.set(Number(entry), {
+        title,
+        ppid: Number(fields[1]),
+        cpu: (Number(fields[11]) + Number(fields[12])) / 100,
+        endedChildren: (Number(fields[13]) + Number(fields[14])) / 100,
+        waited,
+      });
+    } catch {
+      // gone meanwhile
+    }
+  }
+  return found;
+}
+
+/** The postmaster's pid of the server `url` leads to: the parent of a backend of it. */
+export async function postmasterOf(url: string): Promise<number> {
+  return withClient(url, async (client) => {
+    const { rows } = await client.query<{ pid: number }>('SELECT pg_backend_pid() AS pid');
+    const stat = readFileSync(`/proc/${rows[0]!.pid}/stat`, 'utf8');
+    return Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]);
+  });
+}

@@ -1,5 +1,6 @@
 import path from 'node:path';
 import { DEFAULT_CREDENTIAL_LIMITS, type CredentialLimits } from './credentials/throttle.ts';
+import { DEFAULT_MAX_SYNCS } from './lease/worker.ts';
 import { DEFAULT_TENANT_LIMITS, type TenantLimits } from './tenancy/limits.ts';
 
 /** Every process role Tributary knows; `tributary run --roles` picks a subset. */
@@ -64,6 +65,8 @@ export interface Config {
   roles: Role[];
   /** What one account may have going at once in one process (TRIBUTARY_MAX_*_PER_ACCOUNT). */
   tenantLimits: TenantLimits;
+  /** Syncs (and, apart, decoders) one process runs at most (TRIBUTARY_MAX_SYNCS_PER_PROCESS, default 1,000). */
+  maxSyncsPerProcess: number;
 }
 
 type Env = Record<string, string | undefined>;
@@ -189,6 +192,7 @@ export function loadConfig(env: Env = process.env, overrides: Partial<Config> = 
     webhookMaxExhausted: positive(env, 'TRIBUTARY_WEBHOOK_MAX_EXHAUSTED', 10_000),
     upstreams: parseUpstreams(env.TRIBUTARY_UPSTREAMS),
     roles: parseRoles(env.TRIBUTARY_ROLES),
+    maxSyncsPerProcess: positive(env, 'TRIBUTARY_MAX_SYNCS_PER_PROCESS', DEFAULT_MAX_SYNCS),
     tenantLimits: {
       longPolls: positive(env, 'TRIBUTARY_MAX_LONG_POLLS_PER_ACCOUNT', DEFAULT_TENANT_LIMITS.longPolls),
       waits: positive(env, 'TRIBUTARY_MAX_WAITS_PER_ACCOUNT', DEFAULT_TENANT_LIMITS.waits),

@@ -285,6 +285,7 @@ export async function startService(config: Config, logger: Logger, tunables: Tun
         logger: logger.child({ part: 'sync' }),
         makeRunner: runnerFactory({ ...runnerOptions, logger: logger.child({ part: 'sync' }) }),
         tickMs: tunables.workerTickMs,
+        maxSyncs: config.maxSyncsPerProcess,
       });
       worker.start();
       closers.push(() => worker.stop());
@@ -295,6 +296,7 @@ export async function startService(config: Config, logger: Logger, tunables: Tun
       if (publisher) closers.push(() => publisher.close());
       const decoders = new LeaseWorker({
         control: pool,
+        maxSyncs: config.maxSyncsPerProcess,
         workerId: `${os.hostname()}:${process.pid}:${randomUUID().slice(0, 8)}`,
         logger: logger.child({ part: 'decoder' }),
         makeRunner: decoderFactory({

@@ -59,7 +59,8 @@ test.before(
       svc = await startTestService({
         config: { roles: ['api', 'sync'], upstreams },
         stripeUrl: stripe.url,
-        tunables: { airtable: { pollIntervalMs: 1000, cycleGapMs: 0 }, workerTickMs: 250 },
+        // Sweeps at the full pace: the user's 50 requests a second must bind (never paced).
+        tunables: { airtable: { pollIntervalMs: 1000, cycleGapMs: 0, pacedCycleMs: 0 }, workerTickMs: 250 },
       });
       const accounts = [await createAccount(svc, 'north'), await createAccount(svc, 'south')];
       createdAt = Date.now();

@@ -346,7 +346,7 @@ test('servers: added, listed, shown, changed, refused, removed', async () => {
     const drained = await request(svc.api, 'PATCH', `/api/servers/${added.body.id}`, { token: svc.adminToken, body: { draining: true, capacity: 1 } });
     assert.is(drained.status, 200, drained.text);
     conforms(drained, 'patch', '/api/servers/{id}');
-    const tooMany = await request(svc.api, 'PATCH', `/api/servers/${added.body.id}`, { token: svc.adminToken, body: { capacity: 1000 } });
+    const tooMany = await request(svc.api, 'PATCH', `/api/servers/${added.body.id}`, { token: svc.adminToken, body: { capacity: 5000 } });
     assert.is(tooMany.status, 422);
     conforms(tooMany, 'patch', '/api/servers/{id}');
     const busy = await request(svc.api, 'DELETE', `/api/servers/${listed.body.data[0].id}`, { token: svc.adminToken });

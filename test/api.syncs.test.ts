@@ -72,6 +72,7 @@ test('a Stripe sync takes settings and lists with its status', async () => {
       'indicator',
       'lag_seconds',
       'last_error',
+      'paced_cycle_s',
       'progress',
       'reason',
       'slowed_by',

@@ -57,7 +57,8 @@ test.before(async () => {
     svc = await startTestService({
       config: { roles: ['api', 'sync', 'decoder', 'events'], webhookAllowPrivate: true },
       tunables: {
-        airtable: { pollIntervalMs: 250, cycleGapMs: 250 },
+        // Never paced: these pages show rebuilds at once; a paced cycle could hold one back up to 60 s.
+        airtable: { pollIntervalMs: 250, cycleGapMs: 250, pacedCycleMs: 0 },
         workerTickMs: 250,
         decoder: { lagReportMs: 300 },
         webhooks: { schedule: { initialDelayMs: 200, maxDelayMs: 400, maxAttempts: 4 } },

@@ -100,7 +100,8 @@ test.before(
     async () => {
       svc = await startTestService({
         config: { roles: ['api', 'sync', 'decoder', 'events'] },
-        tunables: { airtable: { pollIntervalMs: 250, cycleGapMs: 250 }, workerTickMs: 250, decoder: { lagReportMs: 300 } },
+        // Never paced: a rebuild must follow at once; a paced cycle could hold it back up to 60 s.
+        tunables: { airtable: { pollIntervalMs: 250, cycleGapMs: 250, pacedCycleMs: 0 }, workerTickMs: 250, decoder: { lagReportMs: 300 } },
       });
       account = await createAccount(svc, 'acme');
       other = await createAccount(svc, 'globex');

@@ -1,5 +1,8 @@
 import { pause } from '../time.ts';
 
+/** While a paced request waits, whether it still may wait is asked this often. */
+const PACE_CHECK_MS = 5000;
+
 /**
  * A sweep's pace. While change capture is healthy and the last cycle found nothing it had
  * missed, the next cycle spreads its requests over `cycleMs` (the previous cycle's count of
@@ -17,23 +20,25 @@ export class SweepPacer {
       cycleMs: number;
       /** Requests the previous cycle made (pages and the schema read). */
       expectedRequests: number;
-      /** Whether the pace may be slow now (checked before every request). */
-      paced: () => boolean;
+      /** Whether the pace may be slow now (checked before every request, and while waiting). */
+      paced: () => Promise<boolean>;
       signal: AbortSignal;
     },
   ) {}
 
-  /** Waits for the next request's turn; counts it. */
+  /** Waits for the next request's turn; counts it. The wait ends early once the pace may not be slow. */
   async turn(): Promise<void> {
     this.made++;
-    if (this.options.cycleMs <= 0 || !this.options.paced()) {
-      this.next = 0;
-      return;
-    }
     const gap = this.options.cycleMs / Math.max(1, this.options.expectedRequests);
-    const now = Date.now();
-    if (this.next > now) await pause(this.next - now, this.options.signal);
-    this.next = Math.max(now, this.next) + gap;
+    while (this.options.cycleMs > 0 && !this.options.signal.aborted && (await this.options.paced())) {
+      const now = Date.now();
+      if (this.next <= now) {
+        this.next = now + gap;
+        return;
+      }
+      await pause(Math.min(this.next - now, PACE_CHECK_MS), this.options.signal);
+    }
+    this.next = 0;
   }
 
   /** Requests made so far in this cycle. */
@@ -60,8 +65,8 @@ export class CyclePace {
       cycleMs: number;
       /** Change capture is working now. */
       healthy: () => boolean;
-      /** Something only a full cycle can catch is pending (a schema change, a waiter's pass). */
-      urgent: () => boolean;
+      /** Something only a full cycle can catch is pending (a schema change, a waiter's pass, new settings). */
+      urgent: () => boolean | Promise<boolean>;
       report: (pacedSeconds: number | null) => Promise<void>;
       signal: AbortSignal;
     },
@@ -71,11 +76,16 @@ export class CyclePace {
   async begin(): Promise<void> {
     const { cycleMs, healthy, urgent, signal } = this.options;
     const provenBefore = this.foundNothing && this.expected > 0 && cycleMs > 0;
-    const paced = () => provenBefore && healthy() && !urgent();
+    let urgentSeen = false;
+    const paced = async () => {
+      if (!provenBefore || urgentSeen || !healthy()) return false;
+      urgentSeen = await urgent();
+      return !urgentSeen;
+    };
     this.current = new SweepPacer({ cycleMs, expectedRequests: this.expected, paced, signal });
     this.foundNothing = false;
     this.clean = healthy();
-    const seconds = paced() ? Math.round(cycleMs / 1000) : null;
+    const seconds = (await paced()) ? Math.round(cycleMs / 1000) : null;
     if (seconds !== this.reported) {
       await this.options.report(seconds);
       this.reported = seconds;

@@ -106,7 +106,8 @@ export class AirtableRunner {
     this.pace = new CyclePace({
       cycleMs: (options.pacedCycleMs ?? PACED_CYCLE_MS) / (options.timeScale ?? 1),
       healthy: () => this.capture.healthy,
-      urgent: () => this.state.needsCycle !== 0 || this.capture.pollWanted,
+      urgent: async () =>
+        this.state.needsCycle !== 0 || this.capture.pollWanted || JSON.stringify(await this.options.loadSettings()) !== JSON.stringify(this.state.settings),
       report: (seconds) => this.status.pace(seconds),
       signal: this.signal,
     });

@@ -120,7 +120,7 @@ export async function provisionDatabase(
   await withClient(db.adminUrl, async (admin) => {
     await admin.query(`CREATE ROLE ${role} LOGIN NOINHERIT CONNECTION LIMIT ${Math.trunc(connectionLimit)} PASSWORD '${scramVerifier(password)}'`);
     await applySettings(admin, db.role, settingsFor(limits, await isSuperuser(admin)));
-    await admin.query(`CREATE DATABASE ${database} TEMPLATE template0 ENCODING 'UTF8'`);
+    await admin.query(`CREATE DATABASE ${database} TEMPLATE template0 ENCODING 'UTF8'${await fileCopy(admin)}`);
     await admin.query(`REVOKE ALL ON DATABASE ${database} FROM PUBLIC`);
     await admin.query(`GRANT CONNECT ON DATABASE ${database} TO ${role}`);
   });
@@ -139,6 +139,17 @@ export async function provisionDatabase(
   });
   await migrateBookkeeping(db, PUBLIC_SCHEMAS, migrations, logger);
   logger.info({ database: db.name }, 'sync database provisioned');
+}
+
+/**
+ * How a new database is copied from its template. PostgreSQL 15 and later copy it through
+ * the WAL by default: some 8 MB of WAL that every logical walsender of the server then reads,
+ * so on a server of hundreds of syncs each new one cost seconds of CPU hundreds of times over.
+ * FILE_COPY writes one record (at the price of a checkpoint).
+ */
+async function fileCopy(admin: pg.Client): Promise<string> {
+  const { rows } = await admin.query<{ version: number }>("SELECT current_setting('server_version_num')::int AS version");
+  return rows[0]!.version >= 150000 ? ' STRATEGY FILE_COPY' : '';
 }
 
 /** The one-row `_sync_meta` readers look at, in the sync's live schema. */

@@ -8,6 +8,9 @@ export interface Runner {
   stop(): Promise<void>;
 }
 
+/** Syncs one process runs at most, unless TRIBUTARY_MAX_SYNCS_PER_PROCESS says otherwise. */
+export const DEFAULT_MAX_SYNCS = 1000;
+
 export interface LeaseWorkerOptions {
   control: pg.Pool;
   workerId: string;
@@ -17,6 +20,7 @@ export interface LeaseWorkerOptions {
   tickMs?: number;
   /** A lease not renewed for this long lets another worker take the sync. */
   leaseMs?: number;
+  /** Syncs this process runs at most (TRIBUTARY_MAX_SYNCS_PER_PROCESS); the rest wait for another process. */
   maxSyncs?: number;
   /** The lease columns of syncs: the sync runner's by default; the decoder has its own. */
   lease?: { owner: string; until: string };
@@ -34,6 +38,7 @@ export class LeaseWorker {
   private timer: NodeJS.Timeout | undefined;
   private ticking: Promise<void> = Promise.resolve();
   private stopped = false;
+  private lastFullWarning = 0;
 
   constructor(private readonly options: LeaseWorkerOptions) {}
 
@@ -88,8 +93,8 @@ export class LeaseWorker {
       await runner.stop();
     }
     if (this.stopped) return;
-    const room = (this.options.maxSyncs ?? 200) - this.runners.size;
-    if (room <= 0) return;
+    const room = (this.options.maxSyncs ?? DEFAULT_MAX_SYNCS) - this.runners.size;
+    if (room <= 0) return this.warnIfFull();
     const claimed = await control.query<{ id: string }>(
       `UPDATE syncs SET ${owner} = $1, ${until} = now() + make_interval(secs => $2 / 1000.0)
         WHERE id IN (SELECT id FROM syncs
@@ -108,5 +113,23 @@ export class LeaseWorker {
         this.options.logger.error({ err: toError(err), sync: id }, 'sync could not start; retrying after its lease');
       }
     }
+  }
+
+  /**
+   * A full process leaves the syncs nobody runs waiting, which nothing else would show:
+   * said in the log (once a minute) with how many wait, so the operator adds a process.
+   */
+  private async warnIfFull(): Promise<void> {
+    if (Date.now() - this.lastFullWarning < 60_000) return;
+    const { owner, until } = this.lease;
+    const { rows } = await this.options.control.query<{ n: number }>(
+      `SELECT count(*)::int AS n FROM syncs WHERE state = 'active' AND (${until} IS NULL OR ${until} < now()) AND (${this.options.claimable ?? 'true'})`,
+    );
+    if (rows[0]!.n === 0) return;
+    this.lastFullWarning = Date.now();
+    this.options.logger.warn(
+      { running: this.runners.size, waiting: rows[0]!.n, lease: owner },
+      'this process runs its maximum of syncs (TRIBUTARY_MAX_SYNCS_PER_PROCESS); the waiting ones need another process',
+    );
   }
 }
