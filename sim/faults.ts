@@ -3,13 +3,16 @@ import type { KafkaBroker } from '../test/harness/kafka/types.ts';
 import type { Random } from './random.ts';
 import type { CrashablePostgres } from '../test/harness/crashable-postgres.ts';
 import type { Upstreams } from './upstreams/remote.ts';
-import type { ServiceProcess, WebhookReceiver } from './world.ts';
+import type { ServiceFleet, WebhookReceiver } from './world.ts';
 
 /** What a fault can strike. */
 export interface FaultTargets {
-  service: ServiceProcess;
+  service: ServiceFleet;
   control: CrashablePostgres;
-  target: CrashablePostgres;
+  /** The sync databases' servers, one per region; a crash takes them in turn. */
+  targets: CrashablePostgres[];
+  /** Target crashes so far. */
+  targetCrashes: number;
   kafka?: KafkaBroker;
   receiver: WebhookReceiver;
   upstreams: Upstreams;
@@ -17,6 +20,8 @@ export interface FaultTargets {
 
 /** A fault that struck, and the time during which the service may log errors because of it. */
 export interface StruckFault {
+  kind: FaultKind;
+  /** The kind, and what it struck where it chose (a process, a server). */
   name: string;
   from: number;
   to: number;
@@ -45,6 +50,7 @@ const GRACE_MS = 30_000;
  */
 export async function strike(kind: FaultKind, t: FaultTargets, random: Random, scale: number, signal: AbortSignal): Promise<StruckFault> {
   const from = Date.now();
+  let name: string = kind;
   const upstream = random.chance(0.5) ? 'stripe' : 'airtable';
   const addFault = (rule: { kind: 'status' | 'hang' | 'truncate'; status?: number; times: number }) => t.upstreams.addFault({ upstream, ...rule });
   switch (kind) {
@@ -71,13 +77,13 @@ export async function strike(kind: FaultKind, t: FaultTargets, random: Random, s
       await pause(5000, signal);
       break;
     case 'service-sigkill':
-      await t.service.kill();
-      await pause(random.between(200, 3000), signal);
-      await t.service.start();
+      // One process of the fleet, started again as a supervisor would.
+      name = `${kind} (${await t.service.killOne(random, random.between(200, 3000), signal)})`;
       break;
     case 'target-db-crash':
     case 'control-db-crash': {
-      const server = kind === 'target-db-crash' ? t.target : t.control;
+      const server = kind === 'target-db-crash' ? t.targets[t.targetCrashes++ % t.targets.length]! : t.control;
+      if (kind === 'target-db-crash') name = `${kind} (${server.name})`;
       await server.crash();
       await pause(random.between(1000, 5000), signal);
       await server.start();
@@ -94,7 +100,7 @@ export async function strike(kind: FaultKind, t: FaultTargets, random: Random, s
       t.receiver.mode = 'up';
       break;
   }
-  return { name: kind, from, to: Date.now() + GRACE_MS };
+  return { name, kind, from, to: Date.now() + GRACE_MS };
 }
 
 /** Ends whatever a fault left behind (injected rules, a receiver down), for the quiet phase. */

@@ -10,7 +10,7 @@ import { pause } from '../src/time.ts';
 import { CrashablePostgres } from '../test/harness/crashable-postgres.ts';
 import { startKafka } from '../test/harness/kafka/broker.ts';
 import type { KafkaBroker } from '../test/harness/kafka/types.ts';
-import { freePort } from '../test/harness/ports.ts';
+import { fleetShared, type FleetLayout } from '../test/harness/fleet.ts';
 import { readTables } from './check/canonical.ts';
 import { compareFold, type DeliveredEvent, EventFold } from './check/events.ts';
 import { readKafkaEvents } from './check/kafka-events.ts';
@@ -23,7 +23,7 @@ import { AirtableClient, StripeClient } from './traffic/clients.ts';
 import { stripeBilling } from './traffic/stripe.ts';
 import type { TrafficActor, Violation } from './types.ts';
 import { Upstreams } from './upstreams/remote.ts';
-import { ServiceProcess, WebhookReceiver } from './world.ts';
+import { SIM_LAYOUT, ServiceFleet, WebhookReceiver } from './world.ts';
 
 export interface SimulationOptions {
   seed: number;
@@ -53,7 +53,10 @@ export interface SimulationReport {
   faults: StruckFault[];
   checks: Map<string, number>;
   violations: Violation[];
+  /** The largest process's resident memory. */
   memoryKb: { first: number; peak: number; last: number };
+  /** Requests each process took through its role's balancer. */
+  requests: Map<string, number>;
   /** The upstreams' process: how late its event loop ran (ms). */
   upstreamsLoopDelayMs?: { p99: number; max: number };
 }
@@ -63,6 +66,10 @@ const upcomingKeys = new Map<string, string>(Object.values(UPCOMING).map((u) => 
 const AIRTABLE_TOKEN = `patSIMULATION0000.${'0123456789abcdef'.repeat(4)}`;
 const BASE_ID = 'appSIMULATION0001';
 const CLIENT_TABLE = 'Orders';
+/** The sync databases' servers: the configured one, and one joined through the API. */
+const REGIONS = ['us-west-2', 'eu-central-1'] as const;
+
+const layoutOf = (l: FleetLayout) => `${l.api} api, ${l.proxy} proxy, ${l.events} events and ${l.workers} sync+decoder processes`;
 
 interface SyncHandle {
   kind: 'stripe' | 'airtable';
@@ -100,10 +107,12 @@ async function until<T>(what: string, probe: () => Promise<T | undefined>, timeo
 }
 
 /**
- * The whole service under account traffic and faults: fakes of both upstreams in a
- * process of their own, two PostgreSQL servers (control and sync databases) and optionally a Kafka broker
- * that faults can crash, the service in a child process that faults can SIGKILL. Invariants
- * are checked while the traffic runs (read-after-write) and once it has quiesced.
+ * The whole service under account traffic and faults: fakes of both upstreams in a process
+ * of their own, three PostgreSQL servers (the control database; sync databases in two
+ * regions, the second joined through the API) and optionally a Kafka broker, all of which
+ * faults can crash, and the service as a fleet of processes with split roles behind load
+ * balancers, any of which faults can SIGKILL. Invariants are checked while the traffic runs
+ * (read-after-write) and once it has quiesced.
  */
 export async function simulate(options: SimulationOptions): Promise<SimulationReport> {
   const random = new Random(options.seed);
@@ -120,11 +129,16 @@ export async function simulate(options: SimulationOptions): Promise<SimulationRe
   const operations = new Map<string, { done: number; refused: number }>();
   const events = new Map<string, number>();
   try {
-    log(`seed ${options.seed}: starting PostgreSQL (control and sync servers)`);
+    log(`seed ${options.seed}: starting PostgreSQL (control, and a sync databases' server in each of two regions)`);
     const control = await CrashablePostgres.start('control', path.join(dir, 'control'));
     closers.push(() => control.stop());
-    const target = await CrashablePostgres.start('target', path.join(dir, 'target'));
-    closers.push(() => target.stop());
+    const servers = new Map<string, CrashablePostgres>();
+    for (const region of REGIONS) {
+      const server = await CrashablePostgres.start(`target ${region}`, path.join(dir, `target-${region}`));
+      closers.push(() => server.stop());
+      servers.set(region, server);
+    }
+    const [home, away] = REGIONS.map((region) => servers.get(region)!) as [CrashablePostgres, CrashablePostgres];
     const controlDb = `sim_control`;
     const admin = new pg.Client({ connectionString: control.adminUrl });
     await admin.connect();
@@ -146,40 +160,36 @@ export async function simulate(options: SimulationOptions): Promise<SimulationRe
     const receiver = await WebhookReceiver.start();
     closers.push(() => receiver.close());
 
-    const [apiPort, proxyPort, eventsPort] = [await freePort(), await freePort(), await freePort()];
-    const adminToken = `tra_sim_${randomBytes(16).toString('hex')}`;
-    const apiUrl = `http://127.0.0.1:${apiPort}`;
-    const service = new ServiceProcess(
-      {
-        DATABASE_URL: control.databaseUrl(controlDb),
-        TRIBUTARY_TARGET_DATABASE_URL: target.adminUrl,
-        TRIBUTARY_API_PORT: String(apiPort),
-        TRIBUTARY_PROXY_PORT: String(proxyPort),
-        TRIBUTARY_EVENTS_PORT: String(eventsPort),
-        TRIBUTARY_DATA_DIR: path.join(dir, 'service'),
-        TRIBUTARY_SECRET_KEY: randomBytes(32).toString('base64'),
-        TRIBUTARY_ADMIN_TOKEN: adminToken,
+    const shared = fleetShared({
+      controlUrl: control.databaseUrl(controlDb),
+      targetUrl: home.adminUrl,
+      upstreams: `api.airtable.com=${upstreams.airtableUrl},api.stripe.com=${upstreams.stripeUrl}`,
+      env: {
+        TRIBUTARY_DEFAULT_REGION: REGIONS[0],
         TRIBUTARY_WEBHOOK_ALLOW_PRIVATE: '1',
-        TRIBUTARY_UPSTREAMS: `api.airtable.com=${upstreams.airtableUrl},api.stripe.com=${upstreams.stripeUrl}`,
-        TRIBUTARY_LOG_LEVEL: 'info',
         ...(kafka ? { KAFKA_BROKERS: kafka.brokers.join(',') } : {}),
       },
-      path.join(dir, 'service.log'),
-      apiUrl,
-    );
-    log(`starting the service (log: ${service.logFile})`);
-    await service.start();
+    });
+    const adminToken = shared.adminToken;
+    log(`starting the service: ${layoutOf(SIM_LAYOUT)} (logs: ${path.join(dir, 'service', 'logs')})`);
+    const service = await ServiceFleet.start(shared, path.join(dir, 'service'));
     closers.push(() => service.stop());
+    const apiUrl = service.api.url;
+    // The second server joins the pool through the API, in a region of its own.
+    await api(apiUrl, adminToken, 'POST', '/api/servers', { url: away.adminUrl, region: REGIONS[1], capacity: 10 });
 
     const accountAnswer = await api(apiUrl, adminToken, 'POST', '/api/accounts', { name: 'simulated' });
     const token: string = accountAnswer.api_token;
-    const rest = { restUrl: `http://127.0.0.1:${eventsPort}`, username: accountAnswer.events.username, password: accountAnswer.events.password };
+    const rest = { restUrl: service.events.url, username: accountAnswer.events.username, password: accountAnswer.events.password };
     const syncs: SyncHandle[] = [];
-    for (const kind of options.upstreams) {
-      const body = kind === 'stripe' ? { kind, api_key: stripeKey } : { kind, base_id: BASE_ID, api_key: AIRTABLE_TOKEN };
+    // One sync on each server, which on which by the seed.
+    const regions = random.fork(7).chance(0.5) ? [...REGIONS] : [...REGIONS].reverse();
+    for (const [i, kind] of options.upstreams.entries()) {
+      const region = regions[i % regions.length]!;
+      const body = kind === 'stripe' ? { kind, api_key: stripeKey, region } : { kind, base_id: BASE_ID, api_key: AIRTABLE_TOKEN, region };
       const created = await api(apiUrl, token, 'POST', '/api/syncs', body);
-      syncs.push({ kind, id: created.id, reader: created.database.url, adminDb: target.databaseUrl(created.database.name) });
-      log(`${kind} sync ${created.id} created`);
+      syncs.push({ kind, id: created.id, reader: created.database.url, adminDb: servers.get(region)!.databaseUrl(created.database.name) });
+      log(`${kind} sync ${created.id} created in ${region}`);
     }
     for (const sync of syncs) {
       await until(
@@ -209,7 +219,9 @@ export async function simulate(options: SimulationOptions): Promise<SimulationRe
         const stripe = new Stripe(stripeKey, { host: url.hostname, port: Number(url.port), protocol: 'http', maxNetworkRetries: 0 });
         // Test mode: 25 req/s, of which the sync takes 20; the customer's backend has the rest.
         actors.push(stripeBilling({ stripe, random: random.fork(1), log, maxRequestsPerSecond: 3 }));
-        actors.push(new StripeClient({ ...clientOptions, pacer: new Pacer(2), key: stripeKey, proxyPort, upstreamUrl: upstreams.stripeUrl }));
+        actors.push(
+          new StripeClient({ ...clientOptions, pacer: new Pacer(2), key: stripeKey, proxyPort: service.proxy.port, upstreamUrl: upstreams.stripeUrl }),
+        );
       } else {
         // 5 req/s a base, of which the sync takes 3: the client (proxied and direct) keeps to 2.
         actors.push(upstreams.airtableUsers(2));
@@ -219,7 +231,7 @@ export async function simulate(options: SimulationOptions): Promise<SimulationRe
             pacer: new Pacer(2, 150),
             token: AIRTABLE_TOKEN,
             baseId: BASE_ID,
-            proxyUrl: `http://127.0.0.1:${proxyPort}`,
+            proxyUrl: service.proxy.url,
             upstreamUrl: upstreams.airtableUrl,
             table: CLIENT_TABLE,
             dbTable: 'orders',
@@ -249,7 +261,7 @@ export async function simulate(options: SimulationOptions): Promise<SimulationRe
         await readLogs().catch(() => undefined);
       }
     })();
-    const targets: FaultTargets = { service, control, target, kafka, receiver, upstreams };
+    const targets: FaultTargets = { service, control, targets: [away, home], targetCrashes: 0, kafka, receiver, upstreams };
     const endAt = Date.now() + options.minutes * 60_000;
     const kinds = (options.faults ?? [...FAULT_KINDS]).filter((k) => kafka || k !== 'kafka-restart');
     const order = [...kinds];
@@ -400,11 +412,11 @@ export async function simulate(options: SimulationOptions): Promise<SimulationRe
     const unexplained = service.errors.filter((line) => !faults.some((f) => line.time >= f.from && line.time <= f.to));
     checked('health: error log lines explained');
     for (const line of unexplained.slice(0, 10))
-      violations.push({ check: 'health', detail: `error logged with no fault to explain it: ${line.text.slice(0, 400)}` });
+      violations.push({ check: 'health', detail: `${line.process} logged an error no fault explains: ${line.text.slice(0, 400)}` });
     memory.last = (await service.memoryKb()) ?? 0;
     memory.peak = Math.max(memory.peak, memory.last);
     checked('health: memory bounded');
-    if (memory.peak > 1_000_000) violations.push({ check: 'health', detail: `the service's memory reached ${Math.round(memory.peak / 1024)} MiB` });
+    if (memory.peak > 1_000_000) violations.push({ check: 'health', detail: `a service process's memory reached ${Math.round(memory.peak / 1024)} MiB` });
     for (const actor of actors) {
       for (const [kind, n] of actor.counts.done) {
         const entry = operations.get(kind) ?? { done: 0, refused: 0 };
@@ -428,6 +440,7 @@ export async function simulate(options: SimulationOptions): Promise<SimulationRe
       checks,
       violations,
       memoryKb: memory,
+      requests: service.requests(),
       upstreamsLoopDelayMs: stats.loopDelayMs,
     };
   } finally {

@@ -30,7 +30,11 @@ export function summarize(report: SimulationReport): string {
       'checks',
       [...report.checks].map(([k, n]) => [k, String(n)]),
     ),
-    `memory (RSS): first ${Math.round(report.memoryKb.first / 1024)} MiB, peak ${Math.round(report.memoryKb.peak / 1024)} MiB, last ${Math.round(report.memoryKb.last / 1024)} MiB\n`,
+    table(
+      'requests through the balancers',
+      [...report.requests].map(([k, n]) => [k, String(n)]),
+    ),
+    `memory (RSS, the largest process): first ${Math.round(report.memoryKb.first / 1024)} MiB, peak ${Math.round(report.memoryKb.peak / 1024)} MiB, last ${Math.round(report.memoryKb.last / 1024)} MiB\n`,
     report.upstreamsLoopDelayMs
       ? `upstreams' event-loop delay: p99 ${report.upstreamsLoopDelayMs.p99.toFixed(0)} ms, max ${report.upstreamsLoopDelayMs.max.toFixed(0)} ms\n`
       : '',

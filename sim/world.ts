@@ -1,100 +1,71 @@
-import { spawn, type ChildProcess } from 'node:child_process';
-import { createWriteStream, type WriteStream } from 'node:fs';
-import { mkdir, readFile } from 'node:fs/promises';
+import { mkdir } from 'node:fs/promises';
 import http from 'node:http';
 import path from 'node:path';
-import { createInterface } from 'node:readline';
-import { fileURLToPath } from 'node:url';
-import { SERVICE_NODE_FLAGS } from '../src/cli/node-flags.ts';
+import { pause } from '../src/time.ts';
+import { type ErrorLine, type Fleet, type FleetLayout, type FleetProcess, type FleetShared, startFleet } from '../test/harness/fleet.ts';
+import { Balancer } from './balancer.ts';
+import type { Random } from './random.ts';
 
-export const repoRoot = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
+/** The fleet the simulation runs: every role apart, several of each but the events role. */
+export const SIM_LAYOUT: FleetLayout = { api: 2, proxy: 2, events: 1, workers: 2 };
 
-/** A log line of the service, as pino writes it. */
-export interface LogLine {
-  level: number;
-  time: number;
-  msg: string;
-  text: string;
-}
+/** The order in which SIGKILLs go round the roles: a worker first, then the others. */
+const KILL_ROLES = ['sync,decoder', 'proxy', 'api', 'events'] as const;
 
 /**
- * The service as users run it (`node bin/tributary.js run`), in a process of its own so the
- * simulation can SIGKILL it. Its log goes to a file; error-level lines are handed to `onError`.
+ * The service as a split deployment runs it: a fleet of `tributary run --roles …` processes
+ * (test/harness/fleet.ts), each logging to a file of its own, with a load balancer in front
+ * of each role's processes that clients and the checks reach it through.
  */
-export class ServiceProcess {
-  private child: ChildProcess | undefined;
-  private exited: Promise<void> = Promise.resolve();
-  private readonly log: WriteStream;
-  readonly errors: LogLine[] = [];
-  starts = 0;
+export class ServiceFleet {
+  private kills = 0;
 
-  constructor(
-    private readonly env: NodeJS.ProcessEnv,
-    readonly logFile: string,
-    readonly apiUrl: string,
-  ) {
-    this.log = createWriteStream(logFile, { flags: 'a' });
+  private constructor(
+    readonly fleet: Fleet,
+    readonly api: Balancer,
+    readonly proxy: Balancer,
+    readonly events: Balancer,
+  ) {}
+
+  static async start(shared: FleetShared, dir: string, layout: FleetLayout = SIM_LAYOUT): Promise<ServiceFleet> {
+    await ensureDir(path.join(dir, 'logs'));
+    const fleet = await startFleet(shared, layout, (name) => ({ dataDir: path.join(dir, name), logFile: path.join(dir, 'logs', `${name}.log`) }));
+    const behind = (list: FleetProcess[], role: 'api' | 'proxy' | 'events') => Balancer.start(list.map((p) => ({ name: p.name, port: p.ports[role] })));
+    return new ServiceFleet(fleet, await behind(fleet.apis, 'api'), await behind(fleet.proxies, 'proxy'), await behind(fleet.events, 'events'));
   }
 
-  get pid(): number | undefined {
-    return this.child?.pid;
+  /** Error-level lines of every process, and anything one printed that is not its log. */
+  get errors(): ErrorLine[] {
+    return this.fleet.all.flatMap((p) => p.errors);
   }
 
-  async start(): Promise<void> {
-    this.starts++;
-    const child = spawn(process.execPath, [...SERVICE_NODE_FLAGS, path.join(repoRoot, 'bin', 'tributary.js'), 'run'], {
-      cwd: repoRoot,
-      env: { PATH: process.env.PATH, HOME: process.env.HOME, ...this.env },
-      stdio: ['ignore', 'pipe', 'pipe'],
-    });
-    this.child = child;
-    this.exited = new Promise((resolve) => child.once('exit', () => resolve()));
-    for (const stream of [child.stdout!, child.stderr!]) {
-      createInterface({ input: stream }).on('line', (text) => {
-        this.log.write(`${text}\n`);
-        let parsed: { level?: number; time?: number; msg?: string } | undefined;
-        try {
-          parsed = JSON.parse(text) as typeof parsed;
-        } catch {
-          parsed = undefined;
-        }
-        // Anything the service prints that is not its log (a crash's stack) counts as an error.
-        const level = typeof parsed?.level === 'number' ? parsed.level : 60;
-        if (level >= 50) this.errors.push({ level, time: parsed?.time ?? Date.now(), msg: parsed?.msg ?? text, text });
-      });
-    }
-    const deadline = Date.now() + 120_000;
-    for (;;) {
-      if (child.exitCode !== null || child.signalCode !== null) throw new Error(`the service exited while starting; see ${this.logFile}`);
-      const up = await fetch(`${this.apiUrl}/healthz`).then(
-        (r) => r.ok,
-        () => false,
-      );
-      if (up) return;
-      if (Date.now() > deadline) throw new Error(`the service did not start in 120 s; see ${this.logFile}`);
-      await new Promise((r) => setTimeout(r, 250));
-    }
+  /** The resident memory of its largest process. */
+  async memoryKb(): Promise<number | undefined> {
+    const sizes = (await Promise.all(this.fleet.all.map((p) => p.memoryKb()))).filter((kb) => kb !== undefined);
+    return sizes.length ? Math.max(...sizes) : undefined;
   }
 
-  /** SIGKILL: no shutdown hooks, no flush. */
-  async kill(): Promise<void> {
-    this.child?.kill('SIGKILL');
-    await this.exited;
+  /**
+   * SIGKILLs one process, the roles taken in turn (a worker first) and the process of the
+   * role at random, and starts it again after `downMs`, as a supervisor would. Returns its name.
+   */
+  async killOne(random: Random, downMs: number, signal: AbortSignal): Promise<string> {
+    const roles = KILL_ROLES[this.kills++ % KILL_ROLES.length]!;
+    const victim = random.pick(this.fleet.all.filter((p) => p.roles === roles));
+    await victim.kill('SIGKILL');
+    await pause(downMs, signal);
+    await victim.restart();
+    return victim.name;
+  }
+
+  /** Requests each process took through its role's balancer. */
+  requests(): Map<string, number> {
+    return new Map([this.api, this.proxy, this.events].flatMap((b) => [...b.requests]));
   }
 
   async stop(): Promise<void> {
-    this.child?.kill('SIGTERM');
-    const timer = setTimeout(() => this.child?.kill('SIGKILL'), 20_000);
-    await this.exited;
-    clearTimeout(timer);
-    await new Promise<void>((resolve) => this.log.end(resolve));
-  }
-
-  async memoryKb(): Promise<number | undefined> {
-    if (!this.child?.pid) return undefined;
-    const status = await readFile(`/proc/${this.child.pid}/status`, 'utf8').catch(() => '');
-    const match = /VmRSS:\s+(\d+) kB/.exec(status);
-    return match ? Number(match[1]) : undefined;
+    await Promise.all([this.api.close(), this.proxy.close(), this.events.close()]);
+    await this.fleet.stop();
   }
 }
 

@@ -20,7 +20,7 @@ import { type FakeAirtable, type FakeBase, startFakeAirtable } from '../fakes/ai
 import { type FakeStripe, startFakeStripe } from '../fakes/stripe/index.ts';
 import type { FakeStripeAccount } from '../fakes/stripe/control.ts';
 import { withDatabase } from '../src/db/sql.ts';
-import { type FleetProcess, type FleetShared, fleetProcesses, fleetShared, overlaps, runSpans, startFleetProcess } from './harness/fleet.ts';
+import { type Fleet, type FleetProcess, type FleetShared, fleetProcesses, fleetShared, overlaps, runSpans, startFleet } from './harness/fleet.ts';
 import { freshDatabase, query, serverAdminUrl } from './harness/postgres.ts';
 import { waitFor } from './harness/process.ts';
 import { startSecondServer, type SecondServer } from './harness/second-server.ts';
@@ -50,6 +50,7 @@ let second: SecondServer;
 let airtable: FakeAirtable;
 let stripe: FakeStripe;
 let shared: FleetShared;
+let fleet: Fleet | undefined;
 let apis: FleetProcess[] = [];
 let proxies: FleetProcess[] = [];
 let events: FleetProcess;
@@ -67,7 +68,7 @@ const call = (method: string, route: string, body: unknown, as: string, i = seri
 
 function dump(): string {
   return everyone()
-    .map((p) => `--- ${p.name} (${p.roles})\n${p.spawned.output().split('\n').slice(-15).join('\n')}`)
+    .map((p) => `--- ${p.name} (${p.roles})\n${p.output().split('\n').slice(-15).join('\n')}`)
     .join('\n');
 }
 
@@ -135,21 +136,9 @@ test.before(async () => {
       targetUrl: serverAdminUrl(),
       upstreams: `api.airtable.com=${airtable.url},api.stripe.com=${stripe.url}`,
     });
-    // The first process migrates the control database; the rest start beside each other.
-    apis = [await startFleetProcess('api-1', 'api', shared)];
-    const rest = await Promise.all([
-      startFleetProcess('api-2', 'api', shared),
-      startFleetProcess('proxy-1', 'proxy', shared),
-      startFleetProcess('proxy-2', 'proxy', shared),
-      startFleetProcess('events-1', 'events', shared),
-      startFleetProcess('worker-1', 'sync,decoder', shared),
-      startFleetProcess('worker-2', 'sync,decoder', shared),
-      startFleetProcess('worker-3', 'sync,decoder', shared),
-    ]);
-    apis.push(rest[0]);
-    proxies = rest.slice(1, 3);
-    events = rest[3]!;
-    workers = rest.slice(4);
+    fleet = await startFleet(shared, { api: 2, proxy: 2, events: 1, workers: 3 });
+    ({ apis, proxies, workers } = fleet);
+    events = fleet.events[0]!;
   } catch (error) {
     process.stderr.write(`set-up failed: ${(error as Error).stack}\n${dump()}\n`);
     await Promise.all(everyone().map((p) => p.kill('SIGKILL')));
@@ -158,7 +147,7 @@ test.before(async () => {
 });
 
 test.after(async () => {
-  await Promise.all(everyone().map((p) => p.kill('SIGTERM')));
+  await fleet?.stop();
   await airtable?.close();
   await stripe?.close();
   await second?.stop();

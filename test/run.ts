@@ -19,8 +19,8 @@ const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 const FILE_TIMEOUT_MS = Number(process.env.TEST_FILE_TIMEOUT_MS || 10 * 60_000);
 const CONCURRENCY = Number(process.env.TEST_CONCURRENCY || 2);
 /**
- * Files that run alone, after the others: the traffic simulation starts two PostgreSQL
- * servers, Kafka, the service and both upstreams on a 2-core machine, and checks timing
+ * Files that run alone, after the others: the traffic simulation starts three PostgreSQL
+ * servers, Kafka, seven service processes and both upstreams on a 2-core machine, and checks timing
  * (no upstream 429, memory bounded) that another file beside it would only blur. The fleet
  * test starts eight service processes and a second server, and times how fast a dead worker's
  * leases move on.

@@ -1,9 +1,12 @@
 import { randomBytes } from 'node:crypto';
-import { mkdtemp, rm } from 'node:fs/promises';
+import { createWriteStream, type WriteStream } from 'node:fs';
+import { mkdtemp, readFile, rm } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { freePort } from './ports.ts';
-import { type Spawned, spawnTributary, waitFor } from './process.ts';
+import { SERVICE_NODE_FLAGS } from '../../src/cli/node-flags.ts';
+import { pause } from '../../src/time.ts';
+import { type Spawned, spawnTributary } from './process.ts';
 
 /** What every process of a fleet shares: the control database, the secret key, the operator token, the upstreams. */
 export interface FleetShared {
@@ -12,6 +15,8 @@ export interface FleetShared {
   upstreams: string;
   secretKey: string;
   adminToken: string;
+  /** More environment for every process (KAFKA_BROKERS, TRIBUTARY_WEBHOOK_ALLOW_PRIVATE …). */
+  env?: Record<string, string>;
 }
 
 export const fleetShared = (options: Omit<FleetShared, 'secretKey' | 'adminToken'>): FleetShared => ({
@@ -29,51 +34,101 @@ export interface LogLine {
   [field: string]: unknown;
 }
 
-/** One `tributary run --roles …` process of a split deployment, as the Procfile starts them. */
-export interface FleetProcess {
-  name: string;
-  roles: string;
-  pid: number;
-  api: string;
-  proxy: string;
-  events: string;
-  spawned: Spawned;
-  /** Its log so far, the lines that are JSON. */
-  log(): LogLine[];
-  kill(signal: NodeJS.Signals): Promise<number | string>;
+/** An error-level line of a process's log, or anything it printed that is not its log (a crash's stack). */
+export interface ErrorLine {
+  process: string;
+  time: number;
+  text: string;
+}
+
+export interface FleetProcessOptions {
+  /** Its data folder; by default a temporary one, removed when it stops. */
+  dataDir?: string;
+  /** Where its log goes, line by line; by default it is kept in memory (`log()`, `output()`). */
+  logFile?: string;
 }
 
 const started = new Set<FleetProcess>();
 // A test file that ends without stopping its fleet leaves no process behind.
 process.on('exit', () => {
-  for (const { spawned } of started) spawned.child.kill('SIGKILL');
+  for (const p of started) p.spawned.child.kill('SIGKILL');
 });
 
 /** Every fleet process started so far (a set-up that failed half-way stops these). */
 export const fleetProcesses = (): FleetProcess[] => [...started];
 
-/** Starts one process with `roles` and waits until it says it is running. Each has its own ports and data folder. */
-export async function startFleetProcess(name: string, roles: string, shared: FleetShared): Promise<FleetProcess> {
-  const dataDir = await mkdtemp(path.join(os.tmpdir(), 'tributary-fleet-'));
-  const [apiPort, proxyPort, eventsPort] = [await freePort(), await freePort(), await freePort()];
-  const spawned = spawnTributary(['run', '--roles', roles], {
-    DATABASE_URL: shared.controlUrl,
-    TRIBUTARY_TARGET_DATABASE_URL: shared.targetUrl,
-    TRIBUTARY_SECRET_KEY: shared.secretKey,
-    TRIBUTARY_ADMIN_TOKEN: shared.adminToken,
-    TRIBUTARY_UPSTREAMS: shared.upstreams,
-    TRIBUTARY_DATA_DIR: dataDir,
-    TRIBUTARY_API_PORT: String(apiPort),
-    TRIBUTARY_PROXY_PORT: String(proxyPort),
-    TRIBUTARY_EVENTS_PORT: String(eventsPort),
-    // The workers' "sync started" lines are what the overlap check reads.
-    TRIBUTARY_LOG_LEVEL: 'info',
-  });
-  void spawned.exited.then(() => rm(dataDir, { recursive: true, force: true }));
-  const log = () =>
-    spawned
-      .output()
-      .split('\n')
+/**
+ * One `tributary run --roles …` process of a split deployment, as the Procfile starts them,
+ * with the service's Node flags. It has its own ports and data folder, kept when it is
+ * SIGKILLed and `restart()`ed, as a supervisor would start it again.
+ */
+export class FleetProcess {
+  spawned!: Spawned;
+  readonly errors: ErrorLine[] = [];
+  private readonly lines: string[] = [];
+  starts = 0;
+  private running = false;
+  private readonly file: WriteStream | undefined;
+
+  private constructor(
+    readonly name: string,
+    readonly roles: string,
+    private readonly env: NodeJS.ProcessEnv,
+    readonly ports: { api: number; proxy: number; events: number },
+    private readonly dataDir: string,
+    private readonly ownDataDir: boolean,
+    logFile: string | undefined,
+  ) {
+    this.file = logFile ? createWriteStream(logFile, { flags: 'a' }) : undefined;
+  }
+
+  /** Starts one process with `roles` and waits until it says it is running. */
+  static async start(name: string, roles: string, shared: FleetShared, options: FleetProcessOptions = {}): Promise<FleetProcess> {
+    const dataDir = options.dataDir ?? (await mkdtemp(path.join(os.tmpdir(), 'tributary-fleet-')));
+    const ports = { api: await freePort(), proxy: await freePort(), events: await freePort() };
+    const env = {
+      DATABASE_URL: shared.controlUrl,
+      TRIBUTARY_TARGET_DATABASE_URL: shared.targetUrl,
+      TRIBUTARY_SECRET_KEY: shared.secretKey,
+      TRIBUTARY_ADMIN_TOKEN: shared.adminToken,
+      TRIBUTARY_UPSTREAMS: shared.upstreams,
+      TRIBUTARY_DATA_DIR: dataDir,
+      TRIBUTARY_API_PORT: String(ports.api),
+      TRIBUTARY_PROXY_PORT: String(ports.proxy),
+      TRIBUTARY_EVENTS_PORT: String(ports.events),
+      // The workers' "sync started" lines are what the overlap check reads.
+      TRIBUTARY_LOG_LEVEL: 'info',
+      ...shared.env,
+    };
+    const fleetProcess = new FleetProcess(name, roles, env, ports, dataDir, !options.dataDir, options.logFile);
+    await fleetProcess.restart();
+    return fleetProcess;
+  }
+
+  get pid(): number {
+    return this.spawned.child.pid!;
+  }
+
+  get api(): string {
+    return `http://127.0.0.1:${this.ports.api}`;
+  }
+
+  get proxy(): string {
+    return `http://127.0.0.1:${this.ports.proxy}`;
+  }
+
+  get events(): string {
+    return `http://127.0.0.1:${this.ports.events}`;
+  }
+
+  /** What it printed so far, when its log is not going to a file. */
+  output(): string {
+    return this.lines.join('\n');
+  }
+
+  /** Its log so far, the lines that are JSON (none when it goes to a file). */
+  log(): LogLine[] {
+    return this.lines
       .filter((line) => line.startsWith('{'))
       .flatMap((line) => {
         try {
@@ -82,33 +137,118 @@ export async function startFleetProcess(name: string, roles: string, shared: Fle
           return [];
         }
       });
-  await waitFor(
-    `${name} to start`,
-    async () => {
-      if (spawned.child.exitCode !== null) throw new Error(`${name} exited at start:\n${spawned.output().slice(-3000)}`);
-      return log().some((line) => line.msg === 'tributary is running') || undefined;
-    },
-    60_000,
-  ).catch((error: unknown) => {
-    spawned.child.kill('SIGKILL'); // not yet in `started`
-    throw new Error(`${(error as Error).message}\n${spawned.output().slice(-3000)}`);
-  });
-  const fleetProcess: FleetProcess = {
-    name,
-    roles,
-    pid: spawned.child.pid!,
-    api: `http://127.0.0.1:${apiPort}`,
-    proxy: `http://127.0.0.1:${proxyPort}`,
-    events: `http://127.0.0.1:${eventsPort}`,
-    spawned,
-    log,
-    async kill(signal) {
-      if (spawned.child.exitCode === null && spawned.child.signalCode === null) spawned.child.kill(signal);
-      return spawned.exited;
-    },
-  };
-  started.add(fleetProcess);
-  return fleetProcess;
+  }
+
+  /** Starts it (again, after a kill: same ports, data folder and log) and waits until it says it is running. */
+  async restart(): Promise<void> {
+    if (this.running) throw new Error(`${this.name} is running`);
+    this.starts++;
+    let up = false;
+    const onLine = (text: string) => {
+      if (this.file) this.file.write(`${text}\n`);
+      else this.lines.push(text);
+      let parsed: { level?: number; time?: number; msg?: string } | undefined;
+      try {
+        parsed = text.startsWith('{') ? (JSON.parse(text) as typeof parsed) : undefined;
+      } catch {
+        parsed = undefined;
+      }
+      if (parsed?.msg === 'tributary is running') up = true;
+      // Anything the process prints that is not its log counts as an error.
+      if (typeof parsed?.level !== 'number' || parsed.level >= 50) this.errors.push({ process: this.name, time: parsed?.time ?? Date.now(), text });
+    };
+    const spawned = spawnTributary(['run', '--roles', this.roles], this.env, undefined, { nodeFlags: SERVICE_NODE_FLAGS, onLine });
+    this.spawned = spawned;
+    this.running = true;
+    started.add(this);
+    void spawned.exited.then(() => (this.running = false));
+    const deadline = Date.now() + 120_000;
+    while (!up) {
+      const failed = !this.running ? 'exited while starting' : Date.now() > deadline ? 'did not start in 120 s' : undefined;
+      if (failed) {
+        await this.kill('SIGKILL');
+        throw new Error(`${this.name} ${failed}\n${this.file ? `see ${this.file.path}` : this.output().slice(-3000)}`);
+      }
+      await pause(200);
+    }
+  }
+
+  /** Resolves with its exit code (or the signal's name) once it has exited. */
+  kill(signal: NodeJS.Signals): Promise<number | string> {
+    const child = this.spawned.child;
+    if (child.exitCode === null && child.signalCode === null) child.kill(signal);
+    return this.spawned.exited;
+  }
+
+  /** SIGTERM, SIGKILL after 20 s; then its log is closed and its own data folder removed. */
+  async stop(): Promise<void> {
+    const timer = setTimeout(() => this.spawned.child.kill('SIGKILL'), 20_000);
+    await this.kill('SIGTERM');
+    clearTimeout(timer);
+    started.delete(this);
+    if (this.file) await new Promise<void>((resolve) => this.file!.end(resolve));
+    if (this.ownDataDir) await rm(this.dataDir, { recursive: true, force: true });
+  }
+
+  /** Its resident memory, while it runs. */
+  async memoryKb(): Promise<number | undefined> {
+    if (!this.running) return undefined;
+    const status = await readFile(`/proc/${this.pid}/status`, 'utf8').catch(() => '');
+    const match = /VmRSS:\s+(\d+) kB/.exec(status);
+    return match ? Number(match[1]) : undefined;
+  }
+}
+
+/** How many processes of each role a fleet runs (workers run `sync,decoder`). */
+export interface FleetLayout {
+  api: number;
+  proxy: number;
+  events: number;
+  workers: number;
+}
+
+export interface Fleet {
+  apis: FleetProcess[];
+  proxies: FleetProcess[];
+  events: FleetProcess[];
+  workers: FleetProcess[];
+  all: FleetProcess[];
+  stop(): Promise<void>;
+}
+
+/**
+ * The Procfile's roles as separate processes sharing one control database. The first API
+ * process migrates it; the rest then start side by side. `options(name)` places each one's
+ * data folder and log. A set-up that fails half-way stops what it started.
+ */
+export async function startFleet(shared: FleetShared, layout: FleetLayout, options: (name: string) => FleetProcessOptions = () => ({})): Promise<Fleet> {
+  const start = (name: string, roles: string) => FleetProcess.start(name, roles, shared, options(name));
+  const names = (role: string, n: number) => Array.from({ length: n }, (_, i) => `${role}-${i + 1}`);
+  const before = new Set(started);
+  try {
+    const first = await start('api-1', 'api');
+    const rest = await Promise.all([
+      ...names('api', layout.api)
+        .slice(1)
+        .map((name) => start(name, 'api')),
+      ...names('proxy', layout.proxy).map((name) => start(name, 'proxy')),
+      ...names('events', layout.events).map((name) => start(name, 'events')),
+      ...names('worker', layout.workers).map((name) => start(name, 'sync,decoder')),
+    ]);
+    const all = [first, ...rest];
+    const of = (roles: string) => all.filter((p) => p.roles === roles);
+    return {
+      apis: of('api'),
+      proxies: of('proxy'),
+      events: of('events'),
+      workers: of('sync,decoder'),
+      all,
+      stop: async () => void (await Promise.all(all.map((p) => p.stop()))),
+    };
+  } catch (error) {
+    await Promise.all([...started].filter((p) => !before.has(p)).map((p) => p.stop()));
+    throw error;
+  }
 }
 
 /** A time span a worker ran one sync's part (`sync` runner or `decoder`), from its log. */

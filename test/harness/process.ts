@@ -1,6 +1,7 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { readdir, readFile } from 'node:fs/promises';
 import path from 'node:path';
+import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
 
 export const repoRoot = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..', '..');
@@ -12,16 +13,27 @@ export interface Spawned {
   exited: Promise<number | string>;
 }
 
+export interface SpawnOptions {
+  /** Node flags before the entry point (the service's own, SERVICE_NODE_FLAGS, for a long run). */
+  nodeFlags?: readonly string[];
+  /** Each line of stdout and stderr as it comes; with it, `output()` keeps nothing (a long run's log would fill memory). */
+  onLine?(line: string): void;
+}
+
 /** Runs `node bin/tributary.js …`, the same entry point as `npm start` and `npx tributary`. */
-export function spawnTributary(args: string[], env: NodeJS.ProcessEnv, input?: string): Spawned {
-  const child = spawn(process.execPath, [path.join(repoRoot, 'bin', 'tributary.js'), ...args], {
+export function spawnTributary(args: string[], env: NodeJS.ProcessEnv, input?: string, options: SpawnOptions = {}): Spawned {
+  const child = spawn(process.execPath, [...(options.nodeFlags ?? []), path.join(repoRoot, 'bin', 'tributary.js'), ...args], {
     cwd: repoRoot,
     env: { PATH: process.env.PATH, HOME: process.env.HOME, ...env },
     stdio: ['pipe', 'pipe', 'pipe'],
   });
   let output = '';
-  child.stdout!.on('data', (chunk: Buffer) => (output += chunk.toString()));
-  child.stderr!.on('data', (chunk: Buffer) => (output += chunk.toString()));
+  const onLine = options.onLine;
+  if (onLine) for (const stream of [child.stdout!, child.stderr!]) createInterface({ input: stream }).on('line', onLine);
+  else {
+    child.stdout!.on('data', (chunk: Buffer) => (output += chunk.toString()));
+    child.stderr!.on('data', (chunk: Buffer) => (output += chunk.toString()));
+  }
   if (input !== undefined) child.stdin!.end(input);
   else child.stdin!.end();
   const exited = new Promise<number | string>((resolve) => child.on('exit', (code, signal) => resolve(code ?? signal ?? -1)));
