@@ -6,7 +6,8 @@ import { AirtableClient, AirtableError } from '../src/airtable/client.ts';
 import { mapBase, type TableMapping } from '../src/airtable/schema.ts';
 import { sweepTable, type SweepContext } from '../src/airtable/sweep.ts';
 import { prepareRebuild, swapIn } from '../src/writer/swap.ts';
-import { builtTable } from '../src/airtable/tables.ts';
+import { builtTable, loadBuilt } from '../src/airtable/tables.ts';
+import { planMigration } from '../src/airtable/plan.ts';
 import { Secret } from '../src/control/secrets.ts';
 import { AIRTABLE_DEFAULT_SETTINGS } from '../src/airtable/settings.ts';
 import { provisionDatabase } from '../src/control/provisioner.ts';
@@ -67,6 +68,19 @@ test('a complete sweep writes every record, and a second one writes nothing', as
   const second = await sweepTable(context(), mapping, 'public', { deleteMissing: true });
   assert.equal(second, { listed: 250, written: 0, deleted: 0 }, 'an unchanged base writes no row');
   assert.is(await count(), 250);
+});
+
+test('an unchanged schema, read back from the database, plans a sweep and no COMMENT', async () => {
+  // The mapping is kept as jsonb, which orders an object's keys its own way: a comparison by
+  // key order saw every table as renamed and rewrote its COMMENTs each cycle, catalog
+  // changes every walsender of the server had to decode.
+  const plan = planMigration(mapBase(await client().schema(), AIRTABLE_DEFAULT_SETTINGS), await loadBuilt(db, PUBLIC_SCHEMAS));
+  assert.equal(
+    plan.sweep.map((m) => m.name),
+    [mapping.name],
+  );
+  assert.equal(plan.recomment, []);
+  assert.equal(plan.rebuild, []);
 });
 
 test('a listing that fails midway deletes nothing', async () => {

@@ -19,6 +19,17 @@ function structure(mapping: TableMapping): string {
   });
 }
 
+/**
+ * JSON with every object's keys sorted. The built mapping comes back from a jsonb column,
+ * which orders keys its own way: compared by key order, every table looked renamed and had
+ * its COMMENTs rewritten each cycle, catalog changes each walsender of the server decodes.
+ */
+function canonical(value: unknown): string {
+  return JSON.stringify(value, (_key, v: unknown) =>
+    v && typeof v === 'object' && !Array.isArray(v) ? Object.fromEntries(Object.entries(v).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))) : v,
+  );
+}
+
 /** Compares the mapping from the current upstream schema with what the database holds. */
 export function planMigration(desired: TableMapping[], built: Map<string, TableMapping>): MigrationPlan {
   const plan: MigrationPlan = { sweep: [], rebuild: [], recomment: [], drop: [] };
@@ -26,7 +37,7 @@ export function planMigration(desired: TableMapping[], built: Map<string, TableM
   for (const mapping of desired) {
     const current = built.get(mapping.tableId);
     if (!current || structure(current) !== structure(mapping)) plan.rebuild.push(mapping);
-    else if (JSON.stringify(current) !== JSON.stringify(mapping)) plan.recomment.push(mapping);
+    else if (canonical(current) !== canonical(mapping)) plan.recomment.push(mapping);
     else plan.sweep.push(mapping);
   }
   for (const [tableId, mapping] of built) if (!wanted.has(tableId)) plan.drop.push(mapping);

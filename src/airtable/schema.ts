@@ -115,8 +115,3 @@ export function mapBase(tables: AirtableTable[], settings: AirtableSettings): Ta
     return { tableId: table.id, upstreamName: table.name, name: tableNames.get(table.id)!, columns };
   });
 }
-
-/** Two mappings build the same table: same name, same columns in the same order. */
-export function sameShape(a: TableMapping, b: TableMapping): boolean {
-  return JSON.stringify(a) === JSON.stringify(b);
-}
