@@ -1,5 +1,6 @@
 import type pg from 'pg';
 import type { NewEvent } from '../events/append.ts';
+import type { IdlePools } from '../db/idle-pools.ts';
 import type { EventBus } from '../events/bus.ts';
 import type { Logger } from '../log.ts';
 import type { CollectionRules, TableInfo } from './events.ts';
@@ -26,8 +27,10 @@ export interface DecoderOptions {
   flushMs?: number;
   /** Pause before reconnecting after the stream or the control database failed. */
   retryMs?: number;
-  /** How often the slot's lag is written to decoder_progress. */
+  /** How often the slot's lag is read (and written to decoder_progress when it changed). */
   lagReportMs?: number;
+  /** Where the connection that reads the slot's lag is kept; without it, a new one each time. */
+  pools?: IdlePools;
   partitions?: number;
   now?: () => Date;
 }

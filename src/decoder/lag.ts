@@ -1,22 +1,61 @@
 import type pg from 'pg';
 import { withClient } from '../db/sql.ts';
+import type { IdlePools } from '../db/idle-pools.ts';
+import { lsnToBigInt } from './pgoutput.ts';
+
+/** An unchanged lag is written again after this long, so `lag_at` says the decoder still reports. */
+const UNCHANGED_REWRITE_MS = 60_000;
+/**
+ * Figures that moved less than this count as unchanged. Without it, on a server that also
+ * holds the control database, each report's own write moved the WAL, and with it the next
+ * lag and the position the idle decoder confirms.
+ */
+const STEP_BYTES = 1024 * 1024;
 
 /**
  * Writes to decoder_progress how far the sync database's WAL is ahead of what its slot was
- * told (`ackedLsn`), for the sync's status and the metrics.
+ * told (`ackedLsn`), for the sync's status and the metrics. Every few seconds for each
+ * decoder, so both sides are kept cheap: the slot is read over a kept connection (a new one
+ * per read was a backend start and a SCRAM exchange, a third of an idle server's CPU), and
+ * the control row is written only when the figures moved by a megabyte, the members
+ * changed or a minute went by.
  */
-export async function reportSlotLag(options: { syncIds: string[]; slot: string; databaseUrl: string; control: pg.Pool }, ackedLsn: string): Promise<void> {
-  const lag = await withClient(options.databaseUrl, async (client) => {
-    const { rows } = await client.query<{ lag: string | null }>(
-      'SELECT greatest(0, pg_wal_lsn_diff(pg_current_wal_lsn(), confirmed_flush_lsn))::bigint AS lag FROM pg_replication_slots WHERE slot_name = $1',
-      [options.slot],
-    );
-    return rows[0]?.lag ?? null;
-  });
-  // Every sync of the database reads through the one slot: each is as far behind as it.
-  await options.control.query('UPDATE decoder_progress SET acked_lsn = $2, slot_lag_bytes = $3, lag_at = now() WHERE sync_id = ANY($1)', [
-    options.syncIds,
-    ackedLsn,
-    lag,
-  ]);
+export class SlotLagReport {
+  private last: { members: string; acked: string; lag: string | null; at: number } | undefined;
+
+  constructor(private readonly options: { slot: string; databaseUrl: string; control: pg.Pool; pools?: IdlePools }) {}
+
+  async report(syncIds: string[], ackedLsn: string): Promise<void> {
+    const read = async (client: pg.ClientBase | pg.Pool) => {
+      const { rows } = await client.query<{ lag: string | null }>(
+        'SELECT greatest(0, pg_wal_lsn_diff(pg_current_wal_lsn(), confirmed_flush_lsn))::bigint AS lag FROM pg_replication_slots WHERE slot_name = $1',
+        [this.options.slot],
+      );
+      return rows[0]?.lag ?? null;
+    };
+    const pool = this.options.pools?.get(this.options.databaseUrl);
+    const lag = pool ? await read(pool) : await withClient(this.options.databaseUrl, read);
+    const last = this.last;
+    const members = syncIds.join(',');
+    if (last && last.members === members && Date.now() - last.at < UNCHANGED_REWRITE_MS && near(last, ackedLsn, lag)) return;
+    // Every sync of the database reads through the one slot: each is as far behind as it.
+    await this.options.control.query('UPDATE decoder_progress SET acked_lsn = $2, slot_lag_bytes = $3, lag_at = now() WHERE sync_id = ANY($1)', [
+      syncIds,
+      ackedLsn,
+      lag,
+    ]);
+    this.last = { members, acked: ackedLsn, lag, at: Date.now() };
+  }
+
+  /** Closes the kept connection (the decoder stopped; its database may be dropped next). */
+  async close(): Promise<void> {
+    await this.options.pools?.drop(this.options.databaseUrl);
+  }
+}
+
+/** The figures moved less than STEP_BYTES since they were written. */
+function near(last: { acked: string; lag: string | null }, acked: string, lag: string | null): boolean {
+  const apart = (a: bigint, b: bigint) => (a > b ? a - b : b - a) < BigInt(STEP_BYTES);
+  if ((last.lag === null) !== (lag === null)) return false;
+  return apart(lsnToBigInt(last.acked), lsnToBigInt(acked)) && (lag === null || apart(BigInt(last.lag!), BigInt(lag)));
 }

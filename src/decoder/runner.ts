@@ -1,6 +1,7 @@
 import type pg from 'pg';
 import type { SyncService } from '../control/sync-service.ts';
 import type { SyncStore } from '../control/syncs.ts';
+import { IdlePools } from '../db/idle-pools.ts';
 import { toError } from '../errors.ts';
 import type { EventBus } from '../events/bus.ts';
 import type { SourceKinds } from '../kinds/registry.ts';
@@ -32,6 +33,8 @@ export interface DecoderFactoryOptions {
  * come and go: when the decoder meets their tables, and at least every `followMs`.
  */
 export function decoderFactory(options: DecoderFactoryOptions): (syncId: string) => Promise<Runner> {
+  // One kept connection per decoder for its slot-lag reads: kept past the report interval.
+  const pools = new IdlePools({ max: 1, idleConnectionMs: 60_000 });
   return async (syncId) => {
     const sync = await options.store.get(syncId);
     if (sync?.state !== 'active') throw new Error(`sync ${syncId} is not active`);
@@ -82,6 +85,7 @@ export function decoderFactory(options: DecoderFactoryOptions): (syncId: string)
       rules: options.kinds.get(sync.kind).events,
       logger,
       partitions: options.partitions,
+      pools,
       ...options.tunables,
     });
     // The first sync's own delivery is ready before the lease counts as taken, as before.

@@ -6,7 +6,7 @@ import { MESSAGE_PREFIX } from '../db/messages.ts';
 import { FailureCount } from '../retry.ts';
 import { rowEvent, type TableInfo, tableInfo } from './events.ts';
 import { lsnToBigInt, type PgoutputMessage, PgoutputParser, type RawValue } from './pgoutput.ts';
-import { reportSlotLag } from './lag.ts';
+import { SlotLagReport } from './lag.ts';
 import { ReplicationStream } from './replication.ts';
 import { markReached } from './wait.ts';
 import { DecoderMembers, type Member } from './members.ts';
@@ -59,8 +59,11 @@ export class Decoder {
   private handled = 0;
   private idleCandidate: { lsn: string; upTo: number } | undefined;
 
+  private readonly lag: SlotLagReport;
+
   constructor(private readonly options: DecoderOptions) {
     this.members = new DecoderMembers(options);
+    this.lag = new SlotLagReport(options);
   }
 
   start(): void {
@@ -73,6 +76,7 @@ export class Decoder {
     this.stopStream?.();
     await this.replication?.stop();
     await this.running;
+    await this.lag.close();
   }
 
   /** The position the slot has been told; everything before it is in the event log. */
@@ -368,7 +372,10 @@ export class Decoder {
   /** How far the server's WAL is ahead of what the slot was told, for status and metrics. */
   private async reportLag(): Promise<void> {
     try {
-      await reportSlotLag({ ...this.options, syncIds: this.members.all().map((m) => m.syncId) }, this.ackedLsn);
+      await this.lag.report(
+        this.members.all().map((m) => m.syncId),
+        this.ackedLsn,
+      );
     } catch (error) {
       this.options.logger.debug({ err: toError(error) }, 'could not read the slot lag');
     }
