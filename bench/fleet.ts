@@ -3,6 +3,7 @@
  *
  *   node --import tsx bench/fleet.ts [--airtable 40] [--stripe 0] [--records 300]
  *        [--seconds 60] [--changes-per-second 2] [--control-apart 0|1]
+ *        [--airtable-servers 1] [--stripe-servers 0]
  *
  * N Airtable syncs (bases of --records records in three tables, each base its own user and
  * token, default share) and M idle Stripe syncs, the whole service in one process
@@ -12,6 +13,10 @@
  * as the sync's reader), and the CPU and PSS of the service and of PostgreSQL by process
  * kind: walsenders, the sync databases' backends, the control database's backends, the rest.
  * With --control-apart 1 the control database has a PostgreSQL server of its own.
+ * --airtable-servers I spreads the Airtable syncs over I sync servers (the configured one and
+ * I - 1 joined through the pool API); --stripe-servers J puts the Stripe syncs on J servers of
+ * their own (the Airtable ones drained meanwhile), as an operator keeps quiet syncs apart from
+ * busy ones. 0 puts them with the Airtable syncs.
  */
 import { spawn } from 'node:child_process';
 import { readdirSync, readFileSync } from 'node:fs';
@@ -27,6 +32,8 @@ const seconds = arg('seconds', 60);
 const changeRate = arg('changes-per-second', 2);
 const controlApart = arg('control-apart', 0) === 1;
 const settleSeconds = arg('settle', 60);
+const airtableServers = Math.max(1, arg('airtable-servers', 1));
+const stripeServers = arg('stripe-servers', 0);
 
 // --- the fakes, in their own process -------------------------------------------------------
 const fakes = spawn(
@@ -51,7 +58,8 @@ const ask = async (command: string): Promise<any> => {
 const ready = JSON.parse(await nextLine()) as { airtable: string; stripe: string; bases: Array<{ id: string; token: string }>; keys: string[] };
 
 // --- PostgreSQL and the service ---------------------------------------------------------------
-const target = await startPostgres();
+const targets = await Promise.all(Array.from({ length: airtableServers + stripeServers }, () => startPostgres()));
+const target = targets[0]!;
 const control = controlApart ? await startPostgres() : target;
 const controlUrl = await control.freshDatabase('ctl');
 const controlDb = new URL(controlUrl).pathname.slice(1);
@@ -59,7 +67,7 @@ const controlDb = new URL(controlUrl).pathname.slice(1);
 for (const signal of ['SIGINT', 'SIGTERM'] as const) {
   process.once(signal, () => {
     fakes.kill('SIGKILL');
-    void Promise.all([target.stop(), controlApart ? control.stop() : undefined]).finally(() => process.exit(1));
+    void Promise.all([...targets.map((t) => t.stop()), controlApart ? control.stop() : undefined]).finally(() => process.exit(1));
   });
 }
 const svc = await startServiceProcess({
@@ -92,13 +100,25 @@ async function inBatches<T>(count: number, make: (n: number) => Promise<T>, widt
   return out;
 }
 
+/** Joins the servers from..to (exclusive) to the pool, and drains the ones before `from`. */
+async function useServers(from: number, to: number): Promise<void> {
+  const { data: servers } = await api(svc.api, svc.adminToken, 'GET', '/api/servers');
+  for (const server of servers) if (from > 0) await api(svc.api, svc.adminToken, 'PATCH', `/api/servers/${server.id}`, { draining: true });
+  for (const t of targets.slice(Math.max(from, 1), to)) {
+    await api(svc.api, svc.adminToken, 'POST', '/api/servers', { url: t.adminUrl, region: 'us-west-2', capacity: 1000 });
+  }
+  if (from === 0) for (const server of servers) await api(svc.api, svc.adminToken, 'PATCH', `/api/servers/${server.id}`, { capacity: 1000 });
+}
+
 const started = Date.now();
+await useServers(0, airtableServers);
 const airtable: Made[] = await inBatches(airtableSyncs, async (n) => {
   const token = await accountToken(n);
   const base = ready.bases[n]!;
   const sync = await api(svc.api, token, 'POST', '/api/syncs', { kind: 'airtable', base_id: base.id, api_key: base.token });
   return { syncId: sync.id, token, reader: sync.database.url };
 });
+if (stripeServers > 0) await useServers(airtableServers, airtableServers + stripeServers);
 const stripe: Made[] = await inBatches(stripeSyncs, async (n) => {
   const token = await accountToken(airtableSyncs + n + 10 * 1000);
   const sync = await api(svc.api, token, 'POST', '/api/syncs', { kind: 'stripe', api_key: ready.keys[n]! });
@@ -120,6 +140,8 @@ interface Proc {
   title: string;
   ppid: number;
   cpu: number;
+  /** CPU of its children that ended (a postmaster's backends that exited). */
+  reaped: number;
 }
 function processes(): Map<number, Proc> {
   const found = new Map<number, Proc>();
@@ -129,7 +151,12 @@ function processes(): Map<number, Proc> {
       const title = readFileSync(`/proc/${entry}/cmdline`, 'utf8').replaceAll('\0', ' ').trim();
       const stat = readFileSync(`/proc/${entry}/stat`, 'utf8');
       const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-      found.set(Number(entry), { title, ppid: Number(fields[1]), cpu: (Number(fields[11]) + Number(fields[12])) / 100 });
+      found.set(Number(entry), {
+        title,
+        ppid: Number(fields[1]),
+        cpu: (Number(fields[11]) + Number(fields[12])) / 100,
+        reaped: (Number(fields[13]) + Number(fields[14])) / 100,
+      });
     } catch {
       // gone meanwhile
     }
@@ -151,39 +178,61 @@ async function postmasterOf(url: string): Promise<number> {
   await client.end();
   return Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]);
 }
-const targetMaster = await postmasterOf(target.adminUrl);
+const targetMasters = await Promise.all(targets.map((t) => postmasterOf(t.adminUrl)));
 const controlMaster = await postmasterOf(controlUrl);
+const isMaster = (pid: number) => targetMasters.includes(pid) || pid === controlMaster;
+/** Which servers a process of a sync server belongs to, when the Stripe syncs have their own. */
+const group = (ppid: number) =>
+  stripeServers === 0 || ppid === controlMaster ? '' : targetMasters.indexOf(ppid) < airtableServers ? ' (Airtable servers)' : ' (Stripe servers)';
 const readers = new Set([...airtable, ...stripe].map((m) => decodeURIComponent(new URL(m.reader).username)));
 
 /** A PostgreSQL process's kind, from its title and server. */
 function kind(proc: Proc): string | undefined {
-  if (proc.ppid !== targetMaster && proc.ppid !== controlMaster) return undefined;
+  if (!isMaster(proc.ppid)) return undefined;
   const words = proc.title.replace(/^postgres:\s+/, '').split(/\s+/);
-  if (words[0] === 'walsender') return 'walsenders';
+  if (words[0] === 'walsender') return `walsenders${group(proc.ppid)}`;
   const apart = controlApart && proc.ppid === controlMaster ? 'control server: ' : '';
   if (readers.has(words[0]!)) return 'bench reads (not counted)';
   if (words[1] === controlDb) return `${apart}control database backends`;
-  if (words.length >= 3 && /\(\d+\)$|^\[local\]/.test(words[2]!)) return 'sync database backends';
-  return `${apart}other server processes`;
+  if (words.length >= 3 && /\(\d+\)$|^\[local\]/.test(words[2]!)) return `sync database backends${group(proc.ppid)}`;
+  return `${apart}other server processes${group(proc.ppid)}`;
 }
 
 function snapshot() {
   const all = processes();
-  const byKind = new Map<string, { cpu: number; pss: number; count: number }>();
-  for (const [pid, proc] of all) {
-    const k = kind(proc) ?? (pid === targetMaster || pid === controlMaster ? 'other server processes' : undefined);
+  return { all, service: all.get(svc.child.pid!)?.cpu ?? 0, at: Date.now() };
+}
+type Snapshot = ReturnType<typeof snapshot>;
+const kindOf = (pid: number, proc: Proc) => kind(proc) ?? (isMaster(pid) ? 'other server processes' : undefined);
+/**
+ * PostgreSQL's CPU between two snapshots by process kind. A backend that exits meanwhile
+ * takes its CPU time out of /proc; its postmaster's reaped time gets it, so what the ended
+ * ones spent in the window is the postmasters' reaped time less what they had spent before.
+ */
+function cpuByKind(before: Snapshot, after: Snapshot): Map<string, { cpu: number; count: number }> {
+  const out = new Map<string, { cpu: number; count: number }>();
+  const add = (k: string, cpu: number, count: number) => {
+    const entry = out.get(k) ?? { cpu: 0, count: 0 };
+    entry.cpu += cpu;
+    entry.count += count;
+    out.set(k, entry);
+  };
+  let ended = 0;
+  for (const [pid, proc] of after.all) {
+    const k = kindOf(pid, proc);
     if (!k) continue;
-    const entry = byKind.get(k) ?? { cpu: 0, pss: 0, count: 0 };
-    entry.cpu += proc.cpu;
-    entry.count += 1;
-    byKind.set(k, entry);
+    const earlier = before.all.get(pid);
+    add(k, proc.cpu - (earlier && earlier.title === proc.title ? earlier.cpu : 0), 1);
+    if (isMaster(pid)) ended += proc.reaped - (earlier?.reaped ?? 0);
   }
-  return { all, byKind, service: all.get(svc.child.pid!)?.cpu ?? 0, at: Date.now() };
+  for (const [pid, proc] of before.all) if (!after.all.has(pid) && kindOf(pid, proc)) ended -= proc.cpu;
+  add('processes that ended in the window', ended, 0);
+  return out;
 }
 function pssByKind(): Map<string, number> {
   const out = new Map<string, number>();
   for (const [pid, proc] of processes()) {
-    const k = kind(proc) ?? (pid === targetMaster || pid === controlMaster ? 'other server processes' : undefined);
+    const k = kind(proc) ?? (isMaster(pid) ? 'other server processes' : undefined);
     if (k) out.set(k, (out.get(k) ?? 0) + pss(pid));
   }
   return out;
@@ -227,21 +276,56 @@ async function oneChange(i: number): Promise<void> {
   if (op === 'create') created.push({ n, record: done.record });
 }
 
-/** The target server's WAL position, and commits so far in the control database and in the rest. */
-async function walAndCommits(): Promise<{ lsn: bigint; control: number; others: number }> {
-  const client = new pg.Client({ connectionString: target.adminUrl });
+/** The sync servers' WAL positions summed, and commits so far in the control database and in the rest. */
+async function walAndCommits(): Promise<{ lsn: bigint; control: number; others: number; sessions: number }> {
+  const each = await Promise.all(targets.map((t) => walAndCommitsOf(t.adminUrl)));
+  if (controlApart) each.push({ ...(await walAndCommitsOf(controlUrl)), lsn: 0n });
+  return each.reduce((a, b) => ({ lsn: a.lsn + b.lsn, control: a.control + b.control, others: a.others + b.others, sessions: a.sessions + b.sessions }));
+}
+async function walAndCommitsOf(url: string): Promise<{ lsn: bigint; control: number; others: number; sessions: number }> {
+  const client = new pg.Client({ connectionString: url });
   await client.connect();
-  const { rows } = await client.query<{ lsn: string; control: string; others: string }>(
+  const { rows } = await client.query<{ lsn: string; control: string; others: string; sessions: string }>(
     `SELECT (pg_current_wal_lsn() - '0/0')::text AS lsn,
             coalesce(sum(xact_commit) FILTER (WHERE datname = $1), 0)::text AS control,
-            coalesce(sum(xact_commit) FILTER (WHERE datname <> $1), 0)::text AS others
+            coalesce(sum(xact_commit) FILTER (WHERE datname <> $1), 0)::text AS others,
+            coalesce(sum(sessions), 0)::text AS sessions
        FROM pg_stat_database`,
     [controlDb],
   );
   await client.end();
-  return { lsn: BigInt(rows[0]!.lsn.split('.')[0]!), control: Number(rows[0]!.control), others: Number(rows[0]!.others) };
+  return { lsn: BigInt(rows[0]!.lsn.split('.')[0]!), control: Number(rows[0]!.control), others: Number(rows[0]!.others), sessions: Number(rows[0]!.sessions) };
 }
 
+/** What the sync servers' WAL between two positions was made of, by record type (pg_walinspect). */
+async function walPositions(): Promise<string[]> {
+  return Promise.all(
+    targets.map(async (t) => {
+      const client = new pg.Client({ connectionString: t.adminUrl });
+      await client.connect();
+      await client.query('CREATE EXTENSION IF NOT EXISTS pg_walinspect');
+      const { rows } = await client.query<{ lsn: string }>('SELECT pg_current_wal_lsn()::text AS lsn');
+      await client.end();
+      return rows[0]!.lsn;
+    }),
+  );
+}
+async function walMakeup(from: string[], to: string[]): Promise<Array<[string, number]>> {
+  const bytes = new Map<string, number>();
+  for (const [i, t] of targets.entries()) {
+    const client = new pg.Client({ connectionString: t.adminUrl });
+    await client.connect();
+    const { rows } = await client.query<{ record_type: string; combined_size: string }>(
+      'SELECT "resource_manager/record_type" AS record_type, combined_size::text FROM pg_get_wal_stats($1::pg_lsn, $2::pg_lsn, true) WHERE count > 0',
+      [from[i], to[i]],
+    );
+    await client.end();
+    for (const r of rows) bytes.set(r.record_type, (bytes.get(r.record_type) ?? 0) + Number(r.combined_size));
+  }
+  return [...bytes].sort((a, b) => b[1] - a[1]);
+}
+
+const walFrom = await walPositions();
 const walBefore = await walAndCommits();
 const before = snapshot();
 const fakeBefore = await ask('stats');
@@ -252,6 +336,7 @@ for (let i = 0; Date.now() - before.at < seconds * 1000; i++) {
 }
 const after = snapshot();
 const walAfter = await walAndCommits();
+const walTo = await walPositions();
 const memory = pssByKind();
 const servicePss = pss(svc.child.pid!);
 await Promise.all(pending);
@@ -263,14 +348,14 @@ const syncs = airtableSyncs + stripeSyncs;
 const cores = (cpu: number) => (cpu / wall).toFixed(2);
 const mbOf = (bytes: number) => `${(bytes / 1024 / 1024).toFixed(0)} MB`;
 console.log(
-  `\n${airtableSyncs} Airtable syncs (${records} records each) + ${stripeSyncs} idle Stripe syncs, control database ${controlApart ? 'on a server of its own' : 'on the target server'}, ${wall.toFixed(0)} s measured`,
+  `\n${airtableSyncs} Airtable syncs (${records} records each) + ${stripeSyncs} idle Stripe syncs, control database ${controlApart ? 'on a server of its own' : 'on the target server'}, ${airtableServers} sync server(s)${stripeServers ? ` + ${stripeServers} for the Stripe syncs` : ''}, ${wall.toFixed(0)} s measured`,
 );
 const serviceCpu = after.service - before.service;
 let pgCpu = 0;
 let pgPss = 0;
 const rows: string[] = [];
-for (const [k, entry] of [...after.byKind].sort((a, b) => b[1].cpu - a[1].cpu)) {
-  const spent = entry.cpu - (before.byKind.get(k)?.cpu ?? 0);
+for (const [k, entry] of [...cpuByKind(before, after)].sort((a, b) => b[1].cpu - a[1].cpu)) {
+  const spent = entry.cpu;
   const memoryOf = memory.get(k) ?? 0;
   if (!k.startsWith('bench')) {
     pgCpu += spent;
@@ -285,7 +370,15 @@ console.log(
   `  service + PostgreSQL: ${cores(serviceCpu + pgCpu)} cores, ${(((serviceCpu + pgCpu) / wall / syncs) * 1000).toFixed(2)} millicores and ${mbOf((servicePss + pgPss) / syncs)} a sync`,
 );
 console.log(
-  `  target server WAL ${(Number(walAfter.lsn - walBefore.lsn) / wall / 1024).toFixed(0)} kB/s; commits/s: control database ${((walAfter.control - walBefore.control) / wall).toFixed(0)}${controlApart ? ' (not on this server)' : ''}, other databases ${((walAfter.others - walBefore.others) / wall).toFixed(0)}`,
+  `  sync servers' WAL ${(Number(walAfter.lsn - walBefore.lsn) / wall / 1024).toFixed(0)} kB/s; commits/s: control database ${((walAfter.control - walBefore.control) / wall).toFixed(0)}${controlApart ? ' (its own server)' : ''}, other databases ${((walAfter.others - walBefore.others) / wall).toFixed(0)}; new sessions/s (every server) ${((walAfter.sessions - walBefore.sessions) / wall).toFixed(1)}`,
+);
+const makeup = await walMakeup(walFrom, walTo);
+const walTotal = makeup.reduce((sum, [, b]) => sum + b, 0) || 1;
+console.log(
+  `  WAL by record: ${makeup
+    .slice(0, 8)
+    .map(([type, b]) => `${type} ${((b / walTotal) * 100).toFixed(0)} %`)
+    .join(', ')}`,
 );
 console.log(`  upstream requests ${((fakeAfter.requests - fakeBefore.requests) / wall).toFixed(0)}/s, 429s ${fakeAfter.rateLimited - fakeBefore.rateLimited}`);
 for (const op of ['edit', 'create', 'delete'] as const) {
@@ -303,6 +396,6 @@ console.log(
 for (const client of clients.values()) await client.end();
 await svc.stop();
 fakes.stdin!.end();
-await target.stop();
+for (const t of targets) await t.stop();
 if (controlApart) await control.stop();
 process.exit(0);
