@@ -193,20 +193,22 @@ async function removeUnseen(db: pg.Pool, since: number, partial: Set<string>): P
 /**
  * Lists skipped because they could not be read (a restricted key without the permission),
  * and the lists under the parents they hold, made due again: the next backfill run reads
- * them, and a read that succeeds ends their warning. Returns how many were skipped.
+ * them, and a read that succeeds ends their warning. Returns how many lists are due, those
+ * a run cut short (a stop, a crash) left due included.
  */
 export async function reopenSkipped(db: pg.Pool): Promise<number> {
   const saved = await loadStates<ListState>(db, STRIPE_SCHEMAS, LIST_PREFIX);
   const lists = loadCatalog().tables.flatMap((t) => t.lists);
   const skipped = lists.filter((l) => saved.get(listKey(l))?.skipped);
-  if (skipped.length === 0) return 0;
+  const left = lists.filter((l) => saved.has(listKey(l)) && !saved.get(listKey(l))!.done);
+  if (skipped.length === 0) return left.length;
   // Parents the key could not list gave their child lists nothing to read: those are due too.
   const tables = new Set(skipped.map((l) => tableOfList(l)));
   const due = lists.filter((l) => skipped.includes(l) || (l.parent && tables.has(l.parent.table) && saved.get(listKey(l))?.done));
   await inTransaction(db, async (tx) => {
     for (const list of new Set(due)) await saveState(tx, STRIPE_SCHEMAS, LIST_PREFIX + listKey(list), {} satisfies ListState);
   });
-  return skipped.length;
+  return new Set([...due, ...left]).size;
 }
 
 /**

@@ -203,6 +203,7 @@ export class StripeRunner {
     const every = this.options.recheckSkippedMs ?? RECHECK_SKIPPED_MS;
     while (!signal.aborted) {
       await pause(every, signal);
+      if (signal.aborted) return;
       try {
         if ((await reopenSkipped(this.options.target)) === 0) continue;
         const state = await loadState<BackfillState>(this.options.target, STRIPE_SCHEMAS, BACKFILL_KEY);
