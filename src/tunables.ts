@@ -21,7 +21,8 @@ export interface Tunables {
 /**
  * Tunables from the environment: the time scale of benchmarks that run the service as a child
  * process, the operator's share of an Airtable user's quota for syncs, and how long a paced
- * Airtable cycle takes (0: never paced).
+ * Airtable cycle takes (0: never paced), and how often a Stripe sync tries again the lists its
+ * key could not read.
  */
 export function tunablesFromEnv(env: NodeJS.ProcessEnv): Tunables {
   const scale = Number(env.TRIBUTARY_BENCH_TIME_SCALE || 1);
@@ -40,5 +41,12 @@ export function tunablesFromEnv(env: NodeJS.ProcessEnv): Tunables {
     ...(share ? { userSyncShare: Number(share) } : {}),
     ...(paced ? { pacedCycleMs: Number(paced) * 1000 } : {}),
   };
-  return Object.keys(airtable).length === 0 ? {} : { airtable };
+  const recheck = env.TRIBUTARY_STRIPE_RECHECK_S;
+  if (recheck !== undefined && recheck !== '' && !(/^\d+$/.test(recheck) && Number(recheck) >= 10 && Number(recheck) <= 86_400)) {
+    throw new Error(`TRIBUTARY_STRIPE_RECHECK_S: expected a whole number of seconds from 10 to 86400, got ${JSON.stringify(recheck)}`);
+  }
+  return {
+    ...(Object.keys(airtable).length === 0 ? {} : { airtable }),
+    ...(recheck ? { stripe: { recheckSkippedMs: Number(recheck) * 1000 } } : {}),
+  };
 }

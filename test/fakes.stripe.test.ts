@@ -703,6 +703,38 @@ test('events: type filters, created ranges, retention after 30 days', async () =
   }
 });
 
+test('events of one second: a held second gives two updates of one object one created, listed newest first', async () => {
+  const held = await startFakeStripe({ rateLimit: false });
+  try {
+    const acct = held.createAccount();
+    const key = 'sk_test_heldsecond00000000000001';
+    held.addKey(key, { account: acct.id });
+    const s = client(key, held);
+    const c = await s.customers.create({ name: 'Start' });
+    const second = held.clock.holdSecond();
+    await s.customers.update(c.id, { name: 'First' });
+    // Longer than a second apart, in one second all the same.
+    await new Promise((r) => setTimeout(r, 1100));
+    await s.customers.update(c.id, { name: 'Second' });
+    held.clock.releaseSecond();
+    const [later, earlier] = (await s.events.list({ type: 'customer.updated' })).data;
+    assert.is(later!.created, second);
+    assert.is(earlier!.created, second);
+    assert.is((later!.data.object as Stripe.Customer).name, 'Second', 'the later change first');
+    assert.is((earlier!.data.object as Stripe.Customer).name, 'First');
+    // The next page after the earlier one, and the page before the later one, agree.
+    assert.equal(
+      (await s.events.list({ ending_before: earlier!.id, type: 'customer.updated' })).data.map((e) => e.id),
+      [later!.id],
+    );
+    await new Promise((r) => setTimeout(r, 1100));
+    assert.ok((await s.customers.update(c.id, { name: 'After' })).id);
+    assert.ok((await s.events.list({ limit: 1 })).data[0]!.created > second, 'released: time moves on');
+  } finally {
+    await held.close();
+  }
+});
+
 test('idempotency: same key and params replay; other params are an idempotency_error', async () => {
   const first = await stripe.customers.create({ email: 'idem@example.com' }, { idempotencyKey: 'idem-1' });
   const replay = await stripe.customers.create({ email: 'idem@example.com' }, { idempotencyKey: 'idem-1' });

@@ -76,7 +76,7 @@ export class KeyRegistry {
  * ('core', 'billing', 'checkout', 'connect') instead of each resource. Namespaced resources
  * (issuing_card, terminal_reader, treasury_…) belong to the section their prefix names.
  */
-const SECTIONS: Record<string, string[]> = {
+export const SECTIONS: Record<string, string[]> = {
   core: [
     'balance',
     'balance_transaction',

@@ -4,6 +4,8 @@
  */
 export class Clock {
   private offsetMs = 0;
+  /** While set, `now()` stays at this second (see holdSecond). */
+  private held: number | undefined;
 
   constructor(private readonly base: () => number = Date.now) {}
 
@@ -14,7 +16,21 @@ export class Clock {
 
   /** Unix seconds, Stripe's unit for every timestamp. */
   now(): number {
-    return Math.floor(this.nowMs() / 1000);
+    return this.held ?? Math.floor(this.nowMs() / 1000);
+  }
+
+  /**
+   * Until `releaseSecond()`, every `created` (objects, events) is this second, however long the
+   * changes in between take: two changes of one object become two events of one second, as
+   * Stripe makes when they come fast. Milliseconds (rate limits, idempotency) run on.
+   */
+  holdSecond(): number {
+    this.held ??= Math.floor(this.nowMs() / 1000);
+    return this.held;
+  }
+
+  releaseSecond(): void {
+    this.held = undefined;
   }
 
   advance(ms: number): void {

@@ -86,7 +86,8 @@ export interface FakeStripe {
     refusals(): Refusal[];
     reset(): void;
   };
-  clock: { now(): number; nowMs(): number; advance(ms: number): void };
+  /** `holdSecond()` keeps every `created` at the current second until `releaseSecond()` (same-second events). */
+  clock: { now(): number; nowMs(): number; advance(ms: number): void; holdSecond(): number; releaseSecond(): void };
 }
 
 const DEFAULT_RATE_LIMIT = { testPerSecond: 25, livePerSecond: 100 };
@@ -114,7 +115,13 @@ export async function startFakeStripe(options: FakeStripeOptions = {}): Promise<
     url,
     port,
     faults: core.faults,
-    clock: { now: () => clock.now(), nowMs: () => clock.nowMs(), advance: (ms) => clock.advance(ms) },
+    clock: {
+      now: () => clock.now(),
+      nowMs: () => clock.nowMs(),
+      advance: (ms) => clock.advance(ms),
+      holdSecond: () => clock.holdSecond(),
+      releaseSecond: () => clock.releaseSecond(),
+    },
     stats: {
       get requests() {
         return stats.requests;

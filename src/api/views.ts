@@ -160,6 +160,20 @@ export const syncStatusAnswer = z
       .describe(
         'Airtable: while change capture is healthy and the latest cycle found nothing it had missed, each cycle is spread over about this many seconds (the sweep then only catches what change capture cannot see); null: the sweep runs at the full pace of its quota',
       ),
+    incomplete: z
+      .array(
+        z
+          .object({
+            list: z.string().describe("The upstream's list (Stripe: its path, `#parent table` for a list read under each parent)"),
+            table: z.string().describe('The table it fills'),
+            reason: z
+              .string()
+              .describe('Why it is incomplete, in words: a rate limit being waited out, an upstream error with its status, a missing permission'),
+            since: time.describe('Since when'),
+          })
+          .strict(),
+      )
+      .describe('Lists the sync cannot read completely right now, and why; each is gone once its next read succeeds. Empty when every list is complete'),
   })
   .strict()
   .openapi('SyncStatus');
@@ -202,7 +216,11 @@ export function syncAnswer(kinds: SourceKinds) {
         })
         .strict(),
       status: syncStatusAnswer,
-      warnings: z.array(z.string()).describe('What the key could not read when the sync was created (those objects are skipped)'),
+      warnings: z
+        .array(z.string())
+        .describe(
+          'What the key cannot read (those objects are skipped): found when the sync was created, then kept up to date by the sync; a warning is gone once its list can be read',
+        ),
       created_at: time,
     })
     .strict()

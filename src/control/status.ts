@@ -1,4 +1,4 @@
-import type { SyncStatusFields } from './syncs.ts';
+import type { IncompleteList, SyncStatusFields } from './syncs.ts';
 
 export type Indicator = 'normal' | 'yellow' | 'red';
 
@@ -13,6 +13,7 @@ export interface SyncStatus {
   progress: unknown;
   slowed_by: string | null;
   paced_cycle_s: number | null;
+  incomplete: IncompleteList[];
 }
 
 /** How long a sync may keep failing before yellow turns red. */
@@ -89,5 +90,6 @@ export function statusOf(status: SyncStatusFields, now = new Date()): SyncStatus
     progress: status.progress ?? null,
     slowed_by: slowedBy(status, now),
     paced_cycle_s: status.pacedCycleSeconds ?? null,
+    incomplete: status.incomplete ?? [],
   };
 }

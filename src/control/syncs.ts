@@ -24,6 +24,16 @@ export interface SyncStatusFields {
   slowedAt?: Date | null;
   /** Seconds a paced cycle is spread over (see sql/22_sweep_pace.sql); null: full pace. */
   pacedCycleSeconds?: number | null;
+  /** Lists the sync cannot read completely right now, and why (see sql/23_incomplete_lists.sql). */
+  incomplete?: IncompleteList[];
+}
+
+/** A list the sync cannot read completely right now: the upstream's name for it, its table, why, and since when (ISO 8601). */
+export interface IncompleteList {
+  list: string;
+  table: string;
+  reason: string;
+  since: string;
 }
 
 export interface SyncRecord {

@@ -4,7 +4,8 @@ import { ident, inTransaction } from '../db/sql.ts';
 import type { Logger } from '../log.ts';
 import { deleteUnversionedSince } from '../writer/delete.ts';
 import { type CatalogList, loadCatalog } from './catalog.ts';
-import { type StripeClient, StripeError, type StripeList, type StripeObject } from './client.ts';
+import { type RequestNotes, type StripeClient, StripeError, type StripeList, type StripeObject } from './client.ts';
+import { failureReason, type IncompleteLists, retryReason } from './incomplete.ts';
 import { clearStates, loadState, loadStates, saveState } from '../sync/state.ts';
 import { applyChanges, type Change, listKey, tableOfList } from './store.ts';
 
@@ -80,6 +81,8 @@ export interface BackfillOptions {
   /** Requests in flight at once; the quota decides the rate, this only keeps it fed. */
   concurrency?: number;
   progress(progress: Record<string, unknown>): Promise<void>;
+  /** Told which lists are held up or cannot be read, and why, and when a read of one succeeds. */
+  incomplete?: IncompleteLists;
 }
 
 export interface BackfillResult {
@@ -157,7 +160,10 @@ export async function runBackfill(options: BackfillOptions, state: BackfillState
       skipped = await reader.run();
       done++;
     }
-    if (skipped) result.skipped.push({ list: key, table: tableOfList(list)!, reason: skipped });
+    if (skipped) {
+      result.skipped.push({ list: key, table: tableOfList(list)!, reason: skipped });
+      options.incomplete?.note(key, tableOfList(list)!, skipped);
+    }
   };
   for (const list of lists) {
     const p = run(list).catch((error) => {
@@ -184,6 +190,36 @@ async function removeUnseen(db: pg.Pool, since: number, partial: Set<string>): P
   }
 }
 
+/**
+ * Lists skipped because they could not be read (a restricted key without the permission),
+ * and the lists under the parents they hold, made due again: the next backfill run reads
+ * them, and a read that succeeds ends their warning. Returns how many lists are due, those
+ * a run cut short (a stop, a crash) left due included.
+ */
+export async function reopenSkipped(db: pg.Pool): Promise<number> {
+  const saved = await loadStates<ListState>(db, STRIPE_SCHEMAS, LIST_PREFIX);
+  const lists = loadCatalog().tables.flatMap((t) => t.lists);
+  const skipped = lists.filter((l) => saved.get(listKey(l))?.skipped);
+  const left = lists.filter((l) => saved.has(listKey(l)) && !saved.get(listKey(l))!.done);
+  if (skipped.length === 0) return left.length;
+  // Parents the key could not list gave their child lists nothing to read: those are due too.
+  const tables = new Set(skipped.map((l) => tableOfList(l)));
+  const due = lists.filter((l) => skipped.includes(l) || (l.parent && tables.has(l.parent.table) && saved.get(listKey(l))?.done));
+  await inTransaction(db, async (tx) => {
+    for (const list of new Set(due)) await saveState(tx, STRIPE_SCHEMAS, LIST_PREFIX + listKey(list), {} satisfies ListState);
+  });
+  return new Set([...due, ...left]).size;
+}
+
+/**
+ * A 404 `resource_missing` on a list under a parent: the parent is gone (deleted since it was
+ * listed; its deletion event, or the next full backfill, removes its row). Not a list the key
+ * cannot read: that parent's share of the list is simply empty.
+ */
+function parentGone(error: unknown): boolean {
+  return error instanceof StripeError && error.kind === 'missing' && error.code === 'resource_missing';
+}
+
 /** Errors that mean "this list cannot be read with this key or account", not "try again". */
 export function unreadable(error: unknown): string | undefined {
   if (!(error instanceof StripeError)) return undefined;
@@ -203,6 +239,13 @@ class ListReader {
     private readonly counted: (n: number) => void,
   ) {}
 
+  private get table(): string {
+    return tableOfList(this.list)!;
+  }
+
+  /** Per request: a retry (a 429 waited out, a 5xx) says why this list is held up. */
+  private readonly notes: RequestNotes = { onRetry: (error) => this.options.incomplete?.note(this.key, this.table, retryReason(error)) };
+
   /** Reads the list to its end; returns why it could not, if it could not. */
   async run(): Promise<string | undefined> {
     try {
@@ -210,12 +253,17 @@ class ListReader {
       else await this.pages(this.list.path, {}, undefined, this.state.after);
     } catch (error) {
       const reason = unreadable(error);
-      if (!reason) throw error;
+      if (!reason) {
+        if (!this.options.signal.aborted) this.options.incomplete?.note(this.key, this.table, failureReason(error));
+        throw error;
+      }
       this.options.logger.warn({ list: this.key, reason }, 'stripe list skipped');
       await saveState(this.options.db, STRIPE_SCHEMAS, LIST_PREFIX + this.key, { done: true, skipped: reason });
       return reason;
     }
     if (this.list.parent) await saveState(this.options.db, STRIPE_SCHEMAS, LIST_PREFIX + this.key, { done: true });
+    // Read to its end (a list with no parents to read under reads nothing, and is complete too).
+    this.options.incomplete?.clear(this.key);
     return undefined;
   }
 
@@ -235,7 +283,12 @@ class ListReader {
       for (const { id } of rows) {
         const path = parent.pathParam ? this.list.path.replace(`{${parent.pathParam}}`, encodeURIComponent(id)) : this.list.path;
         const query = parent.queryParam ? { [parent.queryParam]: id } : {};
-        await this.pages(path, query, id, undefined);
+        try {
+          await this.pages(path, query, id, undefined);
+        } catch (error) {
+          if (!parentGone(error)) throw error;
+          this.options.logger.debug({ list: this.key, parent: id }, 'parent gone since it was listed; its list is skipped');
+        }
         after = id;
       }
     }
@@ -249,14 +302,14 @@ class ListReader {
       const params = { ...this.list.query, ...query, ...(after ? { starting_after: after } : {}) };
       const expand = parentId || this.expandRefused ? undefined : EXPAND[path]?.map((f) => `data.${f}`);
       const list = async () => {
-        if (!expand) return client.listPage(path, params, this.list.paged !== false);
+        if (!expand) return client.listPage(path, params, this.list.paged !== false, this.notes);
         try {
-          return await client.listPage(path, { ...params, expand }, this.list.paged !== false);
+          return await client.listPage(path, { ...params, expand }, this.list.paged !== false, this.notes);
         } catch (error) {
           // An account (or API) that will not expand: list plainly, the children cost requests.
           if (!(error instanceof StripeError && error.kind === 'invalid' && /expand/i.test(error.message))) throw error;
           this.expandRefused = true;
-          return client.listPage(path, params, this.list.paged !== false);
+          return client.listPage(path, params, this.list.paged !== false, this.notes);
         }
       };
       return this.request(list).then((page) => ({ page, requestedAt }));
@@ -294,6 +347,8 @@ class ListReader {
         else if (finished) await saveState(tx, STRIPE_SCHEMAS, LIST_PREFIX + this.key, { parentAfter: parentId } satisfies ListState);
       });
       this.counted(page.data.length);
+      // A page read: what held this list up (a rate limit, an upstream error) is over.
+      this.options.incomplete?.clear(this.key);
     }
   }
 }

@@ -70,6 +70,11 @@ export interface StripeClientOptions {
 
 type Params = Record<string, string | number | boolean | string[] | undefined>;
 
+/** Per request: told of each failure about to be retried (a 429 waited out, a 5xx), so the caller can say why it is held up. */
+export interface RequestNotes {
+  onRetry?(error: StripeError | UpstreamUnreachable): void;
+}
+
 /** Stripe's bracket form: `types[]=a&types[]=b`, `created[gte]=1`. */
 export function encodeParams(params: Params): string {
   const out = new URLSearchParams();
@@ -85,7 +90,7 @@ export function encodeParams(params: Params): string {
 export class StripeClient {
   constructor(private readonly options: StripeClientOptions) {}
 
-  async request<T>(method: 'GET' | 'POST', path: string, params: Params = {}): Promise<T> {
+  async request<T>(method: 'GET' | 'POST', path: string, params: Params = {}, notes?: RequestNotes): Promise<T> {
     const attempts = this.options.attempts ?? 6;
     for (let attempt = 1; ; attempt++) {
       try {
@@ -98,6 +103,7 @@ export class StripeClient {
           this.options.onRateLimited?.();
         }
         if (!retryable || attempt >= attempts || this.options.signal?.aborted) throw error;
+        notes?.onRetry?.(error);
         // Stripe has no lockout: a 429 only means this second is spent.
         await pause(backoffDelay(STRIPE_BACKOFF, attempt), this.options.signal);
       }
@@ -135,8 +141,8 @@ export class StripeClient {
   }
 
   /** One page of a list, newest first; `paged: false` for the lists that refuse `limit`. */
-  async listPage(path: string, params: Params = {}, paged = true): Promise<StripeList<StripeObject>> {
-    const page = await this.request<StripeList<StripeObject>>('GET', path, paged ? { limit: 100, ...params } : params);
+  async listPage(path: string, params: Params = {}, paged = true, notes?: RequestNotes): Promise<StripeList<StripeObject>> {
+    const page = await this.request<StripeList<StripeObject>>('GET', path, paged ? { limit: 100, ...params } : params, notes);
     if (!Array.isArray(page.data)) throw new StripeError('transient', 200, `Stripe sent a list without data for ${path}`);
     return page;
   }

@@ -8,8 +8,8 @@ import { stripePlanner } from './proxy/plan.ts';
 import { StripeRunner, type StripeRunnerOptions } from './runner.ts';
 import { stripeTables, UPCOMING } from './tables.ts';
 
-/** Stripe tunables for tests: how often the events feed is read. */
-export type StripeTunables = Pick<StripeRunnerOptions, 'pollIntervalMs'>;
+/** Stripe tunables: how often the events feed is read (tests), how often unreadable lists are tried again. */
+export type StripeTunables = Pick<StripeRunnerOptions, 'pollIntervalMs' | 'recheckSkippedMs'>;
 
 const upcomingKeys = new Map<string, string>(Object.values(UPCOMING).map((u) => [u.table, u.key]));
 

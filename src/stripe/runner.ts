@@ -9,7 +9,8 @@ import { type PassRequests, untilNextPass } from '../sync/passes.ts';
 import { StatusReporter } from '../sync/status-reporter.ts';
 import { backoffDelay, CYCLE_BACKOFF, FATAL_PAUSE_MS } from '../retry.ts';
 import { pause } from '../time.ts';
-import { BACKFILL_KEY, type BackfillState, beginBackfill, runBackfill } from './backfill.ts';
+import { BACKFILL_KEY, type BackfillResult, type BackfillState, beginBackfill, reopenSkipped, runBackfill } from './backfill.ts';
+import { IncompleteLists } from './incomplete.ts';
 import { StripeClient, StripeError, stripeQuotaKey, stripeRule } from './client.ts';
 import { CursorExpired, EVENTS_KEY, type EventsCursor, pollEvents } from './events.ts';
 import { loadState, saveState } from '../sync/state.ts';
@@ -33,7 +34,12 @@ export interface StripeRunnerOptions {
   passRequests?: PassRequests;
   /** Told of every 429 Stripe answers the sync. */
   onRateLimited?: () => void;
+  /** How often lists the key could not read are tried again (default RECHECK_SKIPPED_MS). */
+  recheckSkippedMs?: number;
 }
+
+/** Lists skipped as unreadable (a permission the key lacks) are tried again this often: a granted permission ends its warning. */
+export const RECHECK_SKIPPED_MS = 10 * 60_000;
 
 /**
  * The sync's share of the account's limit: most of it, leaving room for the customer's own
@@ -76,6 +82,8 @@ export class StripeRunner {
   private upcomingMarked = false;
   /** Ends the upcoming loop's idle pause, while there is one. */
   private endUpcomingPause: (() => void) | undefined;
+  /** Lists held up or unreadable, and why: the status shows them until they are read. */
+  private readonly incomplete: IncompleteLists;
 
   constructor(private readonly options: StripeRunnerOptions) {
     this.status = new StatusReporter({
@@ -85,6 +93,7 @@ export class StripeRunner {
       syncId: options.syncId,
       logger: options.logger,
     });
+    this.incomplete = new IncompleteLists((lists) => this.status.incomplete(lists), options.logger);
   }
 
   start(): void {
@@ -94,6 +103,7 @@ export class StripeRunner {
   async stop(): Promise<void> {
     this.abort.abort(new Error('sync stopped'));
     await this.running;
+    await this.incomplete.settled();
   }
 
   private get signal(): AbortSignal {
@@ -132,7 +142,7 @@ export class StripeRunner {
           round.abort(error);
           throw error;
         };
-        await Promise.all([this.follow(signal).catch(stopRound), this.upcoming(signal).catch(stopRound)]);
+        await Promise.all([this.follow(signal).catch(stopRound), this.upcoming(signal).catch(stopRound), this.recheck(client, signal).catch(stopRound)]);
       } catch (thrown) {
         if (this.signal.aborted) break;
         const error = toError(thrown);
@@ -163,13 +173,51 @@ export class StripeRunner {
     const started = new Date(state.startedAt);
     await this.status.cycleStarted(started);
     const result = await runBackfill(
-      { client, db: this.options.target, logger: this.options.logger, signal: this.signal, progress: (p) => this.status.progress(p) },
+      {
+        client,
+        db: this.options.target,
+        logger: this.options.logger,
+        signal: this.signal,
+        progress: (p) => this.status.progress(p),
+        incomplete: this.incomplete,
+      },
       state,
     );
     await saveState(this.options.target, STRIPE_SCHEMAS, EVENTS_KEY, state.eventsCursor);
     await markAllUpcoming(this.options.target);
     await this.status.cycleCompleted(started, new Date(), fresh ? pass : undefined);
-    if (result.skipped.length > 0) await this.status.warn(result.skipped.map((s) => `${s.table} not synced: ${s.list} answered ${s.reason}`));
+    await this.warnSkipped(result);
+  }
+
+  /** The warnings are the lists skipped now: those of the creation check, or of a list read since, go. */
+  private async warnSkipped(result: BackfillResult): Promise<void> {
+    await this.status.warn(result.skipped.map((s) => `${s.table} not synced: ${s.list} answered ${s.reason}`));
+  }
+
+  /**
+   * Every recheckSkippedMs, the lists the key could not read are read again (with the lists
+   * under their parents): a permission granted since brings them in and ends their warning.
+   * A failure here is logged and tried again at the next round; it never holds up the events.
+   */
+  private async recheck(client: StripeClient, signal: AbortSignal): Promise<void> {
+    const every = this.options.recheckSkippedMs ?? RECHECK_SKIPPED_MS;
+    while (!signal.aborted) {
+      await pause(every, signal);
+      if (signal.aborted) return;
+      try {
+        if ((await reopenSkipped(this.options.target)) === 0) continue;
+        const state = await loadState<BackfillState>(this.options.target, STRIPE_SCHEMAS, BACKFILL_KEY);
+        // Never `again`: this run reads a few lists, it saw too little to remove anything.
+        const result = await runBackfill(
+          { client, db: this.options.target, logger: this.options.logger, signal, progress: async () => undefined, incomplete: this.incomplete },
+          { ...state!, again: false },
+        );
+        await this.warnSkipped(result);
+      } catch (error) {
+        if (signal.aborted) return;
+        this.options.logger.warn({ err: toError(error) }, 'reading the lists the key could not read failed; trying again later');
+      }
+    }
   }
 
   /**

@@ -3,6 +3,7 @@ import type { Logger } from '../log.ts';
 import { confirmPass, passStarted, PASSES_CHANNEL, type PassStart } from './passes.ts';
 import { recordCycleEnd, recordCycleStart } from '../writer/sync-meta.ts';
 import type { SyncSchemas } from '../syncdb/schemas.ts';
+import type { IncompleteList } from '../control/syncs.ts';
 
 export type ErrorKind = 'transient' | 'fatal';
 
@@ -110,12 +111,20 @@ export class StatusReporter {
     await this.options.control.query('UPDATE syncs SET paced_cycle_s = $2 WHERE id = $1', [this.options.syncId, seconds]);
   }
 
-  /** Lasting notes for the sync's view (objects a key cannot read), kept apart from errors. */
+  /**
+   * What the key cannot read (objects skipped), for the sync's view, kept apart from errors.
+   * The whole set: a note whose cause is gone (the permission was granted) goes with it.
+   */
   async warn(warnings: string[]): Promise<void> {
-    await this.options.control.query(
-      'UPDATE syncs SET upstream_warnings = ARRAY(SELECT DISTINCT w FROM unnest(upstream_warnings || $2::text[]) AS w ORDER BY w) WHERE id = $1',
-      [this.options.syncId, warnings],
-    );
+    await this.options.control.query('UPDATE syncs SET upstream_warnings = ARRAY(SELECT DISTINCT w FROM unnest($2::text[]) AS w ORDER BY w) WHERE id = $1', [
+      this.options.syncId,
+      warnings,
+    ]);
+  }
+
+  /** The lists that cannot be read completely right now, and why (the whole set; empty once all are). */
+  async incomplete(lists: IncompleteList[]): Promise<void> {
+    await this.options.control.query('UPDATE syncs SET incomplete = $2::jsonb WHERE id = $1', [this.options.syncId, JSON.stringify(lists)]);
   }
 
   /** Throttled: progress is for people watching, once a second is plenty. */

@@ -59,6 +59,20 @@ export async function overviewTab(ctx, panel, initial, updated) {
       ]),
       // A limit shared with other syncs (Airtable: the user's 50 requests a second) held this one back lately.
       ...(s.slowed_by ? [notice('info', h('strong', null, 'Slowed by a shared limit: '), s.slowed_by)] : []),
+      // Lists not complete right now and why (a rate limit, an upstream error, a permission); gone once read.
+      ...((s.incomplete ?? []).length > 0
+        ? [
+            notice(
+              'info',
+              h('strong', null, 'Incomplete lists: '),
+              h(
+                'ul',
+                { class: 'incomplete-lists' },
+                s.incomplete.map((l) => h('li', null, identifier(l.table), ` (${l.list}): ${l.reason}, since `, at(l.since))),
+              ),
+            ),
+          ]
+        : []),
       ...(sync.warnings.length > 0
         ? [
             notice(
