@@ -451,6 +451,39 @@ test('Connect: copy the psql command and run it; the event password on request',
   await assertLabelled('connect tab');
 });
 
+test('Connect, a base in the first sync’s database (operator-made): the psql command opens its schema', async () => {
+  const notes = svc.airtable.createBase({ name: 'Notes' });
+  notes.createTable('Notes', [{ name: 'Title', type: 'singleLineText' }]);
+  notes.createRecords('Notes', [{ Title: 'one' }, { Title: 'two' }]);
+  const first = await request(svc.api, 'GET', `/api/syncs/${syncId}`, { token: acmeToken });
+  const made = await request(svc.api, 'POST', '/api/syncs', {
+    token: svc.adminToken,
+    body: { kind: 'airtable', base_id: notes.id, api_key: AIRTABLE_TEST_TOKEN, account_id: first.body.account_id, database_of: syncId, schema: 'notes_base' },
+  });
+  assert.is(made.status, 201, made.text);
+  const shared = made.body.id as string;
+  await waitFor('the shared sync normal', async () =>
+    (await request(svc.api, 'GET', `/api/syncs/${shared}`, { token: acmeToken })).body.status?.completed_at ? true : undefined,
+  );
+  await go(`#/syncs/${shared}/connect`);
+  await page.getByRole('button', { name: 'Copy psql command' }).waitFor();
+  const text = (await page.locator('main').textContent()) ?? '';
+  assert.ok(text.includes(`shared with sync ${syncId}`), 'the page says whose database it is');
+  assert.ok(text.includes('SET search_path TO notes_base'), text);
+  await page.getByRole('button', { name: 'Copy psql command' }).click();
+  const copied = await page.evaluate(() => navigator.clipboard.readText());
+  // The first sync's reader, starting in this sync's schema: its tables by their bare names.
+  const { stdout } = await run('/bin/sh', ['-c', `${copied} -At -c 'select count(*) from notes'`]);
+  assert.is(stdout.trim(), '2');
+  assert.ok(await page.getByText(`svc.${shared}.notes`).first().isVisible(), 'its topics carry its own id');
+  await screenshot(page, SHOTS, '09b-connect-shared');
+  await assertLabelled('connect tab, shared database');
+  // Left as it was for the tests that follow: the shared sync goes.
+  assert.is((await request(svc.api, 'DELETE', `/api/syncs/${shared}`, { token: acmeToken })).status, 200);
+  await go(`#/syncs/${syncId}/connect`);
+  await page.getByRole('button', { name: 'Copy psql command' }).waitFor();
+});
+
 test('Settings: bad input is refused with a message; Lookup as text takes effect', async () => {
   await page.getByRole('link', { name: 'Settings' }).click();
   await page.getByLabel('Debounce Updates (ms)').waitFor();
