@@ -242,7 +242,8 @@ const clients = new Map<number, pg.Pool>();
 async function readerOf(n: number): Promise<pg.Pool> {
   let client = clients.get(n);
   if (!client) {
-    client = new pg.Pool({ connectionString: airtable[n]!.reader, max: 2 });
+    // Kept open (no idle timeout): a reconnection per change would be the bench's own backend churn.
+    client = new pg.Pool({ connectionString: airtable[n]!.reader, max: 2, idleTimeoutMillis: 0 });
     clients.set(n, client);
   }
   return client;
