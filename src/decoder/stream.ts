@@ -135,7 +135,11 @@ export class Decoder {
       },
     });
     this.replication = replication;
-    const lagTimer = setInterval(() => void this.reportLag(), this.options.lagReportMs ?? 5000);
+    // How far the server's WAL is ahead of what the slot was told, for status and metrics.
+    const members = () => this.members.all().map((m) => m.syncId);
+    const reportLag = () =>
+      this.lag.report(members(), this.ackedLsn).catch((err: unknown) => this.options.logger.debug({ err: toError(err) }, 'could not read the slot lag'));
+    const lagTimer = setInterval(() => void reportLag(), this.options.lagReportMs ?? 5000);
     // A stop while the session is still connecting must not wait on it: pg's connect() never
     // settles once end() was called during it. So the session also ends on stop().
     const stopping = new Promise<void>((resolve) => (this.stopStream = resolve));
@@ -367,18 +371,6 @@ export class Decoder {
       await this.flushing;
     }
     await markReached(this.options.control, token);
-  }
-
-  /** How far the server's WAL is ahead of what the slot was told, for status and metrics. */
-  private async reportLag(): Promise<void> {
-    try {
-      await this.lag.report(
-        this.members.all().map((m) => m.syncId),
-        this.ackedLsn,
-      );
-    } catch (error) {
-      this.options.logger.debug({ err: toError(error) }, 'could not read the slot lag');
-    }
   }
 
   /**
