@@ -19,11 +19,11 @@
  * busy ones. 0 puts them with the Airtable syncs.
  */
 import { spawn } from 'node:child_process';
-import { readdirSync, readFileSync } from 'node:fs';
+import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import { createInterface } from 'node:readline';
 import pg from 'pg';
-import { api, arg, percentile, root, sleep, startPostgres, startServiceProcess } from './lib.ts';
+import { api, arg, type ProcessSample, percentile, processTable, root, sleep, startPostgres, startServiceProcess } from './lib.ts';
 
 const airtableSyncs = arg('airtable', 40);
 const stripeSyncs = arg('stripe', 0);
@@ -136,33 +136,8 @@ console.log(`every first cycle done after ${((Date.now() - started) / 1000).toFi
 await sleep(settleSeconds * 1000);
 
 // --- measuring ----------------------------------------------------------------------------------
-interface Proc {
-  title: string;
-  ppid: number;
-  cpu: number;
-  /** CPU of its children that ended (a postmaster's backends that exited). */
-  reaped: number;
-}
-function processes(): Map<number, Proc> {
-  const found = new Map<number, Proc>();
-  for (const entry of readdirSync('/proc')) {
-    if (!/^\d+$/.test(entry)) continue;
-    try {
-      const title = readFileSync(`/proc/${entry}/cmdline`, 'utf8').replaceAll('\0', ' ').trim();
-      const stat = readFileSync(`/proc/${entry}/stat`, 'utf8');
-      const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-      found.set(Number(entry), {
-        title,
-        ppid: Number(fields[1]),
-        cpu: (Number(fields[11]) + Number(fields[12])) / 100,
-        reaped: (Number(fields[13]) + Number(fields[14])) / 100,
-      });
-    } catch {
-      // gone meanwhile
-    }
-  }
-  return found;
-}
+type Proc = ProcessSample;
+const processes = processTable;
 function pss(pid: number): number {
   try {
     return Number(/Pss:\s+(\d+) kB/.exec(readFileSync(`/proc/${pid}/smaps_rollup`, 'utf8'))?.[1] ?? 0) * 1024;
@@ -223,7 +198,7 @@ function cpuByKind(before: Snapshot, after: Snapshot): Map<string, { cpu: number
     if (!k) continue;
     const earlier = before.all.get(pid);
     add(k, proc.cpu - (earlier && earlier.title === proc.title ? earlier.cpu : 0), 1);
-    if (isMaster(pid)) ended += proc.reaped - (earlier?.reaped ?? 0);
+    if (isMaster(pid)) ended += proc.endedChildren - (earlier?.endedChildren ?? 0);
   }
   for (const [pid, proc] of before.all) if (!after.all.has(pid) && kindOf(pid, proc)) ended -= proc.cpu;
   add('processes that ended in the window', ended, 0);
