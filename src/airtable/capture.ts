@@ -147,7 +147,10 @@ export class ChangeCapture {
       }
     }
     const debounceMs = this.state.settings?.debounce_ms ?? 0;
+    // Every page a sweep made before this read may still list the deleted records: it must not bring them back.
+    const readAt = Date.now();
     for (const [tableId, ids] of destroyed) {
+      this.state.touched(tableId, ids, readAt);
       for (const id of ids) this.host.queue.forget(tableId, id);
       const rebuildingSet = this.state.rebuilding.get(tableId);
       if (rebuildingSet) for (const id of ids) rebuildingSet.add(id);

@@ -78,8 +78,6 @@ export class AirtableRunner {
   private readonly state = new AirtableSyncState();
   /** Change capture from the base's webhook payloads (capture.ts). */
   private readonly capture: ChangeCapture;
-  /** Records written by change capture, with the time their fetch began. */
-  private readonly recent = new Map<string, number>();
   /** The latest fetch by id (refetch): the next one waits for it. */
   private refetching: Promise<unknown> = Promise.resolve();
   private running: Promise<void> | undefined;
@@ -329,17 +327,13 @@ export class AirtableRunner {
       schemas: this.options.schemas,
       logger: this.options.logger,
       onPage,
-      skip: (tableId, id, fetchedAt) => {
-        const key = `${tableId}/${id}`;
-        return this.queue.has(tableId, id) || (this.recent.get(key) ?? 0) > fetchedAt;
-      },
+      skip: (tableId, id, fetchedAt) => this.queue.has(tableId, id) || this.state.touchedSince(tableId, id, fetchedAt),
       held: (tableId, ids) => this.queue.hold(tableId, ids),
     };
   }
 
   private async pruneRecent(): Promise<void> {
-    const cutoff = Date.now() - RECENT_TTL_MS;
-    for (const [key, at] of this.recent) if (at < cutoff) this.recent.delete(key);
+    this.state.forgetTouched(Date.now() - RECENT_TTL_MS);
     // The proxy's marks (writer/marks.ts), made by whichever process proxied the writes.
     const { target, schemas, logger } = this.options;
     await pruneMarks(target, schemas).catch((error: unknown) => logger.debug({ err: toError(error) }, 'could not prune write marks'));
@@ -378,7 +372,7 @@ export class AirtableRunner {
     const heldSet = new Set(fetched.held);
     for (const id of ids) {
       if (heldSet.has(id)) continue;
-      this.recent.set(`${mapping.tableId}/${id}`, fetched.fetchedAt);
+      this.state.touched(mapping.tableId, [id], fetched.fetchedAt);
       this.queue.written(mapping.tableId, id);
     }
     return fetched.fetchedAt;

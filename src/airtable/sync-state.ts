@@ -24,6 +24,27 @@ export class AirtableSyncState {
    */
   needsCycle = 0;
 
+  /**
+   * Records change capture wrote or deleted, with the time their fetch (or the payload read
+   * naming their deletion) began: a sweep page made before then holds an older copy.
+   */
+  private readonly recent = new Map<string, number>();
+
+  /** Change capture wrote (or deleted) these records from what it read at `at`. */
+  touched(tableId: string, ids: Iterable<string>, at: number): void {
+    for (const id of ids) this.recent.set(`${tableId}/${id}`, at);
+  }
+
+  /** Change capture has a copy of the record (or its deletion) newer than a page made at `fetchedAt`. */
+  touchedSince(tableId: string, id: string, fetchedAt: number): boolean {
+    return (this.recent.get(`${tableId}/${id}`) ?? 0) > fetchedAt;
+  }
+
+  /** Forgets what was touched before `cutoff`. */
+  forgetTouched(cutoff: number): void {
+    for (const [key, at] of this.recent) if (at < cutoff) this.recent.delete(key);
+  }
+
   /** Only a cycle begun from now on can make capture polls passes again. */
   needCycle(): void {
     this.needsCycle = this.cyclesBegun + 1;
