@@ -72,6 +72,20 @@ function dump(): string {
     .join('\n');
 }
 
+/** Every process's log lines about one sync, for a failure's message. */
+function logOf(sync: FleetSync): string {
+  return everyone()
+    .flatMap((p) =>
+      p
+        .output()
+        .split('\n')
+        .filter((line) => line.includes(sync.id))
+        .map((line) => `${p.name} ${line}`),
+    )
+    .slice(-60)
+    .join('\n');
+}
+
 /** Upstream traffic on one sync: Airtable a create, an edit and a delete; Stripe a new customer and an edit. */
 function traffic(sync: FleetSync, round: string): void {
   if (sync.base) {
@@ -106,7 +120,7 @@ async function caughtUp(list: FleetSync[], what: string, timeoutMs = 60_000): Pr
       for (const sync of list) {
         const [upstream, database] = await upstreamAndDatabase(sync).catch((error: Error) => [[], [error.message]]);
         if (upstream.join('\n') !== database.join('\n')) {
-          last = `${sync.kind} ${sync.id} (${sync.region}): upstream\n  ${upstream.join('\n  ')}\ndatabase\n  ${database.join('\n  ')}`;
+          last = `${sync.kind} ${sync.id} (${sync.region}): upstream\n  ${upstream.join('\n  ')}\ndatabase\n  ${database.join('\n  ')}\n${logOf(sync)}`;
           return undefined;
         }
       }

@@ -225,6 +225,10 @@ export class AirtableRunner {
     const failuresAtStart = this.queue.failures;
     const started = new Date();
     await this.status.cycleStarted(started);
+    const { schemas } = this.options;
+    // Known before the webhook is: a payload read meanwhile (a runner taking over a built sync) finds its tables.
+    const built = await loadBuilt(this.options.target, schemas);
+    this.state.live = new Map(built);
     if (this.options.changeCapture !== false) {
       // Before listing: every change from here on is either in the listing or in a payload.
       const previous = this.state.webhook?.id;
@@ -235,9 +239,6 @@ export class AirtableRunner {
     await this.pace.begin();
     await this.pace.turn();
     const desired = mapBase(await client.schema(), settings);
-    const { schemas } = this.options;
-    const built = await loadBuilt(this.options.target, schemas);
-    this.state.live = new Map(built);
     const plan = planMigration(desired, built);
     if (plan.drop.length + plan.rebuild.length > 0) this.pace.missed();
     for (const gone of plan.drop) {

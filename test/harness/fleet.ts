@@ -97,7 +97,8 @@ export class FleetProcess {
       TRIBUTARY_PROXY_PORT: String(ports.proxy),
       TRIBUTARY_EVENTS_PORT: String(ports.events),
       // The workers' "sync started" lines are what the overlap check reads.
-      TRIBUTARY_LOG_LEVEL: 'info',
+      // FLEET_LOG_LEVEL=debug adds each sweep's counts to a failure's log lines.
+      TRIBUTARY_LOG_LEVEL: process.env.FLEET_LOG_LEVEL ?? 'info',
       ...shared.env,
     };
     const fleetProcess = new FleetProcess(name, roles, env, ports, dataDir, !options.dataDir, options.logFile);
