@@ -39,6 +39,8 @@ export class LeaseWorker {
   private ticking: Promise<void> = Promise.resolve();
   private stopped = false;
   private lastFullWarning = 0;
+  /** When the held leases were last renewed. */
+  private renewedAt = 0;
 
   constructor(private readonly options: LeaseWorkerOptions) {}
 
@@ -80,11 +82,19 @@ export class LeaseWorker {
     const { control, workerId } = this.options;
     const { owner, until } = this.lease;
     const leaseMs = this.options.leaseMs ?? 30_000;
+    // Renewed every third of the lease, which leaves two renewals' room before it lapses: a
+    // renewal rewrites each sync's row, and at every tick that was most of the control
+    // database's writes. Whether a sync was deleted or taken over is still read at every tick.
+    const renew = Date.now() - this.renewedAt >= leaseMs / 3;
+    const startedAt = Date.now();
     const renewed = await control.query<{ id: string }>(
-      `UPDATE syncs SET ${until} = now() + make_interval(secs => $3 / 1000.0)
-        WHERE id = ANY($1) AND ${owner} = $2 AND state = 'active' RETURNING id`,
-      [[...this.runners.keys()], workerId, leaseMs],
+      renew
+        ? `UPDATE syncs SET ${until} = now() + make_interval(secs => $3 / 1000.0)
+            WHERE id = ANY($1) AND ${owner} = $2 AND state = 'active' RETURNING id`
+        : `SELECT id FROM syncs WHERE id = ANY($1) AND ${owner} = $2 AND state = 'active'`,
+      renew ? [[...this.runners.keys()], workerId, leaseMs] : [[...this.runners.keys()], workerId],
     );
+    if (renew) this.renewedAt = startedAt;
     const kept = new Set(renewed.rows.map((r) => r.id));
     for (const [id, runner] of this.runners) {
       if (kept.has(id)) continue;
