@@ -301,7 +301,19 @@ async function walMakeup(from: string[], to: string[]): Promise<Array<[string, n
   return [...bytes].sort((a, b) => b[1] - a[1]);
 }
 
+/** Rows written so far in the control database, by table: what its commits are made of. */
+async function controlWrites(): Promise<Map<string, number>> {
+  const client = new pg.Client({ connectionString: controlUrl });
+  await client.connect();
+  const { rows } = await client.query<{ relname: string; n: string }>(
+    'SELECT relname, (n_tup_ins + n_tup_upd + n_tup_del)::text AS n FROM pg_stat_user_tables',
+  );
+  await client.end();
+  return new Map(rows.map((r) => [r.relname, Number(r.n)]));
+}
+
 const walFrom = await walPositions();
+const controlBefore = await controlWrites();
 const walBefore = await walAndCommits();
 const before = snapshot();
 const fakeBefore = await ask('stats');
@@ -313,6 +325,7 @@ for (let i = 0; Date.now() - before.at < seconds * 1000; i++) {
 const after = snapshot();
 const walAfter = await walAndCommits();
 const walTo = await walPositions();
+const controlAfter = await controlWrites();
 const memory = pssByKind();
 const servicePss = pss(svc.child.pid!);
 await Promise.all(pending);
@@ -354,6 +367,16 @@ console.log(
   `  WAL by record: ${makeup
     .slice(0, 8)
     .map(([type, b]) => `${type} ${((b / walTotal) * 100).toFixed(0)} %`)
+    .join(', ')}`,
+);
+const controlTables = [...controlAfter]
+  .map(([table, n]) => [table, n - (controlBefore.get(table) ?? 0)] as const)
+  .filter(([, n]) => n > 0)
+  .sort((a, b) => b[1] - a[1]);
+console.log(
+  `  control database rows written/s: ${controlTables
+    .slice(0, 8)
+    .map(([table, n]) => `${table} ${(n / wall).toFixed(0)}`)
     .join(', ')}`,
 );
 console.log(`  upstream requests ${((fakeAfter.requests - fakeBefore.requests) / wall).toFixed(0)}/s, 429s ${fakeAfter.rateLimited - fakeBefore.rateLimited}`);
