@@ -10,6 +10,7 @@ import { CORE } from '../syncdb/core.ts';
 import { type MigrationSet, migrateSyncDatabase } from '../syncdb/migrate.ts';
 import { liveTable, PUBLIC_SCHEMAS, type SyncSchemas } from '../syncdb/schemas.ts';
 import { missingRights, readServerFacts } from './server-checks.ts';
+import { ensureTemplate, fileCopy, type TemplateSpec } from './templates.ts';
 
 /** Every sync database carries one publication of this name, covering `public` and each shared sync's schema. */
 export const PUBLICATION = 'tributary';
@@ -105,8 +106,9 @@ const largeObjectWriters = ['lo_create(oid)', 'lo_creat(integer)', 'lo_from_byte
  *   turn it off, and then still lacks every write privilege;
  * - one publication over schema `public` and one logical slot for the decoder; tables
  *   rebuilt in `public_swap` are outside the publication until they are swapped in.
+ * With `template`, the database is a copy of the server's template for the kind (templates.ts),
+ * which holds everything but the reader's rights; without, it is built in place.
  */
-/** Creates a sync's database, its reader role, publication and slot, and its bookkeeping (core and `migrations`, its kind's steps). */
 export async function provisionDatabase(
   db: SyncDatabase,
   password: string,
@@ -114,42 +116,47 @@ export async function provisionDatabase(
   connectionLimit = 5,
   migrations: MigrationSet[] = [],
   limits: ReaderLimits = DEFAULT_READER_LIMITS,
+  template?: TemplateSpec,
 ): Promise<void> {
   const role = ident(db.role);
   const database = ident(db.name);
+  const from = template
+    ? await ensureTemplate(db.adminUrl, template, [CORE, ...migrations], (url) => buildContents(url, migrations, logger, template.prepare), logger)
+    : 'template0';
   await withClient(db.adminUrl, async (admin) => {
     await admin.query(`CREATE ROLE ${role} LOGIN NOINHERIT CONNECTION LIMIT ${Math.trunc(connectionLimit)} PASSWORD '${scramVerifier(password)}'`);
     await applySettings(admin, db.role, settingsFor(limits, await isSuperuser(admin)));
-    await admin.query(`CREATE DATABASE ${database} TEMPLATE template0 ENCODING 'UTF8'${await fileCopy(admin)}`);
+    await admin.query(`CREATE DATABASE ${database} TEMPLATE ${ident(from)} ENCODING 'UTF8'${await fileCopy(admin)}`);
     await admin.query(`REVOKE ALL ON DATABASE ${database} FROM PUBLIC`);
     await admin.query(`GRANT CONNECT ON DATABASE ${database} TO ${role}`);
   });
-  await withClient(withDatabase(db.adminUrl, db.name), async (admin) => {
+  const url = withDatabase(db.adminUrl, db.name);
+  if (!template) await buildContents(url, migrations, logger);
+  await withClient(url, async (admin) => {
     await admin.query('BEGIN');
-    await admin.query('REVOKE ALL ON SCHEMA public FROM PUBLIC');
     await admin.query(`GRANT USAGE ON SCHEMA public TO ${role}`);
-    await admin.query('CREATE SCHEMA public_swap');
     await admin.query(`ALTER DEFAULT PRIVILEGES GRANT SELECT ON TABLES TO ${role}`);
-    for (const fn of largeObjectWriters) await admin.query(`REVOKE EXECUTE ON FUNCTION pg_catalog.${fn} FROM PUBLIC`);
-    await createSyncMeta(admin, PUBLIC_SCHEMAS);
-    await admin.query(`CREATE PUBLICATION ${ident(PUBLICATION)} FOR TABLES IN SCHEMA public`);
+    await admin.query(`GRANT SELECT ON ALL TABLES IN SCHEMA public TO ${role}`);
     await admin.query('COMMIT');
     // Created after the publication so that the decoder sees every table from the first change on.
     await admin.query("SELECT pg_create_logical_replication_slot($1, 'pgoutput')", [db.name]);
   });
-  await migrateBookkeeping(db, PUBLIC_SCHEMAS, migrations, logger);
-  logger.info({ database: db.name }, 'sync database provisioned');
+  logger.info({ database: db.name, template: template ? from : undefined }, 'sync database provisioned');
 }
 
-/**
- * How a new database is copied from its template. PostgreSQL 15 and later copy it through
- * the WAL by default: some 8 MB of WAL that every logical walsender of the server then reads,
- * so on a server of hundreds of syncs each new one cost seconds of CPU hundreds of times over.
- * FILE_COPY writes one record (at the price of a checkpoint).
- */
-async function fileCopy(admin: pg.Client): Promise<string> {
-  const { rows } = await admin.query<{ version: number }>("SELECT current_setting('server_version_num')::int AS version");
-  return rows[0]!.version >= 150000 ? ' STRATEGY FILE_COPY' : '';
+/** What a new sync database holds whoever reads it: schemas, `_sync_meta`, the publication, its bookkeeping, the kind's tables. */
+async function buildContents(url: string, migrations: MigrationSet[], logger: Logger, prepare?: (url: string) => Promise<void>): Promise<void> {
+  await withClient(url, async (admin) => {
+    await admin.query('BEGIN');
+    await admin.query('REVOKE ALL ON SCHEMA public FROM PUBLIC');
+    await admin.query('CREATE SCHEMA public_swap');
+    for (const fn of largeObjectWriters) await admin.query(`REVOKE EXECUTE ON FUNCTION pg_catalog.${fn} FROM PUBLIC`);
+    await createSyncMeta(admin, PUBLIC_SCHEMAS);
+    await admin.query(`CREATE PUBLICATION ${ident(PUBLICATION)} FOR TABLES IN SCHEMA public`);
+    await admin.query('COMMIT');
+  });
+  await migrateBookkeeping(url, PUBLIC_SCHEMAS, migrations, logger);
+  await prepare?.(url);
 }
 
 /** The one-row `_sync_meta` readers look at, in the sync's live schema. */
@@ -165,8 +172,8 @@ async function createSyncMeta(admin: pg.Client, schemas: SyncSchemas): Promise<v
  * The sync's own bookkeeping, out of readers' sight and outside the publication: numbered
  * steps, the same a runner applies to a database made by an older release.
  */
-async function migrateBookkeeping(db: SyncDatabase, schemas: SyncSchemas, migrations: MigrationSet[], logger: Logger): Promise<void> {
-  const pool = new pg.Pool({ ...connectionConfig(withDatabase(db.adminUrl, db.name)), max: 1 });
+async function migrateBookkeeping(url: string, schemas: SyncSchemas, migrations: MigrationSet[], logger: Logger): Promise<void> {
+  const pool = new pg.Pool({ ...connectionConfig(url), max: 1 });
   pool.on('error', () => undefined);
   try {
     await migrateSyncDatabase(pool, [CORE, ...migrations], schemas, logger);
@@ -198,7 +205,7 @@ export async function provisionSchema(db: SyncDatabase, schemas: SyncSchemas, mi
       throw error;
     }
   });
-  await migrateBookkeeping(db, schemas, migrations, logger);
+  await migrateBookkeeping(withDatabase(db.adminUrl, db.name), schemas, migrations, logger);
   logger.info({ database: db.name, schema: schemas.live }, 'sync schema provisioned');
 }
 

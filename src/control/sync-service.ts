@@ -158,8 +158,12 @@ export class SyncService {
     try {
       const db = await this.database(record);
       const password = (await store.databasePassword(record.id)).reveal();
-      await provisionDatabase(db, password, logger, record.readerConnectionLimit, kindSchemaOf(kind), record.readerLimits);
-      await kind.prepareDatabase?.(withDatabase(db.adminUrl, db.name), this.options.logger, PUBLIC_SCHEMAS);
+      const prepare = kind.prepareDatabase && ((url: string) => kind.prepareDatabase!(url, logger, PUBLIC_SCHEMAS));
+      // A pool server keeps a template of the kind; a customer's server gets nothing of ours but the sync's database.
+      const template = input.databaseUrl ? undefined : { kind: kind.name, version: kind.templateVersion?.() ?? '', prepare };
+      await provisionDatabase(db, password, logger, record.readerConnectionLimit, kindSchemaOf(kind), record.readerLimits, template);
+      // On a copy, what a stale template lacks.
+      await prepare?.(withDatabase(db.adminUrl, db.name));
       await store.setState(record.id, 'active');
     } catch (cause) {
       logger.error({ err: cause, sync: record.id }, 'provisioning failed; cleaning up');

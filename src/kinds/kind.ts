@@ -48,6 +48,12 @@ export interface SourceKind {
   /** Builds what must exist in a new sync database (in the sync's schemas) before its creation is answered. */
   prepareDatabase?(adminUrl: string, logger: Logger, schemas: SyncSchemas): Promise<void>;
   /**
+   * Names what prepareDatabase builds, for the server's template of the kind (control/templates.ts):
+   * a new value builds a new template. A stale one is harmless, only slower: prepareDatabase
+   * still runs on each copy and adds what it lacks.
+   */
+  readonly templateVersion?: () => string;
+  /**
    * Whether a sync of this kind may live in a schema of another sync's database
    * (`database_of`): true once every table and bookkeeping name it writes comes from its schemas.
    */

@@ -46,6 +46,7 @@ export const stripeKind: SourceKind = {
   },
   // Built before the sync is announced, so a proxied write right after finds its tables.
   prepareDatabase: prepareStripeDatabase,
+  templateVersion: () => JSON.stringify([...stripeTables()]),
   runner(context: RunnerContext) {
     const { sync } = context;
     return new StripeRunner({
