@@ -187,6 +187,12 @@ test('GET /metrics: per-sync values from the control database, for the operator 
     const rows = await query<{ n: string }>(svc!.controlUrl, 'SELECT upstream_429s AS n FROM syncs WHERE id = $1', [stripeId]);
     return rows[0]?.n === '2' ? true : undefined;
   });
+  // A sync held back by 429s says so, in its status and once in the log, instead of "syncing as usual".
+  const refused = (await request(svc.api, 'GET', `/api/syncs/${stripeId}`, { token: account.token })).body.status;
+  assert.match(refused.slowed_by, /^Stripe answered 429: the account's requests/);
+  assert.is(refused.reason, 'syncing, slowed by an upstream limit');
+  const warnings = svc.logs.lines.filter((l) => l.includes('the upstream answered 429') && l.includes(stripeId));
+  assert.is(warnings.length, 1, warnings.join('\n'));
 
   const scrape = await fetch(`${svc.api}/metrics`, { headers: { authorization: `Bearer ${svc.adminToken}` } });
   assert.is(scrape.status, 200);

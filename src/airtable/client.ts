@@ -85,7 +85,7 @@ export interface AirtableClientOptions {
   /** The base's limit; benchmarks with a time-scaled fake pass a scaled one. */
   rule?: QuotaRule;
   /** Told of every 429 Airtable answers (the sync's metrics count them). */
-  onRateLimited?: () => void;
+  onRateLimited?: (note: string) => void;
   /**
    * Who owns the token: its requests count against its user's 50 requests a second, which all
    * of that user's tokens share. Absent, or while the user is unknown: against the token's own.
@@ -123,6 +123,10 @@ const LOCKOUT_MS = 30_000;
 const AIRTABLE_BACKOFF: Backoff = { initialMs: 500, maxMs: 8000 };
 
 /** The Airtable Web API, as the sync and the creation check use it; every call goes through the quota. */
+/** What a 429 means for the sync, for its status: most often requests sent straight to Airtable beside it. */
+const AIRTABLE_429_NOTE =
+  "Airtable answered 429: this base's requests, the sync's and other clients' together, went over Airtable's 5 a second (or the token's user over its 50), and Airtable refuses the base for 30 s. Requests sent straight to Airtable count too; sent through the proxy, they share the limit with the sync instead.";
+
 export class AirtableClient {
   /** The token's user, once known. */
   private owner: string | undefined;
@@ -145,7 +149,7 @@ export class AirtableClient {
           // Either limit may have been passed: the base's or its user's.
           this.options.limiter?.refusedByUpstream(this.options.baseId);
           if (this.owner !== undefined) this.options.limiter?.refusedByUpstream(airtableUserKey(this.owner));
-          this.options.onRateLimited?.();
+          this.options.onRateLimited?.(AIRTABLE_429_NOTE);
         }
         const retryable = locked || error instanceof UpstreamUnreachable || (error instanceof AirtableError && error.kind === 'transient');
         if (!retryable || attempt >= attempts || this.options.signal?.aborted) throw error;

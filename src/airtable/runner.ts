@@ -54,7 +54,7 @@ export interface AirtableRunnerOptions {
   /** Wait requests for this sync, which start the next pass early (PassSignals). */
   passRequests?: PassRequests;
   /** Told of every 429 Airtable answers the sync. */
-  onRateLimited?: () => void;
+  onRateLimited?: (note: string) => void;
   /** The syncs' share of their user's 50 requests a second (default AIRTABLE_USER_SYNC_SHARE). */
   userSyncShare?: number;
 }

@@ -51,7 +51,7 @@ export function indicatorOf(status: SyncStatusFields, now: Date): Indicator {
 /** Why the indicator is what it is, in words for the console's hover text. */
 export function indicatorReason(status: SyncStatusFields, now: Date): string {
   const indicator = indicatorOf(status, now);
-  if (indicator === 'normal') return slowedBy(status, now) ? 'syncing, slowed by an upstream limit it shares with other syncs' : 'syncing as usual';
+  if (indicator === 'normal') return slowedBy(status, now) ? 'syncing, slowed by an upstream limit' : 'syncing as usual';
   if (status.lastError && status.lastErrorKind === 'fatal') return `stopped: ${status.lastError}`;
   if (status.lastError && status.lastErrorAt && status.lastErrorAt.getTime() > (status.completedAt?.getTime() ?? 0)) {
     return `${indicator === 'red' ? 'failing for 5 minutes or more' : 'trouble syncing'}: ${status.lastError}`;
@@ -70,8 +70,9 @@ function lagSeconds(status: SyncStatusFields, now: Date): number | null {
 }
 
 /**
- * An upstream limit the sync shares with others (Airtable: the user's 50 requests a second
- * across bases) that held it back lately, as the runner said (at most every 15 s while it does).
+ * An upstream limit that held the sync back lately, as the runner said: one it shares with
+ * other syncs (Airtable: the user's 50 requests a second across bases), or a 429 from the
+ * upstream (most often other clients' requests beside the sync's).
  */
 function slowedBy(status: SyncStatusFields, now: Date): string | null {
   if (!status.slowedBy || !status.slowedAt || now.getTime() - status.slowedAt.getTime() > SLOWED_SHOWN_MS) return null;

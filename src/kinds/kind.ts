@@ -104,8 +104,8 @@ export interface RunnerContext extends KindContext {
   loadSettings(): Promise<unknown>;
   /** Wait requests for this sync, which start the next pass early. */
   passRequests?: PassRequests;
-  /** Told of every 429 the upstream answers the sync. */
-  onRateLimited(): void;
+  /** Told of every 429 the upstream answers the sync, with what it means for the sync in words (its status shows them). */
+  onRateLimited(note: string): void;
   /** The kind's own tunables (tests and benchmarks), as `tunables[kind]` gives them. */
   tunables?: unknown;
 }

@@ -65,7 +65,7 @@ export interface StripeClientOptions {
   attempts?: number;
   rule?: QuotaRule;
   /** Told of every 429 Stripe answers (the sync's metrics count them). */
-  onRateLimited?: () => void;
+  onRateLimited?: (note: string) => void;
 }
 
 type Params = Record<string, string | number | boolean | string[] | undefined>;
@@ -87,6 +87,10 @@ export function encodeParams(params: Params): string {
 }
 
 /** The Stripe API as the sync reads it: every call through the shared quota, the API version pinned. */
+/** What a 429 means for the sync, for its status. */
+const STRIPE_429_NOTE =
+  "Stripe answered 429: the account's requests, the sync's and other clients' together, went over Stripe's rate limit. The sync waits and tries again; requests sent through the proxy share the limit with the sync instead.";
+
 export class StripeClient {
   constructor(private readonly options: StripeClientOptions) {}
 
@@ -100,7 +104,7 @@ export class StripeClient {
           error instanceof UpstreamUnreachable || (error instanceof StripeError && (error.kind === 'transient' || error.kind === 'rate_limited'));
         if (error instanceof StripeError && error.kind === 'rate_limited') {
           this.options.limiter?.refusedByUpstream(this.options.quotaKey);
-          this.options.onRateLimited?.();
+          this.options.onRateLimited?.(STRIPE_429_NOTE);
         }
         if (!retryable || attempt >= attempts || this.options.signal?.aborted) throw error;
         notes?.onRetry?.(error);

@@ -33,7 +33,7 @@ export interface StripeRunnerOptions {
   /** Wait requests for this sync, which start the next read of the feed early (PassSignals). */
   passRequests?: PassRequests;
   /** Told of every 429 Stripe answers the sync. */
-  onRateLimited?: () => void;
+  onRateLimited?: (note: string) => void;
   /** How often lists the key could not read are tried again (default RECHECK_SKIPPED_MS). */
   recheckSkippedMs?: number;
 }

@@ -33,10 +33,20 @@ export interface RunnerFactoryOptions {
  * Counts a 429 that upstream answered one of the sync's own requests (`upstream_429s`, read
  * by /metrics). Rare by design (the quota keeps the sync under the limit), so one write each.
  */
-function rateLimitCounter(control: pg.Pool, syncId: string, logger: Logger): () => void {
-  return () => {
+/**
+ * Counts each 429 and shows it in the sync's status (`slowed_by`, for a minute), with a warning
+ * in the log at most once a minute: a sync held back by other clients' requests to the same
+ * upstream must not look like one syncing as usual.
+ */
+function rateLimitCounter(control: pg.Pool, syncId: string, logger: Logger): (note: string) => void {
+  let warnedAt = 0;
+  return (note) => {
+    if (Date.now() - warnedAt >= 60_000) {
+      warnedAt = Date.now();
+      logger.warn({ note }, 'the upstream answered 429 (too many requests)');
+    }
     control
-      .query('UPDATE syncs SET upstream_429s = upstream_429s + 1 WHERE id = $1', [syncId])
+      .query('UPDATE syncs SET upstream_429s = upstream_429s + 1, slowed_by = $2, slowed_at = now() WHERE id = $1', [syncId, note])
       .catch((err: unknown) => logger.warn({ err }, 'could not count an upstream 429'));
   };
 }

@@ -58,7 +58,7 @@ export async function overviewTab(ctx, panel, initial, updated) {
         ...(sync.events.slot_lag_bytes !== null ? [['Decoder behind the database by', `${count(sync.events.slot_lag_bytes)} bytes`]] : []),
       ]),
       // A limit shared with other syncs (Airtable: the user's 50 requests a second) held this one back lately.
-      ...(s.slowed_by ? [notice('info', h('strong', null, 'Slowed by a shared limit: '), s.slowed_by)] : []),
+      ...(s.slowed_by ? [notice('info', h('strong', null, 'Slowed by an upstream limit: '), s.slowed_by)] : []),
       // Lists not complete right now and why (a rate limit, an upstream error, a permission); gone once read.
       ...((s.incomplete ?? []).length > 0
         ? [

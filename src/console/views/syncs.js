@@ -55,7 +55,7 @@ export async function syncsView(ctx) {
       { class: 'status-cell' },
       indicator(sync.status, { reason: sync.status.indicator !== 'normal' }),
       progressBar(sync.status),
-      sync.status.slowed_by ? h('span', { class: 'slowed', title: sync.status.slowed_by }, 'slowed by a shared upstream limit') : null,
+      sync.status.slowed_by ? h('span', { class: 'slowed', title: sync.status.slowed_by }, 'slowed by an upstream limit') : null,
     ),
     sync.status.lag_seconds === null ? h('span', { class: 'muted' }, '—') : duration(sync.status.lag_seconds),
     ago(sync.status.completed_at),
