@@ -425,6 +425,20 @@ test('Overview: _sync_meta times, tables with upstream names and row counts, the
   await assertLabelled('overview');
 });
 
+test('Overview: the chart leaves room for long labels ("1 min 40 s")', async () => {
+  // A cycle of the history with a lag past a minute, as a slow cycle leaves.
+  await query(svc.controlUrl, "INSERT INTO sync_cycles (sync_id, at, cycles, lag_s, duration_s) VALUES ($1, now() - interval '5 minutes', 1, 95, 20)", [
+    syncId,
+  ]);
+  await go(`#/syncs/${syncId}/overview`);
+  await page.locator('svg.chart polyline, svg.chart circle').first().waitFor({ timeout: 15_000 });
+  await page.locator('svg.chart .grid text', { hasText: '1 min 40 s' }).waitFor();
+  const clipped = await page
+    .locator('svg.chart .grid text')
+    .evaluateAll((texts) => texts.filter((t) => (t as SVGTextElement).getBBox().x < 0).map((t) => t.textContent));
+  assert.equal(clipped, [], 'labels that start left of the chart');
+});
+
 test('Connect: copy the psql command and run it; the event password on request', async () => {
   await page.getByRole('link', { name: 'Connect', exact: true }).click();
   await page.getByRole('button', { name: 'Copy psql command' }).waitFor();

@@ -7,6 +7,8 @@ import { duration } from './format.js';
 const MAX_W = 640;
 const H = 200;
 const PAD = { left: 56, right: 12, top: 12, bottom: 28 };
+/** About the widest character of the labels' 11px font, in viewBox units: the left pad fits the longest label. */
+const CHAR_W = 6.5;
 
 const svg = (tag, props, ...children) => h(`svg:${tag}`, props, ...children);
 const clock = (ms) => new Date(ms).toLocaleTimeString(undefined, { hour: '2-digit', minute: '2-digit' });
@@ -25,14 +27,16 @@ function niceMax(value) {
 export function lineChart({ label, from, to, series, width = MAX_W }) {
   const W = Math.max(300, Math.min(MAX_W, Math.round(width)));
   const max = niceMax(Math.max(0, ...series.flatMap((s) => s.points.map(([, v]) => v))));
-  const x = (t) => PAD.left + ((t - from) / Math.max(1, to - from)) * (W - PAD.left - PAD.right);
+  const ticks = [0, max / 2, max].map((v) => [v, duration(v)]);
+  const left = Math.max(PAD.left, Math.ceil(10 + CHAR_W * Math.max(...ticks.map(([, text]) => text.length))));
+  const x = (t) => left + ((t - from) / Math.max(1, to - from)) * (W - left - PAD.right);
   const y = (v) => H - PAD.bottom - (v / max) * (H - PAD.top - PAD.bottom);
-  const grid = [0, max / 2, max].map((v) =>
+  const grid = ticks.map(([v, text]) =>
     svg(
       'g',
       { class: 'grid' },
-      svg('line', { x1: PAD.left, x2: W - PAD.right, y1: y(v), y2: y(v) }),
-      svg('text', { x: PAD.left - 6, y: y(v) + 4, 'text-anchor': 'end' }, duration(v)),
+      svg('line', { x1: left, x2: W - PAD.right, y1: y(v), y2: y(v) }),
+      svg('text', { x: left - 6, y: y(v) + 4, 'text-anchor': 'end' }, text),
     ),
   );
   const times = [from, (from + to) / 2, to].map((t, i) => svg('text', { x: x(t), y: H - 8, 'text-anchor': ['start', 'middle', 'end'][i] }, clock(t)));
