@@ -172,7 +172,7 @@ async function main(): Promise<void> {
       '',
       `Stripe sync ${stripeSync.id}: account ${stripeAccount.id}, fake key ${DEFAULT_FAKE_STRIPE_KEY}`,
       `  psql ${quote(stripeSync.database.url)} -c ${quote('select id, email, name from customer order by created limit 5')}`,
-      `  curl -s ${quote(`${proxy}/v1/customers?limit=3`)} -u ${quote(`${DEFAULT_FAKE_STRIPE_KEY}:`)}`,
+      `  curl -s ${quote(`${proxy}/api.stripe.com/v1/customers?limit=3`)} -u ${quote(`${DEFAULT_FAKE_STRIPE_KEY}:`)}`,
       '',
       'Wait until the database and its events have caught up with everything upstream had (read-after-write):',
       `  curl -s ${quote(`${api}/api/wait/${airtableSync.id}?timeout=30000`)} -H ${quote(`Authorization: Bearer ${state.token}`)}`,

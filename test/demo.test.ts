@@ -166,7 +166,8 @@ test('the printout names both syncs, the tokens and every command', () => {
     'an Airtable curl through the proxy',
   );
   assert.ok(
-    printed('curl ').some((l) => l.includes('/v1/customers') && l.includes(' -u sk_test_')),
+    // The same form as the README and the console: the upstream's host first.
+    printed('curl ').some((l) => l.includes('/api.stripe.com/v1/customers') && l.includes(' -u sk_test_')),
     'a Stripe curl through the proxy',
   );
   assert.not.match(demo.stderr, /has not caught up/);
@@ -205,7 +206,7 @@ test('the printed wait, events and metrics curls answer', async () => {
 });
 
 test('the printed proxy curls reach the fakes through the proxy', async () => {
-  for (const line of printed('curl ').filter((l) => l.includes('/api.airtable.com/') || l.includes('/v1/customers'))) {
+  for (const line of printed('curl ').filter((l) => l.includes('/api.airtable.com/') || l.includes('/api.stripe.com/'))) {
     const answer = await curl(line);
     if (answer.status === 501) {
       // The proxy has not shipped in this build (its port answers 501); the commands are printed all the same.
