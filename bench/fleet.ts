@@ -3,7 +3,7 @@
  *
  *   node --import tsx bench/fleet.ts [--airtable 40] [--stripe 0] [--records 300]
  *        [--seconds 60] [--changes-per-second 2] [--control-apart 0|1]
- *        [--airtable-servers 1] [--stripe-servers 0]
+ *        [--airtable-servers 1] [--stripe-servers 0] [--sweep-probes 0]
  *
  * N Airtable syncs (bases of --records records in three tables, each base its own user and
  * token, default share) and M idle Stripe syncs, the whole service in one process
@@ -16,13 +16,17 @@
  * --airtable-servers I spreads the Airtable syncs over I sync servers (the configured one and
  * I - 1 joined through the pool API); --stripe-servers J puts the Stripe syncs on J servers of
  * their own (the Airtable ones drained meanwhile), as an operator keeps quiet syncs apart from
- * busy ones. 0 puts them with the Airtable syncs.
+ * busy ones. 0 puts them with the Airtable syncs. --sweep-probes K also changes K rows in the
+ * sync databases behind the syncs' backs, over the window's first half: what only a sweep
+ * finds, timed until a sweep has put the upstream's value back (the bound the sweep's pace
+ * gives to what change capture cannot see).
  */
 import { spawn } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import { createInterface } from 'node:readline';
 import pg from 'pg';
+import { withDatabase } from '../src/db/sql.ts';
 import { api, arg, type ProcessSample, percentile, processTable, root, sleep, startPostgres, startServiceProcess } from './lib.ts';
 
 const airtableSyncs = arg('airtable', 40);
@@ -34,6 +38,7 @@ const controlApart = arg('control-apart', 0) === 1;
 const settleSeconds = arg('settle', 60);
 const airtableServers = Math.max(1, arg('airtable-servers', 1));
 const stripeServers = arg('stripe-servers', 0);
+const sweepProbes = arg('sweep-probes', 0);
 
 // --- the fakes, in their own process -------------------------------------------------------
 const fakes = spawn(
@@ -235,7 +240,7 @@ async function until(n: number, sql: string, params: unknown[], wanted: boolean,
     await sleep(50);
   }
 }
-const lags: Record<'edit' | 'create' | 'delete', number[]> = { edit: [], create: [], delete: [] };
+const lags: Record<'edit' | 'create' | 'delete' | 'sweep-only', number[]> = { edit: [], create: [], delete: [], 'sweep-only': [] };
 /** Records created and seen in their database: the ones a delete may take. */
 const created: Array<{ n: number; record: string }> = [];
 async function oneChange(i: number): Promise<void> {
@@ -250,6 +255,24 @@ async function oneChange(i: number): Promise<void> {
       : await until(n, 'SELECT 1 FROM projects WHERE id = $1 AND name = $2', [done.record, done.value], true, done.at);
   lags[op].push(lag);
   if (op === 'create') created.push({ n, record: done.record });
+}
+
+/**
+ * A difference only a sweep can find (what change capture cannot see: a computed value changed
+ * in another record, a lapsed webhook): a row's name changed in the sync's database behind the
+ * sync's back, timed until a sweep has put the upstream's value back.
+ */
+async function oneSweepProbe(i: number): Promise<void> {
+  const n = (i * 104_729 + 17) % airtableSyncs;
+  const reader = new URL(airtable[n]!.reader);
+  const server = targets.find((t) => new URL(t.adminUrl).port === reader.port)!;
+  const owner = new pg.Client({ connectionString: withDatabase(server.adminUrl, reader.pathname.slice(1)) });
+  await owner.connect();
+  const { rows } = await owner.query<{ id: string; name: string }>("SELECT id, name FROM projects WHERE name NOT LIKE 'probe %' ORDER BY random() LIMIT 1");
+  const at = Date.now();
+  await owner.query('UPDATE projects SET name = $2 WHERE id = $1', [rows[0]!.id, `probe ${i}`]);
+  await owner.end();
+  lags['sweep-only'].push(await until(n, 'SELECT 1 FROM projects WHERE id = $1 AND name = $2', [rows[0]!.id, rows[0]!.name], true, at));
 }
 
 /** The sync servers' WAL positions summed, and commits so far in the control database and in the rest. */
@@ -318,8 +341,11 @@ const walBefore = await walAndCommits();
 const before = snapshot();
 const fakeBefore = await ask('stats');
 const pending: Promise<void>[] = [];
+let probes = 0;
 for (let i = 0; Date.now() - before.at < seconds * 1000; i++) {
   pending.push(oneChange(i));
+  // Sweep probes spread over the window's first half: each may wait a whole paced cycle.
+  if (probes < sweepProbes && i % Math.max(1, Math.floor((seconds * changeRate) / 2 / sweepProbes)) === 0) pending.push(oneSweepProbe(probes++));
   await sleep(1000 / changeRate);
 }
 const after = snapshot();
@@ -380,14 +406,14 @@ console.log(
     .join(', ')}`,
 );
 console.log(`  upstream requests ${((fakeAfter.requests - fakeBefore.requests) / wall).toFixed(0)}/s, 429s ${fakeAfter.rateLimited - fakeBefore.rateLimited}`);
-for (const op of ['edit', 'create', 'delete'] as const) {
+for (const op of ['edit', 'create', 'delete', 'sweep-only'] as const) {
   const list = lags[op];
   if (!list.length) continue;
   console.log(
     `  ${op} lag (${list.length}): p50 ${(percentile(list, 50) / 1000).toFixed(2)} s, p99 ${(percentile(list, 99) / 1000).toFixed(2)} s, max ${(Math.max(...list) / 1000).toFixed(2)} s`,
   );
 }
-const everything = [...lags.edit, ...lags.create, ...lags.delete];
+const everything = [...lags.edit, ...lags.create, ...lags.delete]; // sweep-only probes are reported apart
 console.log(
   `  all changes (${everything.length}): p50 ${(percentile(everything, 50) / 1000).toFixed(2)} s, p99 ${(percentile(everything, 99) / 1000).toFixed(2)} s`,
 );
