@@ -30,13 +30,11 @@ export interface RunnerFactoryOptions {
 }
 
 /**
- * Counts a 429 that upstream answered one of the sync's own requests (`upstream_429s`, read
- * by /metrics). Rare by design (the quota keeps the sync under the limit), so one write each.
- */
-/**
- * Counts each 429 and shows it in the sync's status (`slowed_by`, for a minute), with a warning
- * in the log at most once a minute: a sync held back by other clients' requests to the same
- * upstream must not look like one syncing as usual.
+ * Counts a 429 that upstream answered one of the sync's own requests (`upstream_429s`, read by
+ * /metrics; rare by design, the quota keeps the sync under the limit, so one write each), and
+ * shows it in the sync's status (`slowed_by`, for a minute) with a warning in the log at most
+ * once a minute: a sync held back by other clients' requests to the same upstream must not look
+ * like one syncing as usual.
  */
 function rateLimitCounter(control: pg.Pool, syncId: string, logger: Logger): (note: string) => void {
   let warnedAt = 0;
