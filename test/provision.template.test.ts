@@ -63,4 +63,22 @@ test('a half-built template and an earlier release are dropped; concurrent syncs
   for (const db of dbs) await query(admin, `DROP ROLE ${ident(`${db}_ro`)}`);
 });
 
+test("two releases making syncs side by side: each drops the other's template, and every sync is still made", async () => {
+  const kind = `t${randomUUID().slice(0, 8)}`;
+  const spec = (version: string): TemplateSpec => ({ kind, version, prepare: async (url) => void (await query(url, 'CREATE TABLE public.things (id text)')) });
+  const dbs = Array.from({ length: 8 }, () => newDatabaseName());
+  const results = await Promise.allSettled(
+    dbs.map((db, i) => provisionDatabase({ adminUrl: admin, name: db, role: `${db}_ro` }, 'pw', logger, 5, [], undefined, spec(String(i % 2)))),
+  );
+  const failed = results.flatMap((r) => (r.status === 'rejected' ? [(r.reason as Error).message] : []));
+  assert.equal(failed, [], 'every sync database was made');
+  for (const db of dbs) {
+    await query(admin, 'SELECT pg_drop_replication_slot($1)', [db]);
+    await query(admin, `DROP DATABASE ${ident(db)}`);
+    await query(admin, `DROP ROLE ${ident(`${db}_ro`)}`);
+  }
+  const left = await query<{ datname: string }>(admin, 'SELECT datname FROM pg_database WHERE starts_with(datname, $1)', [`tributary_template_${kind}_`]);
+  for (const { datname } of left) await query(admin, `DROP DATABASE ${ident(datname)}`);
+});
+
 test.run();

@@ -10,7 +10,7 @@ import { CORE } from '../syncdb/core.ts';
 import { type MigrationSet, migrateSyncDatabase } from '../syncdb/migrate.ts';
 import { liveTable, PUBLIC_SCHEMAS, type SyncSchemas } from '../syncdb/schemas.ts';
 import { missingRights, readServerFacts } from './server-checks.ts';
-import { ensureTemplate, fileCopy, type TemplateSpec } from './templates.ts';
+import { ensureTemplate, fileCopy, type TemplateSpec, templateName } from './templates.ts';
 
 /** Every sync database carries one publication of this name, covering `public` and each shared sync's schema. */
 export const PUBLICATION = 'tributary';
@@ -120,13 +120,22 @@ export async function provisionDatabase(
 ): Promise<void> {
   const role = ident(db.role);
   const database = ident(db.name);
-  const from = template
-    ? await ensureTemplate(db.adminUrl, template, [CORE, ...migrations], (url) => buildContents(url, migrations, logger, template.prepare), logger)
-    : 'template0';
+  const from = template ? templateName(template, [CORE, ...migrations]) : 'template0';
   await withClient(db.adminUrl, async (admin) => {
     await admin.query(`CREATE ROLE ${role} LOGIN NOINHERIT CONNECTION LIMIT ${Math.trunc(connectionLimit)} PASSWORD '${scramVerifier(password)}'`);
     await applySettings(admin, db.role, settingsFor(limits, await isSuperuser(admin)));
-    await admin.query(`CREATE DATABASE ${database} TEMPLATE ${ident(from)} ENCODING 'UTF8'${await fileCopy(admin)}`);
+    const copy = async () => admin.query(`CREATE DATABASE ${database} TEMPLATE ${ident(from)} ENCODING 'UTF8'${await fileCopy(admin)}`);
+    for (let attempt = 1; ; attempt++) {
+      try {
+        await copy();
+        break;
+      } catch (error) {
+        // 3D000: no template of this release on the server yet, or another release's build dropped it
+        // between two syncs (a rolling upgrade): build it, then copy.
+        if (!template || (error as { code?: string }).code !== '3D000' || attempt >= 3) throw error;
+        await ensureTemplate(db.adminUrl, template, [CORE, ...migrations], (url) => buildContents(url, migrations, logger, template.prepare), logger);
+      }
+    }
     await admin.query(`REVOKE ALL ON DATABASE ${database} FROM PUBLIC`);
     await admin.query(`GRANT CONNECT ON DATABASE ${database} TO ${role}`);
   });
