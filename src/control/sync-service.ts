@@ -159,8 +159,10 @@ export class SyncService {
       const db = await this.database(record);
       const password = (await store.databasePassword(record.id)).reveal();
       const prepare = kind.prepareDatabase && ((url: string) => kind.prepareDatabase!(url, logger, PUBLIC_SCHEMAS));
-      // A pool server keeps a template of the kind; a customer's server gets nothing of ours but the sync's database.
-      const template = input.databaseUrl ? undefined : { kind: kind.name, version: kind.templateVersion?.() ?? '', prepare };
+      // A pool server keeps a template of the kind (unless the kind's preparation cannot run twice);
+      // a customer's server gets nothing of ours but the sync's database.
+      const templated = !input.databaseUrl && (!kind.prepareDatabase || kind.templateVersion);
+      const template = templated ? { kind: kind.name, version: kind.templateVersion?.() ?? '', prepare } : undefined;
       await provisionDatabase(db, password, logger, record.readerConnectionLimit, kindSchemaOf(kind), record.readerLimits, template);
       // On a copy, what a stale template lacks.
       await prepare?.(withDatabase(db.adminUrl, db.name));

@@ -49,8 +49,9 @@ export interface SourceKind {
   prepareDatabase?(adminUrl: string, logger: Logger, schemas: SyncSchemas): Promise<void>;
   /**
    * Names what prepareDatabase builds, for the server's template of the kind (control/templates.ts):
-   * a new value builds a new template. A stale one is harmless, only slower: prepareDatabase
-   * still runs on each copy and adds what it lacks.
+   * a new value builds a new template. Setting it also promises that prepareDatabase may run
+   * again on a database it prepared, since it runs on each copy too (adding what a stale
+   * template lacks). A kind with prepareDatabase and without this is built in place.
    */
   readonly templateVersion?: () => string;
   /**
