@@ -122,11 +122,11 @@ const LOCKOUT_MS = 30_000;
 /** A transient failure (5xx, network, a cut body): 500 ms doubling to 8 s before the next attempt. */
 const AIRTABLE_BACKOFF: Backoff = { initialMs: 500, maxMs: 8000 };
 
-/** The Airtable Web API, as the sync and the creation check use it; every call goes through the quota. */
 /** What a 429 means for the sync, for its status: most often requests sent straight to Airtable beside it. */
 const AIRTABLE_429_NOTE =
   "Airtable answered 429: this base's requests, the sync's and other clients' together, went over Airtable's 5 a second (or the token's user over its 50), and Airtable refuses the base for 30 s. Requests sent straight to Airtable count too; sent through the proxy, they share the limit with the sync instead.";
 
+/** The Airtable Web API, as the sync and the creation check use it; every call goes through the quota. */
 export class AirtableClient {
   /** The token's user, once known. */
   private owner: string | undefined;

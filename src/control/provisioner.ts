@@ -10,7 +10,7 @@ import { CORE } from '../syncdb/core.ts';
 import { type MigrationSet, migrateSyncDatabase } from '../syncdb/migrate.ts';
 import { liveTable, PUBLIC_SCHEMAS, type SyncSchemas } from '../syncdb/schemas.ts';
 import { missingRights, readServerFacts } from './server-checks.ts';
-import { ensureTemplate, fileCopy, type TemplateSpec, templateName } from './templates.ts';
+import { buildTemplate, fileCopy, type TemplateSpec, templateName } from './templates.ts';
 
 /** Every sync database carries one publication of this name, covering `public` and each shared sync's schema. */
 export const PUBLICATION = 'tributary';
@@ -133,7 +133,7 @@ export async function provisionDatabase(
         // 3D000: no template of this release on the server yet, or another release's build dropped it
         // between two syncs (a rolling upgrade): build it, then copy.
         if (!template || (error as { code?: string }).code !== '3D000' || attempt >= 3) throw error;
-        await ensureTemplate(db.adminUrl, template, [CORE, ...migrations], (url) => buildContents(url, migrations, logger, template.prepare), logger);
+        await buildTemplate(db.adminUrl, template.kind, from, (url) => buildContents(url, migrations, logger, template.prepare), logger);
       }
     }
     await admin.query(`REVOKE ALL ON DATABASE ${database} FROM PUBLIC`);

@@ -28,31 +28,30 @@ export function templateName(spec: TemplateSpec, migrations: MigrationSet[]): st
 }
 
 /**
- * The server's template database for a kind, built once per server and release, so a new
+ * Builds the server's template database for a kind, once per server and release, so a new
  * sync database is a file copy of it (`CREATE DATABASE … TEMPLATE`). Building a Stripe
  * database table by table was some hundred tables of catalog changes, which every logical
  * walsender of the server decodes: on a server of hundreds of syncs each new one cost seconds
  * of CPU per walsender, and 500 took most of an hour to make. A copy is one WAL record.
  *
- * A template is complete once it takes no connections: it is built under another name and
- * renamed when done, so a crash mid-build leaves only a `…_new` that the next build drops.
- * Templates of the kind from earlier releases are dropped. Builders on one server take turns
- * (an advisory lock); copies run side by side.
+ * Called when a copy found no template `name` (templateName) of `kind`. A template is complete
+ * once it takes no connections: it is built under another name and renamed when done, so a
+ * crash mid-build leaves only a `…_new` that the next build drops. Templates of the kind from
+ * earlier releases are dropped. Builders on one server take turns (an advisory lock), and one
+ * that finds the template finished meanwhile leaves it; copies run side by side.
  */
-export async function ensureTemplate(
+export async function buildTemplate(
   adminUrl: string,
-  spec: TemplateSpec,
-  migrations: MigrationSet[],
+  kind: string,
+  name: string,
   build: (templateUrl: string) => Promise<void>,
   logger: Logger,
-): Promise<string> {
-  const name = templateName(spec, migrations);
-  const complete = async (admin: pg.Client) => (await admin.query('SELECT 1 FROM pg_database WHERE datname = $1 AND NOT datallowconn', [name])).rowCount === 1;
-  if (await withClient(adminUrl, complete)) return name;
+): Promise<void> {
   await withClient(adminUrl, async (admin) => {
-    await admin.query('SELECT pg_advisory_lock($1)', [lockKey(spec.kind)]);
+    await admin.query('SELECT pg_advisory_lock($1)', [lockKey(kind)]);
     try {
-      if (await complete(admin)) return;
+      const finished = await admin.query('SELECT 1 FROM pg_database WHERE datname = $1 AND NOT datallowconn', [name]);
+      if (finished.rowCount === 1) return;
       const building = `${name}_new`;
       await admin.query(`DROP DATABASE IF EXISTS ${ident(building)}`);
       await admin.query(`CREATE DATABASE ${ident(building)} TEMPLATE template0 ENCODING 'UTF8'${await fileCopy(admin)}`);
@@ -61,16 +60,15 @@ export async function ensureTemplate(
       await admin.query(`ALTER DATABASE ${ident(building)} ALLOW_CONNECTIONS false`);
       await admin.query(`ALTER DATABASE ${ident(building)} RENAME TO ${ident(name)}`);
       const { rows } = await admin.query<{ datname: string }>('SELECT datname FROM pg_database WHERE starts_with(datname, $1) AND datname <> $2', [
-        `${PREFIX}${spec.kind}_`,
+        `${PREFIX}${kind}_`,
         name,
       ]);
       for (const old of rows) await admin.query(`DROP DATABASE IF EXISTS ${ident(old.datname)}`);
       logger.info({ template: name, replaced: rows.map((r) => r.datname) }, 'sync database template built');
     } finally {
-      await admin.query('SELECT pg_advisory_unlock($1)', [lockKey(spec.kind)]).catch(() => undefined);
+      await admin.query('SELECT pg_advisory_unlock($1)', [lockKey(kind)]).catch(() => undefined);
     }
   });
-  return name;
 }
 
 const lockKey = (kind: string) => `${BigInt.asIntN(64, BigInt(`0x${createHash('sha256').update(`tributary template ${kind}`).digest('hex').slice(0, 16)}`))}`;

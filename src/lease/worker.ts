@@ -85,8 +85,8 @@ export class LeaseWorker {
     // Renewed every third of the lease, which leaves two renewals' room before it lapses: a
     // renewal rewrites each sync's row, and at every tick that was most of the control
     // database's writes. Whether a sync was deleted or taken over is still read at every tick.
-    const renew = Date.now() - this.renewedAt >= leaseMs / 3;
-    const startedAt = Date.now();
+    const now = Date.now();
+    const renew = now - this.renewedAt >= leaseMs / 3;
     const renewed = await control.query<{ id: string }>(
       renew
         ? `UPDATE syncs SET ${until} = now() + make_interval(secs => $3 / 1000.0)
@@ -94,7 +94,7 @@ export class LeaseWorker {
         : `SELECT id FROM syncs WHERE id = ANY($1) AND ${owner} = $2 AND state = 'active'`,
       renew ? [[...this.runners.keys()], workerId, leaseMs] : [[...this.runners.keys()], workerId],
     );
-    if (renew) this.renewedAt = startedAt;
+    if (renew) this.renewedAt = now;
     const kept = new Set(renewed.rows.map((r) => r.id));
     for (const [id, runner] of this.runners) {
       if (kept.has(id)) continue;

@@ -86,11 +86,11 @@ export function encodeParams(params: Params): string {
   return out.toString();
 }
 
-/** The Stripe API as the sync reads it: every call through the shared quota, the API version pinned. */
 /** What a 429 means for the sync, for its status. */
 const STRIPE_429_NOTE =
   "Stripe answered 429: the account's requests, the sync's and other clients' together, went over Stripe's rate limit. The sync waits and tries again; requests sent through the proxy share the limit with the sync instead.";
 
+/** The Stripe API as the sync reads it: every call through the shared quota, the API version pinned. */
 export class StripeClient {
   constructor(private readonly options: StripeClientOptions) {}
 
