@@ -3,7 +3,7 @@
  *
  *   node --import tsx bench/fleet.ts [--airtable 40] [--stripe 0] [--records 300]
  *        [--seconds 60] [--changes-per-second 2] [--control-apart 0|1]
- *        [--airtable-servers 1] [--stripe-servers 0] [--sweep-probes 0]
+ *        [--airtable-servers 1] [--stripe-servers 0] [--sweep-probes 0] [--pings 0|1]
  *
  * N Airtable syncs (bases of --records records in three tables, each base its own user and
  * token, default share) and M idle Stripe syncs, the whole service in one process
@@ -19,7 +19,9 @@
  * busy ones. 0 puts them with the Airtable syncs. --sweep-probes K also changes K rows in the
  * sync databases behind the syncs' backs, over the window's first half: what only a sweep
  * finds, timed until a sweep has put the upstream's value back (the bound the sweep's pace
- * gives to what change capture cannot see).
+ * gives to what change capture cannot see). --pings 1 gives the service a public URL (its
+ * own API), so Airtable's webhooks ping it and change capture reads a base when pinged, and
+ * every 10 s between pings, instead of every second.
  */
 import { spawn } from 'node:child_process';
 import { readFileSync } from 'node:fs';
@@ -39,6 +41,7 @@ const settleSeconds = arg('settle', 60);
 const airtableServers = Math.max(1, arg('airtable-servers', 1));
 const stripeServers = arg('stripe-servers', 0);
 const sweepProbes = arg('sweep-probes', 0);
+const pings = arg('pings', 0) === 1;
 
 // --- the fakes, in their own process -------------------------------------------------------
 const fakes = spawn(
@@ -65,7 +68,7 @@ const ready = JSON.parse(await nextLine()) as { airtable: string; stripe: string
 // --- PostgreSQL and the service ---------------------------------------------------------------
 const targets = await Promise.all(Array.from({ length: airtableServers + stripeServers }, () => startPostgres()));
 const target = targets[0]!;
-const control = controlApart ? await startPostgres() : target;
+const control = controlApart ? await startPostgres({ statements: true }) : target;
 const controlUrl = await control.freshDatabase('ctl');
 const controlDb = new URL(controlUrl).pathname.slice(1);
 // Stopped early (Ctrl-C): leave no server behind.
@@ -80,6 +83,7 @@ const svc = await startServiceProcess({
   targetUrl: target.adminUrl,
   upstreams: `api.airtable.com=${ready.airtable},api.stripe.com=${ready.stripe}`,
   roles: 'api,sync,decoder,proxy,events',
+  publicApi: pings,
   // The operator's settings given to the bench (TRIBUTARY_AIRTABLE_PACED_CYCLE_S=0: no pacing).
   env: Object.fromEntries(Object.entries(process.env).filter(([k]) => k.startsWith('TRIBUTARY_') && k !== 'TRIBUTARY_LOG_LEVEL')) as Record<string, string>,
 });
@@ -335,7 +339,34 @@ async function controlWrites(): Promise<Map<string, number>> {
   return new Map(rows.map((r) => [r.relname, Number(r.n)]));
 }
 
+/**
+ * The control server's statements by execution time over the window, nested ones (inside the
+ * quota functions) too (pg_stat_statements; --control-apart 1 only, where it is loaded).
+ */
+async function controlStatements(reset: boolean): Promise<string[]> {
+  if (!controlApart) return [];
+  const client = new pg.Client({ connectionString: controlUrl });
+  await client.connect();
+  await client.query('CREATE EXTENSION IF NOT EXISTS pg_stat_statements');
+  if (reset) {
+    await client.query('SELECT pg_stat_statements_reset()');
+    await client.end();
+    return [];
+  }
+  const { rows } = await client.query<{ ms: number; calls: string; toplevel: boolean; query: string }>(
+    `SELECT total_exec_time + total_plan_time AS ms, calls::text, toplevel, query FROM pg_stat_statements s
+      JOIN pg_database d ON d.oid = s.dbid WHERE d.datname = $1 ORDER BY total_exec_time + total_plan_time DESC LIMIT 12`,
+    [controlDb],
+  );
+  await client.end();
+  return rows.map(
+    (r) =>
+      `${(r.ms / 1000).toFixed(1).padStart(7)} s ${String(r.calls).padStart(8)} calls${r.toplevel ? '' : ' (nested)'}  ${r.query.replace(/\s+/g, ' ').slice(0, 110)}`,
+  );
+}
+
 const walFrom = await walPositions();
+await controlStatements(true);
 const controlBefore = await controlWrites();
 const walBefore = await walAndCommits();
 const before = snapshot();
@@ -352,6 +383,7 @@ const after = snapshot();
 const walAfter = await walAndCommits();
 const walTo = await walPositions();
 const controlAfter = await controlWrites();
+const statements = await controlStatements(false);
 const memory = pssByKind();
 const servicePss = pss(svc.child.pid!);
 await Promise.all(pending);
@@ -363,7 +395,7 @@ const syncs = airtableSyncs + stripeSyncs;
 const cores = (cpu: number) => (cpu / wall).toFixed(2);
 const mbOf = (bytes: number) => `${(bytes / 1024 / 1024).toFixed(0)} MB`;
 console.log(
-  `\n${airtableSyncs} Airtable syncs (${records} records each) + ${stripeSyncs} idle Stripe syncs, control database ${controlApart ? 'on a server of its own' : 'on the target server'}, ${airtableServers} sync server(s)${stripeServers ? ` + ${stripeServers} for the Stripe syncs` : ''}, ${wall.toFixed(0)} s measured`,
+  `\n${airtableSyncs} Airtable syncs (${records} records each) + ${stripeSyncs} idle Stripe syncs${pings ? ', Airtable pings' : ''}, control database ${controlApart ? 'on a server of its own' : 'on the target server'}, ${airtableServers} sync server(s)${stripeServers ? ` + ${stripeServers} for the Stripe syncs` : ''}, ${wall.toFixed(0)} s measured`,
 );
 const serviceCpu = after.service - before.service;
 let pgCpu = 0;
@@ -405,6 +437,7 @@ console.log(
     .map(([table, n]) => `${table} ${(n / wall).toFixed(0)}`)
     .join(', ')}`,
 );
+if (statements.length) console.log(`  control database statements by time over the window:\n${statements.map((line) => `    ${line}`).join('\n')}`);
 console.log(`  upstream requests ${((fakeAfter.requests - fakeBefore.requests) / wall).toFixed(0)}/s, 429s ${fakeAfter.rateLimited - fakeBefore.rateLimited}`);
 for (const op of ['edit', 'create', 'delete', 'sweep-only'] as const) {
   const list = lags[op];

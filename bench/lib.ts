@@ -20,9 +20,21 @@ export interface BenchPostgres {
   stop(): Promise<void>;
 }
 
-export async function startPostgres(): Promise<BenchPostgres> {
+/** statements: load pg_stat_statements (every statement, nested ones too), for a breakdown by statement. */
+export async function startPostgres(options: { statements?: boolean } = {}): Promise<BenchPostgres> {
   const dir = await mkdtemp(path.join(os.tmpdir(), 'tributary-bench-pg-'));
-  const pg: EmbeddedPostgres = await startEmbeddedPostgres({ dir, port: await freePort(), logger: createLogger({ level: 'warn' }) });
+  const logger = createLogger({ level: 'warn' });
+  const port = await freePort();
+  let pg: EmbeddedPostgres = await startEmbeddedPostgres({ dir, port, logger });
+  if (options.statements) {
+    // A preloaded library needs a restart; the settings live in the cluster's auto.conf.
+    await withClient(pg.adminUrl, async (c) => {
+      await c.query("ALTER SYSTEM SET shared_preload_libraries = 'pg_stat_statements'");
+      await c.query("ALTER SYSTEM SET pg_stat_statements.track = 'all'");
+    });
+    await pg.stop();
+    pg = await startEmbeddedPostgres({ dir, port, logger });
+  }
   return {
     adminUrl: pg.adminUrl,
     async freshDatabase(prefix) {
@@ -54,6 +66,8 @@ export async function startServiceProcess(options: {
   upstreams: string;
   roles?: string;
   env?: Record<string, string>;
+  /** TRIBUTARY_PUBLIC_URL is the service's own API: upstreams may notify it (Airtable's webhook pings). */
+  publicApi?: boolean;
 }): Promise<ServiceProcess> {
   const dataDir = await mkdtemp(path.join(os.tmpdir(), 'tributary-bench-svc-'));
   const apiPort = await freePort();
@@ -69,6 +83,7 @@ export async function startServiceProcess(options: {
       TRIBUTARY_ADMIN_TOKEN: adminToken,
       TRIBUTARY_UPSTREAMS: options.upstreams,
       TRIBUTARY_LOG_LEVEL: 'warn',
+      ...(options.publicApi ? { TRIBUTARY_PUBLIC_URL: `http://127.0.0.1:${apiPort}` } : {}),
       ...options.env,
     },
     stdio: ['ignore', 'inherit', 'inherit'],

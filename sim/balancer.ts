@@ -26,12 +26,13 @@ export class Balancer {
     readonly port: number,
   ) {}
 
-  static async start(backends: Backend[]): Promise<Balancer> {
+  /** port: a fixed one (known before the processes start: the service's public URL), else any free one. */
+  static async start(backends: Backend[], port = 0): Promise<Balancer> {
     let balancer: Balancer | undefined;
     const server = http.createServer((req, res) => balancer!.accept(req, res));
     // Long polls and the wait endpoint hold a request for up to a minute: no timeout here.
     server.requestTimeout = 0;
-    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    await new Promise<void>((resolve) => server.listen(port, '127.0.0.1', resolve));
     balancer = new Balancer(server, backends, (server.address() as { port: number }).port);
     return balancer;
   }

@@ -1,5 +1,5 @@
 /**
- * `npm run simulate -- --minutes N --seed S [--upstream stripe|airtable] [--no-kafka]`: the
+ * `npm run simulate -- --minutes N --seed S [--upstream stripe|airtable] [--no-kafka] [--no-pings]`: the
  * whole service under simulated account traffic and injected faults, invariants checked, a
  * summary printed. Exits 1 when any invariant was violated (the seed reproduces the run).
  */
@@ -8,7 +8,7 @@ import { createLogger, logProcessWarnings } from '../src/log.ts';
 import { simulate } from './run.ts';
 import { summarize } from './summary.ts';
 
-const USAGE = 'usage: npm run simulate -- --minutes N --seed S [--upstream stripe|airtable] [--no-kafka]';
+const USAGE = 'usage: npm run simulate -- --minutes N --seed S [--upstream stripe|airtable] [--no-kafka] [--no-pings]';
 
 async function main(): Promise<number> {
   // The Kafka check's kafkajs client draws the same harmless Node warning as the service's.
@@ -21,6 +21,7 @@ async function main(): Promise<number> {
         seed: { type: 'string' },
         upstream: { type: 'string' },
         'no-kafka': { type: 'boolean', default: false },
+        'no-pings': { type: 'boolean', default: false },
         help: { type: 'boolean', default: false },
       },
       strict: true,
@@ -50,6 +51,7 @@ async function main(): Promise<number> {
     minutes,
     upstreams: values.upstream ? [values.upstream as 'stripe' | 'airtable'] : ['stripe', 'airtable'],
     kafka: !values['no-kafka'],
+    pings: !values['no-pings'],
     // The long faults (a webhook receiver down for minutes) at full length in a soak only.
     faultScale: Math.min(1, minutes / 30),
     log,

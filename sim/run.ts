@@ -11,6 +11,7 @@ import { CrashablePostgres } from '../test/harness/crashable-postgres.ts';
 import { startKafka } from '../test/harness/kafka/broker.ts';
 import type { KafkaBroker } from '../test/harness/kafka/types.ts';
 import { fleetShared, type FleetLayout } from '../test/harness/fleet.ts';
+import { freePort } from '../test/harness/ports.ts';
 import { readTables } from './check/canonical.ts';
 import { compareFold, type DeliveredEvent, EventFold } from './check/events.ts';
 import { readKafkaEvents } from './check/kafka-events.ts';
@@ -42,6 +43,11 @@ export interface SimulationOptions {
    * the run reports before the test's own time limit ends it.
    */
   quietMinutes?: number;
+  /**
+   * The service has a public URL (the API's balancer), so Airtable's webhooks ping it and change
+   * capture reads when pinged, as a hosted service does. Default true; false polls every second.
+   */
+  pings?: boolean;
   log(line: string): void;
 }
 
@@ -160,6 +166,9 @@ export async function simulate(options: SimulationOptions): Promise<SimulationRe
     const receiver = await WebhookReceiver.start();
     closers.push(() => receiver.close());
 
+    // Known before the processes start: it is their public URL, where Airtable pings.
+    const apiPort = await freePort();
+    const pings = options.pings ?? true;
     const shared = fleetShared({
       controlUrl: control.databaseUrl(controlDb),
       targetUrl: home.adminUrl,
@@ -167,12 +176,13 @@ export async function simulate(options: SimulationOptions): Promise<SimulationRe
       env: {
         TRIBUTARY_DEFAULT_REGION: REGIONS[0],
         TRIBUTARY_WEBHOOK_ALLOW_PRIVATE: '1',
+        ...(pings ? { TRIBUTARY_PUBLIC_URL: `http://127.0.0.1:${apiPort}` } : {}),
         ...(kafka ? { KAFKA_BROKERS: kafka.brokers.join(',') } : {}),
       },
     });
     const adminToken = shared.adminToken;
-    log(`starting the service: ${layoutOf(SIM_LAYOUT)} (logs: ${path.join(dir, 'service', 'logs')})`);
-    const service = await ServiceFleet.start(shared, path.join(dir, 'service'));
+    log(`starting the service: ${layoutOf(SIM_LAYOUT)}${pings ? ', Airtable pings to the API' : ''} (logs: ${path.join(dir, 'service', 'logs')})`);
+    const service = await ServiceFleet.start(shared, path.join(dir, 'service'), SIM_LAYOUT, apiPort);
     closers.push(() => service.stop());
     const apiUrl = service.api.url;
     // The second server joins the pool through the API, in a region of its own.

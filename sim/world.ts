@@ -27,11 +27,16 @@ export class ServiceFleet {
     readonly events: Balancer,
   ) {}
 
-  static async start(shared: FleetShared, dir: string, layout: FleetLayout = SIM_LAYOUT): Promise<ServiceFleet> {
+  /** apiPort: the API balancer's port, when the processes were told it (TRIBUTARY_PUBLIC_URL). */
+  static async start(shared: FleetShared, dir: string, layout: FleetLayout = SIM_LAYOUT, apiPort = 0): Promise<ServiceFleet> {
     await ensureDir(path.join(dir, 'logs'));
     const fleet = await startFleet(shared, layout, (name) => ({ dataDir: path.join(dir, name), logFile: path.join(dir, 'logs', `${name}.log`) }));
-    const behind = (list: FleetProcess[], role: 'api' | 'proxy' | 'events') => Balancer.start(list.map((p) => ({ name: p.name, port: p.ports[role] })));
-    return new ServiceFleet(fleet, await behind(fleet.apis, 'api'), await behind(fleet.proxies, 'proxy'), await behind(fleet.events, 'events'));
+    const behind = (list: FleetProcess[], role: 'api' | 'proxy' | 'events', port = 0) =>
+      Balancer.start(
+        list.map((p) => ({ name: p.name, port: p.ports[role] })),
+        port,
+      );
+    return new ServiceFleet(fleet, await behind(fleet.apis, 'api', apiPort), await behind(fleet.proxies, 'proxy'), await behind(fleet.events, 'events'));
   }
 
   /** Error-level lines of every process, and anything one printed that is not its log. */

@@ -193,6 +193,7 @@ export async function startService(config: Config, logger: Logger, tunables: Tun
       kinds,
       tunables: tunables as Record<string, unknown>,
       readerCheckMs: tunables.readerCheckMs,
+      publicOrigin: config.publicOrigin,
     };
     cleanup = upstreamCleanup(runnerOptions);
     const ports: Partial<Record<'api' | 'proxy' | 'events', number>> = {};

@@ -490,6 +490,10 @@ test("the service's and the console's routes", async () => {
   conforms(await request(svc.api, 'GET', '/'), 'get', '/');
   conforms(await request(svc.api, 'GET', '/console/app.js'), 'get', '/console/{file}');
   conforms(await request(svc.api, 'GET', '/console/nothing.js'), 'get', '/console/{file}');
+  // Upstream notifications: this sync has no hook (the service has no public URL).
+  const notHooked = await request(svc.api, 'POST', `/hooks/airtable/${syncId}`, { body: { base: { id: 'appX' } } });
+  assert.is(notHooked.status, 404);
+  conforms(notHooked, 'post', '/hooks/{kind}/{id}');
 
   const tables = await request(svc.api, 'GET', `/api/syncs/${syncId}/tables`, { token: account.token });
   assert.equal(

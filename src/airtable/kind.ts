@@ -1,6 +1,7 @@
 import { z } from 'zod';
 import { AIRTABLE_DEFAULT_SETTINGS, type AirtableSettings, airtableSettingsSchema } from './settings.ts';
 import type { CleanupContext, RunnerContext, SourceKind } from '../kinds/kind.ts';
+import { verifyPing } from './ping.ts';
 import { airtableCheck } from './check.ts';
 import { AirtableClient } from './client.ts';
 import { TokenOwners } from './owners.ts';
@@ -16,7 +17,10 @@ const TABLE_COMMENT = /^Airtable table "(.*)" \((tbl[A-Za-z0-9]+)\)$/s;
  * benchmarks), the syncs' share of a user's quota (TRIBUTARY_AIRTABLE_USER_SYNC_SHARE) and a
  * paced cycle's duration (TRIBUTARY_AIRTABLE_PACED_CYCLE_S).
  */
-export type AirtableTunables = Pick<AirtableRunnerOptions, 'pollIntervalMs' | 'cycleGapMs' | 'timeScale' | 'userSyncShare' | 'pacedCycleMs'>;
+export type AirtableTunables = Pick<
+  AirtableRunnerOptions,
+  'pollIntervalMs' | 'pingedPollIntervalMs' | 'cycleGapMs' | 'timeScale' | 'userSyncShare' | 'pacedCycleMs'
+>;
 
 /** An Airtable base, one table per Airtable table, one event collection per table. */
 export const airtableKind: SourceKind = {
@@ -58,9 +62,12 @@ export const airtableKind: SourceKind = {
       logger: context.logger,
       passRequests: context.passRequests,
       onRateLimited: context.onRateLimited,
+      hooks: context.hooks,
       ...(context.tunables as AirtableTunables | undefined),
     });
   },
+  // Webhook pings (TRIBUTARY_PUBLIC_URL set): signed with the webhook's MAC secret.
+  inbound: { verify: verifyPing },
   // A base may only have 10 webhooks: a deleted sync's goes with it.
   async cleanup(context: CleanupContext) {
     const state = await loadWebhookState(context.target, context.schemas);

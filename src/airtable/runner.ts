@@ -25,6 +25,7 @@ import { swapInAfterProxiedWrites } from './swap-rounds.ts';
 import { TokenOwners } from './owners.ts';
 import { UserLimitWatch } from './user-limit.ts';
 import type { SyncSchemas } from '../syncdb/schemas.ts';
+import type { SyncHooks } from '../kinds/kind.ts';
 
 export interface AirtableRunnerOptions {
   syncId: string;
@@ -40,6 +41,10 @@ export interface AirtableRunnerOptions {
   logger: Logger;
   /** How often webhook payloads are read; each read costs one request of the sync's quota. */
   pollIntervalMs?: number;
+  /** How often while Airtable's pings arrive (default PINGED_POLL_MS, capture.ts). */
+  pingedPollIntervalMs?: number;
+  /** Where Airtable may ping (the service's public URL), and where its secret is kept. */
+  hooks?: SyncHooks;
   /** Pause between cycles (0: the next cycle starts at once, a continuous sync). */
   cycleGapMs?: number;
   /**
@@ -232,7 +237,7 @@ export class AirtableRunner {
     if (this.options.changeCapture !== false) {
       // Before listing: every change from here on is either in the listing or in a payload.
       const previous = this.state.webhook?.id;
-      this.state.webhook = await ensureWebhook(client, this.options.target, this.options.schemas, this.options.logger);
+      this.state.webhook = await ensureWebhook(client, this.options.target, this.options.schemas, this.options.logger, this.options.hooks);
       // A webhook new to this runner: what happened before it is only in this cycle's listing.
       if (this.state.webhook && this.state.webhook.id !== previous) this.state.needsCycle = Math.max(this.state.needsCycle, number);
     }

@@ -1,4 +1,5 @@
 import type pg from 'pg';
+import type { SyncHooks } from '../kinds/kind.ts';
 import type { Logger } from '../log.ts';
 import { AirtableError, type AirtableClient } from './client.ts';
 import { loadState, saveState } from '../sync/state.ts';
@@ -11,6 +12,10 @@ export interface WebhookState {
   expirationTime: string | null;
   /** When it was created or last refreshed (ms): with the expiry, its lifetime. */
   refreshedAt?: number;
+  /** Where Airtable pings when it has payloads (our /hooks route), if anywhere. */
+  notificationUrl?: string;
+  /** Airtable's last ping to it failed, as the webhook list said when the cycle last looked. */
+  notificationFailing?: boolean;
 }
 
 export interface WebhookPayload {
@@ -59,6 +64,8 @@ interface WebhookInfo {
   id: string;
   expirationTime?: string | null;
   isHookEnabled?: boolean;
+  areNotificationsEnabled?: boolean;
+  lastNotificationResult?: { success?: boolean } | null;
 }
 
 /**
@@ -66,8 +73,18 @@ interface WebhookInfo {
  * state, or undefined when the key may not manage webhooks (the sweep then carries
  * every change alone). A new webhook starts at cursor 1: it must exist before the
  * sweep that follows starts, so nothing between the two is missed.
+ *
+ * With `hooks` (the service has a public URL) the webhook pings our /hooks route when it has
+ * payloads; one made without that URL, or with another, is replaced (Airtable cannot change
+ * it). Whether the pings arrive is taken from Airtable's own account of its last one.
  */
-export async function ensureWebhook(client: AirtableClient, db: pg.Pool, schemas: SyncSchemas, logger: Logger): Promise<WebhookState | undefined> {
+export async function ensureWebhook(
+  client: AirtableClient,
+  db: pg.Pool,
+  schemas: SyncSchemas,
+  logger: Logger,
+  hooks?: SyncHooks,
+): Promise<WebhookState | undefined> {
   const base = client.baseId;
   let state = await loadWebhookState(db, schemas);
   try {
@@ -78,17 +95,26 @@ export async function ensureWebhook(client: AirtableClient, db: pg.Pool, schemas
       if (expired) {
         logger.warn({ webhook: state.id }, 'Airtable webhook expired or vanished; changes since are caught by the sweep');
         state = undefined;
-      } else if (needsRefresh({ ...state, expirationTime: live.expirationTime ?? null })) {
-        state = await refreshWebhook(client, db, schemas, state);
+      } else if (state.notificationUrl !== hooks?.url) {
+        // The sweep that follows covers what the old one saw and nobody read.
+        logger.info({ webhook: state.id, notification_url: hooks?.url ?? null }, 'Airtable webhook replaced: its notification URL changed');
+        await removeWebhook(client, state.id);
+        state = undefined;
+      } else {
+        if (needsRefresh({ ...state, expirationTime: live.expirationTime ?? null })) state = await refreshWebhook(client, db, schemas, state);
+        state = await checkNotifications(client, db, schemas, logger, state, live);
       }
     }
     if (!state) {
-      const created = await client.request<{ id: string; expirationTime: string | null }>('POST', `/v0/bases/${base}/webhooks`, {
+      const created = await client.request<{ id: string; macSecretBase64: string; expirationTime: string | null }>('POST', `/v0/bases/${base}/webhooks`, {
+        ...(hooks ? { notificationUrl: hooks.url } : {}),
         specification: { options: { filters: { dataTypes: ['tableData', 'tableFields'] } } },
       });
-      state = { id: created.id, cursor: 1, expirationTime: created.expirationTime, refreshedAt: Date.now() };
+      // Known to the /hooks route before the first ping can come.
+      if (hooks) await hooks.save(created.id, created.macSecretBase64);
+      state = { id: created.id, cursor: 1, expirationTime: created.expirationTime, refreshedAt: Date.now(), ...(hooks ? { notificationUrl: hooks.url } : {}) };
       await saveWebhookState(db, schemas, state);
-      logger.info({ webhook: created.id }, 'Airtable webhook created for change capture');
+      logger.info({ webhook: created.id, notification_url: hooks?.url ?? null }, 'Airtable webhook created for change capture');
     }
     return state;
   } catch (error) {
@@ -98,6 +124,33 @@ export async function ensureWebhook(client: AirtableClient, db: pg.Pool, schemas
     }
     throw error;
   }
+}
+
+/**
+ * Whether the webhook's pings reach us, as Airtable last saw it: a failed one puts change
+ * capture back to polling every second (capture.ts) until one succeeds. Notifications Airtable
+ * turned off after failing for long are turned on again.
+ */
+async function checkNotifications(
+  client: AirtableClient,
+  db: pg.Pool,
+  schemas: SyncSchemas,
+  logger: Logger,
+  state: WebhookState,
+  live: WebhookInfo,
+): Promise<WebhookState> {
+  if (!state.notificationUrl) return state;
+  if (live.areNotificationsEnabled === false) {
+    await client.request('POST', `/v0/bases/${client.baseId}/webhooks/${state.id}/enableNotifications`, { enable: true });
+  }
+  const failing = live.lastNotificationResult?.success === false || live.areNotificationsEnabled === false;
+  if (failing === (state.notificationFailing ?? false)) return state;
+  if (failing)
+    logger.warn({ notification_url: state.notificationUrl }, "Airtable's pings do not reach this service; change capture polls every second meanwhile");
+  else logger.info({ notification_url: state.notificationUrl }, "Airtable's pings reach this service again");
+  const next = { ...state, notificationFailing: failing };
+  await saveWebhookState(db, schemas, next);
+  return next;
 }
 
 export async function removeWebhook(client: AirtableClient, webhookId: string): Promise<void> {

@@ -23,17 +23,7 @@ export async function readJson(ctx: Context, limit = DEFAULT_BODY_LIMIT): Promis
   if (!json && !curlDefault) {
     throw new TributaryError('unsupported_media_type', 'send the body as JSON with Content-Type: application/json');
   }
-  const chunks: Buffer[] = [];
-  let size = 0;
-  for await (const chunk of ctx.req as AsyncIterable<Buffer>) {
-    size += chunk.length;
-    if (size > limit) {
-      ctx.set('Connection', 'close');
-      throw new TributaryError('payload_too_large', `the body is larger than ${limit} bytes`);
-    }
-    chunks.push(chunk);
-  }
-  const text = Buffer.concat(chunks).toString('utf8');
+  const text = (await readBody(ctx, limit)).toString('utf8');
   if (text.trim() === '') return undefined;
   if (curlDefault && !/^\s*[[{]/.test(text)) {
     throw new TributaryError('unsupported_media_type', 'send the body as JSON with Content-Type: application/json');
@@ -46,6 +36,25 @@ export async function readJson(ctx: Context, limit = DEFAULT_BODY_LIMIT): Promis
   }
   refuseNulInJson(value);
   return value;
+}
+
+/** The body's bytes as they came (a signature covers them exactly), refused past `limit`. */
+export async function readBody(ctx: Context, limit: number): Promise<Buffer> {
+  if (Number(ctx.get('content-length') || 0) > limit) {
+    ctx.set('Connection', 'close');
+    throw new TributaryError('payload_too_large', `the body is larger than ${limit} bytes`);
+  }
+  const chunks: Buffer[] = [];
+  let size = 0;
+  for await (const chunk of ctx.req as AsyncIterable<Buffer>) {
+    size += chunk.length;
+    if (size > limit) {
+      ctx.set('Connection', 'close');
+      throw new TributaryError('payload_too_large', `the body is larger than ${limit} bytes`);
+    }
+    chunks.push(chunk);
+  }
+  return Buffer.concat(chunks);
 }
 
 /** Validates with a zod schema; the message names every offending field. */

@@ -15,6 +15,7 @@ import { ApiDocument } from './openapi.ts';
 import { accountRoutes } from './routes/accounts.ts';
 import { consoleDataRoutes, type ConsoleDataOptions } from './routes/console-data.ts';
 import { consoleSessionRoutes } from './routes/console-session.ts';
+import { hookRoutes } from './routes/hooks.ts';
 import { metricsRoutes, type MetricsApiOptions } from './routes/metrics.ts';
 import { serverRoutes } from './routes/servers.ts';
 import { syncRoutes } from './routes/syncs.ts';
@@ -66,6 +67,7 @@ export function createApiApp(api: ApiAppOptions): ApiApp {
   serverRoutes(router, api, doc);
   webhookRoutes(router, api, doc);
   waitRoutes(router, api, doc);
+  hookRoutes(router, api, doc);
   metricsRoutes(router, api, doc);
   consoleDataRoutes(router, api, doc);
   consoleSessionRoutes(router, api, sessions, doc);

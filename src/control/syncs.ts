@@ -353,6 +353,21 @@ export class SyncStore {
     return sealed === null ? undefined : this.box.decrypt(sealed, aad(id, 'database_server'));
   }
 
+  /** Keeps the hook the upstream signs the sync's notifications with (sql/24), sealed. */
+  async saveHook(id: string, hookId: string, secret: string): Promise<void> {
+    await this.pool.query('UPDATE syncs SET hook_id = $2, hook_secret_enc = $3 WHERE id = $1', [id, hookId, this.box.encrypt(secret, aad(id, 'hook_secret'))]);
+  }
+
+  /** The sync's kind and hook, or undefined for a sync that is not active or has none. */
+  async hook(id: string): Promise<{ kind: string; hookId: string; secret: Secret } | undefined> {
+    const { rows } = await this.pool.query<{ kind: string; hook_id: string; hook_secret_enc: string }>(
+      "SELECT kind, hook_id, hook_secret_enc FROM syncs WHERE id = $1 AND state = 'active' AND hook_id IS NOT NULL",
+      [id],
+    );
+    const row = rows[0];
+    return row && { kind: row.kind, hookId: row.hook_id, secret: this.box.decrypt(row.hook_secret_enc, aad(id, 'hook_secret')) };
+  }
+
   private async column(id: string, column: 'api_key_enc' | 'database_password_enc'): Promise<string>;
   private async column(id: string, column: 'database_server_enc'): Promise<string | null>;
   private async column(id: string, column: string): Promise<string | null> {

@@ -63,8 +63,31 @@ export interface SourceKind {
   runner(context: RunnerContext): Runner;
   /** Its part of the write-through proxy; a kind without one is not proxied. */
   readonly proxy?: KindProxy;
+  /**
+   * Notifications the upstream pushes about a sync (POST /hooks/<kind>/<sync id>,
+   * src/api/routes/hooks.ts): whether one is signed with the sync's hook secret. One that is
+   * wakes the sync's runner; the runner reads what changed itself.
+   */
+  readonly inbound?: { verify(delivery: InboundDelivery): boolean };
   /** Removes what a deleted sync left upstream (Airtable's webhook); failures are logged by the caller. */
   cleanup?(context: CleanupContext): Promise<void>;
+}
+
+/** A notification as it arrived, and the hook it claims to come from. */
+export interface InboundDelivery {
+  headers: Record<string, string | string[] | undefined>;
+  body: Buffer;
+  /** The upstream's id of the sync's hook, and the secret it signs with (as the upstream gave it). */
+  hookId: string;
+  secret: Secret;
+}
+
+/** Where the upstream may notify a sync, and how the runner keeps the hook's secret (RunnerContext.hooks). */
+export interface SyncHooks {
+  /** The URL to give the upstream: TRIBUTARY_PUBLIC_URL's /hooks/<kind>/<sync id>. */
+  url: string;
+  /** Kept sealed in the control database, where the API reads it to check each notification. */
+  save(hookId: string, secret: string): Promise<void>;
 }
 
 /** What a kind learnt about the upstream while checking the key. */
@@ -109,4 +132,6 @@ export interface RunnerContext extends KindContext {
   onRateLimited(note: string): void;
   /** The kind's own tunables (tests and benchmarks), as `tunables[kind]` gives them. */
   tunables?: unknown;
+  /** Notifications from the upstream, when the service has a public URL (kinds with `inbound`). */
+  hooks?: SyncHooks;
 }

@@ -14,6 +14,16 @@ import { pause } from '../time.ts';
  */
 export const PASS_WANTED_CHANNEL = 'tributary_pass_wanted';
 export const PASSES_CHANNEL = 'tributary_passes';
+/**
+ * The upstream says a sync has news (a signed notification, src/api/routes/hooks.ts): its
+ * runner reads sooner. No stamp, no pass: only a hint, as a wait request's NOTIFY is.
+ */
+export const PING_CHANNEL = 'tributary_ping';
+
+/** Wakes the sync's runner, in whichever process runs it. */
+export async function pingRunner(control: pg.Pool, syncId: string): Promise<void> {
+  await control.query(`SELECT pg_notify('${PING_CHANNEL}', $1)`, [syncId]);
+}
 
 /** Where a pass began: the control database's clock (ISO 8601, microseconds), and whether a waiter wants it. */
 export interface PassStart {
@@ -66,7 +76,10 @@ export interface PassCompletions {
 
 /** Wakes a runner when someone waits on its sync (PassSignals). */
 export interface PassRequests {
+  /** Counts wait requests and pings alike: either wakes the runner. */
   requestMark(syncId: string): number;
+  /** Pings alone: a runner woken by pings only may take its time (they cost it a read each). */
+  pingMark?(syncId: string): number;
   requestedSince(syncId: string, mark: number, timeoutMs: number, signal?: AbortSignal): Promise<boolean>;
   readonly listening: boolean;
 }
@@ -120,9 +133,16 @@ export async function untilNextPass(options: {
   intervalMs: number;
   lastStart: number;
   signal: AbortSignal;
+  /** Woken by pings alone (no wait request): the gap kept from `lastStart` instead of WOKEN_MIN_GAP_MS. */
+  pinged?: { mark: number; minGapMs: number };
 }): Promise<void> {
-  const { requests, syncId, signal } = options;
+  const { requests, syncId, signal, pinged } = options;
   if (!requests?.listening) return pause(options.intervalMs, signal);
   const woken = await requests.requestedSince(syncId, options.mark, options.intervalMs, signal);
-  if (woken) await pause(Math.max(0, options.lastStart + WOKEN_MIN_GAP_MS - Date.now()), signal);
+  if (!woken) return;
+  const bumps = requests.requestMark(syncId) - options.mark;
+  const pings = pinged && requests.pingMark ? requests.pingMark(syncId) - pinged.mark : 0;
+  // Every bump a ping: a wait request is not held up by the pings' gap.
+  const gapMs = pinged && pings >= bumps ? pinged.minGapMs : WOKEN_MIN_GAP_MS;
+  await pause(Math.max(0, options.lastStart + gapMs - Date.now()), signal);
 }

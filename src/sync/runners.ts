@@ -27,6 +27,8 @@ export interface RunnerFactoryOptions {
   passRequests?: PassRequests;
   /** How often a running sync puts its reader role back as provisioned (default 5 min). */
   readerCheckMs?: number;
+  /** TRIBUTARY_PUBLIC_URL: where upstreams can notify syncs of kinds that take notifications. */
+  publicOrigin?: string;
 }
 
 /**
@@ -95,6 +97,10 @@ export function runnerFactory(options: RunnerFactoryOptions): (syncId: string) =
       passRequests: options.passRequests,
       onRateLimited: rateLimitCounter(options.control, sync.id, logger),
       tunables: options.tunables?.[kind.name],
+      hooks:
+        kind.inbound && options.publicOrigin
+          ? { url: `${options.publicOrigin}/hooks/${kind.name}/${sync.id}`, save: (hookId, secret) => options.store.saveHook(sync.id, hookId, secret) }
+          : undefined,
     });
     let guard: { stop(): void } | undefined;
     return {

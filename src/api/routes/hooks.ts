@@ -1,0 +1,78 @@
+import type Router from '@koa/router';
+import { trimOldest } from '../../bounded-map.ts';
+import type { Secret } from '../../control/secrets.ts';
+import { TributaryError } from '../../errors.ts';
+import { pingRunner } from '../../sync/passes.ts';
+import { readBody } from '../body.ts';
+import type { ApiOptions } from '../context.ts';
+import type { ApiDocument } from '../openapi.ts';
+import { z } from '../zod.ts';
+
+/** A notification is a few hundred bytes (Airtable's ping names a base, a webhook and a time). */
+const HOOK_BODY_LIMIT = 64 * 1024;
+/** Hooks looked up lately, known or not: a flood of notifications costs no query each. */
+const CACHE_MS = 60_000;
+const CACHE_MAX = 10_000;
+/** A notification that does not check out reads the sync's hook again if the cached one is older than this. */
+const REREAD_MS = 5_000;
+
+interface CachedHook {
+  at: number;
+  hook: { kind: string; hookId: string; secret: Secret } | undefined;
+}
+
+const hookParams = z.object({
+  kind: z.string().describe('The kind of sync, as the upstream was told (`airtable`)'),
+  id: z.string().describe('The sync id'),
+});
+
+/**
+ * POST /hooks/:kind/:id: where an upstream notifies a sync that something changed (Airtable's
+ * webhook pings), given to it only when TRIBUTARY_PUBLIC_URL is set. It takes no token: the
+ * kind checks the notification's signature with the sync's hook secret. One that checks out
+ * wakes the sync's runner, which reads the changes through the API as always, so a notification
+ * carries no data we trust and a replayed one costs one read at most.
+ */
+export function hookRoutes(router: Router, api: ApiOptions, doc: ApiDocument): void {
+  const cache = new Map<string, CachedHook>();
+  /** `fresherThanMs`: a cached entry older than this is read again (the sync may have a new hook). */
+  const lookup = async (syncId: string, fresherThanMs = CACHE_MS) => {
+    const cached = cache.get(syncId);
+    // A sync without a hook yet may have one in a moment (its runner is making it).
+    if (cached && Date.now() - cached.at < (cached.hook ? fresherThanMs : REREAD_MS)) return cached.hook;
+    const hook = await api.syncs.hook(syncId);
+    cache.delete(syncId);
+    cache.set(syncId, { at: Date.now(), hook });
+    trimOldest(cache, CACHE_MAX);
+    return hook;
+  };
+
+  doc.route({
+    method: 'post',
+    path: '/hooks/:kind/:id',
+    operationId: 'notifySync',
+    tag: 'syncs',
+    summary: 'Notifications from the upstream (signed)',
+    description:
+      'Where the upstream says a sync has news (Airtable webhook pings, signed with the webhook’s secret). Registered by the sync itself when TRIBUTARY_PUBLIC_URL is set; not for clients.',
+    access: 'public',
+    params: hookParams,
+    answers: { 200: { description: 'Signed by the sync’s hook: its runner reads the changes now', schema: z.object({ ok: z.literal(true) }).strict() } },
+    errors: { 401: 'The signature is missing or does not match', 404: 'No such sync of this kind, or it takes no notifications', 413: 'The body is too large' },
+  });
+  router.post('/hooks/:kind/:id', async (ctx) => {
+    const { kind: kindName, id } = ctx.params as { kind: string; id: string };
+    const kind = api.kinds.names().includes(kindName) ? api.kinds.get(kindName) : undefined;
+    const known = kind?.inbound && /^syn_[a-z0-9]{1,64}$/.test(id);
+    let hook = known ? await lookup(id) : undefined;
+    if (!kind?.inbound || !hook || hook.kind !== kindName) throw new TributaryError('not_found', `no sync ${id} takes ${kindName} notifications`);
+    const body = await readBody(ctx, HOOK_BODY_LIMIT);
+    const signed = () => hook !== undefined && kind.inbound!.verify({ headers: ctx.headers, body, hookId: hook.hookId, secret: hook.secret });
+    // A runner that made a new hook has a new secret: the cached one is read again, at most every few seconds.
+    if (!signed() && !((hook = await lookup(id, REREAD_MS)) && signed())) {
+      throw new TributaryError('unauthorized', 'the notification is not signed by this sync’s hook');
+    }
+    await pingRunner(api.pool, id);
+    ctx.body = { ok: true };
+  });
+}

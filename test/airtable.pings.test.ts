@@ -1,0 +1,136 @@
+/**
+ * Airtable's webhook pings (TRIBUTARY_PUBLIC_URL set): the sync's webhook pings our /hooks
+ * route, a signed ping makes the runner read the payloads at once, and between pings the
+ * runner reads only every pingedPollIntervalMs, so an idle base costs a tenth of the requests.
+ * A forged ping is refused and wakes nothing; a base whose pings fail is polled every second.
+ */
+import { createHmac } from 'node:crypto';
+import { test } from 'uvu';
+import * as assert from 'uvu/assert';
+import { waitForCycle, waitForRows } from './harness/airtable.ts';
+import { freePort } from './harness/ports.ts';
+import { waitFor } from './harness/process.ts';
+import { AIRTABLE_TEST_TOKEN, createAccount, request, startTestService, type TestService } from './harness/service.ts';
+
+let svc: TestService;
+let apiPort: number;
+const PINGED_POLL_MS = 6000;
+
+test.before(async () => {
+  apiPort = await freePort();
+  svc = await startTestService({
+    config: { roles: ['api', 'sync'], apiPort, publicOrigin: `http://127.0.0.1:${apiPort}` },
+    tunables: { airtable: { pollIntervalMs: 500, pingedPollIntervalMs: PINGED_POLL_MS, cycleGapMs: 60_000 }, workerTickMs: 250 },
+  });
+});
+test.after(async () => svc.stop());
+
+interface ListedHook {
+  id: string;
+  notificationUrl: string | null;
+  lastNotificationResult: { success: boolean } | null;
+}
+const webhooks = async (baseId: string) =>
+  (
+    (await (await fetch(`${svc.airtable.url}/v0/bases/${baseId}/webhooks`, { headers: { authorization: `Bearer ${AIRTABLE_TEST_TOKEN}` } })).json()) as {
+      webhooks: ListedHook[];
+    }
+  ).webhooks;
+
+async function syncedBase(name: string) {
+  const account = await createAccount(svc);
+  const base = svc.airtable.createBase({ name });
+  base.createTable('Items', [{ name: 'Name', type: 'singleLineText' }]);
+  const created = await request(svc.api, 'POST', '/api/syncs', {
+    token: account.token,
+    body: { kind: 'airtable', base_id: base.id, api_key: AIRTABLE_TEST_TOKEN },
+  });
+  assert.is(created.status, 201, created.text);
+  await waitForCycle(svc, account.token, created.body.id, new Date(Date.now() - 1000));
+  return { base, syncId: created.body.id as string, url: created.body.database.url as string };
+}
+
+/** The webhook payload reads of a base over `ms`: GET …/payloads through the fake's own request count. */
+async function payloadReadsOver(baseId: string, ms: number): Promise<number> {
+  const before = svc.airtable.stats.byBase(baseId).requests;
+  await new Promise((r) => setTimeout(r, ms));
+  return svc.airtable.stats.byBase(baseId).requests - before;
+}
+
+test('a ping brings a change at once; between pings the base is read a tenth as often', async () => {
+  const { base, syncId, url } = await syncedBase('Pinged');
+  const [hook] = await webhooks(base.id);
+  assert.is(hook?.notificationUrl, `http://127.0.0.1:${apiPort}/hooks/airtable/${syncId}`);
+
+  // Idle: reads every PINGED_POLL_MS (6 s), not every 500 ms; no cycle falls in the window.
+  const reads = await payloadReadsOver(base.id, 9000);
+  assert.ok(reads <= 3, `${reads} requests in 9 s while idle (polling every 500 ms would be 18)`);
+
+  for (let i = 0; i < 3; i++) {
+    const [item] = base.createRecords('Items', [{ Name: `pinged ${i}` }]);
+    const arrived = await waitForRows(url, `SELECT 1 FROM items WHERE id = '${item!.id}'`, (r) => r.length === 1);
+    // Without the ping it would wait for the next read, up to 6 s away.
+    assert.ok(arrived.ms < 2000, `arrived in ${arrived.ms} ms`);
+    await new Promise((r) => setTimeout(r, 700));
+  }
+  const [after] = await webhooks(base.id);
+  assert.is(after?.lastNotificationResult?.success, true, 'Airtable saw its pings answered');
+});
+
+test('a forged, unsigned or misaddressed ping is refused and wakes nothing', async () => {
+  const { base, syncId } = await syncedBase('Forged');
+  const body = JSON.stringify({ base: { id: base.id }, webhook: { id: 'achForged' }, timestamp: new Date().toISOString() });
+  const post = (path: string, headers: Record<string, string>, payload = body) =>
+    fetch(`${svc.api}${path}`, { method: 'POST', headers: { 'content-type': 'application/json', ...headers }, body: payload });
+  const forgedMac = createHmac('sha256', Buffer.from('not the secret')).update(body).digest('hex');
+  await new Promise((r) => setTimeout(r, 1000)); // the first poll after the cycle has run
+  const before = svc.airtable.stats.byBase(base.id).requests;
+  const answers = [
+    await post(`/hooks/airtable/${syncId}`, { 'x-airtable-content-mac': `hmac-sha256=${forgedMac}` }),
+    await post(`/hooks/airtable/${syncId}`, {}),
+    await post(`/hooks/airtable/${syncId}`, { 'x-airtable-content-mac': 'hmac-sha256=zz' }),
+  ];
+  for (const answer of answers) {
+    assert.is(answer.status, 401);
+    assert.match(((await answer.json()) as { error: { message: string } }).error.message, /not signed/);
+  }
+  const unknown = await post('/hooks/airtable/syn_doesnotexist00', { 'x-airtable-content-mac': `hmac-sha256=${forgedMac}` });
+  assert.is(unknown.status, 404);
+  const otherKind = await post(`/hooks/stripe/${syncId}`, {});
+  assert.is(otherKind.status, 404);
+  const tooLarge = await post(`/hooks/airtable/${syncId}`, {}, 'x'.repeat(70_000));
+  assert.is(tooLarge.status, 413);
+  // None of them woke the runner: at most the timer's read (every 6 s) fell in between.
+  const reads = svc.airtable.stats.byBase(base.id).requests - before;
+  assert.ok(reads <= 1, `${reads} reads after forged pings`);
+});
+
+test('a base whose pings do not arrive is polled every second', async () => {
+  // The public URL leads nowhere: Airtable's pings fail, and it says so in the webhook list.
+  const closed = await freePort();
+  const other = await startTestService({
+    config: { roles: ['api', 'sync'], publicOrigin: `http://127.0.0.1:${closed}` },
+    tunables: { airtable: { pollIntervalMs: 500, pingedPollIntervalMs: 60_000, cycleGapMs: 300 }, workerTickMs: 250 },
+  });
+  try {
+    const account = await createAccount(other);
+    const base = other.airtable.createBase({ name: 'Unreachable' });
+    base.createTable('Items', [{ name: 'Name', type: 'singleLineText' }]);
+    const created = await request(other.api, 'POST', '/api/syncs', {
+      token: account.token,
+      body: { kind: 'airtable', base_id: base.id, api_key: AIRTABLE_TEST_TOKEN },
+    });
+    assert.is(created.status, 201, created.text);
+    await waitForCycle(other, account.token, created.body.id, new Date(Date.now() - 1000));
+    base.createRecords('Items', [{ Name: 'unpinged' }]);
+    // The failed ping shows in the list, and the next cycle reads it there.
+    await waitFor('the warning that pings fail', async () => (/pings do not reach this service/.test(other.logs.text) ? true : undefined), 15_000);
+    const [item] = base.createRecords('Items', [{ Name: 'polled' }]);
+    const arrived = await waitForRows(created.body.database.url, `SELECT 1 FROM items WHERE id = '${item!.id}'`, (r) => r.length === 1);
+    assert.ok(arrived.ms < 3000, `arrived in ${arrived.ms} ms (the pinged poll is 60 s)`);
+  } finally {
+    await other.stop();
+  }
+});
+
+test.run();
