@@ -14,7 +14,7 @@ export interface Backend {
  * would be: the client sees the error.
  */
 export class Balancer {
-  /** Requests handed to each backend, by name. */
+  /** Requests handed to each backend, by name; and upstream notifications (/hooks/…) by answer, as `hooks <status>`. */
   readonly requests = new Map<string, number>();
   private next = 0;
   /** A connection a request: none left idle to a process that a fault may kill meanwhile. */
@@ -61,6 +61,7 @@ export class Balancer {
     upstream.on('response', (answer) => {
       answered = true;
       this.requests.set(backend.name, (this.requests.get(backend.name) ?? 0) + 1);
+      if (req.url?.startsWith('/hooks/')) this.requests.set(`hooks ${answer.statusCode}`, (this.requests.get(`hooks ${answer.statusCode}`) ?? 0) + 1);
       res.writeHead(answer.statusCode ?? 502, endToEnd(answer.rawHeaders));
       answer.pipe(res);
       answer.on('error', () => res.destroy());

@@ -8,6 +8,8 @@ import { createHmac } from 'node:crypto';
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
 import { waitForCycle, waitForRows } from './harness/airtable.ts';
+import { withClient } from '../src/db/sql.ts';
+import { serverAdminUrl } from './harness/postgres.ts';
 import { freePort } from './harness/ports.ts';
 import { waitFor } from './harness/process.ts';
 import { AIRTABLE_TEST_TOKEN, createAccount, request, startTestService, type TestService } from './harness/service.ts';
@@ -103,6 +105,33 @@ test('a forged, unsigned or misaddressed ping is refused and wakes nothing', asy
   // None of them woke the runner: at most the timer's read (every 6 s) fell in between.
   const reads = svc.airtable.stats.byBase(base.id).requests - before;
   assert.ok(reads <= 1, `${reads} reads after forged pings`);
+});
+
+test('a ping while the control database is unreachable is a 503, not a 500', async () => {
+  const { base, syncId } = await syncedBase('Control down');
+  const [hook] = await webhooks(base.id);
+  const secret = svc.airtable.webhookSecret(hook!.id);
+  const body = JSON.stringify({ base: { id: base.id }, webhook: { id: hook!.id }, timestamp: new Date().toISOString() });
+  const ping = () =>
+    fetch(`${svc.api}/hooks/airtable/${syncId}`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', 'x-airtable-content-mac': `hmac-sha256=${createHmac('sha256', secret).update(body).digest('hex')}` },
+      body,
+    });
+  assert.is((await ping()).status, 200, 'signed by the webhook: taken');
+  const database = new URL(svc.controlUrl).pathname.slice(1);
+  await withClient(serverAdminUrl(), async (admin) => {
+    await admin.query(`ALTER DATABASE ${database} ALLOW_CONNECTIONS false`);
+    await admin.query('SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = $1 AND pid <> pg_backend_pid()', [database]);
+  });
+  try {
+    const answer = await ping();
+    assert.is(answer.status, 503);
+    assert.match(((await answer.json()) as { error: { message: string } }).error.message, /control database is unreachable/);
+  } finally {
+    await withClient(serverAdminUrl(), (admin) => admin.query(`ALTER DATABASE ${database} ALLOW_CONNECTIONS true`));
+  }
+  await waitFor('pings taken again', async () => ((await ping()).status === 200 ? true : undefined), 20_000);
 });
 
 test('a base whose pings do not arrive is polled every second', async () => {

@@ -35,6 +35,8 @@ test(`the CI profile (seed ${SEED}): no invariant is violated under traffic and 
   assert.ok((report.checks.get('read-after-write') ?? 0) > 20, summary);
   // The fleet took the traffic: every process behind a balancer answered some, and a worker was killed.
   for (const name of ['api-1', 'api-2', 'proxy-1', 'proxy-2', 'events-1']) assert.ok((report.requests.get(name) ?? 0) > 0, `${name} took requests`);
+  // Airtable's webhook pinged the service's public URL, and the pings checked out.
+  assert.ok((report.requests.get('hooks 200') ?? 0) > 0, summary);
   assert.ok(
     report.faults.some((f) => /^service-sigkill \(worker-\d\)$/.test(f.name)),
     summary,

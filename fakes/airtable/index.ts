@@ -63,6 +63,8 @@ export interface FakeAirtable {
   /** A personal access token; `user` (`usr…`) makes several tokens one user's. Returns the user id. */
   addToken(token: string, grant: { bases: string[] | '*'; scopes?: string[]; user?: string }): string;
   revokeToken(token: string): void;
+  /** A webhook's MAC secret, as Airtable gave it at creation (tests sign pings of their own with it). */
+  webhookSecret(id: string): Buffer;
   createBase(input: { id?: string; name: string }): FakeBase;
   base(id: string): FakeBase;
   faults: FaultInjector;
@@ -125,6 +127,7 @@ export async function startFakeAirtable(options: FakeAirtableOptions = {}): Prom
     },
     addToken: (token, grant) => core.tokens.add(token, grant).id,
     revokeToken: (token) => core.tokens.revoke(token),
+    webhookSecret: (id) => core.webhooks.secretOf(id),
     createBase: (input) => {
       const id = input.id ?? randomId('app');
       if (!/^app[0-9A-Za-z]{14}$/.test(id)) throw new Error(`base id ${id} does not look like app + 14 characters`);

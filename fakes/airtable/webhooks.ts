@@ -95,6 +95,13 @@ export class WebhookStore {
   private readonly inflight = new Set<AbortController>();
   private closed = false;
 
+  /** A webhook's MAC secret (test control). */
+  secretOf(id: string): Buffer {
+    const hook = this.hooks.get(id);
+    if (!hook) throw new Error(`no webhook ${id}`);
+    return hook.macSecret;
+  }
+
   constructor(
     private readonly world: World,
     private readonly options: WebhookStoreOptions,

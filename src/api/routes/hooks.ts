@@ -1,4 +1,5 @@
 import type Router from '@koa/router';
+import type { Context } from 'koa';
 import { trimOldest } from '../../bounded-map.ts';
 import type { Secret } from '../../control/secrets.ts';
 import { TributaryError } from '../../errors.ts';
@@ -58,9 +59,24 @@ export function hookRoutes(router: Router, api: ApiOptions, doc: ApiDocument): v
     access: 'public',
     params: hookParams,
     answers: { 200: { description: 'Signed by the sync’s hook: its runner reads the changes now', schema: z.object({ ok: z.literal(true) }).strict() } },
-    errors: { 401: 'The signature is missing or does not match', 404: 'No such sync of this kind, or it takes no notifications', 413: 'The body is too large' },
+    errors: {
+      401: 'The signature is missing or does not match',
+      404: 'No such sync of this kind, or it takes no notifications',
+      413: 'The body is too large',
+      503: 'The control database is unreachable',
+    },
   });
   router.post('/hooks/:kind/:id', async (ctx) => {
+    try {
+      await notified(ctx);
+    } catch (thrown) {
+      if (thrown instanceof TributaryError) throw thrown;
+      // The control database is down (a restart, say): the sync's next timed read covers the lost ping.
+      throw new TributaryError('unavailable', 'the control database is unreachable; try again later', { cause: thrown, expose: true });
+    }
+  });
+
+  async function notified(ctx: Context): Promise<void> {
     const { kind: kindName, id } = ctx.params as { kind: string; id: string };
     const kind = api.kinds.names().includes(kindName) ? api.kinds.get(kindName) : undefined;
     const known = kind?.inbound && /^syn_[a-z0-9]{1,64}$/.test(id);
@@ -74,5 +90,5 @@ export function hookRoutes(router: Router, api: ApiOptions, doc: ApiDocument): v
     }
     await pingRunner(api.pool, id);
     ctx.body = { ok: true };
-  });
+  }
 }
