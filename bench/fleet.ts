@@ -4,6 +4,7 @@
  *   node --import tsx bench/fleet.ts [--airtable 40] [--stripe 0] [--records 300]
  *        [--seconds 60] [--changes-per-second 2] [--control-apart 0|1]
  *        [--airtable-servers 1] [--stripe-servers 0] [--sweep-probes 0] [--pings 0|1]
+ *        [--statements 0|1]
  *
  * N Airtable syncs (bases of --records records in three tables, each base its own user and
  * token, default share) and M idle Stripe syncs, the whole service in one process
@@ -42,6 +43,7 @@ const airtableServers = Math.max(1, arg('airtable-servers', 1));
 const stripeServers = arg('stripe-servers', 0);
 const sweepProbes = arg('sweep-probes', 0);
 const pings = arg('pings', 0) === 1;
+const statementsOn = controlApart && arg('statements', 0) === 1;
 
 // --- the fakes, in their own process -------------------------------------------------------
 const fakes = spawn(
@@ -68,7 +70,7 @@ const ready = JSON.parse(await nextLine()) as { airtable: string; stripe: string
 // --- PostgreSQL and the service ---------------------------------------------------------------
 const targets = await Promise.all(Array.from({ length: airtableServers + stripeServers }, () => startPostgres()));
 const target = targets[0]!;
-const control = controlApart ? await startPostgres({ statements: true }) : target;
+const control = controlApart ? await startPostgres({ statements: statementsOn }) : target;
 const controlUrl = await control.freshDatabase('ctl');
 const controlDb = new URL(controlUrl).pathname.slice(1);
 // Stopped early (Ctrl-C): leave no server behind.
@@ -341,10 +343,11 @@ async function controlWrites(): Promise<Map<string, number>> {
 
 /**
  * The control server's statements by execution time over the window, nested ones (inside the
- * quota functions) too (pg_stat_statements; --control-apart 1 only, where it is loaded).
+ * quota functions) too (pg_stat_statements, which costs the server some CPU of its own:
+ * --statements 1, with --control-apart 1 only).
  */
 async function controlStatements(reset: boolean): Promise<string[]> {
-  if (!controlApart) return [];
+  if (!statementsOn) return [];
   const client = new pg.Client({ connectionString: controlUrl });
   await client.connect();
   await client.query('CREATE EXTENSION IF NOT EXISTS pg_stat_statements');
