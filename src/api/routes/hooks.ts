@@ -1,5 +1,4 @@
 import type Router from '@koa/router';
-import type { Context } from 'koa';
 import { trimOldest } from '../../bounded-map.ts';
 import type { Secret } from '../../control/secrets.ts';
 import { TributaryError } from '../../errors.ts';
@@ -41,7 +40,7 @@ export function hookRoutes(router: Router, api: ApiOptions, doc: ApiDocument): v
     const cached = cache.get(syncId);
     // A sync without a hook yet may have one in a moment (its runner is making it).
     if (cached && Date.now() - cached.at < (cached.hook ? fresherThanMs : REREAD_MS)) return cached.hook;
-    const hook = await api.syncs.hook(syncId);
+    const hook = await controlDatabase(() => api.syncs.hook(syncId));
     cache.delete(syncId);
     cache.set(syncId, { at: Date.now(), hook });
     trimOldest(cache, CACHE_MAX);
@@ -67,16 +66,6 @@ export function hookRoutes(router: Router, api: ApiOptions, doc: ApiDocument): v
     },
   });
   router.post('/hooks/:kind/:id', async (ctx) => {
-    try {
-      await notified(ctx);
-    } catch (thrown) {
-      if (thrown instanceof TributaryError) throw thrown;
-      // The control database is down (a restart, say): the sync's next timed read covers the lost ping.
-      throw new TributaryError('unavailable', 'the control database is unreachable; try again later', { cause: thrown, expose: true });
-    }
-  });
-
-  async function notified(ctx: Context): Promise<void> {
     const { kind: kindName, id } = ctx.params as { kind: string; id: string };
     const kind = api.kinds.names().includes(kindName) ? api.kinds.get(kindName) : undefined;
     const known = kind?.inbound && /^syn_[a-z0-9]{1,64}$/.test(id);
@@ -88,7 +77,16 @@ export function hookRoutes(router: Router, api: ApiOptions, doc: ApiDocument): v
     if (!signed() && !((hook = await lookup(id, REREAD_MS)) && signed())) {
       throw new TributaryError('unauthorized', 'the notification is not signed by this sync’s hook');
     }
-    await pingRunner(api.pool, id);
+    await controlDatabase(() => pingRunner(api.pool, id));
     ctx.body = { ok: true };
+  });
+}
+
+/** The control database down (a restart, say) is a 503: the sync's next timed read covers the lost ping. */
+async function controlDatabase<T>(work: () => Promise<T>): Promise<T> {
+  try {
+    return await work();
+  } catch (cause) {
+    throw new TributaryError('unavailable', 'the control database is unreachable; try again later', { cause, expose: true });
   }
 }
