@@ -225,6 +225,8 @@ export function buildCatalog(spec: OpenApiSpec): Catalog {
       table: tableName(object),
       object,
       ...(description ? { description } : {}),
+      // Stripe keeps events 30 days; the table keeps them past that (the account's audit trail).
+      ...(RETAINED.has(object) ? { retained: true as const } : {}),
       lists: objectLists.sort(compareLists),
       columns: columnsOf(ctx, schema),
     };
@@ -236,6 +238,9 @@ export function buildCatalog(spec: OpenApiSpec): Catalog {
     skipped: [...ctx.skipped].sort(([a], [b]) => byString(a, b)).map(([p, reason]) => ({ path: p, reason })),
   };
 }
+
+/** Objects the upstream forgets while the table keeps them (a backfill removes none of their rows). */
+const RETAINED = new Set(['event']);
 
 function skip(ctx: Context, e: { path: string }, reason: string): false {
   ctx.skipped.set(e.path, reason);
@@ -251,11 +256,9 @@ function findListEndpoints(ctx: Context): Endpoint[] {
     // Search answers `search_result`, not `list`, so it never gets here; this guards a change.
     const reason = p.endsWith('/search')
       ? 'search endpoint: the plain list yields the same objects'
-      : p === '/v1/events'
-        ? 'the events feed is consumed by the events poller, not stored as a table'
-        : /\/(preview|upcoming)(\/|$)/.test(p)
-          ? 'lists a preview of objects that do not exist yet'
-          : undefined;
+      : /\/(preview|upcoming)(\/|$)/.test(p)
+        ? 'lists a preview of objects that do not exist yet'
+        : undefined;
     if (reason) {
       skip(ctx, { path: p }, reason);
       continue;
@@ -457,6 +460,7 @@ export function renderCatalog(catalog: Catalog): string {
   catalog.tables.forEach((t, i) => {
     lines.push('    {', `      "table": ${j(t.table)},`, `      "object": ${j(t.object)},`);
     if (t.description !== undefined) lines.push(`      "description": ${j(t.description)},`);
+    if (t.retained) lines.push('      "retained": true,');
     lines.push('      "lists": [', t.lists.map((l) => `        ${j(l)}`).join(',\n'), '      ],');
     lines.push('      "columns": [', t.columns.map((c) => `        ${j(c)}`).join(',\n'), '      ]');
     lines.push(i < catalog.tables.length - 1 ? '    },' : '    }');

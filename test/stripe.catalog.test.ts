@@ -107,15 +107,30 @@ test('every table is well formed', () => {
     assert.ok(t.lists.length > 0, `${t.table} has a list`);
     if (t.lists.some((l) => !l.parent)) assert.is(t.lists[0]?.parent, undefined, `${t.table}: top-level list first`);
     for (const l of t.lists) {
-      assert.ok(!l.path.endsWith('/search') && l.path !== '/v1/events', l.path);
+      assert.ok(!l.path.endsWith('/search'), l.path);
       if (!l.parent) continue;
       assert.ok(known.has(l.parent.table), `${l.path}: parent ${l.parent.table}`);
       assert.ok(Boolean(l.parent.pathParam) !== Boolean(l.parent.queryParam), l.path);
       if (l.parent.pathParam) assert.ok(l.path.includes(`{${l.parent.pathParam}}`), l.path);
     }
   }
-  assert.is(tableForObject('event'), undefined);
-  assert.ok(catalog.skipped.some((s) => s.path === '/v1/events'));
+  // The events feed is also a table, the one whose rows outlive the upstream's list.
+  const event = tableForObject('event');
+  assert.equal(
+    event?.lists.map((l) => l.path),
+    ['/v1/events'],
+  );
+  assert.is(event?.retained, true);
+  assert.equal(Object.fromEntries(event!.columns.filter((c) => ['created', 'data', 'type', 'request'].includes(c.name)).map((c) => [c.name, c.type])), {
+    created: 'timestamptz',
+    data: 'jsonb',
+    request: 'jsonb',
+    type: 'text',
+  });
+  assert.equal(
+    catalog.tables.filter((t) => t.retained).map((t) => t.table),
+    ['event'],
+  );
 });
 
 test.run();

@@ -6,7 +6,8 @@
  *   `public`, with exactly its columns and their types.
  * - Objects: each table holds exactly the account's live objects of its type as the API shows
  *   them now (a deleted object is absent; a canceled subscription stays), and in each row every
- *   column is the object's field as the documented rules keep it (stripe-expected.ts).
+ *   column is the object's field as the documented rules keep it (stripe-expected.ts). `event`
+ *   holds every event the API lists, and may keep those it no longer does.
  * - Upcoming invoices: every column of each preview (stripe-upcoming.ts).
  *
  * Nothing here comes from the product's mapping code (src/stripe): a wrong mapping must not
@@ -80,6 +81,11 @@ function upstreamRows(account: FakeStripeAccount, table: ExpectedTable, inDb: Se
       return rows;
     case 'item':
       for (const session of account.all('checkout/sessions')) for (const item of account.lines(session.id)) add(item, { [PARENT_ID]: session.id });
+      return rows;
+    case 'event':
+      // Every event the API still lists, and any it has forgotten (past 30 days) that the table kept.
+      for (const event of account.events()) add(event as unknown as StripeObject);
+      for (const event of account.all('events')) if (inDb.has(event.id)) add(event);
       return rows;
     case 'payment_method': {
       const knowable = knowablePaymentMethods(account);

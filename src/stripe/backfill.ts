@@ -184,7 +184,12 @@ export async function runBackfill(options: BackfillOptions, state: BackfillState
 
 /** After a second backfill: rows it did not see were deleted upstream while the feed was out of reach. */
 async function removeUnseen(db: pg.Pool, since: number, partial: Set<string>): Promise<void> {
-  for (const table of new Set(loadCatalog().tables.map((t) => t.table))) {
+  // Retained tables (events) keep what the upstream has forgotten.
+  for (const table of new Set(
+    loadCatalog()
+      .tables.filter((t) => !t.retained)
+      .map((t) => t.table),
+  )) {
     if (partial.has(table)) continue;
     await deleteUnversionedSince(db, { schema: 'public', name: table, key: 'id' }, { versions: 'public_swap._stripe_versions', tableName: table, since });
   }

@@ -49,6 +49,11 @@ export interface CatalogTable {
   /** `id` first, then the spec's order. */
   columns: CatalogColumn[];
   description?: string;
+  /**
+   * Rows stay when the upstream no longer lists them: a backfill removes none (events, which
+   * Stripe keeps 30 days and the table keeps for good).
+   */
+  retained?: true;
 }
 
 export interface Catalog {

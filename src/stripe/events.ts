@@ -56,6 +56,7 @@ export interface PollResult {
 /**
  * Reads the events after the cursor, oldest first, and applies each page with the new
  * cursor in one transaction: a crash re-reads at most a page, and re-applying is harmless.
+ * Each event is also a row of `event`, kept past Stripe's 30 days.
  * What the page's objects bring about that has no events of its own (balance transactions,
  * payment methods used unattached, child lists past their first page) is fetched first and
  * written in the same transaction (unevented.ts).
@@ -71,9 +72,11 @@ export async function pollEvents(client: StripeClient, db: pg.Pool, cursor: Even
     const newest = batch.events.at(-1)!;
     const next: EventsCursor = { id: newest.id, created: newest.created };
     const changes = [...(await inPinnedVersion(client, batch.events)), ...(await numberedCustomers(client, batch.events))];
+    // The events themselves, as read: the `event` table, the account's audit trail.
+    const recorded = batch.events.map((event): Change => ({ object: event as unknown as StripeObject, version: event.created * 1000 + 999 }));
     const unevented = await uneventedOf(client, db, changes);
     const applied = await inTransaction(db, async (tx) => {
-      const result = await applyChanges(tx, [...changes, ...unevented.changes], unevented.lists);
+      const result = await applyChanges(tx, [...changes, ...unevented.changes, ...recorded], unevented.lists);
       await markUpcoming(tx, batch.events);
       await saveState(tx, STRIPE_SCHEMAS, EVENTS_KEY, next);
       return result;

@@ -29,6 +29,8 @@ export async function backfilledStripeSync(options: {
   /** Overrides of the service's config (roles, the sync databases' server) and tunables. */
   config?: TestServiceOptions['config'];
   tunables?: TestServiceOptions['tunables'];
+  /** Runs before the sync is made (changes its backfill finds, with their events). */
+  before?: (stripe: Stripe) => Promise<void>;
 }): Promise<StripeSyncSetUp> {
   const fake = await startFakeStripe();
   const upstream = fake.createAccount();
@@ -42,6 +44,7 @@ export async function backfilledStripeSync(options: {
   const account = await createAccount(svc);
   const url = new URL(fake.url);
   const stripe = new Stripe(options.key, { host: url.hostname, port: Number(url.port), protocol: 'http', apiVersion: STRIPE_API_VERSION as never });
+  await options.before?.(stripe);
   const created = await request(svc.api, 'POST', '/api/syncs', { token: account.token, body: { kind: 'stripe', api_key: options.key } });
   if (created.status !== 201) throw new Error(`sync create failed: ${created.status} ${created.text}`);
   const syncId: string = created.body.id;
