@@ -1,6 +1,6 @@
 import { IdempotencyStore } from './idempotency.ts';
 import { accountTag } from './ids.ts';
-import { Collection } from './store.ts';
+import { Collection, type StripeObject } from './store.ts';
 
 /** Everything one Stripe account holds. Accounts are one mode each (test or live). */
 export class AccountState {
@@ -14,6 +14,12 @@ export class AccountState {
   readonly hidden = new Map<string, Record<string, unknown>>();
   /** How many times generate() ran here: part of generated ids, so a second run never collides. */
   generations = 0;
+  /** Connect: the platform this account is connected to, if it is a connected account. */
+  platform?: AccountState;
+  /** Connect: the accounts connected to this platform, by id (a deleted one is gone from here). */
+  readonly connected = new Map<string, AccountState>();
+  /** Connect: a connected account as `GET /v1/account(s)` shows it. */
+  profile?: StripeObject;
 
   constructor(
     readonly id: string,

@@ -85,6 +85,7 @@ export class Ctx {
       livemode: this.account.livemode,
       request: this.request,
       ...(previous ? { previous } : {}),
+      ...(this.account.platform ? { account: this.account.id } : {}),
     });
     this.col('events').insert(event);
   }

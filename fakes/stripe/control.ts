@@ -49,6 +49,8 @@ export interface FakeStripeAccount {
   events(): StripeEvent[];
   /** Seeded objects of every modeled kind; see GenerateInput. */
   generate(input: GenerateInput): GenerateSummary;
+  /** Connect: the accounts connected to this one (made with `POST /v1/accounts`), each controlled like this one. */
+  connectedAccounts(): FakeStripeAccount[];
 }
 
 /** 'checkout.sessions', 'checkout_sessions', '/v1/checkout/sessions' → 'checkout/sessions'. */
@@ -161,5 +163,9 @@ export class FakeStripeAccountControl implements FakeStripeAccount {
 
   generate(input: GenerateInput): GenerateSummary {
     return generateAccount(this.state, this.clock, input);
+  }
+
+  connectedAccounts(): FakeStripeAccount[] {
+    return [...this.state.connected.values()].map((state) => new FakeStripeAccountControl(state, this.clock, this.router));
   }
 }

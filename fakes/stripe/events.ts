@@ -51,13 +51,15 @@ export function buildEvent(
   id: string,
   type: string,
   object: StripeObject,
-  opts: { created: number; apiVersion: string; livemode: boolean; request: RequestInfo; previous?: Record<string, unknown> },
+  opts: { created: number; apiVersion: string; livemode: boolean; request: RequestInfo; previous?: Record<string, unknown>; account?: string },
 ): StripeEvent {
   // A deep copy: the event shows the object as it was, whatever happens to it later.
   const snapshot = structuredClone(object);
   return {
     id,
     object: 'event',
+    // A connected account's events name it (Connect).
+    ...(opts.account ? { account: opts.account } : {}),
     api_version: opts.apiVersion,
     created: opts.created,
     data: opts.previous ? { object: snapshot, previous_attributes: structuredClone(opts.previous) } : { object: snapshot },

@@ -137,14 +137,21 @@ class Pipeline {
       if (asked !== undefined && !validVersion(asked)) throw invalidRequest(`Invalid Stripe API version: ${asked}`);
       const apiVersion = asked ?? account.apiVersion;
       headers['Stripe-Version'] = apiVersion;
+      // Connect: the platform acts on one of its connected accounts (counted against its own limit above).
       const onBehalf = header(req.headers, 'stripe-account');
+      let acting = account;
       if (onBehalf && onBehalf !== account.id) {
-        throw new StripeApiError(
-          403,
-          'invalid_request_error',
-          `The provided key '${maskKey(key)}' does not have access to account '${onBehalf}' (or that account does not exist). Application access may have been revoked.`,
-          { code: 'account_invalid' },
-        );
+        const connected = account.connected.get(onBehalf);
+        if (!connected) {
+          throw new StripeApiError(
+            403,
+            'invalid_request_error',
+            `The provided key '${maskKey(key)}' does not have access to account '${onBehalf}' (or that account does not exist). Application access may have been revoked.`,
+            { code: 'account_invalid' },
+          );
+        }
+        if (!allowed(entry, 'connect', false)) throw permissionDenied(key, account.id, permissionName('connect', false));
+        acting = connected;
       }
 
       const resolved = this.router.resolve(method, pathname);
@@ -161,7 +168,7 @@ class Pipeline {
         headers['Idempotency-Key'] = idemKey;
         if (idemKey.length > 255) throw invalidRequest('Idempotency keys can be at most 255 characters long.');
         const print = fingerprint(raw);
-        const saved = account.idempotency.lookup(idemKey, pathname, print, this.core.clock.nowMs());
+        const saved = acting.idempotency.lookup(idemKey, pathname, print, this.core.clock.nowMs());
         if (saved) {
           send({
             status: saved.status,
@@ -171,15 +178,15 @@ class Pipeline {
           });
           return;
         }
-        const answer = this.run(new Ctx(account, this.core.clock, request, apiVersion), method, pathname, resolved, raw, reqId);
+        const answer = this.run(new Ctx(acting, this.core.clock, request, apiVersion), method, pathname, resolved, raw, reqId);
         // Requests that failed validation are not saved (Stripe saves only what began executing).
         if (answer.status < 400 || answer.status === 402 || answer.status >= 500) {
-          account.idempotency.save(idemKey, pathname, print, { status: answer.status, body: answer.body, requestId: reqId }, this.core.clock.nowMs());
+          acting.idempotency.save(idemKey, pathname, print, { status: answer.status, body: answer.body, requestId: reqId }, this.core.clock.nowMs());
         }
         send({ ...answer, headers, truncate });
         return;
       }
-      const answer = this.run(new Ctx(account, this.core.clock, request, apiVersion), method, pathname, resolved, raw, reqId);
+      const answer = this.run(new Ctx(acting, this.core.clock, request, apiVersion), method, pathname, resolved, raw, reqId);
       send({ ...answer, headers, truncate });
     } catch (e) {
       headers['Stripe-Version'] ??= asked ?? specVersion();

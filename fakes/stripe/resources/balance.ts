@@ -17,6 +17,8 @@ function balance({ ctx }: Call): unknown {
 
 /** `GET /v1/account`: the account the key belongs to, as far as the fake knows it. */
 function account({ ctx }: Call): unknown {
+  // A connected account (Stripe-Account) as its platform made it.
+  if (ctx.account.profile) return ctx.account.profile;
   const name = `Fake account ${ctx.account.id.slice(-6)}`;
   return {
     id: ctx.account.id,

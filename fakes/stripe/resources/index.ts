@@ -4,6 +4,7 @@ import type { Includables } from '../expand.ts';
 import { page } from '../lists.ts';
 import type { Route } from '../routes.ts';
 import type { StripeObject } from '../store.ts';
+import { accountRoutes } from './accounts.ts';
 import { balanceRoutes } from './balance.ts';
 import { chargeRoutes, renderBalanceTransaction } from './charges.ts';
 import { checkoutRoutes } from './checkout.ts';
@@ -50,6 +51,7 @@ export const ROUTES: Route[] = [
   ...balanceRoutes,
   ...entitlementRoutes,
   ...testClockRoutes,
+  ...accountRoutes,
 ];
 
 /** The first page of the objects in `collection` that `filter` keeps, as an embedded list. */

@@ -32,6 +32,8 @@ export const CHECKOUT_SESSIONS = names('checkout_sessions', 'checkout.session', 
 export const BALANCE_TRANSACTIONS = names('balance_transactions', 'balance_transaction', 'txn', 'balance transaction', 'balance', null);
 export const PAYOUTS = names('payouts', 'payout', 'po', 'payout', 'payout', 'payout');
 export const DISPUTES = names('disputes', 'dispute', 'du', 'dispute', 'dispute', 'charge.dispute');
+/** Connected accounts, kept in their platform (resources/accounts.ts); `account.*` events go on the platform's feed. */
+export const ACCOUNTS = names('accounts', 'account', 'acct', 'account', 'connect', 'account');
 export const EVENTS = names('events', 'event', 'evt', 'event', 'event', null);
 export const TEST_CLOCKS = names('test_clocks', 'test_helpers.test_clock', 'clock', 'test_clock', 'test_helpers_test_clock', 'test_helpers.test_clock');
 export const ENTITLEMENT_FEATURES = names('entitlements/features', 'entitlements.feature', 'feat', 'feature', 'entitlements_feature', null);

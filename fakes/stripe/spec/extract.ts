@@ -107,6 +107,9 @@ function describe(op: Json): Pick<PathInfo, 'kind' | 'object'> {
 const MODELED_WRITES =
   /^\/v1\/(customers|products|prices|plans|coupons|subscriptions|subscription_items|invoices|invoiceitems|payment_intents|charges|refunds|payment_methods|checkout\/sessions|payouts|disputes|entitlements\/features|test_helpers\/test_clocks)(\/|$)/;
 
+/** Connect: connected accounts themselves (not their capabilities, persons or external accounts). */
+const CONNECT_WRITES = /^\/v1\/accounts(\/\{account\})?$/;
+
 const params: Record<string, ParamSchema> = {};
 const pathList: PathInfo[] = [];
 for (const [path, ops] of Object.entries(paths)) {
@@ -122,7 +125,7 @@ for (const [path, ops] of Object.entries(paths)) {
         if (p.required) r.push(p.name as string);
       }
       params[`${m} ${path}`] = r.length > 0 ? { o, r } : { o };
-    } else if (MODELED_WRITES.test(path)) {
+    } else if (MODELED_WRITES.test(path) || CONNECT_WRITES.test(path)) {
       const body = ((op.requestBody as Json | undefined)?.content as Json | undefined)?.['application/x-www-form-urlencoded'] as Json | undefined;
       params[`${m} ${path}`] = body ? compact(body.schema as Json) : { o: {} };
     }
