@@ -39,16 +39,16 @@ const webhooks = async (baseId: string) =>
     }
   ).webhooks;
 
-async function syncedBase(name: string) {
-  const account = await createAccount(svc);
-  const base = svc.airtable.createBase({ name });
+async function syncedBase(name: string, on = svc) {
+  const account = await createAccount(on);
+  const base = on.airtable.createBase({ name });
   base.createTable('Items', [{ name: 'Name', type: 'singleLineText' }]);
-  const created = await request(svc.api, 'POST', '/api/syncs', {
+  const created = await request(on.api, 'POST', '/api/syncs', {
     token: account.token,
     body: { kind: 'airtable', base_id: base.id, api_key: AIRTABLE_TEST_TOKEN },
   });
   assert.is(created.status, 201, created.text);
-  await waitForCycle(svc, account.token, created.body.id, new Date(Date.now() - 1000));
+  await waitForCycle(on, account.token, created.body.id, new Date(Date.now() - 1000));
   return { base, syncId: created.body.id as string, url: created.body.database.url as string };
 }
 
@@ -142,20 +142,12 @@ test('a base whose pings do not arrive is polled every second', async () => {
     tunables: { airtable: { pollIntervalMs: 500, pingedPollIntervalMs: 60_000, cycleGapMs: 300 }, workerTickMs: 250 },
   });
   try {
-    const account = await createAccount(other);
-    const base = other.airtable.createBase({ name: 'Unreachable' });
-    base.createTable('Items', [{ name: 'Name', type: 'singleLineText' }]);
-    const created = await request(other.api, 'POST', '/api/syncs', {
-      token: account.token,
-      body: { kind: 'airtable', base_id: base.id, api_key: AIRTABLE_TEST_TOKEN },
-    });
-    assert.is(created.status, 201, created.text);
-    await waitForCycle(other, account.token, created.body.id, new Date(Date.now() - 1000));
+    const { base, url } = await syncedBase('Unreachable', other);
     base.createRecords('Items', [{ Name: 'unpinged' }]);
     // The failed ping shows in the list, and the next cycle reads it there.
     await waitFor('the warning that pings fail', async () => (/pings do not reach this service/.test(other.logs.text) ? true : undefined), 15_000);
     const [item] = base.createRecords('Items', [{ Name: 'polled' }]);
-    const arrived = await waitForRows(created.body.database.url, `SELECT 1 FROM items WHERE id = '${item!.id}'`, (r) => r.length === 1);
+    const arrived = await waitForRows(url, `SELECT 1 FROM items WHERE id = '${item!.id}'`, (r) => r.length === 1);
     assert.ok(arrived.ms < 3000, `arrived in ${arrived.ms} ms (the pinged poll is 60 s)`);
   } finally {
     await other.stop();
