@@ -12,7 +12,7 @@ import { withClient } from '../src/db/sql.ts';
 import { serverAdminUrl } from './harness/postgres.ts';
 import { freePort } from './harness/ports.ts';
 import { waitFor } from './harness/process.ts';
-import { AIRTABLE_TEST_TOKEN, createAccount, request, startTestService, type TestService } from './harness/service.ts';
+import { AIRTABLE_TEST_TOKEN, airtableSyncBody, createAccount, request, startTestService, type TestService } from './harness/service.ts';
 
 let svc: TestService;
 let apiPort: number;
@@ -43,10 +43,7 @@ async function syncedBase(name: string, on = svc) {
   const account = await createAccount(on);
   const base = on.airtable.createBase({ name });
   base.createTable('Items', [{ name: 'Name', type: 'singleLineText' }]);
-  const created = await request(on.api, 'POST', '/api/syncs', {
-    token: account.token,
-    body: { kind: 'airtable', base_id: base.id, api_key: AIRTABLE_TEST_TOKEN },
-  });
+  const created = await request(on.api, 'POST', '/api/syncs', { token: account.token, body: airtableSyncBody(base.id) });
   assert.is(created.status, 201, created.text);
   await waitForCycle(on, account.token, created.body.id, new Date(Date.now() - 1000));
   return { base, syncId: created.body.id as string, url: created.body.database.url as string };

@@ -12,11 +12,8 @@ export const DEFAULT_BODY_LIMIT = 1024 * 1024;
  * other type is refused so the mistake is named rather than guessed at.
  */
 export async function readJson(ctx: Context, limit = DEFAULT_BODY_LIMIT): Promise<unknown> {
-  const declared = Number(ctx.get('content-length') || 0);
-  if (declared > limit) {
-    ctx.set('Connection', 'close');
-    throw new TributaryError('payload_too_large', `the body is larger than ${limit} bytes`);
-  }
+  // Before the type: a body too large is a 413 whatever it is.
+  refuseDeclaredOver(ctx, limit);
   const type = ctx.get('content-type');
   const json = !type || /^application\/([a-z.+-]*\+)?json\b/i.test(type);
   const curlDefault = /^application\/x-www-form-urlencoded\b/i.test(type);
@@ -40,21 +37,25 @@ export async function readJson(ctx: Context, limit = DEFAULT_BODY_LIMIT): Promis
 
 /** The body's bytes as they came (a signature covers them exactly), refused past `limit`. */
 export async function readBody(ctx: Context, limit: number): Promise<Buffer> {
-  if (Number(ctx.get('content-length') || 0) > limit) {
-    ctx.set('Connection', 'close');
-    throw new TributaryError('payload_too_large', `the body is larger than ${limit} bytes`);
-  }
+  refuseDeclaredOver(ctx, limit);
   const chunks: Buffer[] = [];
   let size = 0;
   for await (const chunk of ctx.req as AsyncIterable<Buffer>) {
     size += chunk.length;
-    if (size > limit) {
-      ctx.set('Connection', 'close');
-      throw new TributaryError('payload_too_large', `the body is larger than ${limit} bytes`);
-    }
+    if (size > limit) tooLarge(ctx, limit);
     chunks.push(chunk);
   }
   return Buffer.concat(chunks);
+}
+
+/** A Content-Length past `limit` is refused before a byte is read. */
+function refuseDeclaredOver(ctx: Context, limit: number): void {
+  if (Number(ctx.get('content-length') || 0) > limit) tooLarge(ctx, limit);
+}
+
+function tooLarge(ctx: Context, limit: number): never {
+  ctx.set('Connection', 'close');
+  throw new TributaryError('payload_too_large', `the body is larger than ${limit} bytes`);
 }
 
 /** Validates with a zod schema; the message names every offending field. */
