@@ -16,7 +16,8 @@ import { withDatabase } from '../src/db/sql.ts';
 import { Decoder } from '../src/decoder/stream.ts';
 import { newDatabaseName } from '../src/ids.ts';
 import { createLogger } from '../src/log.ts';
-import { freshDatabase, serverAdminUrl } from './harness/postgres.ts';
+import { freshDatabase } from './harness/postgres.ts';
+import { type SecondServer, startSecondServer } from './harness/second-server.ts';
 
 const logger = createLogger({ level: 'silent' });
 const SYNC = 'sy_lagreport';
@@ -27,6 +28,11 @@ let target: pg.Pool;
 let slot: string;
 let decoder: Decoder;
 let pools: IdlePools;
+/**
+ * The sync database's server, of this test alone: on the run's shared server the other test
+ * files move the WAL by megabytes a second, and with it the figures this test holds still.
+ */
+let server: SecondServer;
 
 test.before(async () => {
   const controlUrl = await freshDatabase('ctl');
@@ -35,11 +41,12 @@ test.before(async () => {
   const accounts = new AccountStore(control, SecretBox.fromBase64(randomBytes(32).toString('base64')));
   const accountId = (await accounts.create('lag')).account.id;
   slot = newDatabaseName();
-  await provisionDatabase({ adminUrl: serverAdminUrl(), name: slot, role: `${slot}_ro` }, 'lag-test-password', logger);
-  const targetUrl = withDatabase(serverAdminUrl(), slot);
+  server = await startSecondServer();
+  await provisionDatabase({ adminUrl: server.adminUrl, name: slot, role: `${slot}_ro` }, 'lag-test-password', logger);
+  const targetUrl = withDatabase(server.adminUrl, slot);
   target = new pg.Pool({ connectionString: targetUrl, max: 1 });
   await target.query('CREATE TABLE public.items (id text PRIMARY KEY, name text)');
-  admin = new pg.Pool({ connectionString: serverAdminUrl(), max: 1 });
+  admin = new pg.Pool({ connectionString: server.adminUrl, max: 1 });
   pools = new IdlePools({ max: 1 });
   decoder = new Decoder({
     syncId: SYNC,
@@ -61,6 +68,7 @@ test.after(async () => {
   await decoder.stop();
   await pools.close();
   await Promise.all([target.end(), admin.end(), control.end()]);
+  await server.stop();
 });
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
