@@ -1,3 +1,4 @@
+import type { Deliveries } from './deliveries.ts';
 import { IdempotencyStore } from './idempotency.ts';
 import { accountTag } from './ids.ts';
 import { Collection, type StripeObject } from './store.ts';
@@ -20,6 +21,8 @@ export class AccountState {
   readonly connected = new Map<string, AccountState>();
   /** Connect: a connected account as `GET /v1/account(s)` shows it. */
   profile?: StripeObject;
+  /** Sends each emitted event to the webhook endpoints it matches (the server's one sender). */
+  deliveries?: Deliveries;
 
   constructor(
     readonly id: string,

@@ -77,3 +77,8 @@ export function couponId(chars: string): string {
     .replace(/[^0-9A-Z]/g, '7')
     .slice(0, 8);
 }
+
+/** A webhook endpoint's signing secret. */
+export function webhookSecret(): string {
+  return `whsec_${randomChars(32)}`;
+}

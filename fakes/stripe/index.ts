@@ -19,7 +19,8 @@
  *   deletes_after (balance transactions do become available). Test-clock objects are dated at
  *   the clock's time and their events at real time, as in Stripe; lists of customers and
  *   subscriptions leave them out unless asked by `test_clock` (or `customer`), as Stripe's do.
- * - Cards only; no 3-D Secure, no taxes, no prorations, no Connect; coupons applied to a
+ * - Cards only; no 3-D Secure, no taxes, no prorations; Connect is connected accounts and
+ *   their events and webhooks, not transfers, fees or capabilities; coupons applied to a
  *   subscription (`discounts`) are recorded with their events but never reduce an amount. Cards
  *   are not checked when attached (pm_card_chargeDeclined attaches, then declines); disputes
  *   open through the control API or Stripe's dispute test card (pm_card_createDispute).
@@ -33,6 +34,7 @@ import { type KeyGrant, KeyRegistry } from './auth.ts';
 import { Clock } from './clock.ts';
 import { type FakeStripeAccount, FakeStripeAccountControl } from './control.ts';
 import type { Core } from './core.ts';
+import { Deliveries, type DeliveryStats } from './deliveries.ts';
 import { type FaultInjector, stripeFaults } from './faults.ts';
 import { accountId } from './ids.ts';
 import { ROUTES } from './resources/index.ts';
@@ -86,6 +88,11 @@ export interface FakeStripe {
     refusals(): Refusal[];
     reset(): void;
   };
+  /**
+   * Webhook deliveries to the endpoints accounts register: `pause()` holds them until
+   * `resume()`, `drop(n)` loses the next n, `stats()` counts what was sent.
+   */
+  webhooks: { pause(): void; resume(): void; drop(n: number): void; stats(): DeliveryStats };
   /** `holdSecond()` keeps every `created` at the current second until `releaseSecond()` (same-second events). */
   clock: { now(): number; nowMs(): number; advance(ms: number): void; holdSecond(): number; releaseSecond(): void };
 }
@@ -106,6 +113,7 @@ export async function startFakeStripe(options: FakeStripeOptions = {}): Promise<
     trustArrivalStamps: options.trustArrivalStamps ?? false,
   };
   const router = new Router(ROUTES);
+  const deliveries = new Deliveries();
   const controls = new Map<string, FakeStripeAccountControl>();
   const server = createStripeServer(core, router);
   const { port, url } = await listen(server, options.port ?? 0, host);
@@ -144,6 +152,7 @@ export async function startFakeStripe(options: FakeStripeOptions = {}): Promise<
       if (core.accounts.has(id)) throw new Error(`account ${id} exists`);
       const version = input.apiVersion ?? FAKE_STRIPE_API_VERSION;
       const state = new AccountState(id, input.livemode === true, version);
+      state.deliveries = deliveries;
       core.accounts.set(id, state);
       const control = new FakeStripeAccountControl(state, clock, router);
       controls.set(id, control);
@@ -160,6 +169,15 @@ export async function startFakeStripe(options: FakeStripeOptions = {}): Promise<
       core.keys.add(key, grant, state);
     },
     revokeKey: (key) => core.keys.revoke(key),
-    close: () => closeServer(server),
+    webhooks: {
+      pause: () => deliveries.pause(),
+      resume: () => deliveries.resume(),
+      drop: (n) => deliveries.drop(n),
+      stats: () => ({ ...deliveries.stats }),
+    },
+    close: () => {
+      deliveries.close();
+      return closeServer(server);
+    },
   };
 }

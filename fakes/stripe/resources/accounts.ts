@@ -29,6 +29,7 @@ function create({ ctx, params }: Call): StripeObject {
   const id = accountId();
   const connected = new AccountState(id, platform.livemode, platform.apiVersion);
   connected.platform = platform;
+  if (platform.deliveries) connected.deliveries = platform.deliveries;
   const custom = type === 'custom';
   const profile: StripeObject = {
     id,

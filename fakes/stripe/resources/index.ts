@@ -28,6 +28,7 @@ import { searchRoutes } from './search.ts';
 import { subscriptionItemRoutes } from './subscription-items.ts';
 import { subscriptionRoutes } from './subscriptions.ts';
 import { testClockRoutes } from './test-clocks.ts';
+import { webhookEndpointRoutes } from './webhook-endpoints.ts';
 
 export const ROUTES: Route[] = [
   ...customerRoutes,
@@ -52,6 +53,7 @@ export const ROUTES: Route[] = [
   ...entitlementRoutes,
   ...testClockRoutes,
   ...accountRoutes,
+  ...webhookEndpointRoutes,
 ];
 
 /** The first page of the objects in `collection` that `filter` keeps, as an embedded list. */

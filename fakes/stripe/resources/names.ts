@@ -37,3 +37,5 @@ export const ACCOUNTS = names('accounts', 'account', 'acct', 'account', 'connect
 export const EVENTS = names('events', 'event', 'evt', 'event', 'event', null);
 export const TEST_CLOCKS = names('test_clocks', 'test_helpers.test_clock', 'clock', 'test_clock', 'test_helpers_test_clock', 'test_helpers.test_clock');
 export const ENTITLEMENT_FEATURES = names('entitlements/features', 'entitlements.feature', 'feat', 'feature', 'entitlements_feature', null);
+/** Webhook endpoints (resources/webhook-endpoints.ts); no events of their own. */
+export const WEBHOOK_ENDPOINTS = names('webhook_endpoints', 'webhook_endpoint', 'we', 'webhook_endpoint', 'webhook_endpoint', null);

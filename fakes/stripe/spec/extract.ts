@@ -107,8 +107,8 @@ function describe(op: Json): Pick<PathInfo, 'kind' | 'object'> {
 const MODELED_WRITES =
   /^\/v1\/(customers|products|prices|plans|coupons|subscriptions|subscription_items|invoices|invoiceitems|payment_intents|charges|refunds|payment_methods|checkout\/sessions|payouts|disputes|entitlements\/features|test_helpers\/test_clocks)(\/|$)/;
 
-/** Connect: connected accounts themselves (not their capabilities, persons or external accounts). */
-const CONNECT_WRITES = /^\/v1\/accounts(\/\{account\})?$/;
+/** Connect: connected accounts themselves (not their capabilities, persons or external accounts), and webhook endpoints. */
+const CONNECT_WRITES = /^\/v1\/(accounts(\/\{account\})?|webhook_endpoints(\/\{webhook_endpoint\})?)$/;
 
 const params: Record<string, ParamSchema> = {};
 const pathList: PathInfo[] = [];
