@@ -8,6 +8,11 @@
  *   what Stripe's spec says the field is (sim/check/stripe-fields.json, extracted from the
  *   pinned spec by scripts/stripe-fields.ts) through the docs' type table.
  * - `_parent_id` on child tables whose objects do not name their parent.
+ * - `stripe_account` on every table: the connected account an object belongs to, NULL for the
+ *   platform's own.
+ * - Where ids repeat across accounts (coupons, plans and products, whose ids the caller may
+ *   choose, and capabilities, named by what they allow), the key is `_key`: the id, prefixed
+ *   with `<account>/` for a connected account's object (a capability: the account it names).
  * - The two upcoming-invoice tables: their key, then the invoice's columns but `id`.
  *
  * Which object types are listed, and under which parents, is catalog data (catalog.json, read
@@ -30,6 +35,8 @@ export interface ExpectedTable {
   name: string;
   object: string;
   key: string;
+  /** For a table keyed `_key`: the column naming the account the id belongs to. */
+  scope?: string;
   columns: ExpectedColumn[];
 }
 
@@ -49,6 +56,11 @@ interface FieldsData {
 }
 
 export const PARENT_ID = '_parent_id';
+export const STRIPE_ACCOUNT = 'stripe_account';
+export const SCOPED_KEY = '_key';
+
+/** docs/stripe.md "Connected accounts": the tables keyed by account and id, and the field naming the account. */
+const SCOPED: Record<string, string> = { coupon: STRIPE_ACCOUNT, plan: STRIPE_ACCOUNT, product: STRIPE_ACCOUNT, capability: 'account' };
 
 export const UPCOMING_TABLES = {
   customer: { table: 'upcoming_customer_invoice', key: 'customer_id' },
@@ -111,10 +123,14 @@ export function expectedTables(): Map<string, ExpectedTable> {
     const columns = columnsOf(t.object);
     const kinds = fields.objects[t.object]!;
     if (t.lists.some((l) => l.parent && !namesParent(kinds, l))) columns.push({ name: PARENT_ID, type: 'text' });
-    tables.set(tableNameOf(t.object), { name: tableNameOf(t.object), object: t.object, key: 'id', columns });
+    columns.push({ name: STRIPE_ACCOUNT, type: 'text' });
+    const name = tableNameOf(t.object);
+    const scope = SCOPED[name];
+    if (scope) columns.push({ name: SCOPED_KEY, type: 'text' });
+    tables.set(name, { name, object: t.object, key: scope ? SCOPED_KEY : 'id', columns, ...(scope ? { scope } : {}) });
   }
   for (const { table, key } of Object.values(UPCOMING_TABLES)) {
-    const columns = [{ name: key, type: 'text' }, ...columnsOf('invoice').filter((c) => c.name !== 'id')];
+    const columns = [{ name: key, type: 'text' }, ...columnsOf('invoice').filter((c) => c.name !== 'id'), { name: STRIPE_ACCOUNT, type: 'text' }];
     tables.set(table, { name: table, object: 'invoice', key, columns });
   }
   return tables;
@@ -137,9 +153,17 @@ export function cellOf(column: ExpectedColumn, value: Json): Json {
   return value;
 }
 
-/** An upstream object as its row; `extra` holds what the object does not carry (keys, parent links). */
-export function expectedRow(table: ExpectedTable, object: UpstreamObject, extra: Row = {}): Row {
+/**
+ * An upstream object as its row, of `account` (a connected account, or null for the
+ * platform's own); `extra` holds what the object does not carry (keys, parent links).
+ */
+export function expectedRow(table: ExpectedTable, object: UpstreamObject, extra: Row = {}, account: string | null = null): Row {
   const row: Row = {};
   for (const column of table.columns) row[column.name] = cellOf(column, object[column.name]);
+  row[STRIPE_ACCOUNT] = account;
+  if (table.scope) {
+    const owner = table.scope === STRIPE_ACCOUNT ? account : object[table.scope];
+    row[SCOPED_KEY] = typeof owner === 'string' && owner !== '' ? `${owner}/${object.id}` : object.id;
+  }
   return Object.assign(row, extra);
 }

@@ -74,7 +74,10 @@ function knowablePaymentMethods(account: FakeStripeAccount): Set<string> {
 /** id → expected row, for the objects upstream has of this table's type. `inDb`: the ids the database holds. */
 function upstreamRows(account: FakeStripeAccount, table: ExpectedTable, inDb: Set<string>): Map<string, Row> {
   const rows = new Map<string, Row>();
-  const add = (o: StripeObject, extra?: Row) => rows.set(o.id, expectedRow(table, o, extra));
+  const add = (o: StripeObject, extra?: Row) => {
+    const row = expectedRow(table, o, extra);
+    rows.set(String(row[table.key]), row);
+  };
   switch (table.object) {
     case 'line_item':
       for (const invoice of account.all('invoices')) for (const line of account.lines(invoice.id)) add(line);

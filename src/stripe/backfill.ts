@@ -8,6 +8,7 @@ import { type RequestNotes, type StripeClient, StripeError, type StripeList, typ
 import { failureReason, type IncompleteLists, retryReason } from './incomplete.ts';
 import { clearStates, loadState, loadStates, saveState } from '../sync/state.ts';
 import { applyChanges, type Change, listKey, tableOfList } from './store.ts';
+import { stripeTables } from './tables.ts';
 
 /** Lists that only repeat what another list already gives, at one request per parent. */
 const REDUNDANT = new Set(['/v1/customers/{customer}/subscriptions', '/v1/charges/{charge}/refunds']);
@@ -191,7 +192,8 @@ async function removeUnseen(db: pg.Pool, since: number, partial: Set<string>): P
       .map((t) => t.table),
   )) {
     if (partial.has(table)) continue;
-    await deleteUnversionedSince(db, { schema: 'public', name: table, key: 'id' }, { versions: 'public_swap._stripe_versions', tableName: table, since });
+    const shape = stripeTables().get(table)!.shape;
+    await deleteUnversionedSince(db, shape, { versions: 'public_swap._stripe_versions', tableName: table, since });
   }
 }
 

@@ -35,7 +35,8 @@ export const stripeKind: SourceKind = {
       if (upcomingKeys.has(table)) return table;
       return stripeTables().get(table)?.object;
     },
-    keyOf: (table) => upcomingKeys.get(table) ?? 'id',
+    // Tables whose ids repeat across accounts are keyed `<account>/<id>` (tables.ts).
+    keyOf: (table) => stripeTables().get(table)?.shape.key ?? 'id',
   },
   describeTable(table) {
     if (upcomingKeys.has(table)) return { upstreamName: `upcoming invoice (${table.replace(/^upcoming_|_invoice$/g, '')})`, upstreamId: null };

@@ -3,7 +3,7 @@ import { deleteChildrenExcept } from '../writer/delete.ts';
 import { deleteRows, type Row, upsertRows } from '../writer/upsert.ts';
 import { type CatalogList, loadCatalog, tableForObject } from './catalog.ts';
 import type { StripeObject } from './client.ts';
-import { linkColumn, PARENT_COLUMN, rowOf, stripeTables, type StripeTable } from './tables.ts';
+import { ACCOUNT_COLUMN, linkColumn, PARENT_COLUMN, rowKey, rowOf, stripeTables, type StripeTable } from './tables.ts';
 
 /**
  * One change to apply: an object as of `version` (ms), or its deletion. A backfilled page
@@ -80,20 +80,23 @@ function tableOf(object: StripeObject, fallback?: string): StripeTable | undefin
  * a deletion leaves a tombstone so a late create cannot bring the row back. Lists embedded
  * in an object (a subscription's items, an invoice's lines) are written as their own rows,
  * and when complete they also say which child rows are gone; so do `lists`, child lists read
- * whole apart from their parent (unevented.ts).
+ * whole apart from their parent (unevented.ts). Every object is `account`'s: a connected
+ * account's id, or null for the platform's own; versions are kept by row key.
  */
-export async function applyChanges(client: pg.ClientBase, changes: Change[], lists: ChildListRead[] = []): Promise<ApplyResult> {
+export async function applyChanges(client: pg.ClientBase, changes: Change[], lists: ChildListRead[] = [], account: string | null = null): Promise<ApplyResult> {
   const result: ApplyResult = { written: 0, deleted: 0, stale: 0, unknown: 0 };
-  const applied = await applyGuarded(client, changes, result);
+  const applied = await applyGuarded(client, changes, result, account);
   // Inline lists only from changes that were applied: a stale parent's list is stale too.
-  const inline: Inline = { changes: [], removals: [], covered: [] };
+  const inline: Inline = { account, changes: [], removals: [], covered: [] };
   for (const { table, change } of applied) if (!change.deleted) embedded(table, change, inline);
   // Lists read whole come after the inline first pages they complete: the same items, newer.
   for (const read of lists) addChildren(inline, read.child, read.parentId, read.items, read.version, true);
-  if (inline.changes.length > 0) await applyGuarded(client, inline.changes, result);
+  if (inline.changes.length > 0) await applyGuarded(client, inline.changes, result, account);
   for (const r of inline.removals) {
     const shape = stripeTables().get(r.table)!.shape;
-    result.deleted += await deleteChildrenExcept(client, shape, { link: r.link, parentId: r.parentId, keep: r.keep });
+    // Within the account: a parent's id repeats across accounts where callers choose ids.
+    const within = { column: ACCOUNT_COLUMN, value: account };
+    result.deleted += await deleteChildrenExcept(client, shape, { link: r.link, parentId: r.parentId, keep: r.keep, within });
   }
   if (inline.covered.length > 0) {
     await client.query(
@@ -106,8 +109,13 @@ export async function applyChanges(client: pg.ClientBase, changes: Change[], lis
 }
 
 /** Writes the changes that are not older than what each row reflects; returns those. */
-async function applyGuarded(client: pg.ClientBase, changes: Change[], result: ApplyResult): Promise<Array<{ table: string; change: Change }>> {
-  // By table, the last change per id: later changes in a batch are newer.
+async function applyGuarded(
+  client: pg.ClientBase,
+  changes: Change[],
+  result: ApplyResult,
+  account: string | null,
+): Promise<Array<{ table: string; change: Change }>> {
+  // By table, the last change per row key: later changes in a batch are newer.
   const byTable = new Map<string, Map<string, Change>>();
   for (const change of changes) {
     const table = tableOf(change.object, change.list && tableOfList(change.list));
@@ -116,7 +124,7 @@ async function applyGuarded(client: pg.ClientBase, changes: Change[], result: Ap
       continue;
     }
     const rows = byTable.get(table.shape.name) ?? new Map<string, Change>();
-    rows.set(change.object.id, change);
+    rows.set(rowKey(table, change.object, account), change);
     byTable.set(table.shape.name, rows);
   }
   const applied: Array<{ table: string; change: Change }> = [];
@@ -142,7 +150,7 @@ async function applyGuarded(client: pg.ClientBase, changes: Change[], result: Ap
       applied.push({ table: name, change });
       versions.push({ id, version: change.version, deleted: change.deleted === true });
       if (change.deleted) deletes.push(id);
-      else upserts.push(rowOf(table, stripped(change), parentLink(table, change)));
+      else upserts.push(rowOf(table, stripped(change), parentLink(table, change), account));
     }
     result.written += await upsertRows(client, table.shape, upserts);
     result.deleted += await deleteRows(client, table.shape, deletes);
@@ -188,6 +196,7 @@ function parentLink(table: StripeTable, change: Change): Row | undefined {
 
 /** Lists an object carries inline (`{object:'list', url, data, has_more}`) that match one of its child lists. */
 interface Inline {
+  account: string | null;
   changes: Change[];
   removals: Array<{ table: string; link: string; parentId: string; keep: string[] }>;
   covered: Array<{ list: string; parentId: string }>;
@@ -236,8 +245,10 @@ function embedded(table: string, change: Change, out: Inline): void {
 function addChildren(out: Inline, child: ChildList, parentId: string, items: StripeObject[], version: number, complete: boolean): void {
   for (const item of items) out.changes.push({ object: item, version, parentId, list: child.list });
   if (!complete) return;
-  out.covered.push({ list: child.key, parentId });
+  // A parent by its row key: a product's id repeats across accounts.
+  const parentTable = stripeTables().get(child.list.parent!.table);
+  out.covered.push({ list: child.key, parentId: parentTable ? rowKey(parentTable, { id: parentId }, out.account) : parentId });
   const childTable = stripeTables().get(child.table)!;
   const link = linkColumn(childTable, child.list);
-  if (link) out.removals.push({ table: child.table, link, parentId, keep: items.map((i) => String(i.id)) });
+  if (link) out.removals.push({ table: child.table, link, parentId, keep: items.map((i) => rowKey(childTable, i, out.account)) });
 }

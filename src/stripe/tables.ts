@@ -17,7 +17,24 @@ export interface StripeTable {
   object: string;
   shape: TableShape;
   columns: CatalogColumn[];
+  /** Set where ids are unique only within an account: the field that names it (see KEY_SCOPES). */
+  scope?: KeyScope;
 }
+
+/** The column holding the connected account a row belongs to: NULL for the platform's own objects. */
+export const ACCOUNT_COLUMN = 'stripe_account';
+/** The key of tables whose ids repeat across accounts: `<account>/<id>`, or the bare id for the platform's own. */
+export const SCOPED_KEY_COLUMN = '_key';
+
+/**
+ * Stripe ids are unique across accounts, except where the caller chooses them (coupons,
+ * plans and products take an `id` on create) and for capabilities, named by what they allow
+ * (`card_payments`) within the account they belong to. Those tables are keyed by account and
+ * id together. The reference lists (tax codes, country specs…) are the same for every account
+ * and are read once, on the platform, so they need no scope.
+ */
+type KeyScope = typeof ACCOUNT_COLUMN | 'account';
+const KEY_SCOPES: Record<string, KeyScope> = { coupon: ACCOUNT_COLUMN, plan: ACCOUNT_COLUMN, product: ACCOUNT_COLUMN, capability: 'account' };
 
 let tables: Map<string, StripeTable> | undefined;
 
@@ -47,23 +64,36 @@ function shapeOf(name: string, key: string, columns: CatalogColumn[], comment: s
   };
 }
 
+const parentColumn: CatalogColumn = { name: PARENT_COLUMN, type: 'text', description: 'the id of the object this was listed under (added by Tributary)' };
+const accountColumn: CatalogColumn = {
+  name: ACCOUNT_COLUMN,
+  type: 'text',
+  description: "the connected account this object belongs to, NULL for the platform's own (added by Tributary)",
+};
+const scopedKeyColumn: CatalogColumn = {
+  name: SCOPED_KEY_COLUMN,
+  type: 'text',
+  description: "the row's key: the id, prefixed with the account it belongs to and a slash for a connected account's (added by Tributary)",
+};
+
 /** Every Stripe table by name: the catalog's, plus the two upcoming-invoice tables. */
 export function stripeTables(): Map<string, StripeTable> {
   if (tables) return tables;
   tables = new Map();
   for (const t of loadCatalog().tables) {
     const needsParent = t.lists.some((l) => linkColumn(t, l) === PARENT_COLUMN);
-    const columns: CatalogColumn[] = needsParent
-      ? [...t.columns, { name: PARENT_COLUMN, type: 'text', description: 'the id of the object this was listed under (added by Tributary)' }]
-      : t.columns;
+    const scope = KEY_SCOPES[t.table];
+    const columns: CatalogColumn[] = [...(scope ? [scopedKeyColumn] : []), ...t.columns, ...(needsParent ? [parentColumn] : []), accountColumn];
     const comment = `Stripe ${t.object} objects (API ${STRIPE_API_VERSION})${t.description ? `: ${t.description}` : ''}`;
-    tables.set(t.table, { object: t.object, columns, shape: shapeOf(t.table, 'id', columns, comment) });
+    const shape = shapeOf(t.table, scope ? SCOPED_KEY_COLUMN : 'id', columns, comment);
+    tables.set(t.table, { object: t.object, columns, shape, ...(scope ? { scope } : {}) });
   }
   const invoice = loadCatalog().tables.find((t) => t.table === 'invoice') as CatalogTable;
   for (const [parent, u] of Object.entries(UPCOMING)) {
     const columns: CatalogColumn[] = [
       { name: u.key, type: 'text', description: `the ${parent} this upcoming invoice previews` },
       ...invoice.columns.filter((c) => c.name !== 'id'),
+      accountColumn,
     ];
     const comment = `Stripe upcoming invoice of each ${parent} (invoices/create_preview), refetched when events touch it`;
     tables.set(u.table, { object: 'invoice', columns, shape: shapeOf(u.table, u.key, columns, comment) });
@@ -99,11 +129,40 @@ function cell(column: CatalogColumn, value: unknown): unknown {
   }
 }
 
-/** A Stripe object as a row of its table; `extra` fills what the object does not carry (upcoming keys, parent links). */
-export function rowOf(table: StripeTable, object: StripeObject, extra?: Row): Row {
+/**
+ * The key of an object's row: its id, but in a scoped table prefixed by the account it
+ * belongs to (`acct_…/gold`), so two accounts' products `gold` are two rows.
+ */
+export function rowKey(table: StripeTable, object: StripeObject, account: string | null): string {
+  const id = String(object.id);
+  const owner = table.scope === 'account' ? object.account : table.scope ? account : null;
+  return typeof owner === 'string' && owner !== '' ? `${owner}/${id}` : id;
+}
+
+/**
+ * A Stripe object as a row of its table, of `account` (a connected account's id, or null for
+ * the platform's own); `extra` fills what the object does not carry (upcoming keys, parent links).
+ */
+export function rowOf(table: StripeTable, object: StripeObject, extra?: Row, account: string | null = null): Row {
   const row: Row = {};
   for (const column of table.columns) row[column.name] = cell(column, object[column.name]);
+  row[ACCOUNT_COLUMN] = account;
+  if (table.scope) row[SCOPED_KEY_COLUMN] = rowKey(table, object, account);
   return extra ? Object.assign(row, extra) : row;
+}
+
+/**
+ * Moves the primary key of a table built before it was scoped by account from `id` to the
+ * scoped key, filled from the rows (the platform's keep their id as key). Each row's update
+ * is an event whose only changed column is the key: a one-off, on the few rows of these tables.
+ */
+async function rekey(client: pg.ClientBase, table: StripeTable): Promise<void> {
+  const name = qualified(table.shape);
+  const owner = ident(table.scope === 'account' ? 'account' : ACCOUNT_COLUMN);
+  await client.query(`UPDATE ${name} SET ${ident(SCOPED_KEY_COLUMN)} = CASE WHEN coalesce(${owner}, '') = '' THEN id ELSE ${owner} || '/' || id END`);
+  const { rows } = await client.query<{ conname: string }>("SELECT conname FROM pg_constraint WHERE conrelid = $1::regclass AND contype = 'p'", [name]);
+  for (const { conname } of rows) await client.query(`ALTER TABLE ${name} DROP CONSTRAINT ${ident(conname)}`);
+  await client.query(`ALTER TABLE ${name} ADD PRIMARY KEY (${ident(SCOPED_KEY_COLUMN)})`);
 }
 
 /**
@@ -128,6 +187,7 @@ export async function ensureTables(pool: pg.Pool, logger: Logger): Promise<void>
         const added = table.shape.columns.filter((c) => !have.has(c.name));
         for (const c of added) await client.query(`ALTER TABLE ${qualified(table.shape)} ADD COLUMN ${ident(c.name)} ${c.type}`);
         if (added.length === 0) continue;
+        if (added.some((c) => c.name === table.shape.key)) await rekey(client, table);
         for (const statement of commentStatements(table.shape)) await client.query(statement);
         logger.info({ table: name, columns: added.map((c) => c.name) }, 'stripe table gained columns');
       }

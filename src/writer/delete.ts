@@ -19,11 +19,20 @@ export async function deleteUnversionedSince(client: Db, shape: Table, options: 
   return result.rowCount ?? 0;
 }
 
-/** A parent's child rows (by `link`) other than those in `keep`: a whole list read says they are gone. */
-export async function deleteChildrenExcept(client: Db, shape: Table, options: { link: string; parentId: string; keep: string[] }): Promise<number> {
-  const result = await client.query(`DELETE FROM ${qualified(shape)} WHERE ${ident(options.link)} = $1 AND NOT (${ident(shape.key)} = ANY($2::text[]))`, [
-    options.parentId,
-    options.keep,
-  ]);
+/**
+ * A parent's child rows (by `link`) other than those in `keep`: a whole list read says they
+ * are gone. `within` confines it to the rows whose column holds that value (NULL too), where
+ * a parent's id is not unique across the table's rows.
+ */
+export async function deleteChildrenExcept(
+  client: Db,
+  shape: Table,
+  options: { link: string; parentId: string; keep: string[]; within?: { column: string; value: string | null } },
+): Promise<number> {
+  const within = options.within ? ` AND ${ident(options.within.column)} IS NOT DISTINCT FROM $3` : '';
+  const result = await client.query(
+    `DELETE FROM ${qualified(shape)} WHERE ${ident(options.link)} = $1 AND NOT (${ident(shape.key)} = ANY($2::text[]))${within}`,
+    options.within ? [options.parentId, options.keep, options.within.value] : [options.parentId, options.keep],
+  );
   return result.rowCount ?? 0;
 }
