@@ -7,18 +7,27 @@ import { test } from 'uvu';
 import * as assert from 'uvu/assert';
 import { loadCatalog, STRIPE_API_VERSION } from '../src/stripe/catalog.ts';
 import { query } from './harness/postgres.ts';
-import { createAccount, request, startTestService, type TestAccount, type TestService, waitBackfilled } from './harness/service.ts';
+import { createAccount, loudSetUp, request, startTestService, type TestAccount, type TestService, waitBackfilled } from './harness/service.ts';
 import { startStripeMock, type StripeMock } from './harness/stripe-mock.ts';
 
 let mock: StripeMock;
 let svc: TestService;
 let account: TestAccount;
 
-test.before(async () => {
-  mock = await startStripeMock();
-  svc = await startTestService({ config: { roles: ['api', 'sync'] }, tunables: { workerTickMs: 250, stripe: { pollIntervalMs: 250 } }, stripeUrl: mock.url });
-  account = await createAccount(svc);
-});
+test.before(
+  loudSetUp(
+    async () => {
+      mock = await startStripeMock();
+      svc = await startTestService({
+        config: { roles: ['api', 'sync'] },
+        tunables: { workerTickMs: 250, stripe: { pollIntervalMs: 250 } },
+        stripeUrl: mock.url,
+      });
+      account = await createAccount(svc);
+    },
+    () => svc,
+  ),
+);
 
 test.after(async () => {
   await svc?.stop();

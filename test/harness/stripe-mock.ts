@@ -53,7 +53,8 @@ export async function startStripeMock(): Promise<StripeMock> {
         const res = await fetch(`${url}/v1/customers?limit=1`, { headers: { authorization: 'Bearer sk_test_123' } });
         return res.ok ? true : undefined;
       },
-      30_000,
+      // It parses Stripe's whole spec first: seconds on a quiet machine, much longer on a busy one.
+      90_000,
     );
   } catch (error) {
     child.kill('SIGKILL');
