@@ -58,7 +58,7 @@ test('a Stripe sync takes settings and lists with its status', async () => {
     body: { ...stripeSyncBody(), settings: { turbo: true } },
   });
   assert.is(created.status, 201, created.text);
-  assert.equal(created.body.settings, { turbo: true });
+  assert.equal(created.body.settings, { turbo: true, connected_accounts: false });
   assert.not.ok('base_id' in created.body);
 
   const listed = await request(svc.api, 'GET', '/api/syncs', { token: alice.token });

@@ -84,7 +84,7 @@ test('accounts and syncs are managed end to end from the CLI', async () => {
   });
   assert.is(created.code, 0, created.output);
   const sync = JSON.parse(created.output);
-  assert.equal(sync.settings, { turbo: true });
+  assert.equal(sync.settings, { turbo: true, connected_accounts: false });
 
   const listed = await cli(['syncs', 'list', '--json'], { token });
   assert.equal(
@@ -97,7 +97,7 @@ test('accounts and syncs are managed end to end from the CLI', async () => {
 
   const changed = await cli(['syncs', 'settings', sync.id, '--turbo', 'false'], { token });
   assert.is(changed.code, 0, changed.output);
-  assert.equal(JSON.parse(changed.output).settings, { turbo: false });
+  assert.equal(JSON.parse(changed.output).settings, { turbo: false, connected_accounts: false });
 
   const deleted = await cli(['syncs', 'delete', sync.id, '--keep-database'], { token });
   assert.is(deleted.code, 0, deleted.output);

@@ -769,14 +769,17 @@ test('Stripe, Connect: the psql command reads the customers; every table’s top
   assert.equal(takePageProblems(), []);
 });
 
-test('Stripe, Settings: Turbo only; a refused change says why; Turbo takes effect', async () => {
+test('Stripe, Settings: Turbo and Connected accounts; a refused change says why; Turbo takes effect', async () => {
   await page.getByRole('link', { name: 'Settings' }).click();
   const turbo = page.getByLabel('Turbo', { exact: true });
   await turbo.waitFor();
   await assertLabelled('Stripe settings');
-  assert.is(await page.locator('main form input:not([type="hidden"]), main form select').count(), 1, 'Turbo is Stripe’s only setting');
+  assert.is(await page.locator('main form input:not([type="hidden"]), main form select').count(), 2, 'Turbo and Connected accounts are Stripe’s settings');
   await page.getByText(/all of the account’s Stripe rate limit instead of 80%/).waitFor();
   assert.not.ok(await turbo.isChecked());
+  const connected = page.getByLabel('Connected accounts', { exact: true });
+  assert.not.ok(await connected.isChecked());
+  await page.getByText(/each connected account’s objects are synced too/).waitFor();
 
   // Bad input reaches the server (an Airtable setting on a Stripe sync, as a stale or
   // tampered page would send it): refused, said at the form, nothing changed.
@@ -796,7 +799,7 @@ test('Stripe, Settings: Turbo only; a refused change says why; Turbo takes effec
 
   await page.getByRole('button', { name: 'Save settings' }).click();
   await page.getByText(/^Saved\. The sync uses the new settings from its next cycle/).waitFor();
-  assert.equal((await request(svc.api, 'GET', `/api/syncs/${stripeSync}`, { token: acmeToken })).body.settings, { turbo: true });
+  assert.equal((await request(svc.api, 'GET', `/api/syncs/${stripeSync}`, { token: acmeToken })).body.settings, { turbo: true, connected_accounts: false });
   await screenshot(page, SHOTS, '34-stripe-settings-saved');
   // Back to 80%, so the test's own requests to the account have room.
   await turbo.uncheck();

@@ -169,7 +169,8 @@ const commands: Record<string, Command> = {
     },
   },
   'syncs settings': {
-    usage: 'tributary syncs settings SYNC_ID [--turbo true|false] [--debounce-ms N] [--lookup-as text|text[]] [--intelligent-cast true|false]',
+    usage:
+      'tributary syncs settings SYNC_ID [--turbo true|false] [--debounce-ms N] [--lookup-as text|text[]] [--intelligent-cast true|false] [--connected-accounts true|false]',
     summary: 'change settings of a sync',
     options: {
       ...jsonOptions,
@@ -177,6 +178,7 @@ const commands: Record<string, Command> = {
       'debounce-ms': { type: 'string' },
       'lookup-as': { type: 'string' },
       'intelligent-cast': { type: 'string' },
+      'connected-accounts': { type: 'string' },
     },
     async run(values, [id]) {
       if (!id) throw new UsageError('name the sync: tributary syncs settings SYNC_ID …');
@@ -186,6 +188,9 @@ const commands: Record<string, Command> = {
       if (values['lookup-as'] !== undefined) settings.lookup_as = values['lookup-as'];
       if (values['intelligent-cast'] !== undefined) {
         settings.intelligent_cast = booleanArg('intelligent-cast', values['intelligent-cast'] as string);
+      }
+      if (values['connected-accounts'] !== undefined) {
+        settings.connected_accounts = booleanArg('connected-accounts', values['connected-accounts'] as string);
       }
       printJson(await call(await client(values), 'PATCH', `/api/syncs/${encodeURIComponent(id)}`, { settings }));
     },

@@ -1,4 +1,5 @@
 import type pg from 'pg';
+import { semaphore } from '../semaphore.ts';
 import { STRIPE_SCHEMAS } from './migrations.ts';
 import { ident, inTransaction } from '../db/sql.ts';
 import type { Logger } from '../log.ts';
@@ -8,7 +9,8 @@ import { type RequestNotes, type StripeClient, StripeError, type StripeList, typ
 import { failureReason, type IncompleteLists, retryReason } from './incomplete.ts';
 import { clearStates, loadState, loadStates, saveState } from '../sync/state.ts';
 import { applyChanges, type Change, listKey, tableOfList } from './store.ts';
-import { stripeTables } from './tables.ts';
+import { readByAccount, stateKeys } from './scope.ts';
+import { ACCOUNT_COLUMN, stripeTables } from './tables.ts';
 
 /** Lists that only repeat what another list already gives, at one request per parent. */
 const REDUNDANT = new Set(['/v1/customers/{customer}/subscriptions', '/v1/charges/{charge}/refunds']);
@@ -32,9 +34,6 @@ const EMPTY_WHEN_NULL: Record<string, { field: string; list: string }> = {
   '/v1/customers': { field: 'cash_balance', list: '/v1/customers/{customer}/cash_balance_transactions#customer' },
 };
 
-/** Where each list's progress is kept in public_swap._state (the key, then listKey). */
-const LIST_PREFIX = 'stripe.list:';
-
 /**
  * Per-parent lists needed only for some parents (`where`, over the parent `p`), and the tables
  * that condition reads, which must be complete before it is asked: schedules of test-clock
@@ -44,10 +43,11 @@ const PARENT_FILTER: Record<string, { where: string; reads: string[] }> = {
   '/v1/subscription_schedules': { where: 'p.test_clock IS NOT NULL', reads: [] },
   // A customer's active entitlements are features of the products of their live subscriptions:
   // none without a live subscription, and none at all in an account that has no feature (as
-  // far as the key could tell: a key refused the features list proves nothing).
+  // far as the key could tell: a key refused the features list proves nothing). $3 is the
+  // account, $4 its list state prefix.
   '/v1/entitlements/active_entitlements': {
-    where: `(EXISTS (SELECT 1 FROM public.entitlements_feature)
-          OR EXISTS (SELECT 1 FROM public_swap._state WHERE key = '${LIST_PREFIX}/v1/entitlements/features' AND value ? 'skipped'))
+    where: `(EXISTS (SELECT 1 FROM public.entitlements_feature f WHERE f.stripe_account IS NOT DISTINCT FROM $3)
+          OR EXISTS (SELECT 1 FROM public_swap._state WHERE key = $4 || '/v1/entitlements/features' AND value ? 'skipped'))
         AND EXISTS (SELECT 1 FROM public.subscription s WHERE s.customer = p.id AND s.status NOT IN ('canceled', 'incomplete_expired'))`,
     reads: ['subscription', 'entitlements_feature'],
   },
@@ -72,9 +72,10 @@ interface ListState {
   skipped?: string;
 }
 
-export const BACKFILL_KEY = 'stripe.backfill';
+export const BACKFILL_KEY = stateKeys(null).backfill;
 
 export interface BackfillOptions {
+  /** Acting on the account this backfill reads (`client.account`: a connected one, or null). */
   client: StripeClient;
   db: pg.Pool;
   logger: Logger;
@@ -91,9 +92,13 @@ export interface BackfillResult {
   skipped: Array<{ list: string; table: string; reason: string }>;
 }
 
-/** Takes the events cursor and records the start, unless a backfill was begun already (and `again` is off). */
+/**
+ * Takes the events cursor and records the start, unless a backfill was begun already (and
+ * `again` is off), for the account the client acts on.
+ */
 export async function beginBackfill(client: StripeClient, db: pg.Pool, again: boolean): Promise<BackfillState> {
-  const current = await loadState<BackfillState>(db, STRIPE_SCHEMAS, BACKFILL_KEY);
+  const keys = stateKeys(client.account);
+  const current = await loadState<BackfillState>(db, STRIPE_SCHEMAS, keys.backfill);
   if (current && !again) return current;
   const newest = await client.listPage('/v1/events', { limit: 1 });
   const event = newest.data[0];
@@ -103,26 +108,10 @@ export async function beginBackfill(client: StripeClient, db: pg.Pool, again: bo
     ...(again ? { again: true } : {}),
   };
   await inTransaction(db, async (tx) => {
-    await clearStates(tx, STRIPE_SCHEMAS, LIST_PREFIX);
-    await saveState(tx, STRIPE_SCHEMAS, BACKFILL_KEY, state);
+    await clearStates(tx, STRIPE_SCHEMAS, keys.lists);
+    await saveState(tx, STRIPE_SCHEMAS, keys.backfill, state);
   });
   return state;
-}
-
-/** A small counting semaphore: at most `n` requests in flight. */
-function limit(n: number) {
-  let active = 0;
-  const queue: Array<() => void> = [];
-  return async <T>(work: () => Promise<T>): Promise<T> => {
-    if (active >= n) await new Promise<void>((resolve) => queue.push(resolve));
-    active++;
-    try {
-      return await work();
-    } finally {
-      active--;
-      queue.shift()?.();
-    }
-  };
 }
 
 /**
@@ -133,11 +122,11 @@ function limit(n: number) {
  */
 export async function runBackfill(options: BackfillOptions, state: BackfillState): Promise<BackfillResult> {
   const { db, logger } = options;
-  const lists = loadCatalog()
-    .tables.flatMap((t) => t.lists)
-    .filter((l) => !REDUNDANT.has(l.path));
-  const saved = await loadStates<ListState>(db, STRIPE_SCHEMAS, LIST_PREFIX);
-  const request = limit(options.concurrency ?? 8);
+  const account = options.client.account;
+  const keys = stateKeys(account);
+  const lists = backfillLists(account);
+  const saved = await loadStates<ListState>(db, STRIPE_SCHEMAS, keys.lists);
+  const request = semaphore(options.concurrency ?? 8);
   const result: BackfillResult = { objects: 0, skipped: [] };
   let done = lists.filter((l) => saved.get(listKey(l))?.done).length;
   const report = () => options.progress({ phase: 'backfill', objects: result.objects, lists_done: done, lists_total: lists.length });
@@ -176,24 +165,40 @@ export async function runBackfill(options: BackfillOptions, state: BackfillState
   if (failures.length > 0) throw failures[0];
   options.signal.throwIfAborted();
 
-  if (state.again) await removeUnseen(db, state.startedAt, new Set(result.skipped.map((s) => s.table)));
-  await saveState(db, STRIPE_SCHEMAS, BACKFILL_KEY, { ...state, completedAt: Date.now() });
+  if (state.again) await removeUnseen(db, state.startedAt, new Set(result.skipped.map((s) => s.table)), account);
+  await saveState(db, STRIPE_SCHEMAS, keys.backfill, { ...state, completedAt: Date.now() });
   await report();
-  logger.info({ objects: result.objects, skipped: result.skipped.length }, 'stripe backfill complete');
+  logger.info({ objects: result.objects, skipped: result.skipped.length, ...(account ? { account } : {}) }, 'stripe backfill complete');
   return result;
 }
 
-/** After a second backfill: rows it did not see were deleted upstream while the feed was out of reach. */
-async function removeUnseen(db: pg.Pool, since: number, partial: Set<string>): Promise<void> {
+/** The lists a backfill of the account reads. */
+function backfillLists(account: string | null): CatalogList[] {
+  return loadCatalog()
+    .tables.flatMap((t) => t.lists)
+    .filter((l) => !REDUNDANT.has(l.path) && readByAccount(l.path, account));
+}
+
+/**
+ * After a second backfill: the account's rows it did not see were deleted upstream while the
+ * feed was out of reach. Only tables it read in full, and never another account's rows.
+ */
+async function removeUnseen(db: pg.Pool, since: number, partial: Set<string>, account: string | null): Promise<void> {
+  const read = new Set(backfillLists(account).map((l) => tableOfList(l)));
   // Retained tables (events) keep what the upstream has forgotten.
   for (const table of new Set(
     loadCatalog()
-      .tables.filter((t) => !t.retained)
+      .tables.filter((t) => !t.retained && read.has(t.table))
       .map((t) => t.table),
   )) {
     if (partial.has(table)) continue;
     const shape = stripeTables().get(table)!.shape;
-    await deleteUnversionedSince(db, shape, { versions: 'public_swap._stripe_versions', tableName: table, since });
+    await deleteUnversionedSince(db, shape, {
+      versions: 'public_swap._stripe_versions',
+      tableName: table,
+      since,
+      within: { column: ACCOUNT_COLUMN, value: account },
+    });
   }
 }
 
@@ -203,9 +208,10 @@ async function removeUnseen(db: pg.Pool, since: number, partial: Set<string>): P
  * them, and a read that succeeds ends their warning. Returns how many lists are due, those
  * a run cut short (a stop, a crash) left due included.
  */
-export async function reopenSkipped(db: pg.Pool): Promise<number> {
-  const saved = await loadStates<ListState>(db, STRIPE_SCHEMAS, LIST_PREFIX);
-  const lists = loadCatalog().tables.flatMap((t) => t.lists);
+export async function reopenSkipped(db: pg.Pool, account: string | null = null): Promise<number> {
+  const prefix = stateKeys(account).lists;
+  const saved = await loadStates<ListState>(db, STRIPE_SCHEMAS, prefix);
+  const lists = backfillLists(account);
   const skipped = lists.filter((l) => saved.get(listKey(l))?.skipped);
   const left = lists.filter((l) => saved.has(listKey(l)) && !saved.get(listKey(l))!.done);
   if (skipped.length === 0) return left.length;
@@ -213,7 +219,7 @@ export async function reopenSkipped(db: pg.Pool): Promise<number> {
   const tables = new Set(skipped.map((l) => tableOfList(l)));
   const due = lists.filter((l) => skipped.includes(l) || (l.parent && tables.has(l.parent.table) && saved.get(listKey(l))?.done));
   await inTransaction(db, async (tx) => {
-    for (const list of new Set(due)) await saveState(tx, STRIPE_SCHEMAS, LIST_PREFIX + listKey(list), {} satisfies ListState);
+    for (const list of new Set(due)) await saveState(tx, STRIPE_SCHEMAS, prefix + listKey(list), {} satisfies ListState);
   });
   return new Set([...due, ...left]).size;
 }
@@ -250,6 +256,15 @@ class ListReader {
     return tableOfList(this.list)!;
   }
 
+  private get account(): string | null {
+    return this.options.client.account;
+  }
+
+  /** This list's key in `_state`. */
+  private get stateKey(): string {
+    return stateKeys(this.account).lists + this.key;
+  }
+
   /** Per request: a retry (a 429 waited out, a 5xx) says why this list is held up. */
   private readonly notes: RequestNotes = { onRetry: (error) => this.options.incomplete?.note(this.key, this.table, retryReason(error)) };
 
@@ -264,27 +279,30 @@ class ListReader {
         if (!this.options.signal.aborted) this.options.incomplete?.note(this.key, this.table, failureReason(error));
         throw error;
       }
-      this.options.logger.warn({ list: this.key, reason }, 'stripe list skipped');
-      await saveState(this.options.db, STRIPE_SCHEMAS, LIST_PREFIX + this.key, { done: true, skipped: reason });
+      this.options.logger.warn({ list: this.key, reason, ...(this.account ? { account: this.account } : {}) }, 'stripe list skipped');
+      await saveState(this.options.db, STRIPE_SCHEMAS, this.stateKey, { done: true, skipped: reason });
       return reason;
     }
-    if (this.list.parent) await saveState(this.options.db, STRIPE_SCHEMAS, LIST_PREFIX + this.key, { done: true });
+    if (this.list.parent) await saveState(this.options.db, STRIPE_SCHEMAS, this.stateKey, { done: true });
     // Read to its end (a list with no parents to read under reads nothing, and is complete too).
     this.options.incomplete?.clear(this.key);
     return undefined;
   }
 
-  /** Every parent id, in id order, except those whose inline list was complete. */
+  /** Every parent id of the account, in id order, except those whose inline list was complete. */
   private async eachParent(): Promise<void> {
     const parent = this.list.parent!;
+    const parentKey = ident(stripeTables().get(parent.table)!.shape.key);
+    const where = PARENT_FILTER[this.list.path]?.where ?? 'true';
     let after = this.state.parentAfter ?? '';
     for (;;) {
       this.options.signal.throwIfAborted();
       const { rows } = await this.options.db.query<{ id: string }>(
         `SELECT p.id FROM public.${ident(parent.table)} p
-          WHERE p.id > $1 AND ${PARENT_FILTER[this.list.path]?.where ?? 'true'} AND NOT EXISTS (SELECT 1 FROM public_swap._stripe_covered c WHERE c.list = $2 AND c.parent_id = p.id)
+          WHERE p.id > $1 AND p.stripe_account IS NOT DISTINCT FROM $3 AND ${where}
+            AND NOT EXISTS (SELECT 1 FROM public_swap._stripe_covered c WHERE c.list = $2 AND c.parent_id = p.${parentKey})
           ORDER BY p.id LIMIT 200`,
-        [after, this.key],
+        [after, this.key, this.account, ...(where.includes('$4') ? [stateKeys(this.account).lists] : [])],
       );
       if (rows.length === 0) return;
       for (const { id } of rows) {
@@ -342,7 +360,7 @@ class ListReader {
       const proof = strip ? EMPTY_WHEN_NULL[path] : undefined;
       const empty = proof ? page.data.filter((o) => o[proof.field] === null).map((o) => String(o.id)) : [];
       await inTransaction(db, async (tx) => {
-        await applyChanges(tx, changes);
+        await applyChanges(tx, changes, [], this.account);
         if (empty.length > 0) {
           await tx.query('INSERT INTO public_swap._stripe_covered (list, parent_id) SELECT $1, unnest($2::text[]) ON CONFLICT DO NOTHING', [
             proof!.list,
@@ -350,8 +368,8 @@ class ListReader {
           ]);
         }
         // A parent's list saves "this parent is done" with its last page; a top-level list its cursor.
-        if (!parentId) await saveState(tx, STRIPE_SCHEMAS, LIST_PREFIX + this.key, { after: last ?? startAfter, done: finished } satisfies ListState);
-        else if (finished) await saveState(tx, STRIPE_SCHEMAS, LIST_PREFIX + this.key, { parentAfter: parentId } satisfies ListState);
+        if (!parentId) await saveState(tx, STRIPE_SCHEMAS, this.stateKey, { after: last ?? startAfter, done: finished } satisfies ListState);
+        else if (finished) await saveState(tx, STRIPE_SCHEMAS, this.stateKey, { parentAfter: parentId } satisfies ListState);
       });
       this.counted(page.data.length);
       // A page read: what held this list up (a rate limit, an upstream error) is over.

@@ -66,6 +66,11 @@ export interface StripeClientOptions {
   rule?: QuotaRule;
   /** Told of every 429 Stripe answers (the sync's metrics count them). */
   onRateLimited?: (note: string) => void;
+  /**
+   * A connected account the key's account acts on (`Stripe-Account`). Its requests count
+   * against the key's account (UPSTREAMS.md), so they share its quota key.
+   */
+  stripeAccount?: string;
 }
 
 type Params = Record<string, string | number | boolean | string[] | undefined>;
@@ -126,6 +131,7 @@ export class StripeClient {
       headers: {
         authorization: `Bearer ${key}`,
         'stripe-version': STRIPE_API_VERSION,
+        ...(this.options.stripeAccount ? { 'stripe-account': this.options.stripeAccount } : {}),
         ...(method === 'POST' ? { 'content-type': 'application/x-www-form-urlencoded' } : {}),
       },
       body: method === 'POST' ? form : undefined,
@@ -142,6 +148,17 @@ export class StripeClient {
       return parsed as T;
     }
     throw classify(response.status, parsed as { error?: { type?: string; code?: string; message?: string } } | undefined);
+  }
+
+  /** The same client acting on a connected account, or (null) on the key's own. */
+  forAccount(account: string | null): StripeClient {
+    const { stripeAccount: _own, ...options } = this.options;
+    return new StripeClient(account ? { ...options, stripeAccount: account } : options);
+  }
+
+  /** The connected account this client acts on; null for the key's own. */
+  get account(): string | null {
+    return this.options.stripeAccount ?? null;
   }
 
   /** One page of a list, newest first; `paged: false` for the lists that refuse `limit`. */

@@ -4,12 +4,13 @@ import { STRIPE_API_VERSION, tableForObject } from './catalog.ts';
 import { type StripeClient, StripeError, type StripeObject } from './client.ts';
 import { inTransaction } from '../db/sql.ts';
 import { saveState } from '../sync/state.ts';
+import { stateKeys } from './scope.ts';
 import { type ApplyResult, applyChanges, type Change } from './store.ts';
 import { numberedCustomers } from './sequence.ts';
 import { markUpcoming } from './upcoming.ts';
 import { uneventedOf } from './unevented.ts';
 
-export const EVENTS_KEY = 'stripe.events';
+export const EVENTS_KEY = stateKeys(null).events;
 
 /** Where the feed was read up to: the newest event applied, or (none yet) a time to start from. */
 export interface EventsCursor {
@@ -56,6 +57,7 @@ export interface PollResult {
 /**
  * Reads the events after the cursor, oldest first, and applies each page with the new
  * cursor in one transaction: a crash re-reads at most a page, and re-applying is harmless.
+ * The feed is that of the account the client acts on (a connected account's, or the key's own).
  * Each event is also a row of `event`, kept past Stripe's 30 days.
  * What the page's objects bring about that has no events of its own (balance transactions,
  * payment methods used unattached, child lists past their first page) is fetched first and
@@ -75,10 +77,12 @@ export async function pollEvents(client: StripeClient, db: pg.Pool, cursor: Even
     // The events themselves, as read: the `event` table, the account's audit trail.
     const recorded = batch.events.map((event): Change => ({ object: event as unknown as StripeObject, version: event.created * 1000 + 999 }));
     const unevented = await uneventedOf(client, db, changes);
+    const account = client.account;
     const applied = await inTransaction(db, async (tx) => {
-      const result = await applyChanges(tx, [...changes, ...unevented.changes, ...recorded], unevented.lists);
-      await markUpcoming(tx, batch.events);
-      await saveState(tx, STRIPE_SCHEMAS, EVENTS_KEY, next);
+      const result = await applyChanges(tx, [...changes, ...unevented.changes, ...recorded], unevented.lists, account);
+      // Upcoming invoices are previewed for the key's own customers only.
+      if (account === null) await markUpcoming(tx, batch.events);
+      await saveState(tx, STRIPE_SCHEMAS, stateKeys(account).events, next);
       return result;
     });
     total.events += batch.events.length;

@@ -9,7 +9,7 @@ import { StripeRunner, type StripeRunnerOptions } from './runner.ts';
 import { stripeTables, UPCOMING } from './tables.ts';
 
 /** Stripe tunables: how often the events feed is read (tests), how often unreadable lists are tried again. */
-export type StripeTunables = Pick<StripeRunnerOptions, 'pollIntervalMs' | 'recheckSkippedMs'>;
+export type StripeTunables = Pick<StripeRunnerOptions, 'pollIntervalMs' | 'recheckSkippedMs' | 'discoverAccountsMs'>;
 
 const upcomingKeys = new Map<string, string>(Object.values(UPCOMING).map((u) => [u.table, u.key]));
 

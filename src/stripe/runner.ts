@@ -16,6 +16,10 @@ import { CursorExpired, EVENTS_KEY, type EventsCursor, pollEvents } from './even
 import { loadState, saveState } from '../sync/state.ts';
 import { ensureTables } from './tables.ts';
 import { markAllUpcoming, refreshUpcoming } from './upcoming.ts';
+import { nextPollGap } from './poll-gap.ts';
+import { ConnectedAccounts } from './connect.ts';
+
+export { IDLE_AFTER_MS, IDLE_POLL_MAX_MS, nextPollGap } from './poll-gap.ts';
 
 export interface StripeRunnerOptions {
   syncId: string;
@@ -36,6 +40,8 @@ export interface StripeRunnerOptions {
   onRateLimited?: (note: string) => void;
   /** How often lists the key could not read are tried again (default RECHECK_SKIPPED_MS). */
   recheckSkippedMs?: number;
+  /** How often the platform's connected accounts are listed again (default DISCOVER_EVERY_MS). */
+  discoverAccountsMs?: number;
 }
 
 /** Lists skipped as unreadable (a permission the key lacks) are tried again this often: a granted permission ends its warning. */
@@ -53,22 +59,10 @@ export function syncShare(key: string, turbo: boolean): number {
 
 /** Without new events, `_sync_meta` still says "up to date as of" this often. */
 const META_EVERY_MS = 15_000;
-/**
- * An account without events for IDLE_AFTER_MS is read less often: each empty read doubles the
- * gap, up to IDLE_POLL_MAX_MS. An event brings the normal pace back; a wait request is served
- * at once whatever the gap. A machine holds hundreds of idle accounts this way
- * (docs/performance.md#many-syncs-on-one-machine).
- */
-export const IDLE_AFTER_MS = 30_000;
-export const IDLE_POLL_MAX_MS = 4_000;
+/** Connected accounts go by settings read this recently. */
+const SETTINGS_FRESH_MS = 10_000;
 /** Upcoming invoice previews are marked by the feed's reads, which wake their loop; this is its safety net. */
 const UPCOMING_IDLE_MS = 30_000;
-
-/** The gap before the feed's next read: the normal interval, or longer for an idle account. */
-export function nextPollGap(options: { intervalMs: number; previousGapMs: number; sinceEventMs: number }): number {
-  if (options.sinceEventMs < IDLE_AFTER_MS) return options.intervalMs;
-  return Math.max(options.intervalMs, Math.min(IDLE_POLL_MAX_MS, options.previousGapMs * 2));
-}
 
 /**
  * Keeps one Stripe account in step: a backfill of every list (resumable), then the events
@@ -84,6 +78,11 @@ export class StripeRunner {
   private endUpcomingPause: (() => void) | undefined;
   /** Lists held up or unreadable, and why: the status shows them until they are read. */
   private readonly incomplete: IncompleteLists;
+  /** The platform's connected accounts, when the setting is on. */
+  private readonly connected: ConnectedAccounts;
+  /** The warnings of the last backfill's skipped lists, and of connected accounts: the status shows both. */
+  private warnings: { skipped: string[]; connect?: string } = { skipped: [] };
+  private lastSettings: { at: number; value: StripeSettings } | undefined;
 
   constructor(private readonly options: StripeRunnerOptions) {
     this.status = new StatusReporter({
@@ -94,10 +93,32 @@ export class StripeRunner {
       logger: options.logger,
     });
     this.incomplete = new IncompleteLists((lists) => this.status.incomplete(lists), options.logger);
+    this.connected = new ConnectedAccounts({
+      client: async () => this.client(await this.settings(SETTINGS_FRESH_MS)),
+      enabled: async () => (await this.settings(SETTINGS_FRESH_MS)).connected_accounts,
+      db: options.target,
+      logger: options.logger,
+      pollIntervalMs: options.pollIntervalMs ?? 500,
+      ...(options.discoverAccountsMs !== undefined ? { discoverEveryMs: options.discoverAccountsMs } : {}),
+      onWarning: (warning) => {
+        if (warning === this.warnings.connect) return;
+        this.warnings.connect = warning;
+        void this.showWarnings().catch((err: unknown) => options.logger.warn({ err: toError(err) }, 'could not save the warnings'));
+      },
+    });
   }
 
   start(): void {
     this.running = this.loop();
+  }
+
+  /** The settings: read afresh, or as read within `freshMs` (the feed reads them every few seconds anyway). */
+  private async settings(freshMs = 0): Promise<StripeSettings> {
+    const cached = this.lastSettings;
+    if (cached && Date.now() - cached.at <= freshMs) return cached.value;
+    const value = await this.options.loadSettings();
+    this.lastSettings = { at: Date.now(), value };
+    return value;
   }
 
   async stop(): Promise<void> {
@@ -130,7 +151,7 @@ export class StripeRunner {
     let again = false;
     while (!this.signal.aborted) {
       try {
-        const client = this.client(await this.options.loadSettings());
+        const client = this.client(await this.settings());
         await ensureTables(this.options.target, this.options.logger);
         await this.backfill(client, again);
         again = false;
@@ -142,7 +163,12 @@ export class StripeRunner {
           round.abort(error);
           throw error;
         };
-        await Promise.all([this.follow(signal).catch(stopRound), this.upcoming(signal).catch(stopRound), this.recheck(client, signal).catch(stopRound)]);
+        await Promise.all([
+          this.follow(signal).catch(stopRound),
+          this.upcoming(signal).catch(stopRound),
+          this.recheck(client, signal).catch(stopRound),
+          this.connected.run(signal).catch(stopRound),
+        ]);
       } catch (thrown) {
         if (this.signal.aborted) break;
         const error = toError(thrown);
@@ -191,7 +217,13 @@ export class StripeRunner {
 
   /** The warnings are the lists skipped now: those of the creation check, or of a list read since, go. */
   private async warnSkipped(result: BackfillResult): Promise<void> {
-    await this.status.warn(result.skipped.map((s) => `${s.table} not synced: ${s.list} answered ${s.reason}`));
+    this.warnings.skipped = result.skipped.map((s) => `${s.table} not synced: ${s.list} answered ${s.reason}`);
+    await this.showWarnings();
+  }
+
+  private async showWarnings(): Promise<void> {
+    const { skipped, connect } = this.warnings;
+    await this.status.warn(connect ? [...skipped, connect] : skipped);
   }
 
   /**
@@ -239,9 +271,11 @@ export class StripeRunner {
       const lastStart = Date.now();
       const pass = await this.status.passStarted();
       const started = new Date();
-      const client = this.client(await this.options.loadSettings(), signal);
+      const client = this.client(await this.settings(), signal);
       const polled = await pollEvents(client, this.options.target, cursor);
       cursor = polled.cursor;
+      // Someone waits: the pass also covers every connected account's feed, read from now on.
+      if (pass.wanted) await this.connected.caughtUp(started.getTime(), signal);
       if (polled.events > 0) {
         lastEventAt = Date.now();
         this.upcomingMarked = true;
@@ -263,7 +297,7 @@ export class StripeRunner {
   private async upcoming(signal: AbortSignal): Promise<void> {
     while (!signal.aborted) {
       try {
-        const client = this.client(await this.options.loadSettings(), signal);
+        const client = this.client(await this.settings(), signal);
         this.upcomingMarked = false;
         const handled = await refreshUpcoming(client, this.options.target);
         if (handled === 0 && !this.upcomingMarked) {

@@ -52,13 +52,17 @@ export async function markUpcoming(tx: pg.ClientBase, events: StripeEvent[]): Pr
   );
 }
 
-/** After a backfill: every live subscription and every customer with one, or with pending items. */
+/**
+ * After a backfill: every live subscription and every customer with one, or with pending
+ * items, of the key's own account (connected accounts' previews are not kept).
+ */
 export async function markAllUpcoming(db: pg.Pool): Promise<void> {
   await db.query(
     `INSERT INTO public_swap._stripe_upcoming_due (kind, id)
-     SELECT 'subscription', id FROM public.subscription WHERE status NOT IN ('canceled', 'incomplete_expired')
-     UNION SELECT 'customer', customer FROM public.subscription WHERE status NOT IN ('canceled', 'incomplete_expired') AND customer IS NOT NULL
-     UNION SELECT 'customer', customer FROM public.invoiceitem WHERE invoice IS NULL AND customer IS NOT NULL
+     SELECT 'subscription', id FROM public.subscription WHERE status NOT IN ('canceled', 'incomplete_expired') AND stripe_account IS NULL
+     UNION SELECT 'customer', customer FROM public.subscription
+      WHERE status NOT IN ('canceled', 'incomplete_expired') AND customer IS NOT NULL AND stripe_account IS NULL
+     UNION SELECT 'customer', customer FROM public.invoiceitem WHERE invoice IS NULL AND customer IS NOT NULL AND stripe_account IS NULL
      ON CONFLICT DO NOTHING`,
   );
 }

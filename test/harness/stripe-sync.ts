@@ -31,6 +31,8 @@ export async function backfilledStripeSync(options: {
   tunables?: TestServiceOptions['tunables'];
   /** Runs before the sync is made (changes its backfill finds, with their events). */
   before?: (stripe: Stripe) => Promise<void>;
+  /** The sync's settings at creation. */
+  settings?: Record<string, unknown>;
 }): Promise<StripeSyncSetUp> {
   const fake = await startFakeStripe();
   const upstream = fake.createAccount();
@@ -45,10 +47,24 @@ export async function backfilledStripeSync(options: {
   const url = new URL(fake.url);
   const stripe = new Stripe(options.key, { host: url.hostname, port: Number(url.port), protocol: 'http', apiVersion: STRIPE_API_VERSION as never });
   await options.before?.(stripe);
-  const created = await request(svc.api, 'POST', '/api/syncs', { token: account.token, body: { kind: 'stripe', api_key: options.key } });
+  const created = await request(svc.api, 'POST', '/api/syncs', {
+    token: account.token,
+    body: { kind: 'stripe', api_key: options.key, ...(options.settings ? { settings: options.settings } : {}) },
+  });
   if (created.status !== 201) throw new Error(`sync create failed: ${created.status} ${created.text}`);
   const syncId: string = created.body.id;
   const view = async () => (await request(svc.api, 'GET', `/api/syncs/${syncId}`, { token: account.token })).body;
-  await waitBackfilled(svc.api, account.token, syncId);
+  try {
+    await waitBackfilled(svc.api, account.token, syncId);
+  } catch (error) {
+    // The set-up's failure says why: the service's last log lines, since uvu shows only the error.
+    throw new Error(
+      `${(error as Error).message}\n${svc.logs.lines
+        .filter((l) => !l.includes('"msg":"request"'))
+        .slice(-30)
+        .join('\n')}`,
+      { cause: error },
+    );
+  }
   return { fake, upstream, svc, account, syncId, reader: created.body.database.url, stripe, view };
 }

@@ -37,6 +37,7 @@ export async function settingsTab(_ctx, panel, sync, updated) {
       )
     : null;
   const intelligentCast = airtable ? checkbox('intelligent_cast', s.intelligent_cast) : null;
+  const connected = airtable ? null : checkbox('connected_accounts', s.connected_accounts);
   const status = h('div', { class: 'form-status' });
   const save = h('button', { type: 'submit' }, 'Save settings');
 
@@ -61,7 +62,16 @@ export async function settingsTab(_ctx, panel, sync, updated) {
             'On: a link field that allows one record is text (ready for foreign keys), one that allows several is text[]. Off: every link field is text[].',
           ),
         )
-      : null,
+      : h(
+          'fieldset',
+          null,
+          h('legend', null, 'Connect'),
+          checkboxField(
+            'Connected accounts',
+            connected,
+            'For a platform: each connected account’s objects are synced too, into the same tables, with the account’s id in the stripe_account column (NULL for the platform’s own). Turning it off removes them.',
+          ),
+        ),
     status,
     save,
   );
@@ -83,6 +93,8 @@ export async function settingsTab(_ctx, panel, sync, updated) {
       settings.debounce_ms = Number(raw);
       settings.lookup_as = /** @type {HTMLSelectElement} */ (lookupAs).value;
       settings.intelligent_cast = /** @type {HTMLInputElement} */ (intelligentCast).checked;
+    } else {
+      settings.connected_accounts = /** @type {HTMLInputElement} */ (connected).checked;
     }
     const before = sync.settings;
     const reshapes = airtable && (settings.lookup_as !== before.lookup_as || settings.intelligent_cast !== before.intelligent_cast);

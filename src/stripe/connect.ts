@@ -1,0 +1,269 @@
+/**
+ * A platform's connected accounts, with the sync setting `connected_accounts`: each is found
+ * by listing `/v1/accounts`, backfilled and then followed through its own events feed (the
+ * key acting on it with `Stripe-Account`), into the same tables with its id in
+ * `stripe_account`. An account that leaves the list, or that the key may no longer act on,
+ * is removed: its rows are deleted (each deletion an event) and its progress forgotten.
+ * Turning the setting off removes them all.
+ */
+import type pg from 'pg';
+import { semaphore } from '../semaphore.ts';
+import { ident, inTransaction } from '../db/sql.ts';
+import { toError } from '../errors.ts';
+import type { Logger } from '../log.ts';
+import { backoffDelay, CYCLE_BACKOFF } from '../retry.ts';
+import { clearStates, loadState, loadStates, saveState } from '../sync/state.ts';
+import { bookkeeping } from '../syncdb/schemas.ts';
+import { pause } from '../time.ts';
+import { type BackfillState, beginBackfill, runBackfill } from './backfill.ts';
+import { type StripeClient, StripeError, type StripeObject } from './client.ts';
+import { CursorExpired, type EventsCursor, pollEvents } from './events.ts';
+import { STRIPE_SCHEMAS } from './migrations.ts';
+import { nextPollGap } from './poll-gap.ts';
+import { stateKeys } from './scope.ts';
+import { applyChanges } from './store.ts';
+import { ACCOUNT_COLUMN, stripeTables } from './tables.ts';
+
+/** How often the list of connected accounts is read again (Stripe sends no event for a new one). */
+export const DISCOVER_EVERY_MS = 60_000;
+/** How often a change of the setting is noticed between two reads of the list. */
+const SETTING_CHECK_MS = 5_000;
+/** Backfills of connected accounts at once, and feeds read at once: the quota paces them, these keep them fed. */
+const BACKFILLS_AT_ONCE = 2;
+const POLLS_AT_ONCE = 4;
+
+export interface ConnectedAccountsOptions {
+  /** The key's client, acting on its own account (the settings of the moment). */
+  client(): Promise<StripeClient>;
+  /** Whether the setting is on now. */
+  enabled(): Promise<boolean>;
+  db: pg.Pool;
+  logger: Logger;
+  /** The normal gap between two reads of an account's feed (idle accounts are read less often). */
+  pollIntervalMs: number;
+  discoverEveryMs?: number;
+  /** Told when connected accounts cannot be listed (a key without the Connect permission), and when they can again. */
+  onWarning(warning: string | undefined): void;
+}
+
+/** The key may no longer act on the account: it was deleted, or its platform lost access. */
+function accountGone(error: unknown): boolean {
+  return error instanceof StripeError && error.kind === 'permission' && error.code === 'account_invalid';
+}
+
+interface Worker {
+  stop: AbortController;
+  done: Promise<void>;
+  /** Ends the worker's pause between two reads. */
+  wake: () => void;
+  /** When its last completed read of the feed began (ms); 0 before the first. */
+  polledFrom: number;
+}
+
+export class ConnectedAccounts {
+  private readonly workers = new Map<string, Worker>();
+  private readonly backfills = semaphore(BACKFILLS_AT_ONCE);
+  private readonly polls = semaphore(POLLS_AT_ONCE);
+  private waiters: Array<() => void> = [];
+
+  constructor(private readonly options: ConnectedAccountsOptions) {}
+
+  /** The accounts followed now. */
+  get accounts(): string[] {
+    return [...this.workers.keys()];
+  }
+
+  /**
+   * Until `signal` aborts: the setting is checked, the accounts listed every discoverEveryMs
+   * and each followed by a worker of its own. The workers stop with it.
+   */
+  async run(signal: AbortSignal): Promise<void> {
+    let listedAt = 0;
+    // Once at the start and after each change of the setting: accounts kept while it was on go.
+    let cleared = false;
+    try {
+      while (!signal.aborted) {
+        if (!(await this.options.enabled())) {
+          if (!cleared) await this.removeAll('the setting connected_accounts is off');
+          cleared = true;
+          listedAt = 0;
+        } else if (Date.now() - listedAt >= (this.options.discoverEveryMs ?? DISCOVER_EVERY_MS)) {
+          cleared = false;
+          try {
+            await this.discover(signal);
+            listedAt = Date.now();
+          } catch (error) {
+            if (signal.aborted) break;
+            // Tried again at the next check; the accounts already followed go on meanwhile.
+            this.options.logger.warn({ err: toError(error) }, 'listing the connected accounts failed; trying again');
+          }
+        }
+        await pause(Math.min(SETTING_CHECK_MS, this.options.discoverEveryMs ?? DISCOVER_EVERY_MS), signal);
+      }
+    } finally {
+      await Promise.all([...this.workers.values()].map((w) => (w.stop.abort(), w.done)));
+      this.workers.clear();
+    }
+  }
+
+  /**
+   * Resolves once every account followed now has read its feed from a moment at or after
+   * `since` (ms) to its end: a wait's pass covers the connected accounts too.
+   */
+  async caughtUp(since: number, signal: AbortSignal): Promise<void> {
+    for (const w of this.workers.values()) w.wake();
+    while (!signal.aborted && [...this.workers.values()].some((w) => w.polledFrom < since)) {
+      await new Promise<void>((resolve) => {
+        const stop = () => resolve();
+        this.waiters.push(() => {
+          signal.removeEventListener('abort', stop);
+          resolve();
+        });
+        signal.addEventListener('abort', stop, { once: true });
+      });
+    }
+  }
+
+  /** Lists the platform's connected accounts; starts new ones, removes those gone. */
+  private async discover(signal: AbortSignal): Promise<void> {
+    const client = await this.options.client();
+    const listed: StripeObject[] = [];
+    const requestedAt = Date.now();
+    try {
+      for (let after: string | undefined; ; ) {
+        const page = await client.listPage('/v1/accounts', after ? { starting_after: after } : {});
+        listed.push(...page.data);
+        after = page.data.at(-1)?.id;
+        if (!page.has_more || !after) break;
+      }
+    } catch (error) {
+      if (!(error instanceof StripeError && (error.kind === 'permission' || error.kind === 'invalid'))) throw error;
+      this.options.onWarning(`connected accounts are not synced: the key cannot list them (${error.status}: ${error.message})`);
+      return;
+    }
+    this.options.onWarning(undefined);
+    // The accounts' own rows (the platform's `account` table) as listed now.
+    await inTransaction(this.options.db, (tx) =>
+      applyChanges(
+        tx,
+        listed.map((object) => ({ object, version: requestedAt })),
+      ),
+    );
+    const ids = new Set(listed.map((a) => String(a.id)));
+    const known = await loadStates<BackfillState>(this.options.db, STRIPE_SCHEMAS, 'stripe.backfill@');
+    for (const id of new Set([...known.keys(), ...this.workers.keys()])) {
+      if (!ids.has(id)) await this.remove(id, 'it is no longer among the connected accounts', true);
+    }
+    for (const id of ids) if (!this.workers.has(id)) this.start(id, signal);
+  }
+
+  private start(account: string, signal: AbortSignal): void {
+    const stop = new AbortController();
+    const worker: Worker = { stop, done: Promise.resolve(), wake: () => undefined, polledFrom: 0 };
+    worker.done = this.follow(account, worker, AbortSignal.any([signal, stop.signal])).catch((error) =>
+      this.options.logger.error({ err: toError(error), account }, 'connected account worker failed'),
+    );
+    this.workers.set(account, worker);
+  }
+
+  /** One account: its backfill (again when its feed ran out), then its feed, until stopped or gone. */
+  private async follow(account: string, worker: Worker, signal: AbortSignal): Promise<void> {
+    const { db, logger } = this.options;
+    const keys = stateKeys(account);
+    let again = false;
+    let failures = 0;
+    while (!signal.aborted) {
+      try {
+        const client = (await this.options.client()).forAccount(account);
+        await this.backfills(async () => {
+          const state = await beginBackfill(client, db, again);
+          if (state.completedAt) return;
+          await runBackfill({ client, db, logger, signal, progress: async () => undefined }, state);
+          await saveState(db, STRIPE_SCHEMAS, keys.events, state.eventsCursor);
+        });
+        again = false;
+        let cursor = (await loadState<EventsCursor>(db, STRIPE_SCHEMAS, keys.events))!;
+        let lastEventAt = Date.now();
+        let gap = 0;
+        while (!signal.aborted) {
+          const from = Date.now();
+          const polled = await this.polls(() => pollEvents(client, db, cursor));
+          cursor = polled.cursor;
+          failures = 0;
+          worker.polledFrom = from;
+          this.notify();
+          if (polled.events > 0) lastEventAt = Date.now();
+          gap = nextPollGap({ intervalMs: this.options.pollIntervalMs, previousGapMs: gap, sinceEventMs: Date.now() - lastEventAt });
+          const woken = new AbortController();
+          worker.wake = () => woken.abort();
+          await pause(gap, AbortSignal.any([signal, woken.signal]));
+        }
+      } catch (error) {
+        if (signal.aborted) return;
+        if (error instanceof CursorExpired) {
+          again = true;
+          continue;
+        }
+        if (accountGone(error)) {
+          // Not awaited from here: removal waits for this worker to end.
+          void this.remove(account, 'the key may no longer act on it', true).catch((e) =>
+            logger.error({ err: toError(e), account }, 'removing a connected account failed'),
+          );
+          return;
+        }
+        failures++;
+        logger.warn({ err: toError(error), account }, 'following a connected account failed; trying again');
+        await pause(backoffDelay(CYCLE_BACKOFF, failures), signal);
+      }
+    }
+  }
+
+  private notify(): void {
+    const waiters = this.waiters;
+    this.waiters = [];
+    for (const resolve of waiters) resolve();
+  }
+
+  private async removeAll(reason: string): Promise<void> {
+    const known = await loadStates<BackfillState>(this.options.db, STRIPE_SCHEMAS, 'stripe.backfill@');
+    for (const id of new Set([...known.keys(), ...this.workers.keys()])) await this.remove(id, reason, false);
+  }
+
+  /**
+   * Stops the account's worker, deletes its rows table by table (the decoder makes each a
+   * deletion event) with their versions, and forgets its progress. `gone`: the account left
+   * the platform, so its own row in `account` goes too.
+   */
+  private async remove(account: string, reason: string, gone: boolean): Promise<void> {
+    const worker = this.workers.get(account);
+    if (worker) {
+      this.workers.delete(account);
+      worker.stop.abort();
+      await worker.done;
+    }
+    const { db } = this.options;
+    for (const [name, table] of stripeTables()) {
+      await inTransaction(db, async (tx) => {
+        const { rows } = await tx.query<{ key: string }>(
+          `DELETE FROM public.${ident(name)} WHERE ${ident(ACCOUNT_COLUMN)} = $1 RETURNING ${ident(table.shape.key)}::text AS key`,
+          [account],
+        );
+        if (rows.length > 0) {
+          await tx.query('DELETE FROM public_swap._stripe_versions WHERE tbl = $1 AND id = ANY($2::text[])', [name, rows.map((r) => r.key)]);
+        }
+      });
+    }
+    await inTransaction(db, async (tx) => {
+      // No tombstone: were the account listed again, its row would come back with it.
+      if (gone) {
+        await tx.query('DELETE FROM public.account WHERE id = $1 AND stripe_account IS NULL', [account]);
+        await tx.query("DELETE FROM public_swap._stripe_versions WHERE tbl = 'account' AND id = $1", [account]);
+      }
+      const keys = stateKeys(account);
+      await tx.query(`DELETE FROM ${bookkeeping(STRIPE_SCHEMAS, '_state')} WHERE key = ANY($1::text[])`, [[keys.backfill, keys.events]]);
+      await clearStates(tx, STRIPE_SCHEMAS, keys.lists);
+    });
+    this.notify();
+    this.options.logger.info({ account, reason }, 'connected account removed from the sync');
+  }
+}
