@@ -6,9 +6,11 @@
  * removes them all. A key that may not read Connect gets a warning naming the permission while
  * the platform's own data still syncs.
  */
+import Stripe from 'stripe';
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
 import { query } from './harness/postgres.ts';
+import { startProxy } from './harness/proxy.ts';
 import { waitFor } from './harness/process.ts';
 import { request, waitBackfilled } from './harness/service.ts';
 import { backfilledStripeSync, type StripeSyncSetUp } from './harness/stripe-sync.ts';
@@ -95,6 +97,28 @@ test("a wait covers the connected accounts' feeds", async () => {
   const waited = await request(s.svc.api, 'GET', `/api/wait/${s.syncId}?timeout=20000`, { token: s.account.token });
   assert.is(waited.body.ok, true);
   assert.equal(await rows('SELECT stripe_account FROM public.customer WHERE id = $1', [created.id]), [{ stripe_account: accounts.b }]);
+});
+
+test("a write through the proxy on behalf of a connected account is that account's row when the answer arrives", async () => {
+  const proxy = await startProxy(s.svc, { upstreams: new Map([['api.stripe.com', s.fake.url]]) });
+  try {
+    // As a platform's backend would: only host, port and protocol point at the proxy.
+    const viaProxy = new Stripe(KEY, { host: '127.0.0.1', port: proxy.port, protocol: 'http', maxNetworkRetries: 0 });
+    const created = await viaProxy.customers.create({ email: 'proxied@a.example.com' }, { stripeAccount: accounts.a });
+    assert.equal(await rows('SELECT email, stripe_account FROM public.customer WHERE id = $1', [created.id]), [
+      { email: 'proxied@a.example.com', stripe_account: accounts.a },
+    ]);
+    await viaProxy.customers.update(created.id, { name: 'Proxied' }, { stripeAccount: accounts.a });
+    assert.equal(await rows('SELECT name FROM public.customer WHERE id = $1', [created.id]), [{ name: 'Proxied' }]);
+    // An id the platform uses too: the account's row changes, not the platform's.
+    await viaProxy.products.update('gold', { name: 'Gold of a, via the proxy' }, { stripeAccount: accounts.a });
+    assert.equal(await rows("SELECT _key, name FROM public.product WHERE id = 'gold' AND name LIKE 'Gold of a%' OR _key = 'gold' ORDER BY _key"), [
+      { _key: `${accounts.a}/gold`, name: 'Gold of a, via the proxy' },
+      { _key: 'gold', name: 'Platform gold' },
+    ]);
+  } finally {
+    await proxy.stop();
+  }
 });
 
 test('a new connected account is picked up; a deleted one is removed with its rows', async () => {

@@ -62,6 +62,10 @@ interface Worker {
 
 export class ConnectedAccounts {
   private readonly workers = new Map<string, Worker>();
+  /** Accounts the key may no longer act on, removed by the next round of run(): after any listing in flight. */
+  private readonly gone = new Set<string>();
+  /** Ends run()'s pause between two rounds. */
+  private wakeRun: () => void = () => undefined;
   private readonly backfills = semaphore(BACKFILLS_AT_ONCE);
   private readonly polls = semaphore(POLLS_AT_ONCE);
   private waiters: Array<() => void> = [];
@@ -83,6 +87,10 @@ export class ConnectedAccounts {
     let cleared = false;
     try {
       while (!signal.aborted) {
+        for (const id of this.gone) {
+          this.gone.delete(id);
+          await this.remove(id, 'the key may no longer act on it', true);
+        }
         if (!(await this.options.enabled())) {
           if (!cleared) await this.removeAll('the setting connected_accounts is off');
           cleared = true;
@@ -98,7 +106,9 @@ export class ConnectedAccounts {
             this.options.logger.warn({ err: toError(error) }, 'listing the connected accounts failed; trying again');
           }
         }
-        await pause(Math.min(SETTING_CHECK_MS, this.options.discoverEveryMs ?? DISCOVER_EVERY_MS), signal);
+        const woken = new AbortController();
+        this.wakeRun = () => woken.abort();
+        await pause(Math.min(SETTING_CHECK_MS, this.options.discoverEveryMs ?? DISCOVER_EVERY_MS), AbortSignal.any([signal, woken.signal]));
       }
     } finally {
       await Promise.all([...this.workers.values()].map((w) => (w.stop.abort(), w.done)));
@@ -205,10 +215,9 @@ export class ConnectedAccounts {
           continue;
         }
         if (accountGone(error)) {
-          // Not awaited from here: removal waits for this worker to end.
-          void this.remove(account, 'the key may no longer act on it', true).catch((e) =>
-            logger.error({ err: toError(e), account }, 'removing a connected account failed'),
-          );
+          // Removed by run(), never while it applies a listing read before: that would bring the row back.
+          this.gone.add(account);
+          this.wakeRun();
           return;
         }
         failures++;

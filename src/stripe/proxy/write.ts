@@ -10,7 +10,10 @@ import { retrievePath } from '../events.ts';
 import { applyChanges, type Change } from '../store.ts';
 import type { WriteResult } from '../../proxy/plan.ts';
 import { hashToken as digestOf } from '../../control/secrets.ts';
-import type { SyncTargets } from '../../proxy/targets.ts';
+import type { SyncTarget, SyncTargets } from '../../proxy/targets.ts';
+import { bookkeeping } from '../../syncdb/schemas.ts';
+import { stateKeys } from '../scope.ts';
+import type pg from 'pg';
 
 export interface StripeWriteContext {
   targets: SyncTargets;
@@ -74,6 +77,25 @@ function syncsOfAccount(targets: SyncTargets, accountId: string | undefined, key
   );
 }
 
+/**
+ * Platforms' syncs that follow their connected accounts (`connected_accounts`), by the
+ * platform's account id or, unknown, by the very key: a write made on behalf of one of
+ * those accounts belongs in them too, as that account's row.
+ */
+function platformSyncs(targets: SyncTargets, platformId: string | undefined, keyDigest: string) {
+  return targets.where(
+    `stripe-platform:${platformId ?? ''}:${keyDigest}`,
+    "kind = 'stripe' AND (upstream_account_id = $1 OR api_key_sha256 = $2) AND (settings->>'connected_accounts')::boolean",
+    [platformId ?? null, keyDigest],
+  );
+}
+
+/** The connected account is one the sync follows already: otherwise its backfill brings the object, once it is found. */
+async function follows(tx: pg.ClientBase, schemas: SyncTarget['schemas'], account: string): Promise<boolean> {
+  const { rows } = await tx.query(`SELECT 1 FROM ${bookkeeping(schemas, '_state')} WHERE key = $1`, [stateKeys(account).backfill]);
+  return rows.length > 0;
+}
+
 const isObject = (v: unknown): v is StripeObject => typeof v === 'object' && v !== null && !Array.isArray(v);
 
 /**
@@ -88,14 +110,16 @@ export async function writeThroughStripe(ctx: StripeWriteContext, write: StripeW
   if (!isObject(answer) || typeof answer.id !== 'string' || typeof answer.object !== 'string') return result;
   if (answer.object === 'list' || answer.object === 'search_result') return result;
   const account = write.onBehalfOf ?? write.accountId;
-  const targets = await syncsOfAccount(ctx.targets, account, write.onBehalfOf ? undefined : digestOf(write.key));
-  if (targets.length === 0) return result;
+  // The account's own syncs hold the object as theirs; a platform's that follow it, as the connected account's.
+  const own = await syncsOfAccount(ctx.targets, account, write.onBehalfOf ? undefined : digestOf(write.key));
+  const platforms = write.onBehalfOf ? await platformSyncs(ctx.targets, write.accountId, digestOf(write.key)) : [];
+  if (own.length === 0 && platforms.length === 0) return result;
 
   const deleted = answer.deleted === true;
   const version = versionOf(write.receivedAt, write.date);
   let change: Change = { object: answer, version, ...(deleted ? { deleted: true } : {}) };
   const path = retrievePath(answer.object, answer.id);
-  if (!deleted && write.apiVersion !== STRIPE_API_VERSION && path && !write.onBehalfOf) {
+  if (!deleted && write.apiVersion !== STRIPE_API_VERSION && path) {
     const client = new StripeClient({
       baseUrl: ctx.baseUrl,
       key: new Secret(write.key),
@@ -108,6 +132,7 @@ export async function writeThroughStripe(ctx: StripeWriteContext, write: StripeW
       rule: write.rule,
       attempts: 1,
       timeoutMs: 15_000,
+      ...(write.onBehalfOf ? { stripeAccount: write.onBehalfOf } : {}),
     });
     try {
       // At least as new as the answer: it keeps the answer's version.
@@ -121,11 +146,21 @@ export async function writeThroughStripe(ctx: StripeWriteContext, write: StripeW
     }
   }
 
-  const applied = await Promise.all(
-    targets.map((target) => inTransaction(target.pool, (tx) => applyChanges(tx, [change]), ["lock_timeout = '5s'", "statement_timeout = '15s'"])),
-  );
-  result.syncs = targets.length;
+  const limits = ["lock_timeout = '5s'", "statement_timeout = '15s'"];
+  const connected = write.onBehalfOf ?? null;
+  const applied = await Promise.all([
+    ...own.map((target) => inTransaction(target.pool, (tx) => applyChanges(tx, [change]), limits)),
+    ...platforms.map((target) =>
+      inTransaction(
+        target.pool,
+        async (tx) => ((await follows(tx, target.schemas, connected!)) ? applyChanges(tx, [change], [], connected) : undefined),
+        limits,
+      ),
+    ),
+  ]);
   for (const a of applied) {
+    if (!a) continue;
+    result.syncs++;
     result.written += a.written;
     result.deleted += a.deleted;
   }
