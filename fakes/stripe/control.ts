@@ -51,6 +51,8 @@ export interface FakeStripeAccount {
   generate(input: GenerateInput): GenerateSummary;
   /** Connect: the accounts connected to this one (made with `POST /v1/accounts`), each controlled like this one. */
   connectedAccounts(): FakeStripeAccount[];
+  /** A webhook endpoint's signing secret (the API shows it only when the endpoint is made). */
+  webhookSecret(endpointId: string): string;
 }
 
 /** 'checkout.sessions', 'checkout_sessions', '/v1/checkout/sessions' → 'checkout/sessions'. */
@@ -163,6 +165,12 @@ export class FakeStripeAccountControl implements FakeStripeAccount {
 
   generate(input: GenerateInput): GenerateSummary {
     return generateAccount(this.state, this.clock, input);
+  }
+
+  webhookSecret(endpointId: string): string {
+    const secrets = this.state.hidden.get(endpointId)?.secrets as string[] | undefined;
+    if (!secrets?.[0]) throw new Error(`no webhook endpoint ${endpointId}`);
+    return secrets[0];
   }
 
   connectedAccounts(): FakeStripeAccount[] {

@@ -87,6 +87,12 @@ export class Deliveries {
     for (const d of held) this.queue(d);
   }
 
+  /** The deliveries held while paused are lost, as if the receiver never got them and Stripe gave up. */
+  discardHeld(): void {
+    this.stats.abandoned += this.held.length;
+    this.held = [];
+  }
+
   /** The next `n` deliveries are lost, as if the receiver never got them and Stripe gave up. */
   drop(n: number): void {
     this.dropping += n;

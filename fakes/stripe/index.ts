@@ -90,9 +90,10 @@ export interface FakeStripe {
   };
   /**
    * Webhook deliveries to the endpoints accounts register: `pause()` holds them until
-   * `resume()`, `drop(n)` loses the next n, `stats()` counts what was sent.
+   * `resume()` (or `discardHeld()` loses them), `drop(n)` loses the next n, `stats()` counts
+   * what was sent.
    */
-  webhooks: { pause(): void; resume(): void; drop(n: number): void; stats(): DeliveryStats };
+  webhooks: { pause(): void; resume(): void; discardHeld(): void; drop(n: number): void; stats(): DeliveryStats };
   /** `holdSecond()` keeps every `created` at the current second until `releaseSecond()` (same-second events). */
   clock: { now(): number; nowMs(): number; advance(ms: number): void; holdSecond(): number; releaseSecond(): void };
 }
@@ -172,6 +173,7 @@ export async function startFakeStripe(options: FakeStripeOptions = {}): Promise<
     webhooks: {
       pause: () => deliveries.pause(),
       resume: () => deliveries.resume(),
+      discardHeld: () => deliveries.discardHeld(),
       drop: (n) => deliveries.drop(n),
       stats: () => ({ ...deliveries.stats }),
     },

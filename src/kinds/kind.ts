@@ -68,9 +68,20 @@ export interface SourceKind {
    * src/api/routes/hooks.ts): whether one is signed with the sync's hook secret. One that is
    * wakes the sync's runner; the runner reads what changed itself.
    */
-  readonly inbound?: { verify(delivery: InboundDelivery): boolean };
+  readonly inbound?: KindInbound;
   /** Removes what a deleted sync left upstream (Airtable's webhook); failures are logged by the caller. */
   cleanup?(context: CleanupContext): Promise<void>;
+}
+
+export interface KindInbound {
+  verify(delivery: InboundDelivery): boolean;
+  /** What part of the sync has news, by the signed notification (a Stripe connected account): only it is read. */
+  partOf?(delivery: InboundDelivery): string | undefined;
+  /**
+   * What makes a signed notification unique (its timestamp and signature), for upstreams
+   * that sign a time: the same one again within the route's window is a replay, refused.
+   */
+  replayKey?(delivery: InboundDelivery): string | undefined;
 }
 
 /** A notification as it arrived, and the hook it claims to come from. */

@@ -99,7 +99,7 @@ const STRIPE_429_NOTE =
 export class StripeClient {
   constructor(private readonly options: StripeClientOptions) {}
 
-  async request<T>(method: 'GET' | 'POST', path: string, params: Params = {}, notes?: RequestNotes): Promise<T> {
+  async request<T>(method: 'GET' | 'POST' | 'DELETE', path: string, params: Params = {}, notes?: RequestNotes): Promise<T> {
     const attempts = this.options.attempts ?? 6;
     for (let attempt = 1; ; attempt++) {
       try {
@@ -119,7 +119,7 @@ export class StripeClient {
     }
   }
 
-  private async once<T>(method: 'GET' | 'POST', path: string, params: Params): Promise<T> {
+  private async once<T>(method: 'GET' | 'POST' | 'DELETE', path: string, params: Params): Promise<T> {
     const { limiter, quota, signal } = this.options;
     const key = this.options.key.reveal();
     const grant = limiter && (await limiter.acquire(this.options.quotaKey, this.options.rule ?? stripeRule(key), { kind: 'sync', ...quota, signal }));
@@ -127,7 +127,7 @@ export class StripeClient {
     const response = await exchange({
       onSent: () => grant?.sent(),
       method,
-      url: this.options.baseUrl + path + (method === 'GET' && form ? `?${form}` : ''),
+      url: this.options.baseUrl + path + (method !== 'POST' && form ? `?${form}` : ''),
       headers: {
         authorization: `Bearer ${key}`,
         'stripe-version': STRIPE_API_VERSION,

@@ -22,7 +22,9 @@ import { STRIPE_SCHEMAS } from './migrations.ts';
 import { nextPollGap } from './poll-gap.ts';
 import { stateKeys } from './scope.ts';
 import { applyChanges } from './store.ts';
+import { ConnectPush, type Pings, PUSHED_POLL_MS } from './push.ts';
 import { ACCOUNT_COLUMN, stripeTables } from './tables.ts';
+import type { SyncHooks } from '../kinds/kind.ts';
 
 /** How often the list of connected accounts is read again (Stripe sends no event for a new one). */
 export const DISCOVER_EVERY_MS = 60_000;
@@ -42,8 +44,14 @@ export interface ConnectedAccountsOptions {
   /** The normal gap between two reads of an account's feed (idle accounts are read less often). */
   pollIntervalMs: number;
   discoverEveryMs?: number;
-  /** Told when connected accounts cannot be listed (a key without the Connect permission), and when they can again. */
-  onWarning(warning: string | undefined): void;
+  /** With push trusted, how often each account's feed is still read (default PUSHED_POLL_MS). */
+  pushedPollMs?: number;
+  /** Told what the status should say about connected accounts (none: an empty list), whenever it changes. */
+  onWarnings(warnings: string[]): void;
+  /** Where Stripe may push connected accounts' events, when the service has a public URL. */
+  hooks?: SyncHooks;
+  /** The sync's pings, which name the accounts deliveries came for. */
+  pings?: Pings;
 }
 
 /** The key may no longer act on the account: it was deleted, or its platform lost access. */
@@ -58,6 +66,8 @@ interface Worker {
   wake: () => void;
   /** When its last completed read of the feed began (ms); 0 before the first. */
   polledFrom: number;
+  /** Woken since its last read began (a delivery, a wait): that read is no test of push. */
+  woken: boolean;
 }
 
 export class ConnectedAccounts {
@@ -69,8 +79,20 @@ export class ConnectedAccounts {
   private readonly backfills = semaphore(BACKFILLS_AT_ONCE);
   private readonly polls = semaphore(POLLS_AT_ONCE);
   private waiters: Array<() => void> = [];
+  private readonly push: ConnectPush;
+  /** A delivery named an account not followed yet: list the accounts at the next round. */
+  private discoverNow = false;
+  private listWarning: string | undefined;
+  private shownWarnings = '';
 
-  constructor(private readonly options: ConnectedAccountsOptions) {}
+  constructor(private readonly options: ConnectedAccountsOptions) {
+    this.push = new ConnectPush({
+      db: options.db,
+      logger: options.logger,
+      ...(options.hooks ? { hooks: options.hooks } : {}),
+      ...(options.pings ? { pings: options.pings } : {}),
+    });
+  }
 
   /** The accounts followed now. */
   get accounts(): string[] {
@@ -85,6 +107,7 @@ export class ConnectedAccounts {
     let listedAt = 0;
     // Once at the start and after each change of the setting: accounts kept while it was on go.
     let cleared = false;
+    const listening = this.push.listen(signal, (account) => this.wake(account));
     try {
       while (!signal.aborted) {
         for (const id of this.gone) {
@@ -92,13 +115,23 @@ export class ConnectedAccounts {
           await this.remove(id, 'the key may no longer act on it', true);
         }
         if (!(await this.options.enabled())) {
-          if (!cleared) await this.removeAll('the setting connected_accounts is off');
+          if (!cleared) {
+            await this.removeAll('the setting connected_accounts is off');
+            await this.push
+              .remove(await this.options.client())
+              .catch((error: unknown) => this.options.logger.warn({ err: toError(error) }, 'removing the connect webhook endpoint failed'));
+            this.listWarning = undefined;
+            this.showWarnings();
+          }
           cleared = true;
           listedAt = 0;
-        } else if (Date.now() - listedAt >= (this.options.discoverEveryMs ?? DISCOVER_EVERY_MS)) {
+        } else if (this.discoverNow || Date.now() - listedAt >= (this.options.discoverEveryMs ?? DISCOVER_EVERY_MS)) {
           cleared = false;
+          this.discoverNow = false;
           try {
             await this.discover(signal);
+            await this.push.ensure(await this.options.client());
+            this.showWarnings();
             listedAt = Date.now();
           } catch (error) {
             if (signal.aborted) break;
@@ -111,9 +144,30 @@ export class ConnectedAccounts {
         await pause(Math.min(SETTING_CHECK_MS, this.options.discoverEveryMs ?? DISCOVER_EVERY_MS), AbortSignal.any([signal, woken.signal]));
       }
     } finally {
-      await Promise.all([...this.workers.values()].map((w) => (w.stop.abort(), w.done)));
+      for (const w of this.workers.values()) w.stop.abort();
+      await Promise.all([...this.workers.values()].map((w) => w.done));
       this.workers.clear();
+      await listening;
     }
+  }
+
+  /** A delivery for the account: its feed is read now; an account not followed yet is looked for. */
+  private wake(account: string): void {
+    const worker = this.workers.get(account);
+    if (worker) {
+      worker.woken = true;
+      worker.wake();
+      return;
+    }
+    this.discoverNow = true;
+    this.wakeRun();
+  }
+
+  private showWarnings(): void {
+    const warnings = [this.listWarning, this.push.warning].filter((w): w is string => w !== undefined);
+    if (JSON.stringify(warnings) === this.shownWarnings) return;
+    this.shownWarnings = JSON.stringify(warnings);
+    this.options.onWarnings(warnings);
   }
 
   /**
@@ -121,7 +175,10 @@ export class ConnectedAccounts {
    * `since` (ms) to its end: a wait's pass covers the connected accounts too.
    */
   async caughtUp(since: number, signal: AbortSignal): Promise<void> {
-    for (const w of this.workers.values()) w.wake();
+    for (const w of this.workers.values()) {
+      w.woken = true;
+      w.wake();
+    }
     while (!signal.aborted && [...this.workers.values()].some((w) => w.polledFrom < since)) {
       await new Promise<void>((resolve) => {
         const stop = () => resolve();
@@ -148,10 +205,10 @@ export class ConnectedAccounts {
       }
     } catch (error) {
       if (!(error instanceof StripeError && (error.kind === 'permission' || error.kind === 'invalid'))) throw error;
-      this.options.onWarning(`connected accounts are not synced: the key cannot list them (${error.status}: ${error.message})`);
+      this.listWarning = `connected accounts are not synced: the key cannot list them (${error.status}: ${error.message})`;
       return;
     }
-    this.options.onWarning(undefined);
+    this.listWarning = undefined;
     // The accounts' own rows (the platform's `account` table) as listed now.
     await inTransaction(this.options.db, (tx) =>
       applyChanges(
@@ -169,7 +226,7 @@ export class ConnectedAccounts {
 
   private start(account: string, signal: AbortSignal): void {
     const stop = new AbortController();
-    const worker: Worker = { stop, done: Promise.resolve(), wake: () => undefined, polledFrom: 0 };
+    const worker: Worker = { stop, done: Promise.resolve(), wake: () => undefined, polledFrom: 0, woken: false };
     worker.done = this.follow(account, worker, AbortSignal.any([signal, stop.signal])).catch((error) =>
       this.options.logger.error({ err: toError(error), account }, 'connected account worker failed'),
     );
@@ -195,15 +252,27 @@ export class ConnectedAccounts {
         let cursor = (await loadState<EventsCursor>(db, STRIPE_SCHEMAS, keys.events))!;
         let lastEventAt = Date.now();
         let gap = 0;
+        // The first read after a backfill finds what happened during it: no test of push either.
+        let timed = false;
         while (!signal.aborted) {
           const from = Date.now();
+          const onTimer = timed && !worker.woken;
+          worker.woken = false;
           const polled = await this.polls(() => pollEvents(client, db, cursor));
           cursor = polled.cursor;
           failures = 0;
           worker.polledFrom = from;
           this.notify();
           if (polled.events > 0) lastEventAt = Date.now();
-          gap = nextPollGap({ intervalMs: this.options.pollIntervalMs, previousGapMs: gap, sinceEventMs: Date.now() - lastEventAt });
+          // Events found on the timer that no delivery announced (a delivery may lag a few seconds).
+          if (onTimer && polled.events > 0 && polled.cursor.created < Date.now() / 1000 - 10) {
+            this.push.missed();
+            this.showWarnings();
+          }
+          gap = this.push.trusted
+            ? (this.options.pushedPollMs ?? PUSHED_POLL_MS)
+            : nextPollGap({ intervalMs: this.options.pollIntervalMs, previousGapMs: gap, sinceEventMs: Date.now() - lastEventAt });
+          timed = true;
           const woken = new AbortController();
           worker.wake = () => woken.abort();
           await pause(gap, AbortSignal.any([signal, woken.signal]));

@@ -1,6 +1,8 @@
 import { z } from 'zod';
 import { STRIPE_DEFAULT_SETTINGS, type StripeSettings, stripeSettingsSchema } from './settings.ts';
-import type { RunnerContext, SourceKind } from '../kinds/kind.ts';
+import type { CleanupContext, RunnerContext, SourceKind } from '../kinds/kind.ts';
+import { StripeClient, stripeQuotaKey, stripeRule } from './client.ts';
+import { removeConnectEndpoint, stripeInbound } from './push.ts';
 import { stripeCheck } from './check.ts';
 import { STRIPE_MIGRATIONS } from './migrations.ts';
 import { prepareStripeDatabase } from './prepare.ts';
@@ -9,7 +11,7 @@ import { StripeRunner, type StripeRunnerOptions } from './runner.ts';
 import { stripeTables, UPCOMING } from './tables.ts';
 
 /** Stripe tunables: how often the events feed is read (tests), how often unreadable lists are tried again. */
-export type StripeTunables = Pick<StripeRunnerOptions, 'pollIntervalMs' | 'recheckSkippedMs' | 'discoverAccountsMs'>;
+export type StripeTunables = Pick<StripeRunnerOptions, 'pollIntervalMs' | 'recheckSkippedMs' | 'discoverAccountsMs' | 'pushedPollMs'>;
 
 const upcomingKeys = new Map<string, string>(Object.values(UPCOMING).map((u) => [u.table, u.key]));
 
@@ -27,6 +29,22 @@ export const stripeKind: SourceKind = {
   keyNamesAccount: true,
   syncDatabaseMigrations: STRIPE_MIGRATIONS,
   proxy: { barePrefix: 'v1', planner: stripePlanner },
+  // Connect webhook deliveries (connected accounts, with a public URL): they wake the account's reader.
+  inbound: stripeInbound,
+  /** The Connect webhook endpoint the sync registered, if any. */
+  async cleanup(context: CleanupContext) {
+    const key = context.key.reveal();
+    const client = new StripeClient({
+      baseUrl: context.baseUrl,
+      key: context.key,
+      limiter: context.limiter,
+      quotaKey: stripeQuotaKey(context.sync.upstreamAccountId, key),
+      quota: { kind: 'client', maxWaitMs: 10_000 },
+      rule: stripeRule(key),
+      attempts: 2,
+    });
+    await removeConnectEndpoint(client, context.target, context.schemas);
+  },
   describeUpstream: (sync) => (sync.upstreamAccountId ? `Stripe account ${sync.upstreamAccountId}` : 'this Stripe key'),
   events: {
     collectionOf: (table) => {
@@ -61,6 +79,7 @@ export const stripeKind: SourceKind = {
       loadSettings: () => context.loadSettings() as Promise<StripeSettings>,
       logger: context.logger,
       passRequests: context.passRequests,
+      ...(context.hooks ? { hooks: context.hooks } : {}),
       onRateLimited: context.onRateLimited,
       ...(context.tunables as StripeTunables | undefined),
     });

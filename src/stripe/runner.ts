@@ -18,6 +18,8 @@ import { ensureTables } from './tables.ts';
 import { markAllUpcoming, refreshUpcoming } from './upcoming.ts';
 import { nextPollGap } from './poll-gap.ts';
 import { ConnectedAccounts } from './connect.ts';
+import type { Pings } from './push.ts';
+import type { SyncHooks } from '../kinds/kind.ts';
 
 export { IDLE_AFTER_MS, IDLE_POLL_MAX_MS, nextPollGap } from './poll-gap.ts';
 
@@ -42,6 +44,10 @@ export interface StripeRunnerOptions {
   recheckSkippedMs?: number;
   /** How often the platform's connected accounts are listed again (default DISCOVER_EVERY_MS). */
   discoverAccountsMs?: number;
+  /** Where Stripe may push connected accounts' events (the service has a public URL). */
+  hooks?: SyncHooks;
+  /** With push working, how often each connected account's feed is still read (default PUSHED_POLL_MS). */
+  pushedPollMs?: number;
 }
 
 /** Lists skipped as unreadable (a permission the key lacks) are tried again this often: a granted permission ends its warning. */
@@ -81,7 +87,7 @@ export class StripeRunner {
   /** The platform's connected accounts, when the setting is on. */
   private readonly connected: ConnectedAccounts;
   /** The warnings of the last backfill's skipped lists, and of connected accounts: the status shows both. */
-  private warnings: { skipped: string[]; connect?: string } = { skipped: [] };
+  private warnings: { skipped: string[]; connect: string[] } = { skipped: [], connect: [] };
   private lastSettings: { at: number; value: StripeSettings } | undefined;
 
   constructor(private readonly options: StripeRunnerOptions) {
@@ -93,6 +99,15 @@ export class StripeRunner {
       logger: options.logger,
     });
     this.incomplete = new IncompleteLists((lists) => this.status.incomplete(lists), options.logger);
+    const requests = options.passRequests;
+    const pings: Pings | undefined =
+      requests?.pingMark && requests.pingedSince && requests.takePingedParts
+        ? {
+            mark: () => requests.pingMark!(options.syncId),
+            since: (mark, timeoutMs, signal) => requests.pingedSince!(options.syncId, mark, timeoutMs, signal),
+            take: () => requests.takePingedParts!(options.syncId),
+          }
+        : undefined;
     this.connected = new ConnectedAccounts({
       client: async () => this.client(await this.settings(SETTINGS_FRESH_MS)),
       enabled: async () => (await this.settings(SETTINGS_FRESH_MS)).connected_accounts,
@@ -100,11 +115,13 @@ export class StripeRunner {
       logger: options.logger,
       pollIntervalMs: options.pollIntervalMs ?? 500,
       ...(options.discoverAccountsMs !== undefined ? { discoverEveryMs: options.discoverAccountsMs } : {}),
-      onWarning: (warning) => {
-        if (warning === this.warnings.connect) return;
-        this.warnings.connect = warning;
+      ...(options.pushedPollMs !== undefined ? { pushedPollMs: options.pushedPollMs } : {}),
+      onWarnings: (warnings) => {
+        this.warnings.connect = warnings;
         void this.showWarnings().catch((err: unknown) => options.logger.warn({ err: toError(err) }, 'could not save the warnings'));
       },
+      ...(options.hooks ? { hooks: options.hooks } : {}),
+      ...(pings ? { pings } : {}),
     });
   }
 
@@ -223,7 +240,7 @@ export class StripeRunner {
 
   private async showWarnings(): Promise<void> {
     const { skipped, connect } = this.warnings;
-    await this.status.warn(connect ? [...skipped, connect] : skipped);
+    await this.status.warn([...skipped, ...connect]);
   }
 
   /**

@@ -3,6 +3,10 @@ import type { Logger } from '../log.ts';
 import { PASS_WANTED_CHANNEL, PASSES_CHANNEL, PING_CHANNEL, type PassCompletions, type PassRequests } from './passes.ts';
 import { Wakeups } from './wakeups.ts';
 
+/** Pinged parts kept per process until a runner takes them: a bound, since most syncs are run elsewhere. */
+const MAX_PINGED_SYNCS = 10_000;
+const MAX_PARTS_PER_SYNC = 1_000;
+
 /**
  * One LISTEN connection per process on the control database for the wait endpoint: wait
  * requests and upstream pings wake the sync's runner (PASS_WANTED_CHANNEL, PING_CHANNEL) and
@@ -15,6 +19,8 @@ export class PassSignals implements PassRequests, PassCompletions {
   /** Pings by sync, also counted in `requests` (nobody waits on these: they are only read). */
   private readonly pings = new Wakeups();
   private readonly completions = new Wakeups();
+  /** The parts pings named, by sync, until the runner takes them. */
+  private readonly parts = new Map<string, Set<string>>();
   private readonly stopping = new AbortController();
   private readonly connection: ListenConnection;
 
@@ -27,9 +33,12 @@ export class PassSignals implements PassRequests, PassCompletions {
         if (channel === PASS_WANTED_CHANNEL) this.requests.bump(payload);
         if (channel === PASSES_CHANNEL) this.completions.bump(payload);
         if (channel === PING_CHANNEL) {
-          // Counted as a ping first, so a runner woken by it finds it counted.
-          this.pings.bump(payload);
-          this.requests.bump(payload);
+          const [syncId, part] = payload.split(' ', 2) as [string, string | undefined];
+          if (part) this.notePart(syncId, part);
+          // Counted as a ping first, so a runner woken by it finds it counted. A ping that names
+          // a part wakes only the reader of that part (which waits on pings), not the whole runner.
+          this.pings.bump(syncId);
+          if (!part) this.requests.bump(syncId);
         }
       },
       // Whatever was sent while nobody listened: everyone waiting looks again.
@@ -64,6 +73,24 @@ export class PassSignals implements PassRequests, PassCompletions {
 
   pingMark(syncId: string): number {
     return this.pings.mark(syncId);
+  }
+
+  pingedSince(syncId: string, mark: number, timeoutMs: number, signal?: AbortSignal): Promise<boolean> {
+    return this.pings.since(syncId, mark, timeoutMs, signal);
+  }
+
+  takePingedParts(syncId: string): string[] {
+    const parts = this.parts.get(syncId);
+    this.parts.delete(syncId);
+    return parts ? [...parts] : [];
+  }
+
+  /** Kept until taken; bounded, since a sync nobody runs here never takes them. */
+  private notePart(syncId: string, part: string): void {
+    if (!this.parts.has(syncId) && this.parts.size >= MAX_PINGED_SYNCS) this.parts.delete(this.parts.keys().next().value!);
+    const parts = this.parts.get(syncId) ?? new Set<string>();
+    if (parts.size < MAX_PARTS_PER_SYNC) parts.add(part);
+    this.parts.set(syncId, parts);
   }
 
   requestedSince(syncId: string, mark: number, timeoutMs: number, signal?: AbortSignal): Promise<boolean> {

@@ -20,9 +20,12 @@ export const PASSES_CHANNEL = 'tributary_passes';
  */
 export const PING_CHANNEL = 'tributary_ping';
 
-/** Wakes the sync's runner, in whichever process runs it. */
-export async function pingRunner(control: pg.Pool, syncId: string): Promise<void> {
-  await control.query(`SELECT pg_notify('${PING_CHANNEL}', $1)`, [syncId]);
+/**
+ * Wakes the sync's runner, in whichever process runs it; `part` names what has news, where
+ * the kind can tell (a Stripe connected account), so the runner reads only that.
+ */
+export async function pingRunner(control: pg.Pool, syncId: string, part?: string): Promise<void> {
+  await control.query(`SELECT pg_notify('${PING_CHANNEL}', $1)`, [part ? `${syncId} ${part}` : syncId]);
 }
 
 /** Where a pass began: the control database's clock (ISO 8601, microseconds), and whether a waiter wants it. */
@@ -80,6 +83,10 @@ export interface PassRequests {
   requestMark(syncId: string): number;
   /** Pings alone: a runner woken by pings only may take its time (they cost it a read each). */
   pingMark?(syncId: string): number;
+  /** True once a ping arrived after `mark`; false on timeout or abort. */
+  pingedSince?(syncId: string, mark: number, timeoutMs: number, signal?: AbortSignal): Promise<boolean>;
+  /** The parts pings named since the last call (each once), and forgets them. */
+  takePingedParts?(syncId: string): string[];
   requestedSince(syncId: string, mark: number, timeoutMs: number, signal?: AbortSignal): Promise<boolean>;
   readonly listening: boolean;
 }

@@ -42,7 +42,7 @@ function create({ ctx, params }: Call): StripeObject {
     country: str(params.country) ?? 'US',
     created: ctx.now,
     default_currency: 'usd',
-    details_submitted: !custom && type !== 'express' ? true : false,
+    details_submitted: !custom && type !== 'express',
     email: str(params.email) ?? null,
     metadata: mergeMetadata({}, params.metadata),
     payouts_enabled: false,

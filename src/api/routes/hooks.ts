@@ -15,6 +15,13 @@ const CACHE_MS = 60_000;
 const CACHE_MAX = 10_000;
 /** A notification that does not check out reads the sync's hook again if the cached one is older than this. */
 const REREAD_MS = 5_000;
+/**
+ * Signed notifications seen lately (kinds that sign a time, which they refuse when older than
+ * five minutes): the same one again is a replay. Per API process; one replayed to another
+ * process costs one read of the part it names, nothing more.
+ */
+const REPLAY_WINDOW_MS = 10 * 60_000;
+const REPLAY_MAX = 100_000;
 
 interface CachedHook {
   at: number;
@@ -35,6 +42,17 @@ const hookParams = z.object({
  */
 export function hookRoutes(router: Router, api: ApiOptions, doc: ApiDocument): void {
   const cache = new Map<string, CachedHook>();
+  const seen = new Map<string, number>();
+  /** True the first time a notification is seen within the window. */
+  const firstTime = (key: string) => {
+    const now = Date.now();
+    const at = seen.get(key);
+    if (at !== undefined && now - at < REPLAY_WINDOW_MS) return false;
+    seen.delete(key);
+    seen.set(key, now);
+    trimOldest(seen, REPLAY_MAX);
+    return true;
+  };
   /** `fresherThanMs`: a cached entry older than this is read again (the sync may have a new hook). */
   const lookup = async (syncId: string, fresherThanMs = CACHE_MS) => {
     const cached = cache.get(syncId);
@@ -54,12 +72,12 @@ export function hookRoutes(router: Router, api: ApiOptions, doc: ApiDocument): v
     tag: 'syncs',
     summary: 'Notifications from the upstream (signed)',
     description:
-      'Where the upstream says a sync has news (Airtable webhook pings, signed with the webhook’s secret). Registered by the sync itself when TRIBUTARY_PUBLIC_URL is set; not for clients.',
+      'Where the upstream says a sync has news (Airtable webhook pings, signed with the webhook’s secret; Stripe Connect webhook deliveries, signed with the endpoint’s secret). Registered by the sync itself when TRIBUTARY_PUBLIC_URL is set; not for clients.',
     access: 'public',
     params: hookParams,
     answers: { 200: { description: 'Signed by the sync’s hook: its runner reads the changes now', schema: z.object({ ok: z.literal(true) }).strict() } },
     errors: {
-      401: 'The signature is missing or does not match',
+      401: 'The signature is missing, does not match, is too old, or was received already',
       404: 'No such sync of this kind, or it takes no notifications',
       413: 'The body is too large',
       503: 'The control database is unreachable',
@@ -77,7 +95,10 @@ export function hookRoutes(router: Router, api: ApiOptions, doc: ApiDocument): v
     if (!signed() && !((hook = await lookup(id, REREAD_MS)) && signed())) {
       throw new TributaryError('unauthorized', 'the notification is not signed by this sync’s hook');
     }
-    await controlDatabase(() => pingRunner(api.pool, id));
+    const delivery = { headers: ctx.headers, body, hookId: hook!.hookId, secret: hook!.secret };
+    const replay = kind.inbound.replayKey?.(delivery);
+    if (replay !== undefined && !firstTime(`${id} ${replay}`)) throw new TributaryError('unauthorized', 'this notification was received already');
+    await controlDatabase(() => pingRunner(api.pool, id, kind.inbound!.partOf?.(delivery)));
     ctx.body = { ok: true };
   });
 }

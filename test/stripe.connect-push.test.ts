@@ -1,0 +1,133 @@
+/**
+ * Connected accounts by push (TRIBUTARY_PUBLIC_URL set): the platform's sync registers a
+ * Connect webhook endpoint at /hooks/stripe/<sync id>; a signed delivery wakes the reader of
+ * the account it names, so a change arrives at once while each feed is otherwise read only
+ * every pushedPollMs; a lost delivery is filled by that read. Unsigned, stale and replayed
+ * deliveries are refused. The endpoint goes when the setting is turned off or the sync deleted.
+ */
+import { test } from 'uvu';
+import * as assert from 'uvu/assert';
+import Stripe from 'stripe';
+import { STRIPE_API_VERSION } from '../src/stripe/catalog.ts';
+import { freePort } from './harness/ports.ts';
+import { query } from './harness/postgres.ts';
+import { waitFor } from './harness/process.ts';
+import { request } from './harness/service.ts';
+import { backfilledStripeSync, type StripeSyncSetUp } from './harness/stripe-sync.ts';
+
+const KEY = 'sk_test_CONNECTPUSHPLATFORM0001';
+/** Each account's feed is read this often while push works: far longer than a delivery takes. */
+const PUSHED_POLL_MS = 8000;
+let s: StripeSyncSetUp;
+let api: string;
+let account: string;
+const stripeNode = new Stripe('sk_test_signature0000000000000001');
+
+test.before(async () => {
+  const apiPort = await freePort();
+  api = `http://127.0.0.1:${apiPort}`;
+  s = await backfilledStripeSync({
+    key: KEY,
+    seed: 62,
+    customers: 3,
+    pollIntervalMs: 300,
+    settings: { connected_accounts: true },
+    config: { roles: ['api', 'sync', 'decoder'], apiPort, publicOrigin: api },
+    tunables: { stripe: { pollIntervalMs: 300, discoverAccountsMs: 500, pushedPollMs: PUSHED_POLL_MS } },
+    before: async (stripe) => {
+      account = (await stripe.accounts.create({ type: 'custom' })).id;
+      await stripe.customers.create({ email: 'first@push.example.com' }, { stripeAccount: account });
+    },
+  });
+});
+test.after(async () => {
+  await s.svc.stop();
+  await s.fake.close();
+});
+
+const rows = (sql: string, params: unknown[] = []) => query<Record<string, any>>(s.reader, sql, params);
+const endpoints = async () => (await s.stripe.webhookEndpoints.list()).data;
+const hookUrl = () => `${api}/hooks/stripe/${s.syncId}`;
+
+/** Whether `read` holds within `ms`. */
+async function arrivesWithin(ms: number, read: () => Promise<boolean>): Promise<boolean> {
+  const deadline = Date.now() + ms;
+  while (Date.now() < deadline) {
+    if (await read()) return true;
+    await new Promise((r) => setTimeout(r, 100));
+  }
+  return false;
+}
+
+test('the sync registers a Connect endpoint at its hook URL, every event, the pinned version', async () => {
+  const [endpoint] = await waitFor('the endpoint', async () => ((await endpoints()).length > 0 ? endpoints() : undefined), 20_000);
+  assert.is(endpoint!.url, hookUrl());
+  assert.is((endpoint as unknown as { connect: boolean }).connect, true);
+  assert.equal(endpoint!.enabled_events, ['*']);
+  assert.is(endpoint!.api_version, STRIPE_API_VERSION);
+  await waitFor(
+    'the first customer',
+    async () => ((await rows("SELECT 1 FROM public.customer WHERE email = 'first@push.example.com'")).length ? true : undefined),
+    20_000,
+  );
+  // Past the reads right after the backfill: from now on each feed waits PUSHED_POLL_MS between timed reads.
+  await new Promise((r) => setTimeout(r, 2000));
+});
+
+test("a change arrives by push at once; held back, it waits for the account's timed read", async () => {
+  const [customer] = (await s.stripe.customers.list({ limit: 1 }, { stripeAccount: account })).data;
+  const named = (name: string) => async () => (await rows('SELECT name FROM public.customer WHERE id = $1', [customer!.id]))[0]?.name === name;
+  const before = s.fake.webhooks.stats().delivered;
+  await s.stripe.customers.update(customer!.id, { name: 'pushed' }, { stripeAccount: account });
+  assert.ok(await arrivesWithin(2000, named('pushed')), 'a delivery wakes the account at once');
+  assert.ok(s.fake.webhooks.stats().delivered > before);
+
+  // Deliveries held: the change waits for the account's next timed read, no sooner than a few seconds.
+  await new Promise((r) => setTimeout(r, 500));
+  s.fake.webhooks.pause();
+  await s.stripe.customers.update(customer!.id, { name: 'held' }, { stripeAccount: account });
+  const quick = await arrivesWithin(1500, named('held'));
+  s.fake.webhooks.discardHeld();
+  s.fake.webhooks.resume();
+  assert.not.ok(quick, 'without a delivery the change is not read at once (the feed is read every few seconds)');
+  assert.ok(await arrivesWithin(PUSHED_POLL_MS + 4000, named('held')), 'the timed read fills the gap of a lost delivery');
+});
+
+test('unsigned, stale and replayed deliveries are refused and change nothing', async () => {
+  const [endpoint] = await endpoints();
+  const secret = s.upstream.webhookSecret(endpoint!.id);
+  const payload = JSON.stringify({ id: 'evt_forged', object: 'event', account, type: 'customer.updated', data: { object: { id: 'cus_forged' } } });
+  const post = (signature: string | undefined) =>
+    fetch(hookUrl(), {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', ...(signature ? { 'stripe-signature': signature } : {}) },
+      body: payload,
+    });
+  const now = Math.floor(Date.now() / 1000);
+  assert.is((await post(undefined)).status, 401, 'unsigned');
+  assert.is((await post(stripeNode.webhooks.generateTestHeaderString({ payload, secret: 'whsec_wrong' }))).status, 401, 'another secret');
+  assert.is((await post(stripeNode.webhooks.generateTestHeaderString({ payload, secret, timestamp: now - 600 }))).status, 401, 'ten minutes old');
+  const fresh = stripeNode.webhooks.generateTestHeaderString({ payload, secret, timestamp: now });
+  assert.is((await post(fresh)).status, 200, 'signed and fresh: it wakes the account');
+  const replayed = await post(fresh);
+  assert.is(replayed.status, 401, 'the same delivery again');
+  assert.match(((await replayed.json()) as { error: { message: string } }).error.message, /received already/);
+  // A delivery only wakes a read: nothing it says is written.
+  assert.equal(await rows("SELECT 1 FROM public.customer WHERE id = 'cus_forged'"), []);
+  const other = await fetch(`${api}/hooks/stripe/syn_nosuchsync`, { method: 'POST', headers: { 'stripe-signature': fresh }, body: payload });
+  assert.is(other.status, 404);
+});
+
+test('the endpoint goes when the setting is turned off, and with the sync', async () => {
+  const off = await request(s.svc.api, 'PATCH', `/api/syncs/${s.syncId}`, { token: s.account.token, body: { settings: { connected_accounts: false } } });
+  assert.is(off.status, 200);
+  await waitFor('the endpoint deleted', async () => ((await endpoints()).length === 0 ? true : undefined), 20_000);
+  const on = await request(s.svc.api, 'PATCH', `/api/syncs/${s.syncId}`, { token: s.account.token, body: { settings: { connected_accounts: true } } });
+  assert.is(on.status, 200);
+  await waitFor('the endpoint made again', async () => ((await endpoints()).length === 1 ? true : undefined), 20_000);
+  const deleted = await request(s.svc.api, 'DELETE', `/api/syncs/${s.syncId}`, { token: s.account.token });
+  assert.ok(deleted.status < 300, deleted.text);
+  await waitFor('the endpoint deleted with the sync', async () => ((await endpoints()).length === 0 ? true : undefined), 20_000);
+});
+
+test.run();
