@@ -27,7 +27,7 @@ test.before(async () => {
     customers: 4,
     pollIntervalMs: 300,
     settings: { connected_accounts: true },
-    tunables: { stripe: { pollIntervalMs: 300, discoverAccountsMs: 500 } },
+    tunables: { stripe: { pollIntervalMs: 300, discoverAccountsMs: 3000 } },
     before: async (stripe) => {
       await stripe.products.create({ id: 'gold', name: 'Platform gold' });
       for (const name of ['a', 'b'] as const) {
@@ -92,11 +92,18 @@ test('a change in a connected account arrives from its feed, and its event carri
   assert.ok('name' in parsed.changes);
 });
 
-test("a wait covers the connected accounts' feeds", async () => {
+test("a wait covers the connected accounts' feeds, and accounts connected just before it", async () => {
   const created = await s.stripe.customers.create({ email: 'waited@b.example.com' }, { stripeAccount: accounts.b });
   const waited = await request(s.svc.api, 'GET', `/api/wait/${s.syncId}?timeout=20000`, { token: s.account.token });
   assert.is(waited.body.ok, true);
   assert.equal(await rows('SELECT stripe_account FROM public.customer WHERE id = $1', [created.id]), [{ stripe_account: accounts.b }]);
+  // A new account is not found by its own feed: the wait lists the accounts again.
+  const d = await s.stripe.accounts.create({ type: 'standard' });
+  const first = await s.stripe.customers.create({ email: 'first@d.example.com' }, { stripeAccount: d.id });
+  const again = await request(s.svc.api, 'GET', `/api/wait/${s.syncId}?timeout=20000`, { token: s.account.token });
+  assert.is(again.body.ok, true);
+  assert.equal(await rows('SELECT stripe_account FROM public.customer WHERE id = $1', [first.id]), [{ stripe_account: d.id }]);
+  await s.stripe.accounts.del(d.id);
 });
 
 test("a write through the proxy on behalf of a connected account is that account's row when the answer arrives", async () => {

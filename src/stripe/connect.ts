@@ -80,8 +80,10 @@ export class ConnectedAccounts {
   private readonly polls = semaphore(POLLS_AT_ONCE);
   private waiters: Array<() => void> = [];
   private readonly push: ConnectPush;
-  /** A delivery named an account not followed yet: list the accounts at the next round. */
+  /** A delivery named an account not followed yet, or a wait: list the accounts at the next round. */
   private discoverNow = false;
+  /** When the last completed listing of the accounts began (ms); while the setting is off, the last check of it. */
+  private listedFrom = 0;
   private listWarning: string | undefined;
   private shownWarnings = '';
 
@@ -114,6 +116,7 @@ export class ConnectedAccounts {
           this.gone.delete(id);
           await this.remove(id, 'the key may no longer act on it', true);
         }
+        const checkedAt = Date.now();
         if (!(await this.options.enabled())) {
           if (!cleared) {
             await this.removeAll('the setting connected_accounts is off');
@@ -125,11 +128,17 @@ export class ConnectedAccounts {
           }
           cleared = true;
           listedAt = 0;
+          // Off: nothing to list, so a wait need not wait for a listing.
+          this.listedFrom = checkedAt;
+          this.notify();
         } else if (this.discoverNow || Date.now() - listedAt >= (this.options.discoverEveryMs ?? DISCOVER_EVERY_MS)) {
           cleared = false;
           this.discoverNow = false;
           try {
+            const from = Date.now();
             await this.discover(signal);
+            this.listedFrom = from;
+            this.notify();
             await this.push.ensure(await this.options.client());
             this.showWarnings();
             listedAt = Date.now();
@@ -171,15 +180,18 @@ export class ConnectedAccounts {
   }
 
   /**
-   * Resolves once every account followed now has read its feed from a moment at or after
-   * `since` (ms) to its end: a wait's pass covers the connected accounts too.
+   * Resolves once the accounts were listed from a moment at or after `since` (ms), and every
+   * account followed then has read its feed from such a moment to its end (a new one after
+   * its backfill): a wait's pass covers the connected accounts too, new ones included.
    */
   async caughtUp(since: number, signal: AbortSignal): Promise<void> {
+    this.discoverNow = true;
+    this.wakeRun();
     for (const w of this.workers.values()) {
       w.woken = true;
       w.wake();
     }
-    while (!signal.aborted && [...this.workers.values()].some((w) => w.polledFrom < since)) {
+    while (!signal.aborted && (this.listedFrom < since || [...this.workers.values()].some((w) => w.polledFrom < since))) {
       await new Promise<void>((resolve) => {
         const stop = () => resolve();
         this.waiters.push(() => {
