@@ -5,7 +5,6 @@ import path from 'node:path';
 import pg from 'pg';
 import Stripe from 'stripe';
 import type { Refusal } from '../fakes/shared/stats.ts';
-import { UPCOMING } from '../src/stripe/tables.ts';
 import { pause } from '../src/time.ts';
 import { CrashablePostgres } from '../test/harness/crashable-postgres.ts';
 import { startKafka } from '../test/harness/kafka/broker.ts';
@@ -22,6 +21,8 @@ import { Pacer } from './pacer.ts';
 import { Random } from './random.ts';
 import { AirtableClient, StripeClient } from './traffic/clients.ts';
 import { stripeBilling } from './traffic/stripe.ts';
+import { stripeConnected } from './traffic/stripe-connect.ts';
+import { expectedTables } from './check/stripe-expected.ts';
 import type { TrafficActor, Violation } from './types.ts';
 import { Upstreams } from './upstreams/remote.ts';
 import { SIM_LAYOUT, ServiceFleet, WebhookReceiver } from './world.ts';
@@ -67,7 +68,6 @@ export interface SimulationReport {
   upstreamsLoopDelayMs?: { p99: number; max: number };
 }
 
-const upcomingKeys = new Map<string, string>(Object.values(UPCOMING).map((u) => [u.table, u.key]));
 
 const AIRTABLE_TOKEN = `patSIMULATION0000.${'0123456789abcdef'.repeat(4)}`;
 const BASE_ID = 'appSIMULATION0001';
@@ -196,7 +196,11 @@ export async function simulate(options: SimulationOptions): Promise<SimulationRe
     const regions = random.fork(7).chance(0.5) ? [...REGIONS] : [...REGIONS].reverse();
     for (const [i, kind] of options.upstreams.entries()) {
       const region = regions[i % regions.length]!;
-      const body = kind === 'stripe' ? { kind, api_key: stripeKey, region } : { kind, base_id: BASE_ID, api_key: AIRTABLE_TOKEN, region };
+      // The Stripe account is a platform: its connected accounts are synced too.
+      const body =
+        kind === 'stripe'
+          ? { kind, api_key: stripeKey, region, settings: { connected_accounts: true } }
+          : { kind, base_id: BASE_ID, api_key: AIRTABLE_TOKEN, region };
       const created = await api(apiUrl, token, 'POST', '/api/syncs', body);
       syncs.push({ kind, id: created.id, reader: created.database.url, adminDb: servers.get(region)!.databaseUrl(created.database.name) });
       log(`${kind} sync ${created.id} created in ${region}`);
@@ -227,8 +231,10 @@ export async function simulate(options: SimulationOptions): Promise<SimulationRe
       if (sync.kind === 'stripe') {
         const url = new URL(upstreams.stripeUrl);
         const stripe = new Stripe(stripeKey, { host: url.hostname, port: Number(url.port), protocol: 'http', maxNetworkRetries: 0 });
-        // Test mode: 25 req/s, of which the sync takes 20; the customer's backend has the rest.
-        actors.push(stripeBilling({ stripe, random: random.fork(1), log, maxRequestsPerSecond: 3 }));
+        // Test mode: 25 req/s, of which the sync takes 20; the customer's backend has the rest
+        // (its connected accounts' requests count against the platform too).
+        actors.push(stripeBilling({ stripe, random: random.fork(1), log, maxRequestsPerSecond: 2 }));
+        actors.push(stripeConnected({ stripe, random: random.fork(2), log, maxRequestsPerSecond: 1 }));
         actors.push(
           new StripeClient({ ...clientOptions, pacer: new Pacer(2), key: stripeKey, proxyPort: service.proxy.port, upstreamUrl: upstreams.stripeUrl }),
         );
@@ -380,8 +386,9 @@ export async function simulate(options: SimulationOptions): Promise<SimulationRe
 
       const { all: log_, fold } = logs.get(sync.id)!;
       events.set(`${sync.kind}: events (REST)`, log_.length);
-      // Records are known by the key the decoder uses: the upcoming invoices' customer or subscription.
-      const database = await readTables(sync.adminDb, { keyOf: (table) => upcomingKeys.get(table) ?? 'id' });
+      // Records are known by their row's key, as docs/events.md says: the upcoming invoices'
+      // customer or subscription, `_key` where Stripe ids repeat across accounts (the checker's own rules).
+      const database = await readTables(sync.adminDb, { keyOf: (table) => (sync.kind === 'stripe' ? (expectedTables().get(table)?.key ?? 'id') : 'id') });
       checked('events-fold (REST)', fold.events);
       violations.push(...fold.violations, ...compareFold(`${sync.kind} rest`, fold, database));
       const destinations = (await api(apiUrl, token, 'GET', `/api/syncs/${sync.id}/webhooks`)).data as Array<{ topics: string[]; created_at: string }>;

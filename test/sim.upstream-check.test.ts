@@ -4,6 +4,7 @@
  * is changed and one row deleted behind the sync's back, they report exactly those two; a column
  * changed in a type-specific way (a checkbox as text, amounts in cents) is reported too.
  */
+import Stripe from 'stripe';
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
 import { withDatabase } from '../src/db/sql.ts';
@@ -222,6 +223,18 @@ test('differences past the cap are summed up in one line per table', async () =>
   assert.is(about.length, 4, show(violations));
   // Every customer's description, plus the tampered email.
   assert.match(about[3]!.detail, new RegExp(`^table customer: ${customers + 1 - 3} more differences not listed \\(${customers + 1} in all\\)$`));
+});
+
+test("a connected account's rows: one missing, and one the database files under the wrong account, are reported", async () => {
+  const url = new URL(fake.url);
+  const stripe = new Stripe(KEY, { host: url.hostname, port: Number(url.port), protocol: 'http', maxNetworkRetries: 0 });
+  const connected = await stripe.accounts.create({ type: 'custom' });
+  const theirs = await stripe.customers.create({ email: 'connected@example.com' }, { stripeAccount: connected.id });
+  const ours = upstream.all('customers').find((c) => typeof c.email === 'string')!;
+  await query(stripeDb, 'UPDATE public.customer SET stripe_account = $1 WHERE id = $2', [connected.id, ours.id]);
+  const details = (await stripeMatchesUpstream({ account: upstream, databaseUrl: stripeDb, cap: 100 })).map((v) => v.detail);
+  assert.ok(details.includes(`customer ${theirs.id}: upstream, but missing from the database`), details.join('\n'));
+  assert.ok(details.includes(`customer ${ours.id}: column stripe_account is "${connected.id}" in the database, NULL upstream`), details.join('\n'));
 });
 
 test.run();

@@ -62,9 +62,14 @@ async function arrivesWithin(ms: number, read: () => Promise<boolean>): Promise<
 test('the sync registers a Connect endpoint at its hook URL, every event, the pinned version', async () => {
   const [endpoint] = await waitFor('the endpoint', async () => ((await endpoints()).length > 0 ? endpoints() : undefined), 20_000);
   assert.is(endpoint!.url, hookUrl());
-  assert.is((endpoint as unknown as { connect: boolean }).connect, true);
   assert.equal(endpoint!.enabled_events, ['*']);
   assert.is(endpoint!.api_version, STRIPE_API_VERSION);
+  // Stripe sends no event for an endpoint: the table has the sync's own from the answer, without its secret.
+  const [row] = await waitFor('its row', async () => {
+    const found = await rows('SELECT url, secret FROM public.webhook_endpoint WHERE id = $1', [endpoint!.id]);
+    return found.length > 0 ? found : undefined;
+  });
+  assert.equal(row, { url: hookUrl(), secret: null });
   await waitFor(
     'the first customer',
     async () => ((await rows("SELECT 1 FROM public.customer WHERE email = 'first@push.example.com'")).length ? true : undefined),
@@ -167,6 +172,7 @@ test('the endpoint goes when the setting is turned off, and with the sync', asyn
   const off = await request(s.svc.api, 'PATCH', `/api/syncs/${s.syncId}`, { token: s.account.token, body: { settings: { connected_accounts: false } } });
   assert.is(off.status, 200);
   await waitFor('the endpoint deleted', async () => ((await endpoints()).length === 0 ? true : undefined), 20_000);
+  await waitFor('its row deleted', async () => ((await rows('SELECT 1 FROM public.webhook_endpoint')).length === 0 ? true : undefined), 5_000);
   const on = await request(s.svc.api, 'PATCH', `/api/syncs/${s.syncId}`, { token: s.account.token, body: { settings: { connected_accounts: true } } });
   assert.is(on.status, 200);
   await waitFor('the endpoint made again', async () => ((await endpoints()).length === 1 ? true : undefined), 20_000);

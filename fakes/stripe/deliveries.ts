@@ -56,11 +56,12 @@ export class Deliveries {
 
   /** Called as an event is stored: the endpoints it goes to, each sent one POST (and retries). */
   emitted(account: AccountState, event: StripeEvent): void {
-    const targets: StripeObject[] = [];
+    const targets: Array<{ obj: StripeObject; owner: AccountState }> = [];
     const pick = (owner: AccountState, connect: boolean) => {
       if (!owner.hasCollection(ENDPOINTS)) return;
       for (const { obj, deleted } of owner.collection(ENDPOINTS).ordered()) {
-        if (!deleted && obj.status === 'enabled' && Boolean(obj.connect) === connect && subscribed(obj, event.type)) targets.push(obj);
+        const takesConnect = owner.hidden.get(obj.id)?.connect === true;
+        if (!deleted && obj.status === 'enabled' && takesConnect === connect && subscribed(obj, event.type)) targets.push({ obj, owner });
       }
     };
     pick(account, false);
@@ -68,8 +69,7 @@ export class Deliveries {
     event.pending_webhooks = targets.length;
     if (targets.length === 0) return;
     const body = JSON.stringify(event, null, 2);
-    for (const endpoint of targets) {
-      const owner = endpoint.connect ? (account.platform as AccountState) : account;
+    for (const { obj: endpoint, owner } of targets) {
       const secrets = (owner.hidden.get(endpoint.id)?.secrets as string[] | undefined) ?? [];
       this.queue({ url: endpoint.url as string, secrets: [...secrets], body, attempt: 0 });
     }

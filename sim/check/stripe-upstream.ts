@@ -71,11 +71,20 @@ function knowablePaymentMethods(account: FakeStripeAccount): Set<string> {
   return named;
 }
 
-/** id → expected row, for the objects upstream has of this table's type. `inDb`: the ids the database holds. */
-function upstreamRows(account: FakeStripeAccount, table: ExpectedTable, inDb: Set<string>): Map<string, Row> {
-  const rows = new Map<string, Row>();
+/**
+ * key → expected row, for the objects upstream has of this table's type, of `account`; `owner`
+ * is its id when it is a connected account (its rows carry it), null for the platform itself.
+ * `inDb`: the keys the database holds.
+ */
+function upstreamRows(
+  account: FakeStripeAccount,
+  table: ExpectedTable,
+  inDb: Set<string>,
+  owner: string | null,
+  rows = new Map<string, Row>(),
+): Map<string, Row> {
   const add = (o: StripeObject, extra?: Row) => {
-    const row = expectedRow(table, o, extra);
+    const row = expectedRow(table, o, extra, owner);
     rows.set(String(row[table.key]), row);
   };
   switch (table.object) {
@@ -159,13 +168,17 @@ export async function stripeMatchesUpstream(options: StripeCheckOptions): Promis
         continue;
       }
       const rows = await rowsOf(db, 'public', name, table.key, columns);
+      // The platform's own objects, then each connected account's (docs/stripe.md "Connected
+      // accounts"): a deleted account is no longer among them, so its rows must be gone.
+      const expected = upstreamRows(account, table, new Set(rows.keys()), null);
+      for (const connected of account.connectedAccounts()) upstreamRows(connected, table, new Set(rows.keys()), connected.id, expected);
       compareRows({
         label: table.object,
         report,
         key: table.key,
         columns,
         db: rows,
-        expected: upstreamRows(account, table, new Set(rows.keys())),
+        expected,
         accept: name === 'balance_transaction' ? statusAsLastRead : undefined,
       });
       report.into(out);

@@ -43,7 +43,7 @@ export const stripeKind: SourceKind = {
       rule: stripeRule(key),
       attempts: 2,
     });
-    await removeConnectEndpoint(client, context.target, context.schemas);
+    await removeConnectEndpoint(client, context.target, { schemas: context.schemas, running: false });
   },
   describeUpstream: (sync) => (sync.upstreamAccountId ? `Stripe account ${sync.upstreamAccountId}` : 'this Stripe key'),
   events: {

@@ -13,7 +13,9 @@ import type { Logger } from '../log.ts';
 import { loadState, saveState } from '../sync/state.ts';
 import { bookkeeping, type SyncSchemas } from '../syncdb/schemas.ts';
 import { STRIPE_API_VERSION } from './catalog.ts';
-import { type StripeClient, StripeError } from './client.ts';
+import { type StripeClient, StripeError, type StripeObject } from './client.ts';
+import { inTransaction } from '../db/sql.ts';
+import { applyChanges } from './store.ts';
 import { STRIPE_SCHEMAS } from './migrations.ts';
 
 /** Stripe's own tolerance: a delivery signed longer ago than this (or this far ahead) is refused. */
@@ -92,11 +94,11 @@ export async function ensureConnectEndpoint(
         throw error;
       });
       if (current?.status === 'enabled') return { ok: true };
-      if (current) await removeEndpoint(client, state.id);
+      if (current) await removeEndpoint(client, state.id, db);
     } else if (state) {
-      await removeEndpoint(client, state.id);
+      await removeEndpoint(client, state.id, db);
     }
-    const created = await client.request<{ id: string; secret: string }>('POST', '/v1/webhook_endpoints', {
+    const created = await client.request<{ id: string; secret: string } & StripeObject>('POST', '/v1/webhook_endpoints', {
       url: hooks.url,
       connect: true,
       enabled_events: ['*'],
@@ -104,7 +106,13 @@ export async function ensureConnectEndpoint(
       description: 'Tributary: changes of connected accounts',
     });
     await hooks.save(created.id, created.secret);
-    await saveState(db, STRIPE_SCHEMAS, HOOK_KEY, { id: created.id, url: hooks.url } satisfies HookState);
+    // Stripe sends no event for an endpoint: the table learns of the sync's own from its answer.
+    // The secret is shown in this answer only, and never goes into the table readers see.
+    const { secret: _secret, ...shown } = created;
+    await inTransaction(db, async (tx) => {
+      await applyChanges(tx, [{ object: shown, version: Date.now() }]);
+      await saveState(tx, STRIPE_SCHEMAS, HOOK_KEY, { id: created.id, url: hooks.url } satisfies HookState);
+    });
     logger.info({ endpoint: created.id }, 'stripe connect webhook endpoint registered');
     return { ok: true };
   } catch (error) {
@@ -115,18 +123,23 @@ export async function ensureConnectEndpoint(
   }
 }
 
-/** Deletes the sync's endpoint, if it made one (the setting turned off, the sync deleted). */
-export async function removeConnectEndpoint(client: StripeClient, db: pg.Pool, schemas: SyncSchemas = STRIPE_SCHEMAS): Promise<void> {
+/**
+ * Deletes the sync's endpoint, if it made one: the setting turned off (`running`: its row in
+ * `webhook_endpoint` goes too), or the sync deleted (its database goes anyway).
+ */
+export async function removeConnectEndpoint(client: StripeClient, db: pg.Pool, options: { schemas?: SyncSchemas; running: boolean }): Promise<void> {
+  const schemas = options.schemas ?? STRIPE_SCHEMAS;
   const state = await loadState<HookState>(db, schemas, HOOK_KEY);
   if (!state) return;
-  await removeEndpoint(client, state.id);
+  await removeEndpoint(client, state.id, options.running ? db : undefined);
   await db.query(`DELETE FROM ${bookkeeping(schemas, '_state')} WHERE key = $1`, [HOOK_KEY]);
 }
 
-async function removeEndpoint(client: StripeClient, id: string): Promise<void> {
+async function removeEndpoint(client: StripeClient, id: string, db?: pg.Pool): Promise<void> {
   await client.request('DELETE', `/v1/webhook_endpoints/${encodeURIComponent(id)}`).catch((error) => {
     if (!(error instanceof StripeError && error.kind === 'missing')) throw error;
   });
+  if (db) await inTransaction(db, (tx) => applyChanges(tx, [{ object: { id, object: 'webhook_endpoint', deleted: true }, version: Date.now(), deleted: true }]));
 }
 
 /** The sync's pings (PassRequests, for its id): counted, waited on, and the accounts they named. */
@@ -179,7 +192,7 @@ export class ConnectPush {
   async remove(client: StripeClient): Promise<void> {
     this.registered = false;
     this.refused = undefined;
-    await removeConnectEndpoint(client, this.options.db);
+    await removeConnectEndpoint(client, this.options.db, { running: true });
   }
 
   /** A read on the timer found events: while push was trusted, deliveries missed them. */

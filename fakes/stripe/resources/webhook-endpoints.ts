@@ -56,7 +56,6 @@ function create({ ctx, params }: Call): StripeObject {
     object: 'webhook_endpoint',
     api_version: str(params.api_version) ?? null,
     application: null,
-    connect: bool(params.connect) ?? false,
     created: ctx.now,
     description: str(params.description) ?? null,
     enabled_events: enabledEvents(params.enabled_events),
@@ -65,7 +64,8 @@ function create({ ctx, params }: Call): StripeObject {
     status: 'enabled',
     url: url(params.url),
   };
-  ctx.account.hidden.set(endpoint.id, { secrets: [secret] });
+  // Whether it takes connected accounts' events is not part of the object Stripe shows.
+  ctx.account.hidden.set(endpoint.id, { secrets: [secret], connect: bool(params.connect) ?? false });
   ctx.insert(WEBHOOK_ENDPOINTS, endpoint, null);
   // The secret is shown once, in this answer.
   return { ...endpoint, secret };
