@@ -68,7 +68,6 @@ export interface SimulationReport {
   upstreamsLoopDelayMs?: { p99: number; max: number };
 }
 
-
 const AIRTABLE_TOKEN = `patSIMULATION0000.${'0123456789abcdef'.repeat(4)}`;
 const BASE_ID = 'appSIMULATION0001';
 const CLIENT_TABLE = 'Orders';

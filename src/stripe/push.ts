@@ -139,7 +139,8 @@ async function removeEndpoint(client: StripeClient, id: string, db?: pg.Pool): P
   await client.request('DELETE', `/v1/webhook_endpoints/${encodeURIComponent(id)}`).catch((error) => {
     if (!(error instanceof StripeError && error.kind === 'missing')) throw error;
   });
-  if (db) await inTransaction(db, (tx) => applyChanges(tx, [{ object: { id, object: 'webhook_endpoint', deleted: true }, version: Date.now(), deleted: true }]));
+  if (db)
+    await inTransaction(db, (tx) => applyChanges(tx, [{ object: { id, object: 'webhook_endpoint', deleted: true }, version: Date.now(), deleted: true }]));
 }
 
 /** The sync's pings (PassRequests, for its id): counted, waited on, and the accounts they named. */
