@@ -279,7 +279,9 @@ class ListReader {
         if (!this.options.signal.aborted) this.options.incomplete?.note(this.key, this.table, failureReason(error));
         throw error;
       }
-      this.options.logger.warn({ list: this.key, reason, ...(this.account ? { account: this.account } : {}) }, 'stripe list skipped');
+      // A connected account's refusals are many alike (every account refuses the same lists): kept out of the warnings.
+      if (this.account) this.options.logger.debug({ list: this.key, reason, account: this.account }, 'stripe list skipped');
+      else this.options.logger.warn({ list: this.key, reason }, 'stripe list skipped');
       await saveState(this.options.db, STRIPE_SCHEMAS, this.stateKey, { done: true, skipped: reason });
       return reason;
     }

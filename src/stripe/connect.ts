@@ -96,11 +96,6 @@ export class ConnectedAccounts {
     });
   }
 
-  /** The accounts followed now. */
-  get accounts(): string[] {
-    return [...this.workers.keys()];
-  }
-
   /**
    * Until `signal` aborts: the setting is checked, the accounts listed every discoverEveryMs
    * and each followed by a worker of its own. The workers stop with it.
