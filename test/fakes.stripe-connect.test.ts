@@ -7,6 +7,7 @@
 import Stripe from 'stripe';
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
+import { DEFAULT_FAKE_STRIPE_KEY, runFakeStripeCli } from '../fakes/stripe/cli.ts';
 import { type FakeStripe, type FakeStripeAccount, startFakeStripe } from '../fakes/stripe/index.ts';
 
 const API_VERSION = '2026-08-26.dahlia';
@@ -122,6 +123,21 @@ test("another platform's key, or a key without the Connect permission, reaches n
   // A connected account cannot make accounts of its own.
   const nested = await refused(stripe.accounts.create({ type: 'custom' }, { stripeAccount: a.id }));
   assert.is(nested.statusCode, 400);
+});
+
+test('`tributary fake stripe --connected 2` starts a platform with two generated connected accounts', async () => {
+  const cliFake = await runFakeStripeCli({ port: 0, customers: 20, connected: 2 });
+  try {
+    const platformClient = new Stripe(DEFAULT_FAKE_STRIPE_KEY, { host: '127.0.0.1', port: cliFake.port, protocol: 'http', maxNetworkRetries: 0 });
+    const listed = (await platformClient.accounts.list()).data;
+    assert.is(listed.length, 2);
+    for (const account of listed) {
+      const customers = (await platformClient.customers.list({ limit: 100 }, { stripeAccount: account.id })).data;
+      assert.is(customers.length, 2, 'a tenth of the customers each');
+    }
+  } finally {
+    await cliFake.close();
+  }
 });
 
 test.run();

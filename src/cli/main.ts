@@ -95,14 +95,21 @@ const commands: Record<string, Command> = {
     },
   },
   'fake stripe': {
-    usage: 'tributary fake stripe [--port 9102] [--customers 100] [--seed 1] [--no-rate-limit]',
+    usage: 'tributary fake stripe [--port 9102] [--customers 100] [--connected 0] [--seed 1] [--no-rate-limit]',
     summary: 'run the local fake Stripe with a generated account (for trying Tributary without a Stripe account)',
-    options: { port: { type: 'string' }, customers: { type: 'string' }, seed: { type: 'string' }, 'no-rate-limit': { type: 'boolean' } },
+    options: {
+      port: { type: 'string' },
+      customers: { type: 'string' },
+      connected: { type: 'string' },
+      seed: { type: 'string' },
+      'no-rate-limit': { type: 'boolean' },
+    },
     async run(values) {
       const { runFakeStripeCli } = await fakes(() => import('../../fakes/stripe/cli.ts'));
       const fake = await runFakeStripeCli({
         port: wholeNumber(values, 'port', 9102),
         customers: wholeNumber(values, 'customers', 100),
+        connected: wholeNumber(values, 'connected', 0),
         seed: wholeNumber(values, 'seed', 1),
         ...(values['no-rate-limit'] ? { rateLimit: false as const } : {}),
       });
