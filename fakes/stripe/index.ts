@@ -84,6 +84,8 @@ export interface FakeStripe {
     readonly rateLimited: number;
     byPath(prefix: string): { requests: number; rateLimited: number };
     byAccount(accountId: string): { requests: number; rateLimited: number };
+    /** Connect: requests made on behalf of a connected account, to paths starting with `prefix`. */
+    byActing(accountId: string, prefix?: string): { requests: number; rateLimited: number };
     /** The 429s answered (the first 20), each with the requests of its account in the second before. */
     refusals(): Refusal[];
     reset(): void;
@@ -140,6 +142,7 @@ export async function startFakeStripe(options: FakeStripeOptions = {}): Promise<
       },
       byPath: (prefix) => stats.byPath(prefix),
       byAccount: (id) => stats.byAccount(id),
+      byActing: (id, prefix) => stats.byActing(id, prefix),
       refusals: () => [...stats.refusals.refusals],
       reset: () => {
         stats.reset();

@@ -152,6 +152,7 @@ class Pipeline {
         }
         if (!allowed(entry, 'connect', false)) throw permissionDenied(key, account.id, permissionName('connect', false));
         acting = connected;
+        this.core.stats.acting(connected.id, pathname);
       }
 
       const resolved = this.router.resolve(method, pathname);

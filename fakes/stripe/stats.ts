@@ -8,6 +8,8 @@ export class Stats {
   rateLimited = 0;
   private readonly perPath = new CountsByKey();
   private readonly perAccount = new CountsByKey();
+  /** Connect: requests made on behalf of a connected account (`Stripe-Account`), by it and path. */
+  private readonly perActing = new CountsByKey();
   readonly refusals = new RefusalLog();
 
   request(path: string): void {
@@ -19,6 +21,16 @@ export class Stats {
   account(accountId: string, limited: boolean): void {
     this.perAccount.add(accountId, { requests: 1, rateLimited: limited ? 1 : 0 });
     if (limited) this.rateLimited++;
+  }
+
+  /** A request a platform made on behalf of a connected account (also counted under the platform). */
+  acting(accountId: string, path: string): void {
+    this.perActing.add(`${accountId} ${path}`, { requests: 1 });
+  }
+
+  /** Requests on behalf of the connected account, to paths starting with `prefix`. */
+  byActing(accountId: string, prefix = ''): Counts {
+    return this.perActing.sum((key) => key.startsWith(`${accountId} ${prefix}`));
   }
 
   limitedPath(path: string): void {
@@ -39,6 +51,7 @@ export class Stats {
     this.rateLimited = 0;
     this.perPath.clear();
     this.perAccount.clear();
+    this.perActing.clear();
     this.refusals.clear();
   }
 }

@@ -43,6 +43,12 @@ export interface ConnectedAccountsOptions {
   logger: Logger;
   /** The normal gap between two reads of an account's feed (idle accounts are read less often). */
   pollIntervalMs: number;
+  /**
+   * Reads of connected accounts' feeds a second, all accounts together (the runner gives half
+   * the sync's share): however many accounts are busy, the platform's own feed, backfills and
+   * previews keep the rest, and the share is not spent to its last request.
+   */
+  pollsPerSecond(): Promise<number>;
   discoverEveryMs?: number;
   /** With push trusted, how often each account's feed is still read (default PUSHED_POLL_MS). */
   pushedPollMs?: number;
@@ -78,6 +84,8 @@ export class ConnectedAccounts {
   private wakeRun: () => void = () => undefined;
   private readonly backfills = semaphore(BACKFILLS_AT_ONCE);
   private readonly polls = semaphore(POLLS_AT_ONCE);
+  /** When the next read of any account's feed may start (pollsPerSecond spaces them). */
+  private nextPollAt = 0;
   private waiters: Array<() => void> = [];
   private readonly push: ConnectPush;
   /** A delivery named an account not followed yet, or a wait: list the accounts at the next round. */
@@ -265,7 +273,10 @@ export class ConnectedAccounts {
           const from = Date.now();
           const onTimer = timed && !worker.woken;
           worker.woken = false;
-          const polled = await this.polls(() => pollEvents(client, db, cursor));
+          const polled = await this.polls(async () => {
+            await this.pollTurn(signal);
+            return pollEvents(client, db, cursor);
+          });
           cursor = polled.cursor;
           failures = 0;
           worker.polledFrom = from;
@@ -301,6 +312,14 @@ export class ConnectedAccounts {
         await pause(backoffDelay(CYCLE_BACKOFF, failures), signal);
       }
     }
+  }
+
+  /** Waits for this read's turn: reads of all accounts together are spaced to pollsPerSecond. */
+  private async pollTurn(signal: AbortSignal): Promise<void> {
+    const gap = 1000 / Math.max(1, await this.options.pollsPerSecond());
+    const at = Math.max(Date.now(), this.nextPollAt);
+    this.nextPollAt = at + gap;
+    if (at > Date.now()) await pause(at - Date.now(), signal);
   }
 
   private notify(): void {

@@ -48,6 +48,8 @@ export interface StripeRunnerOptions {
   hooks?: SyncHooks;
   /** With push working, how often each connected account's feed is still read (default PUSHED_POLL_MS). */
   pushedPollMs?: number;
+  /** Reads of connected accounts' feeds a second, all together (default: half the sync's share). */
+  connectPollsPerSecond?: number;
 }
 
 /** Lists skipped as unreadable (a permission the key lacks) are tried again this often: a granted permission ends its warning. */
@@ -114,6 +116,8 @@ export class StripeRunner {
       db: options.target,
       logger: options.logger,
       pollIntervalMs: options.pollIntervalMs ?? 500,
+      pollsPerSecond: async () =>
+        options.connectPollsPerSecond ?? Math.floor(syncShare(options.key.reveal(), (await this.settings(SETTINGS_FRESH_MS)).turbo) / 2),
       ...(options.discoverAccountsMs !== undefined ? { discoverEveryMs: options.discoverAccountsMs } : {}),
       ...(options.pushedPollMs !== undefined ? { pushedPollMs: options.pushedPollMs } : {}),
       onWarnings: (warnings) => {
