@@ -4,7 +4,7 @@
  * (Connect webhook deliveries to the service's /hooks route), with the upstream requests
  * each costs.
  *
- *   node --import tsx bench/stripe-connect-lag.ts [--accounts 10,50] [--changes 40] [--rate 2]
+ *   node --import tsx bench/stripe-connect-lag.ts [--accounts 10,50] [--modes polling,push] [--changes 40] [--rate 2]
  *
  * The fake enforces Stripe's test-mode limit (25 requests/s for the platform and all its
  * connected accounts together); the sync takes 80 % of it. The yardstick printed beside each
@@ -115,9 +115,12 @@ async function measure(accounts: number, push: boolean): Promise<void> {
   }
 }
 
+// `--modes polling` or `--modes push` measures one of them only.
+const modesArg = process.argv.includes('--modes') ? String(process.argv[process.argv.indexOf('--modes') + 1]) : 'polling,push';
+const modes = modesArg.split(',');
 for (const n of accountCounts) {
-  await measure(n, false);
-  await measure(n, true);
+  if (modes.includes('polling')) await measure(n, false);
+  if (modes.includes('push')) await measure(n, true);
 }
 await postgres.stop();
 process.exit(0);
