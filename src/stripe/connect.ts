@@ -20,7 +20,7 @@ import { type StripeClient, StripeError, type StripeObject } from './client.ts';
 import { CursorExpired, type EventsCursor, pollEvents } from './events.ts';
 import { STRIPE_SCHEMAS } from './migrations.ts';
 import { nextPollGap } from './poll-gap.ts';
-import { stateKeys } from './scope.ts';
+import { CONNECTED_BACKFILL_PREFIX, stateKeys } from './scope.ts';
 import { applyChanges } from './store.ts';
 import { ConnectPush, type Pings, PUSHED_POLL_MS } from './push.ts';
 import { ACCOUNT_COLUMN, stripeTables } from './tables.ts';
@@ -232,8 +232,7 @@ export class ConnectedAccounts {
       ),
     );
     const ids = new Set(listed.map((a) => String(a.id)));
-    const known = await loadStates<BackfillState>(this.options.db, STRIPE_SCHEMAS, 'stripe.backfill@');
-    for (const id of new Set([...known.keys(), ...this.workers.keys()])) {
+    for (const id of await this.kept()) {
       if (!ids.has(id)) await this.remove(id, 'it is no longer among the connected accounts', true);
     }
     for (const id of ids) if (!this.workers.has(id)) this.start(id, signal);
@@ -328,9 +327,14 @@ export class ConnectedAccounts {
     for (const resolve of waiters) resolve();
   }
 
+  /** The accounts followed now or with progress kept (a worker not started again since a restart). */
+  private async kept(): Promise<Set<string>> {
+    const known = await loadStates<BackfillState>(this.options.db, STRIPE_SCHEMAS, CONNECTED_BACKFILL_PREFIX);
+    return new Set([...known.keys(), ...this.workers.keys()]);
+  }
+
   private async removeAll(reason: string): Promise<void> {
-    const known = await loadStates<BackfillState>(this.options.db, STRIPE_SCHEMAS, 'stripe.backfill@');
-    for (const id of new Set([...known.keys(), ...this.workers.keys()])) await this.remove(id, reason, false);
+    for (const id of await this.kept()) await this.remove(id, reason, false);
   }
 
   /**

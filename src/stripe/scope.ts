@@ -10,6 +10,9 @@ export function stateKeys(account: string | null): { backfill: string; events: s
   return { backfill: `stripe.backfill${at}`, events: `stripe.events${at}`, lists: `stripe.list${at}:` };
 }
 
+/** What every connected account's backfill key starts with: the accounts a sync keeps progress for. */
+export const CONNECTED_BACKFILL_PREFIX = `${stateKeys(null).backfill}@`;
+
 /**
  * Lists read on the platform only: its connected accounts and what hangs off them, its
  * application fees, and reference lists (tax codes, country specs, exchange rates, climate
