@@ -98,6 +98,18 @@ test("a change arrives by push at once; held back, it waits for the account's ti
   assert.ok(await arrivesWithin(PUSHED_POLL_MS + 4000, named('held')), 'the timed read fills the gap of a lost delivery');
 });
 
+test('a delivery that comes while the account is being read is not lost', async () => {
+  const [customer] = (await s.stripe.customers.list({ limit: 1 }, { stripeAccount: account })).data;
+  const named = (name: string) => async () => (await rows('SELECT name FROM public.customer WHERE id = $1', [customer!.id]))[0]?.name === name;
+  // The read the first delivery wakes is answered as of its arrival, but only 1.5 s later.
+  s.fake.faults.add({ match: { method: 'GET', path: '/v1/events', acting: account }, kind: 'late', delayMs: 1500 });
+  await s.stripe.customers.update(customer!.id, { name: 'during-1' }, { stripeAccount: account });
+  await waitFor('the slow read', async () => (s.fake.faults.active === 0 ? true : undefined), 5000);
+  // Its delivery arrives while that read is still on its way back: the account is read again after it.
+  await s.stripe.customers.update(customer!.id, { name: 'during-2' }, { stripeAccount: account });
+  assert.ok(await arrivesWithin(1500 + 2500, named('during-2')), 'the second change is read right after the slow read');
+});
+
 test('unsigned, stale and replayed deliveries are refused and change nothing', async () => {
   const [endpoint] = await endpoints();
   const secret = s.upstream.webhookSecret(endpoint!.id);

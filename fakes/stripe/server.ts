@@ -109,7 +109,7 @@ class Pipeline {
     const send = (a: Answer) => sendJson(res, a.status, a.body, { headers: a.headers, ...(a.truncate ? { truncate: true } : {}) });
     let truncate = false;
     try {
-      const fault = this.core.faults.take({ method, path: pathname, account: peekAccount });
+      const fault = this.core.faults.take({ method, path: pathname, account: peekAccount, acting: header(req.headers, 'stripe-account') });
       if (fault?.kind === 'hang') return; // never answered; close() drops the socket
       if (fault?.kind === 'status') {
         const status = fault.status as number;
@@ -119,6 +119,7 @@ class Pipeline {
       }
       if (fault?.kind === 'delay') await sleep(fault.delayMs ?? 1000);
       truncate = fault?.kind === 'truncate';
+      const late = fault?.kind === 'late' ? (fault.delayMs ?? 1000) : 0;
       if (body === null) throw invalidRequest('Request body is too large.', {}, 413);
 
       const { key, entry, account } = this.authenticate(req.headers);
@@ -184,10 +185,12 @@ class Pipeline {
         if (answer.status < 400 || answer.status === 402 || answer.status >= 500) {
           acting.idempotency.save(idemKey, pathname, print, { status: answer.status, body: answer.body, requestId: reqId }, this.core.clock.nowMs());
         }
+        if (late) await sleep(late);
         send({ ...answer, headers, truncate });
         return;
       }
       const answer = this.run(new Ctx(acting, this.core.clock, request, apiVersion), method, pathname, resolved, raw, reqId);
+      if (late) await sleep(late);
       send({ ...answer, headers, truncate });
     } catch (e) {
       headers['Stripe-Version'] ??= asked ?? specVersion();

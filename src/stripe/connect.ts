@@ -115,6 +115,9 @@ export class ConnectedAccounts {
     const listening = this.push.listen(signal, (account) => this.wake(account));
     try {
       while (!signal.aborted) {
+        // Made before the round: a wake during it ends the pause after it.
+        const woken = new AbortController();
+        this.wakeRun = () => woken.abort();
         for (const id of this.gone) {
           this.gone.delete(id);
           await this.remove(id, 'the key may no longer act on it', true);
@@ -151,8 +154,6 @@ export class ConnectedAccounts {
             this.options.logger.warn({ err: toError(error) }, 'listing the connected accounts failed; trying again');
           }
         }
-        const woken = new AbortController();
-        this.wakeRun = () => woken.abort();
         await pause(Math.min(SETTING_CHECK_MS, this.options.discoverEveryMs ?? DISCOVER_EVERY_MS), AbortSignal.any([signal, woken.signal]));
       }
     } finally {
@@ -269,6 +270,9 @@ export class ConnectedAccounts {
         // The first read after a backfill finds what happened during it: no test of push either.
         let timed = false;
         while (!signal.aborted) {
+          // Made before the read: a wake during it ends the pause after it.
+          const woken = new AbortController();
+          worker.wake = () => woken.abort();
           const from = Date.now();
           const onTimer = timed && !worker.woken;
           worker.woken = false;
@@ -290,8 +294,6 @@ export class ConnectedAccounts {
             ? (this.options.pushedPollMs ?? PUSHED_POLL_MS)
             : nextPollGap({ intervalMs: this.options.pollIntervalMs, previousGapMs: gap, sinceEventMs: Date.now() - lastEventAt });
           timed = true;
-          const woken = new AbortController();
-          worker.wake = () => woken.abort();
           await pause(gap, AbortSignal.any([signal, woken.signal]));
         }
       } catch (error) {
