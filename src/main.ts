@@ -289,6 +289,7 @@ export async function startService(config: Config, logger: Logger, tunables: Tun
         maxSyncs: config.maxSyncsPerProcess,
       });
       worker.start();
+      passes?.onSyncReady(() => worker.claimSoon());
       closers.push(() => worker.stop());
     }
     if (config.roles.includes('decoder') && bus) {

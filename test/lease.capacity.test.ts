@@ -1,7 +1,8 @@
 /**
  * One process runs at most TRIBUTARY_MAX_SYNCS_PER_PROCESS syncs. The ones past it wait for
  * another process, and the log says so (a cap of 200 was once hard-coded and silent: a
- * machine of 250 syncs left 50 never started, with nothing anywhere to show it).
+ * machine of 250 syncs left 50 never started, with nothing anywhere to show it). A sync made
+ * ready is claimed at once, by a notification, not at the workers' next tick.
  */
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
@@ -45,6 +46,30 @@ test('past its maximum a process leaves syncs to another and says so; a free pla
   assert.is((await request(svc.api, 'DELETE', `/api/syncs/${running[0]}`, { token: account.token })).status < 300, true);
   const waiting = ids.find((id) => !running.includes(id))!;
   await waitFor('the waiting one started', async () => ((await started()).includes(waiting) ? true : undefined), 20_000);
+});
+
+test('a new sync starts at once, not at the next claim tick', async () => {
+  // A tick a minute: only the notification of the sync made ready can start it within seconds.
+  const slow = await startTestService({ config: { roles: ['api', 'sync'] }, tunables: { workerTickMs: 60_000 } });
+  try {
+    const account = await createAccount(slow);
+    const base = slow.airtable.createBase({ name: 'At once' });
+    base.createTable('Items', [{ name: 'Name', type: 'singleLineText' }]);
+    const created = await request(slow.api, 'POST', '/api/syncs', {
+      token: account.token,
+      body: { kind: 'airtable', base_id: base.id, api_key: AIRTABLE_TEST_TOKEN },
+    });
+    assert.is(created.status, 201, created.text);
+    const at = Date.now();
+    await waitFor(
+      'the sync started',
+      async () => ((await request(slow.api, 'GET', `/api/syncs/${created.body.id}`, { token: account.token })).body.status.started_at ? true : undefined),
+      20_000,
+    );
+    assert.ok(Date.now() - at < 5000, `started ${Date.now() - at} ms after it was made`);
+  } finally {
+    await slow.stop();
+  }
 });
 
 test('the maximum comes from TRIBUTARY_MAX_SYNCS_PER_PROCESS; a bad value stops the start', () => {

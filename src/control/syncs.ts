@@ -8,6 +8,9 @@ import { type Admission, accountLimits, admit, lockedAccountLimits } from './syn
 import type { SyncKind, SyncSettings } from './settings.ts';
 import { columns, type SyncRow, toRecord } from './sync-rows.ts';
 
+/** Notified with a sync's id once it is ready to run: a hint, since workers also claim at each tick. */
+export const SYNC_READY_CHANNEL = 'tributary_sync_ready';
+
 export type SyncState = 'provisioning' | 'active' | 'deleting';
 
 export interface SyncStatusFields {
@@ -280,7 +283,12 @@ export class SyncStore {
   }
 
   async setState(id: string, state: SyncState, keepDatabase = false): Promise<void> {
-    await this.pool.query('UPDATE syncs SET state = $2, keep_database = $3, updated_at = now() WHERE id = $1', [id, state, keepDatabase]);
+    // A sync ready to run: lease workers claim it now rather than at their next tick.
+    await this.pool.query(
+      `WITH u AS (UPDATE syncs SET state = $2, keep_database = $3, updated_at = now() WHERE id = $1 RETURNING state)
+       SELECT pg_notify('${SYNC_READY_CHANNEL}', $1) FROM u WHERE u.state = 'active'`,
+      [id, state, keepDatabase],
+    );
   }
 
   /**

@@ -38,6 +38,9 @@ export class LeaseWorker {
   private timer: NodeJS.Timeout | undefined;
   private ticking: Promise<void> = Promise.resolve();
   private stopped = false;
+  private inTick = false;
+  /** claimSoon() was called during a tick: the next one starts right after it. */
+  private claimAgain = false;
   private lastFullWarning = 0;
   /** When the held leases were last renewed. */
   private renewedAt = 0;
@@ -45,14 +48,31 @@ export class LeaseWorker {
   constructor(private readonly options: LeaseWorkerOptions) {}
 
   start(): void {
-    const loop = () => {
-      this.ticking = this.tick()
-        .catch((err: unknown) => this.options.logger.warn({ err: toError(err) }, 'lease worker tick failed'))
-        .finally(() => {
-          if (!this.stopped) this.timer = setTimeout(loop, this.options.tickMs ?? 2000);
-        });
-    };
-    loop();
+    this.loop();
+  }
+
+  private loop(): void {
+    this.inTick = true;
+    this.ticking = this.tick()
+      .catch((err: unknown) => this.options.logger.warn({ err: toError(err) }, 'lease worker tick failed'))
+      .finally(() => {
+        this.inTick = false;
+        if (this.stopped) return;
+        const again = this.claimAgain;
+        this.claimAgain = false;
+        this.timer = setTimeout(() => this.loop(), again ? 0 : (this.options.tickMs ?? 2000));
+      });
+  }
+
+  /** A sync became ready to run: claim now instead of at the next tick (once more if a tick is running). */
+  claimSoon(): void {
+    if (this.stopped) return;
+    if (this.inTick) {
+      this.claimAgain = true;
+      return;
+    }
+    clearTimeout(this.timer);
+    this.loop();
   }
 
   async stop(): Promise<void> {

@@ -1,3 +1,4 @@
+import { SYNC_READY_CHANNEL } from '../control/syncs.ts';
 import { ListenConnection } from '../db/listen.ts';
 import type { Logger } from '../log.ts';
 import { PASS_WANTED_CHANNEL, PASSES_CHANNEL, PING_CHANNEL, type PassCompletions, type PassRequests } from './passes.ts';
@@ -23,15 +24,17 @@ export class PassSignals implements PassRequests, PassCompletions {
   private readonly parts = new Map<string, Set<string>>();
   private readonly stopping = new AbortController();
   private readonly connection: ListenConnection;
+  private readonly readyListeners: Array<() => void> = [];
 
   constructor(options: { url: string; logger: Logger; reconnectMs?: number }) {
     this.connection = new ListenConnection({
       ...options,
-      channels: [PASS_WANTED_CHANNEL, PASSES_CHANNEL, PING_CHANNEL],
+      channels: [PASS_WANTED_CHANNEL, PASSES_CHANNEL, PING_CHANNEL, SYNC_READY_CHANNEL],
       what: 'pass signal',
       onNotification: (channel, payload) => {
         if (channel === PASS_WANTED_CHANNEL) this.requests.bump(payload);
         if (channel === PASSES_CHANNEL) this.completions.bump(payload);
+        if (channel === SYNC_READY_CHANNEL) for (const listener of this.readyListeners) listener();
         if (channel === PING_CHANNEL) {
           const [syncId, part] = payload.split(' ', 2) as [string, string | undefined];
           if (part) this.notePart(syncId, part);
@@ -56,6 +59,11 @@ export class PassSignals implements PassRequests, PassCompletions {
   async stop(): Promise<void> {
     this.stopping.abort(new Error('the service is shutting down'));
     await this.connection.stop();
+  }
+
+  /** Calls `listener` whenever a sync is made ready to run, by any process. */
+  onSyncReady(listener: () => void): void {
+    this.readyListeners.push(listener);
   }
 
   /** Aborted when the process shuts down: long waits end instead of holding the listener open. */
