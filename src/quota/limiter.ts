@@ -7,6 +7,8 @@ import { pause } from '../time.ts';
 export interface QuotaRule {
   limit: number;
   windowMs: number;
+  /** The safety margin added to the window (default: the limiter's); doubled after each 429. */
+  marginMs?: number;
 }
 
 export interface AcquireOptions {
@@ -116,10 +118,11 @@ export class QuotaLimiter {
   }
 
   /** The margin for a key now: the base one, widened after recent refusals. */
-  marginFor(key: string): number {
+  marginFor(key: string, rule?: QuotaRule): number {
+    const base = rule?.marginMs ?? this.marginMs;
     const last = this.refused.get(key);
-    if (!last || Date.now() - last.at >= REFUSAL_MEMORY_MS) return this.marginMs;
-    return this.marginMs * 2 ** Math.min(3, last.count);
+    if (!last || Date.now() - last.at >= REFUSAL_MEMORY_MS) return base;
+    return base * 2 ** Math.min(3, last.count);
   }
 
   async acquire(key: string, rule: QuotaRule, options: AcquireOptions): Promise<QuotaGrant> {
@@ -183,7 +186,7 @@ export class QuotaLimiter {
     // is what leaves room for requests we never see: then it is an upstream limit too, and the
     // upstream counts arrival times, which jitter against our grant times by more than the
     // 1 ms the exact window leaves between the oldest grant and the next (shareMargin).
-    const margin = this.marginFor(key);
+    const margin = this.marginFor(key, rule);
     const windowMs = rule.windowMs + margin;
     const shareWindowMs = rule.windowMs + (options.shareMargin ? margin : 0);
     // One statement (sql/11_quota_take.sql): the decision used to cost five round trips.
@@ -204,7 +207,7 @@ export class QuotaLimiter {
               options.unverified ?? 1,
               also?.key ?? null,
               also?.rule.limit ?? null,
-              also ? also.rule.windowMs + this.marginFor(also.key) : null,
+              also ? also.rule.windowMs + this.marginFor(also.key, also.rule) : null,
             ],
           }
         : also
@@ -212,7 +215,7 @@ export class QuotaLimiter {
               // sql/19: both quotas in the same statement, and a line for the second one.
               name: 'quota_take_also',
               text: 'SELECT granted, retry_in_ms, at, held_by_also FROM quota_take_also($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)',
-              values: [...values, also.key, also.rule.limit, also.rule.windowMs + this.marginFor(also.key), also.syncLimit ?? null],
+              values: [...values, also.key, also.rule.limit, also.rule.windowMs + this.marginFor(also.key, also.rule), also.syncLimit ?? null],
             }
           : { name: 'quota_take', text: 'SELECT granted, retry_in_ms, at FROM quota_take($1, $2, $3, $4, $5, $6, $7, $8)', values },
     );
