@@ -146,7 +146,11 @@ export const syncStatusAnswer = z
     duration_last: z.number().nullable().describe('Seconds the latest completed cycle took'),
     lag_seconds: z.number().nullable().describe('Age of the oldest data the database may still show'),
     last_error: z.string().nullable(),
-    progress: z.unknown().describe("The running pass's progress, in the kind's own terms; null when there is none"),
+    progress: z
+      .unknown()
+      .describe(
+        "The running pass's progress, in the kind's own terms (Stripe with connected accounts: also accounts_done, accounts_total and accounts_objects, kept between passes); null when there is none",
+      ),
     slowed_by: z
       .string()
       .nullable()

@@ -24,6 +24,9 @@ export function progressOf(status) {
   if (p.phase === 'backfill' && p.lists_total > 0) {
     return { label: `Backfill: ${count(p.objects)} objects, ${count(p.lists_done)} of ${count(p.lists_total)} lists`, value: p.lists_done, max: p.lists_total };
   }
+  // Between the platform's passes, connected accounts' backfills while some are not done.
+  const accounts = accountsOf(status);
+  if (accounts && accounts.value < accounts.max) return accounts;
   const first = !status.completed_at;
   if ((first || p.phase === 'rebuild') && p.tables_total > 0) {
     const what = first ? 'First sweep' : 'Rebuilding';
@@ -31,6 +34,17 @@ export function progressOf(status) {
     return { label: `${what}: ${table}, ${count(p.records)} records`, value: p.tables_done, max: p.tables_total };
   }
   return null;
+}
+
+/**
+ * A Stripe platform's connected accounts (kept in the progress while any are followed):
+ * { label, value, max, words }, words as in "12 of 50 backfilled, 3,400 objects"; null without.
+ */
+export function accountsOf(status) {
+  const p = status.progress;
+  if (!p || typeof p !== 'object' || !(p.accounts_total > 0)) return null;
+  const words = `${count(p.accounts_done)} of ${count(p.accounts_total)} backfilled, ${count(p.accounts_objects)} objects`;
+  return { label: `Connected accounts: ${words}`, value: p.accounts_done, max: p.accounts_total, words };
 }
 
 /** A labelled <progress> for a running backfill or first sweep; null when none runs. */

@@ -279,7 +279,7 @@ class ListReader {
         if (!this.options.signal.aborted) this.options.incomplete?.note(this.key, this.table, failureReason(error));
         throw error;
       }
-      // A connected account's refusals are many alike (every account refuses the same lists): kept out of the warnings.
+      // A connected account's refusals are many alike (every account refuses the same lists): one warning gathers them (connect-progress.ts).
       if (this.account) this.options.logger.debug({ list: this.key, reason, account: this.account }, 'stripe list skipped');
       else this.options.logger.warn({ list: this.key, reason }, 'stripe list skipped');
       await saveState(this.options.db, STRIPE_SCHEMAS, this.stateKey, { done: true, skipped: reason });

@@ -23,6 +23,7 @@ import { nextPollGap } from './poll-gap.ts';
 import { CONNECTED_BACKFILL_PREFIX, stateKeys } from './scope.ts';
 import { applyChanges } from './store.ts';
 import { ConnectPush, type Pings, PUSHED_POLL_MS } from './push.ts';
+import { AccountsProgress } from './connect-progress.ts';
 import { ACCOUNT_COLUMN, stripeTables } from './tables.ts';
 import type { SyncHooks } from '../kinds/kind.ts';
 
@@ -54,6 +55,8 @@ export interface ConnectedAccountsOptions {
   pushedPollMs?: number;
   /** Told what the status should say about connected accounts (none: an empty list), whenever it changes. */
   onWarnings(warnings: string[]): void;
+  /** Told the accounts' backfill progress (accounts_done, accounts_total, accounts_objects; none: {}), whenever it changes. */
+  onProgress?(fields: Record<string, unknown>): void;
   /** Where Stripe may push connected accounts' events, when the service has a public URL. */
   hooks?: SyncHooks;
   /** The sync's pings, which name the accounts deliveries came for. */
@@ -94,8 +97,10 @@ export class ConnectedAccounts {
   private listedFrom = 0;
   private listWarning: string | undefined;
   private shownWarnings = '';
+  private readonly progress: AccountsProgress;
 
   constructor(private readonly options: ConnectedAccountsOptions) {
+    this.progress = new AccountsProgress({ db: options.db, onProgress: (f) => options.onProgress?.(f), onWarning: () => this.showWarnings() });
     this.push = new ConnectPush({
       db: options.db,
       logger: options.logger,
@@ -177,7 +182,7 @@ export class ConnectedAccounts {
   }
 
   private showWarnings(): void {
-    const warnings = [this.listWarning, this.push.warning].filter((w): w is string => w !== undefined);
+    const warnings = [this.listWarning, this.push.warning, this.progress.warning].filter((w): w is string => w !== undefined);
     if (JSON.stringify(warnings) === this.shownWarnings) return;
     this.shownWarnings = JSON.stringify(warnings);
     this.options.onWarnings(warnings);
@@ -246,6 +251,7 @@ export class ConnectedAccounts {
       this.options.logger.error({ err: toError(error), account }, 'connected account worker failed'),
     );
     this.workers.set(account, worker);
+    this.progress.followed(account);
   }
 
   /** One account: its backfill (again when its feed ran out), then its feed, until stopped or gone. */
@@ -260,9 +266,11 @@ export class ConnectedAccounts {
         await this.backfills(async () => {
           const state = await beginBackfill(client, db, again);
           if (state.completedAt) return;
-          await runBackfill({ client, db, logger, signal, progress: async () => undefined }, state);
+          this.progress.backfilling(account);
+          await runBackfill({ client, db, logger, signal, progress: async (p) => this.progress.landed(account, p) }, state);
           await saveState(db, STRIPE_SCHEMAS, keys.events, state.eventsCursor);
         });
+        await this.progress.backfilled(account);
         again = false;
         let cursor = (await loadState<EventsCursor>(db, STRIPE_SCHEMAS, keys.events))!;
         let lastEventAt = Date.now();
@@ -351,6 +359,7 @@ export class ConnectedAccounts {
       worker.stop.abort();
       await worker.done;
     }
+    this.progress.forget(account);
     const { db } = this.options;
     for (const [name, table] of stripeTables()) {
       await inTransaction(db, async (tx) => {

@@ -124,6 +124,9 @@ export class StripeRunner {
         this.warnings.connect = warnings;
         void this.showWarnings().catch((err: unknown) => options.logger.warn({ err: toError(err) }, 'could not save the warnings'));
       },
+      // Beside the platform's own progress (phase, objects, lists_done, lists_total), and kept between its cycles.
+      onProgress: (fields) =>
+        void this.status.standingProgress(fields).catch((err: unknown) => options.logger.debug({ err: toError(err) }, 'could not record progress')),
       ...(options.hooks ? { hooks: options.hooks } : {}),
       ...(pings ? { pings } : {}),
     });

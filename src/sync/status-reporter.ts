@@ -20,6 +20,11 @@ export class StatusReporter {
   private lastProgressAt = 0;
   /** The latest progress write: a cycle's end waits for it, so a late one cannot undo the clearing. */
   private progressWrite: Promise<unknown> = Promise.resolve();
+  /** The running pass's latest progress; a completed cycle clears it. */
+  private passProgress: Record<string, unknown> | null = null;
+  /** Progress of work beside the cycles (Stripe's connected accounts): a completed cycle keeps it. */
+  private standing: Record<string, unknown> = {};
+  private waitingWrite: Promise<unknown> | undefined;
   private readonly history = { previousStart: undefined as Date | undefined, cycles: 0, lagSeconds: 0, durationSeconds: 0, writtenAt: 0 };
 
   constructor(private readonly options: { control: pg.Pool; target: pg.Pool; schemas: SyncSchemas; syncId: string; logger: Logger }) {}
@@ -50,16 +55,20 @@ export class StatusReporter {
     const seconds = (finished.getTime() - started.getTime()) / 1000;
     await this.progressWrite.catch(() => undefined);
     await recordCycleEnd(this.options.target, this.options.schemas, finished, seconds);
-    await this.options.control.query(
-      `WITH c AS (
-         UPDATE syncs SET completed_at = $2, duration_last = make_interval(secs => $3),
-                duration_usual = CASE WHEN duration_usual IS NULL THEN make_interval(secs => $3)
-                                      ELSE duration_usual * 0.8 + make_interval(secs => $3) * 0.2 END,
-                last_error = NULL, last_error_at = NULL, last_error_kind = NULL, progress = NULL,
-                confirmed_through = GREATEST(confirmed_through, $4::timestamptz)
-          WHERE id = $1 RETURNING id)
-       SELECT pg_notify('${PASSES_CHANNEL}', id) FROM c WHERE $4::timestamptz IS NOT NULL`,
-      [this.options.syncId, finished, seconds, confirms?.at ?? null],
+    this.passProgress = null;
+    // In line with the progress writes: a standing change made meanwhile lands after this.
+    await this.inLine(() =>
+      this.options.control.query(
+        `WITH c AS (
+           UPDATE syncs SET completed_at = $2, duration_last = make_interval(secs => $3),
+                  duration_usual = CASE WHEN duration_usual IS NULL THEN make_interval(secs => $3)
+                                        ELSE duration_usual * 0.8 + make_interval(secs => $3) * 0.2 END,
+                  last_error = NULL, last_error_at = NULL, last_error_kind = NULL, progress = $5::jsonb,
+                  confirmed_through = GREATEST(confirmed_through, $4::timestamptz)
+            WHERE id = $1 RETURNING id)
+         SELECT pg_notify('${PASSES_CHANNEL}', id) FROM c WHERE $4::timestamptz IS NOT NULL`,
+        [this.options.syncId, finished, seconds, confirms?.at ?? null, this.shownProgress()],
+      ),
     );
     await this.recordCycle(started, finished);
   }
@@ -129,13 +138,40 @@ export class StatusReporter {
 
   /** Throttled: progress is for people watching, once a second is plenty. */
   async progress(progress: Record<string, unknown>, force = false): Promise<void> {
+    this.passProgress = progress;
     const now = Date.now();
     if (!force && now - this.lastProgressAt < 1000) return;
     this.lastProgressAt = now;
-    const previous = this.progressWrite.catch(() => undefined);
-    this.progressWrite = previous.then(() =>
-      this.options.control.query('UPDATE syncs SET progress = $2 WHERE id = $1', [this.options.syncId, JSON.stringify(progress)]),
-    );
-    await this.progressWrite;
+    await this.writeProgress();
+  }
+
+  /**
+   * Fields shown with every pass's progress, and alone between passes, until changed (an
+   * empty object removes them): the progress of work that runs beside the cycles.
+   */
+  async standingProgress(fields: Record<string, unknown>): Promise<void> {
+    this.standing = fields;
+    await this.writeProgress();
+  }
+
+  /** The pass's progress with the standing fields; null when there is neither. */
+  private shownProgress(): string | null {
+    const shown = { ...this.passProgress, ...this.standing };
+    return Object.keys(shown).length > 0 ? JSON.stringify(shown) : null;
+  }
+
+  private writeProgress(): Promise<unknown> {
+    // One write waiting its turn is enough (many accounts change at once): it writes what is current then.
+    this.waitingWrite ??= this.inLine(() => {
+      this.waitingWrite = undefined;
+      return this.options.control.query('UPDATE syncs SET progress = $2::jsonb WHERE id = $1', [this.options.syncId, this.shownProgress()]);
+    });
+    return this.waitingWrite;
+  }
+
+  /** Progress writes one after another, each with what is current when its turn comes. */
+  private inLine(write: () => Promise<unknown>): Promise<unknown> {
+    this.progressWrite = this.progressWrite.catch(() => undefined).then(write);
+    return this.progressWrite;
   }
 }

@@ -29,8 +29,8 @@ export async function backfilledStripeSync(options: {
   /** Overrides of the service's config (roles, the sync databases' server) and tunables. */
   config?: TestServiceOptions['config'];
   tunables?: TestServiceOptions['tunables'];
-  /** Runs before the sync is made (changes its backfill finds, with their events). */
-  before?: (stripe: Stripe) => Promise<void>;
+  /** Runs before the sync is made (changes its backfill finds, with their events; faults it meets). */
+  before?: (stripe: Stripe, fake: FakeStripe) => Promise<void>;
   /** The sync's settings at creation. */
   settings?: Record<string, unknown>;
 }): Promise<StripeSyncSetUp> {
@@ -46,7 +46,7 @@ export async function backfilledStripeSync(options: {
   const account = await createAccount(svc);
   const url = new URL(fake.url);
   const stripe = new Stripe(options.key, { host: url.hostname, port: Number(url.port), protocol: 'http', apiVersion: STRIPE_API_VERSION as never });
-  await options.before?.(stripe);
+  await options.before?.(stripe, fake);
   const created = await request(svc.api, 'POST', '/api/syncs', {
     token: account.token,
     body: { kind: 'stripe', api_key: options.key, ...(options.settings ? { settings: options.settings } : {}) },

@@ -2,7 +2,7 @@ import { api } from '../api.js';
 import { lineChart } from '../chart.js';
 import { breakable, field, h, identifier, notice } from '../dom.js';
 import { at, count, duration } from '../format.js';
-import { indicator, progressBar } from '../status.js';
+import { accountsOf, indicator, progressBar } from '../status.js';
 
 const POLL_MS = 3000;
 
@@ -54,6 +54,7 @@ export async function overviewTab(ctx, panel, initial, updated) {
           ? [['Sweep pace', `spread over about ${duration(s.paced_cycle_s)}: change capture is healthy and the last cycle found nothing it had missed`]]
           : []),
         ['Lag (age of the oldest data the database may show)', duration(s.lag_seconds)],
+        ...(accountsOf(s) ? [['Connected accounts', accountsOf(s).words]] : []),
         ['Events logged', count(sync.events.logged)],
         ...(sync.events.slot_lag_bytes !== null ? [['Decoder behind the database by', `${count(sync.events.slot_lag_bytes)} bytes`]] : []),
       ]),
