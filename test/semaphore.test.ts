@@ -52,28 +52,6 @@ test('a freed slot goes to the waiting work, not to a caller arriving meanwhile'
   await Promise.all([first, second, third]);
 });
 
-test("a priority's cap keeps slots for the others; raised, poke() lets its waiting works in", async () => {
-  let cap = 1;
-  const limited = semaphore(3, { capOf: (p) => (p === 0 ? 3 : cap) });
-  const log: string[] = [];
-  const [a, b, c, d] = ['a', 'b', 'c', 'd'].map((n) => gate(log, n));
-  const runs = [limited(a!.work, 1), limited(b!.work, 1), limited(c!.work, 1)];
-  await new Promise((r) => setImmediate(r));
-  assert.equal(log, ['a'], 'priority 1 holds one slot at most');
-  runs.push(limited(d!.work, 0));
-  await new Promise((r) => setImmediate(r));
-  assert.equal(log, ['a', 'd'], 'a free slot goes to priority 0 past the capped waiting works');
-  cap = 3;
-  limited.poke();
-  await new Promise((r) => setImmediate(r));
-  assert.equal(log, ['a', 'd', 'b'], 'raised: the next one in, up to the three slots');
-  for (const g of [a, b, c, d]) g!.release();
-  await new Promise((r) => setImmediate(r));
-  assert.equal(log, ['a', 'd', 'b', 'c']);
-  c!.release();
-  await Promise.all(runs);
-});
-
 test('a failing work frees its slot', async () => {
   const limited = semaphore(1);
   const failed = await limited(async () => Promise.reject(new Error('no'))).catch((error: Error) => error.message);
