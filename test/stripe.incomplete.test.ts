@@ -8,6 +8,7 @@ import * as assert from 'uvu/assert';
 import { SECTIONS } from '../fakes/stripe/auth.ts';
 import { type FakeStripe, startFakeStripe } from '../fakes/stripe/index.ts';
 import { tunablesFromEnv } from '../src/main.ts';
+import { PARENTS_AT_ONCE } from '../src/stripe/backfill-plan.ts';
 import { RECHECK_SKIPPED_MS } from '../src/stripe/runner.ts';
 import { query } from './harness/postgres.ts';
 import { waitFor } from './harness/process.ts';
@@ -79,6 +80,40 @@ test('a list whose reads fail resumes from its cursor, and the status names it a
   assert.is(exactly('/v1/customers') - before - 8, 3, 'pages read, the 500s left out');
   assert.equal(done.status.incomplete, [], 'complete: nothing named any more');
   assert.equal(done.warnings, []);
+  await request(svc.api, 'DELETE', `/api/syncs/${sync.id}`, { token: account.token });
+});
+
+test('a per-parent list whose reads fail resumes after the parents it read in full, not from the first', async () => {
+  const upstream = fake.createAccount();
+  upstream.generate({ seed: 34, customers: 150 });
+  const key = 'sk_test_PARENTSRESUMEPARENTS00';
+  fake.addKey(key, { account: upstream.id });
+  // The 61st customer's payment methods fail all six attempts: the backfill fails once, with
+  // the first 60 customers' lists read and a dozen after it in flight.
+  const ids = upstream
+    .all('customers')
+    .map((c) => String(c.id))
+    .sort();
+  const lists = /^\/v1\/customers\/[^/]+\/payment_methods$/;
+  fake.faults.add({ match: { method: 'GET', path: `/v1/customers/${ids[60]}/payment_methods`, account: upstream.id }, kind: 'status', status: 500, times: 6 });
+  const answered = () =>
+    fake.stats
+      .paths()
+      .filter(([path]) => lists.test(path))
+      .reduce((n, [, c]) => n + c.requests - c.rateLimited, 0);
+  const before = answered();
+  const sync = await createSync(key);
+  const done = await waitBackfilled(svc.api, account.token, sync.id, 120_000);
+  assert.is(fake.faults.active, 0, 'every fault was met');
+  assert.is(
+    await count(sync.reader, 'SELECT count(*) AS n FROM public.payment_method WHERE customer IS NOT NULL'),
+    upstream.all('payment_methods').filter((p) => p.customer).length,
+  );
+  // One request per customer, plus what was read again: the lists in flight when it failed.
+  const customers = upstream.count('customers');
+  const read = answered() - before - 6;
+  assert.ok(read >= customers && read <= customers + 2 * PARENTS_AT_ONCE, `${read} requests for ${customers} customers' payment methods`);
+  assert.equal(done.status.incomplete, []);
   await request(svc.api, 'DELETE', `/api/syncs/${sync.id}`, { token: account.token });
 });
 

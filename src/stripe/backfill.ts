@@ -1,57 +1,19 @@
 import type pg from 'pg';
 import { semaphore } from '../semaphore.ts';
+import { readParentsInOrder } from './parents.ts';
 import { STRIPE_SCHEMAS } from './migrations.ts';
 import { ident, inTransaction } from '../db/sql.ts';
 import type { Logger } from '../log.ts';
 import { deleteUnversionedSince } from '../writer/delete.ts';
 import { type CatalogList, loadCatalog } from './catalog.ts';
 import { type RequestNotes, type StripeClient, StripeError, type StripeList, type StripeObject } from './client.ts';
-import { failureReason, type IncompleteLists, retryReason } from './incomplete.ts';
+import { failureReason, type IncompleteLists, parentGone, retryReason, unreadable } from './incomplete.ts';
+
 import { clearStates, loadState, loadStates, saveState } from '../sync/state.ts';
 import { applyChanges, type Change, listKey, tableOfList } from './store.ts';
-import { readByAccount, stateKeys } from './scope.ts';
+import { stateKeys } from './scope.ts';
+import { backfillLists, EMPTY_WHEN_NULL, EXPAND, PARENT_FILTER, PARENTS_AT_ONCE, PLACE_SAVED_EVERY_MS, priorities } from './backfill-plan.ts';
 import { ACCOUNT_COLUMN, stripeTables } from './tables.ts';
-
-/** Lists that only repeat what another list already gives, at one request per parent. */
-const REDUNDANT = new Set(['/v1/customers/{customer}/subscriptions', '/v1/charges/{charge}/refunds']);
-
-/**
- * Lists a parent can carry inline when asked (`expand`): each customer's sources and tax ids
- * come with the customer page instead of costing one request per customer. The expanded
- * fields are not kept in the parent's row, since events never carry them.
- */
-const EXPAND: Record<string, string[]> = {
-  '/v1/customers': ['sources', 'tax_ids', 'cash_balance'],
-  '/v1/payment_intents': ['amount_details.line_items'],
-  '/v1/checkout/sessions': ['line_items'],
-};
-
-/**
- * An expanded field that, when empty, proves a per-parent list empty too: a customer without
- * a cash balance has no cash balance transactions, so that list costs no request for it.
- */
-const EMPTY_WHEN_NULL: Record<string, { field: string; list: string }> = {
-  '/v1/customers': { field: 'cash_balance', list: '/v1/customers/{customer}/cash_balance_transactions#customer' },
-};
-
-/**
- * Per-parent lists needed only for some parents (`where`, over the parent `p`), and the tables
- * that condition reads, which must be complete before it is asked: schedules of test-clock
- * customers are the ones the top-level list leaves out.
- */
-const PARENT_FILTER: Record<string, { where: string; reads: string[] }> = {
-  '/v1/subscription_schedules': { where: 'p.test_clock IS NOT NULL', reads: [] },
-  // A customer's active entitlements are features of the products of their live subscriptions:
-  // none without a live subscription, and none at all in an account that has no feature (as
-  // far as the key could tell: a key refused the features list proves nothing). $3 is the
-  // account, $4 its list state prefix.
-  '/v1/entitlements/active_entitlements': {
-    where: `(EXISTS (SELECT 1 FROM public.entitlements_feature f WHERE f.stripe_account IS NOT DISTINCT FROM $3)
-          OR EXISTS (SELECT 1 FROM public_swap._state WHERE key = $4 || '/v1/entitlements/features' AND value ? 'skipped'))
-        AND EXISTS (SELECT 1 FROM public.subscription s WHERE s.customer = p.id AND s.status NOT IN ('canceled', 'incomplete_expired'))`,
-    reads: ['subscription', 'entitlements_feature'],
-  },
-};
 
 export interface BackfillState {
   /** When this backfill began (ms); rows it did not touch are gone upstream, once it completes. */
@@ -80,9 +42,10 @@ export interface BackfillOptions {
   db: pg.Pool;
   logger: Logger;
   signal: AbortSignal;
-  /** Requests in flight at once; the quota decides the rate, this only keeps it fed. */
+  /** Requests in flight at once (default: by the client's share); the quota decides the rate, this only keeps it fed. */
   concurrency?: number;
-  progress(progress: Record<string, unknown>): Promise<void>;
+  /** `force`: write it now (a table became ready), not only at the next second's write. */
+  progress(progress: Record<string, unknown>, force?: boolean): Promise<void>;
   /** Told which lists are held up or cannot be read, and why, and when a read of one succeeds. */
   incomplete?: IncompleteLists;
 }
@@ -126,10 +89,32 @@ export async function runBackfill(options: BackfillOptions, state: BackfillState
   const keys = stateKeys(account);
   const lists = backfillLists(account);
   const saved = await loadStates<ListState>(db, STRIPE_SCHEMAS, keys.lists);
-  const request = semaphore(options.concurrency ?? 8);
+  // Enough requests in flight to fill the share at a quarter second each, Stripe's usual latency.
+  const slots = options.concurrency ?? Math.max(8, Math.ceil(options.client.requestsPerSecond / 4));
+  const priority = priorities(lists);
+  const request = semaphore(slots);
   const result: BackfillResult = { objects: 0, skipped: [] };
   let done = lists.filter((l) => saved.get(listKey(l))?.done).length;
-  const report = () => options.progress({ phase: 'backfill', objects: result.objects, lists_done: done, lists_total: lists.length });
+  // A table is ready to query once every list that fills it is read: the progress names those still loading.
+  const pending = new Set(lists.filter((l) => !saved.get(listKey(l))?.done));
+  const tables = new Set(lists.map((l) => tableOfList(l)!));
+  let shownPending = -1;
+  const report = () => {
+    const tablesPending = [...new Set([...pending].map((l) => tableOfList(l)!))].sort();
+    const readyNow = tablesPending.length !== shownPending;
+    shownPending = tablesPending.length;
+    return options.progress(
+      {
+        phase: 'backfill',
+        objects: result.objects,
+        lists_done: done,
+        lists_total: lists.length,
+        tables_total: tables.size,
+        tables_pending: tablesPending,
+      },
+      readyNow,
+    );
+  };
 
   // A table is complete when every list that fills it is; children wait on their parent's.
   const finished = new Map<CatalogList, Promise<void>>();
@@ -143,12 +128,21 @@ export async function runBackfill(options: BackfillOptions, state: BackfillState
     const listState = saved.get(key) ?? {};
     let skipped = listState.skipped;
     if (!listState.done) {
-      const reader = new ListReader(options, list, key, listState, request, (n) => {
-        result.objects += n;
-        void report().catch(() => undefined);
-      });
+      const reader = new ListReader(
+        options,
+        list,
+        key,
+        listState,
+        (work) => request(work, priority.get(list)),
+        (n) => {
+          result.objects += n;
+          void report().catch(() => undefined);
+        },
+      );
       skipped = await reader.run();
       done++;
+      pending.delete(list);
+      void report().catch(() => undefined);
     }
     if (skipped) {
       result.skipped.push({ list: key, table: tableOfList(list)!, reason: skipped });
@@ -170,13 +164,6 @@ export async function runBackfill(options: BackfillOptions, state: BackfillState
   await report();
   logger.info({ objects: result.objects, skipped: result.skipped.length, ...(account ? { account } : {}) }, 'stripe backfill complete');
   return result;
-}
-
-/** The lists a backfill of the account reads. */
-function backfillLists(account: string | null): CatalogList[] {
-  return loadCatalog()
-    .tables.flatMap((t) => t.lists)
-    .filter((l) => !REDUNDANT.has(l.path) && readByAccount(l.path, account));
 }
 
 /**
@@ -222,22 +209,6 @@ export async function reopenSkipped(db: pg.Pool, account: string | null = null):
     for (const list of new Set(due)) await saveState(tx, STRIPE_SCHEMAS, prefix + listKey(list), {} satisfies ListState);
   });
   return new Set([...due, ...left]).size;
-}
-
-/**
- * A 404 `resource_missing` on a list under a parent: the parent is gone (deleted since it was
- * listed; its deletion event, or the next full backfill, removes its row). Not a list the key
- * cannot read: that parent's share of the list is simply empty.
- */
-function parentGone(error: unknown): boolean {
-  return error instanceof StripeError && error.kind === 'missing' && error.code === 'resource_missing';
-}
-
-/** Errors that mean "this list cannot be read with this key or account", not "try again". */
-export function unreadable(error: unknown): string | undefined {
-  if (!(error instanceof StripeError)) return undefined;
-  if (error.kind === 'permission' || error.kind === 'missing' || error.kind === 'invalid') return `${error.status}: ${error.message}`;
-  return undefined;
 }
 
 class ListReader {
@@ -307,17 +278,29 @@ class ListReader {
         [after, this.key, this.account, ...(where.includes('$4') ? [stateKeys(this.account).lists] : [])],
       );
       if (rows.length === 0) return;
-      for (const { id } of rows) {
-        const path = parent.pathParam ? this.list.path.replace(`{${parent.pathParam}}`, encodeURIComponent(id)) : this.list.path;
-        const query = parent.queryParam ? { [parent.queryParam]: id } : {};
-        try {
-          await this.pages(path, query, id, undefined);
-        } catch (error) {
-          if (!parentGone(error)) throw error;
-          this.options.logger.debug({ list: this.key, parent: id }, 'parent gone since it was listed; its list is skipped');
-        }
-        after = id;
-      }
+      // Each parent's list is a request or two: several at once keep the quota fed whatever the latency.
+      const ids = rows.map((r) => r.id);
+      await readParentsInOrder(ids, {
+        read: (id) => this.parentList(parent, id),
+        save: (through) => saveState(this.options.db, STRIPE_SCHEMAS, this.stateKey, { parentAfter: through } satisfies ListState),
+        atOnce: PARENTS_AT_ONCE,
+        window: 2 * PARENTS_AT_ONCE,
+        saveEveryMs: PLACE_SAVED_EVERY_MS,
+        signal: this.options.signal,
+      });
+      after = ids.at(-1)!;
+    }
+  }
+
+  /** One parent's share of the list; none when the parent is gone since it was listed. */
+  private async parentList(parent: NonNullable<CatalogList['parent']>, id: string): Promise<void> {
+    const path = parent.pathParam ? this.list.path.replace(`{${parent.pathParam}}`, encodeURIComponent(id)) : this.list.path;
+    const query = parent.queryParam ? { [parent.queryParam]: id } : {};
+    try {
+      await this.pages(path, query, id, undefined);
+    } catch (error) {
+      if (!parentGone(error)) throw error;
+      this.options.logger.debug({ list: this.key, parent: id }, 'parent gone since it was listed; its list is skipped');
     }
   }
 
@@ -369,9 +352,8 @@ class ListReader {
             empty,
           ]);
         }
-        // A parent's list saves "this parent is done" with its last page; a top-level list its cursor.
+        // A top-level list saves its cursor with each page; a parent's list saves its place once a batch of parents is read.
         if (!parentId) await saveState(tx, STRIPE_SCHEMAS, this.stateKey, { after: last ?? startAfter, done: finished } satisfies ListState);
-        else if (finished) await saveState(tx, STRIPE_SCHEMAS, this.stateKey, { parentAfter: parentId } satisfies ListState);
       });
       this.counted(page.data.length);
       // A page read: what held this list up (a rate limit, an upstream error) is over.

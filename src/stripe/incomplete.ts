@@ -72,3 +72,19 @@ export function failureReason(error: unknown): string {
   const message = error instanceof Error ? error.message : String(error);
   return `${message}; resuming from the list's last page`;
 }
+
+/**
+ * A 404 `resource_missing` on a list under a parent: the parent is gone (deleted since it was
+ * listed; its deletion event, or the next full backfill, removes its row). Not a list the key
+ * cannot read: that parent's share of the list is simply empty.
+ */
+export function parentGone(error: unknown): boolean {
+  return error instanceof StripeError && error.kind === 'missing' && error.code === 'resource_missing';
+}
+
+/** Errors that mean "this list cannot be read with this key or account", not "try again". */
+export function unreadable(error: unknown): string | undefined {
+  if (!(error instanceof StripeError)) return undefined;
+  if (error.kind === 'permission' || error.kind === 'missing' || error.kind === 'invalid') return `${error.status}: ${error.message}`;
+  return undefined;
+}

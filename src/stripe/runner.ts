@@ -228,7 +228,7 @@ export class StripeRunner {
         db: this.options.target,
         logger: this.options.logger,
         signal: this.signal,
-        progress: (p) => this.status.progress(p),
+        progress: (p, force) => this.status.progress(p, force),
         incomplete: this.incomplete,
       },
       state,

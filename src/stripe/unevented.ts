@@ -12,7 +12,7 @@
  * writing the same objects twice is harmless.
  */
 import type pg from 'pg';
-import { unreadable } from './backfill.ts';
+import { unreadable } from './incomplete.ts';
 import { type CatalogList, tableForObject } from './catalog.ts';
 import type { StripeClient, StripeObject } from './client.ts';
 import { retrievePath } from './events.ts';
