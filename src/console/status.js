@@ -17,12 +17,26 @@ export function indicator(status, { reason = false } = {}) {
   );
 }
 
-/** What the running first load has done, when one is running: { label, value, max }. */
+/** Tables a backfill's progress names as still loading; past these, a count. */
+const PENDING_NAMED = 6;
+
+/** What the running first load has done, when one is running: { label, value, max, detail? }. */
 export function progressOf(status) {
   const p = status.progress;
   if (!p || typeof p !== 'object') return null;
   if (p.phase === 'backfill' && p.lists_total > 0) {
-    return { label: `Backfill: ${count(p.objects)} objects, ${count(p.lists_done)} of ${count(p.lists_total)} lists`, value: p.lists_done, max: p.lists_total };
+    const label = `Backfill: ${count(p.objects)} objects, ${count(p.lists_done)} of ${count(p.lists_total)} lists`;
+    if (!Array.isArray(p.tables_pending) || !(p.tables_total > 0)) return { label, value: p.lists_done, max: p.lists_total };
+    // Which tables can be queried already: the ones not named as still loading.
+    const ready = p.tables_total - p.tables_pending.length;
+    const named = p.tables_pending.slice(0, PENDING_NAMED).join(', ');
+    const more = p.tables_pending.length > PENDING_NAMED ? ` and ${count(p.tables_pending.length - PENDING_NAMED)} more` : '';
+    return {
+      label: `${label}; ${count(ready)} of ${count(p.tables_total)} tables ready`,
+      value: p.lists_done,
+      max: p.lists_total,
+      detail: p.tables_pending.length > 0 ? `Still loading: ${named}${more}` : undefined,
+    };
   }
   // Between the platform's passes, connected accounts' backfills while some are not done.
   const accounts = accountsOf(status);
@@ -53,5 +67,6 @@ export function progressBar(status) {
   if (!progress) return null;
   const label = h('span', { class: 'progress-label' }, progress.label);
   const bar = h('progress', { max: progress.max, value: progress.value, 'aria-label': progress.label });
-  return h('div', { class: 'progress' }, bar, label);
+  if (!progress.detail) return h('div', { class: 'progress' }, bar, label);
+  return h('div', { class: 'progress' }, bar, label, h('div', { class: 'progress-detail' }, progress.detail));
 }
