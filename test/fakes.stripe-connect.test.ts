@@ -110,6 +110,23 @@ test("a connected account's objects and events are its own, and its events name 
   );
 });
 
+test("a connected account's own key reads its objects, within its own rate limit", async () => {
+  const a = await stripe.accounts.create({ type: 'standard' });
+  const made = await stripe.customers.create({ email: 'own-key@example.com' }, { stripeAccount: a.id });
+  // A standard account's owner has keys of the account too.
+  const ownKey = 'sk_test_51ConnectedOwnKey00000000000004';
+  fake.addKey(ownKey, { account: a.id });
+  const own = client(ownKey);
+  assert.equal(
+    (await own.customers.list()).data.map((c) => c.id),
+    [made.id],
+  );
+  assert.is((await own.accounts.retrieveCurrent()).id, a.id);
+  const before = fake.stats.byAccount(a.id).requests;
+  await own.customers.list();
+  assert.is(fake.stats.byAccount(a.id).requests, before + 1, 'counted against the account itself');
+});
+
 test("another platform's key, or a key without the Connect permission, reaches no connected account", async () => {
   const a = await stripe.accounts.create({ type: 'custom' });
   const foreign = await refused(client(OTHER_KEY).customers.list({}, { stripeAccount: a.id }));

@@ -29,6 +29,11 @@ export class CountsByKey {
     return out;
   }
 
+  /** Every key with its counts. */
+  entries(): Array<[string, Counts]> {
+    return [...this.counts].map(([key, c]) => [key, { ...c }]);
+  }
+
   clear(): void {
     this.counts.clear();
   }

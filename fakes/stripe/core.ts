@@ -16,3 +16,14 @@ export interface Core {
   limiters: { test: SlidingWindowLimiter; live: SlidingWindowLimiter } | undefined;
   trustArrivalStamps: boolean;
 }
+
+/** An account by id: a platform's own, or one connected to a platform (whose owner may hold keys of it too). */
+export function accountById(core: Core, id: string): AccountState | undefined {
+  const own = core.accounts.get(id);
+  if (own) return own;
+  for (const platform of core.accounts.values()) {
+    const connected = platform.connected.get(id);
+    if (connected) return connected;
+  }
+  return undefined;
+}

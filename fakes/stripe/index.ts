@@ -33,7 +33,7 @@ import { AccountState } from './account.ts';
 import { type KeyGrant, KeyRegistry } from './auth.ts';
 import { Clock } from './clock.ts';
 import { type FakeStripeAccount, FakeStripeAccountControl } from './control.ts';
-import type { Core } from './core.ts';
+import { accountById, type Core } from './core.ts';
 import { Deliveries, type DeliveryStats } from './deliveries.ts';
 import { type FaultInjector, stripeFaults } from './faults.ts';
 import { accountId } from './ids.ts';
@@ -83,6 +83,8 @@ export interface FakeStripe {
     readonly requests: number;
     readonly rateLimited: number;
     byPath(prefix: string): { requests: number; rateLimited: number };
+    /** Every URL path requested, with its counts. */
+    paths(): Array<[string, { requests: number; rateLimited: number }]>;
     byAccount(accountId: string): { requests: number; rateLimited: number };
     /** Connect: requests made on behalf of a connected account, to paths starting with `prefix`. */
     byActing(accountId: string, prefix?: string): { requests: number; rateLimited: number };
@@ -141,6 +143,7 @@ export async function startFakeStripe(options: FakeStripeOptions = {}): Promise<
         return stats.rateLimited;
       },
       byPath: (prefix) => stats.byPath(prefix),
+      paths: () => stats.paths(),
       byAccount: (id) => stats.byAccount(id),
       byActing: (id, prefix) => stats.byActing(id, prefix),
       refusals: () => [...stats.refusals.refusals],
@@ -168,7 +171,7 @@ export async function startFakeStripe(options: FakeStripeOptions = {}): Promise<
       return control;
     },
     addKey: (key, grant) => {
-      const state = core.accounts.get(grant.account);
+      const state = accountById(core, grant.account);
       if (!state) throw new Error(`no account ${grant.account}`);
       core.keys.add(key, grant, state);
     },

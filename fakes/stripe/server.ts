@@ -10,7 +10,7 @@ import { readBody, requestLine, sendJson } from '../shared/http-io.ts';
 import type { AccountState } from './account.ts';
 import { allowed, type KeyEntry, permissionName, presentedKey } from './auth.ts';
 import { Ctx } from './context.ts';
-import type { Core } from './core.ts';
+import { accountById, type Core } from './core.ts';
 import { faultError, invalidKey, invalidRequest, maskKey, missingKey, permissionDenied, rateLimited, StripeApiError, unrecognizedUrl } from './errors.ts';
 import { applyExpand } from './expand.ts';
 import { decodeForm, fingerprint, type RawNode } from './form.ts';
@@ -85,7 +85,7 @@ class Pipeline {
     const key = presentedKey(headers);
     if (!key) throw missingKey();
     const entry = this.core.keys.get(key);
-    const account = entry && this.core.accounts.get(entry.accountId);
+    const account = entry && accountById(this.core, entry.accountId);
     if (!entry || !account) throw invalidKey(key);
     return { key, entry, account };
   }

@@ -42,6 +42,11 @@ export class Stats {
     return this.perPath.sum((path) => path.startsWith(prefix));
   }
 
+  /** Every URL path requested, with its counts. */
+  paths(): Array<[string, Counts]> {
+    return this.perPath.entries();
+  }
+
   byAccount(accountId: string): Counts {
     return this.perAccount.sum((id) => id === accountId);
   }
