@@ -2,7 +2,8 @@
  * How far connected accounts are, and what they cannot read: while their backfills run, the
  * sync's status counts the accounts backfilled of those followed and the objects written, as
  * each account finishes, and keeps the counts once all are done, through the platform's own
- * cycles; the console says it in words. Lists every account refuses make one warning, not
+ * cycles; every account's core tables are ready before any account is done; the console says
+ * it in words. Lists every account refuses make one warning, not
  * one per account, which goes once the accounts read them again.
  */
 import { test } from 'uvu';
@@ -75,10 +76,17 @@ test('the status counts the accounts backfilled as each finishes, and keeps the 
     counts.every((n, i) => i === 0 || n >= counts[i - 1]!),
     `never backwards: ${counts.join(',')}`,
   );
+  // Every account's core tables come before the rest of any account.
+  const oneDone = seen.filter((v) => v.status.progress?.accounts_total === 3 && v.status.progress.accounts_done >= 1);
+  assert.ok(oneDone.length > 0);
+  for (const v of oneDone) assert.is(v.status.progress!.accounts_core_ready, 3, 'all core tables ready once one account is done');
   const between = seen.find((v) => v.status.progress?.accounts_total === 3 && v.status.progress.accounts_done > 0 && v.status.progress.accounts_done < 3);
   assert.ok(between, `a count between none and all was shown: ${counts.join(',')}`);
   // The console: a bar while some are not done, words a user reads.
-  assert.match(consoleStatus.progressOf(between!.status)?.label ?? '', /^Connected accounts: [12] of 3 backfilled, [\d,]+ objects$/);
+  assert.match(
+    consoleStatus.progressOf(between!.status)?.label ?? '',
+    /^Connected accounts: [12] of 3 backfilled, [\d,]+ objects(; core tables ready in [23])?$/,
+  );
 
   // The objects their backfills wrote: every connected account's row, each read once.
   const tables = await query<{ table_name: string }>(
@@ -101,7 +109,7 @@ test('the status counts the accounts backfilled as each finishes, and keeps the 
     const v = await view();
     return Date.parse(v.status.completed_at) > Date.parse(done.status.completed_at) ? v : undefined;
   });
-  assert.equal(later.status.progress, { accounts_done: 3, accounts_total: 3, accounts_objects: objects });
+  assert.equal(later.status.progress, { accounts_done: 3, accounts_core_ready: 3, accounts_total: 3, accounts_objects: objects });
 });
 
 test("lists the accounts cannot read are one warning, written when the accounts' backfills settle", async () => {

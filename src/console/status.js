@@ -57,7 +57,9 @@ export function progressOf(status) {
 export function accountsOf(status) {
   const p = status.progress;
   if (!p || typeof p !== 'object' || !(p.accounts_total > 0)) return null;
-  const words = `${count(p.accounts_done)} of ${count(p.accounts_total)} backfilled, ${count(p.accounts_objects)} objects`;
+  // Every account's core tables come before the rest of any: say so while that is the difference.
+  const core = p.accounts_core_ready > p.accounts_done ? `; core tables ready in ${count(p.accounts_core_ready)}` : '';
+  const words = `${count(p.accounts_done)} of ${count(p.accounts_total)} backfilled, ${count(p.accounts_objects)} objects${core}`;
   return { label: `Connected accounts: ${words}`, value: p.accounts_done, max: p.accounts_total, words };
 }
 

@@ -48,6 +48,8 @@ export interface BackfillOptions {
   progress(progress: Record<string, unknown>, force?: boolean): Promise<void>;
   /** Told which lists are held up or cannot be read, and why, and when a read of one succeeds. */
   incomplete?: IncompleteLists;
+  /** Only the lists of the core tables, leaving the backfill to be completed by a later run. */
+  firstOnly?: boolean;
 }
 
 export interface BackfillResult {
@@ -87,11 +89,12 @@ export async function runBackfill(options: BackfillOptions, state: BackfillState
   const { db, logger } = options;
   const account = options.client.account;
   const keys = stateKeys(account);
-  const lists = backfillLists(account);
+  const all = backfillLists(account);
+  const priority = priorities(all);
+  const lists = options.firstOnly ? all.filter((l) => priority.get(l) === 0) : all;
   const saved = await loadStates<ListState>(db, STRIPE_SCHEMAS, keys.lists);
   // Enough requests in flight to fill the share at a quarter second each, Stripe's usual latency.
   const slots = options.concurrency ?? Math.max(8, Math.ceil(options.client.requestsPerSecond / 4));
-  const priority = priorities(lists);
   const request = semaphore(slots);
   const result: BackfillResult = { objects: 0, skipped: [] };
   let done = lists.filter((l) => saved.get(listKey(l))?.done).length;
@@ -158,6 +161,7 @@ export async function runBackfill(options: BackfillOptions, state: BackfillState
   await Promise.all(finished.values());
   if (failures.length > 0) throw failures[0];
   options.signal.throwIfAborted();
+  if (options.firstOnly) return result;
 
   if (state.again) await removeUnseen(db, state.startedAt, new Set(result.skipped.map((s) => s.table)), account);
   await saveState(db, STRIPE_SCHEMAS, keys.backfill, { ...state, completedAt: Date.now() });

@@ -28,6 +28,8 @@ interface Followed {
   objects: number;
   /** The running backfill's own count (each run counts from 0). */
   run: number;
+  /** Its core tables (customer, product, price, subscription, invoice) are complete. */
+  coreReady: boolean;
   /** Lists it cannot read, and why. */
   unreadable: Map<string, string>;
 }
@@ -44,7 +46,7 @@ export class AccountsProgress {
 
   followed(account: string): void {
     if (this.accounts.has(account)) return;
-    this.accounts.set(account, { backfilled: false, objects: 0, run: 0, unreadable: new Map() });
+    this.accounts.set(account, { backfilled: false, objects: 0, run: 0, coreReady: false, unreadable: new Map() });
     this.show(true);
   }
 
@@ -66,6 +68,15 @@ export class AccountsProgress {
     this.show(false);
   }
 
+  /** The account's core tables are complete: its first part of the backfill is done. */
+  coreReady(account: string): void {
+    const a = this.accounts.get(account);
+    if (!a || a.coreReady) return;
+    a.coreReady = true;
+    a.run = 0;
+    this.show(true);
+  }
+
   /** The account's backfill is complete (now or before): its unreadable lists are read from its list states. */
   async backfilled(account: string): Promise<void> {
     const states = await loadStates<{ skipped?: string }>(this.options.db, STRIPE_SCHEMAS, stateKeys(account).lists);
@@ -74,6 +85,7 @@ export class AccountsProgress {
     a.unreadable = new Map([...states].filter(([, s]) => s.skipped).map(([list, s]) => [list, s.skipped!]));
     const was = a.backfilled;
     a.backfilled = true;
+    a.coreReady = true;
     if (!was) this.show(true);
     this.review();
   }
@@ -91,7 +103,12 @@ export class AccountsProgress {
     this.options.onProgress(
       all.length === 0
         ? {}
-        : { accounts_done: all.filter((a) => a.backfilled).length, accounts_total: all.length, accounts_objects: all.reduce((n, a) => n + a.objects, 0) },
+        : {
+            accounts_done: all.filter((a) => a.backfilled).length,
+            accounts_core_ready: all.filter((a) => a.coreReady).length,
+            accounts_total: all.length,
+            accounts_objects: all.reduce((n, a) => n + a.objects, 0),
+          },
     );
   }
 

@@ -12,10 +12,10 @@ import { ident, inTransaction } from '../db/sql.ts';
 import { toError } from '../errors.ts';
 import type { Logger } from '../log.ts';
 import { backoffDelay, CYCLE_BACKOFF } from '../retry.ts';
-import { clearStates, loadState, loadStates, saveState } from '../sync/state.ts';
+import { clearStates, loadState, loadStates } from '../sync/state.ts';
 import { bookkeeping } from '../syncdb/schemas.ts';
 import { pause } from '../time.ts';
-import { type BackfillState, beginBackfill, runBackfill } from './backfill.ts';
+import type { BackfillState } from './backfill.ts';
 import { type StripeClient, StripeError, type StripeObject } from './client.ts';
 import { CursorExpired, type EventsCursor, pollEvents } from './events.ts';
 import { STRIPE_SCHEMAS } from './migrations.ts';
@@ -24,6 +24,7 @@ import { CONNECTED_BACKFILL_PREFIX, stateKeys } from './scope.ts';
 import { applyChanges } from './store.ts';
 import { ConnectPush, type Pings, PUSHED_POLL_MS } from './push.ts';
 import { AccountsProgress } from './connect-progress.ts';
+import { AccountBackfills } from './connect-backfill.ts';
 import { ACCOUNT_COLUMN, stripeTables } from './tables.ts';
 import type { SyncHooks } from '../kinds/kind.ts';
 
@@ -85,7 +86,6 @@ export class ConnectedAccounts {
   private readonly gone = new Set<string>();
   /** Ends run()'s pause between two rounds. */
   private wakeRun: () => void = () => undefined;
-  private readonly backfills = semaphore(BACKFILLS_AT_ONCE);
   private readonly polls = semaphore(POLLS_AT_ONCE);
   /** When the next read of any account's feed may start (pollsPerSecond spaces them). */
   private nextPollAt = 0;
@@ -98,9 +98,11 @@ export class ConnectedAccounts {
   private listWarning: string | undefined;
   private shownWarnings = '';
   private readonly progress: AccountsProgress;
+  private readonly accountBackfills: AccountBackfills;
 
   constructor(private readonly options: ConnectedAccountsOptions) {
     this.progress = new AccountsProgress({ db: options.db, onProgress: (f) => options.onProgress?.(f), onWarning: () => this.showWarnings() });
+    this.accountBackfills = new AccountBackfills(semaphore(BACKFILLS_AT_ONCE), this.progress);
     this.push = new ConnectPush({
       db: options.db,
       logger: options.logger,
@@ -263,14 +265,7 @@ export class ConnectedAccounts {
     while (!signal.aborted) {
       try {
         const client = (await this.options.client()).forAccount(account);
-        await this.backfills(async () => {
-          const state = await beginBackfill(client, db, again);
-          if (state.completedAt) return;
-          this.progress.backfilling(account);
-          await runBackfill({ client, db, logger, signal, progress: async (p) => this.progress.landed(account, p) }, state);
-          await saveState(db, STRIPE_SCHEMAS, keys.events, state.eventsCursor);
-        });
-        await this.progress.backfilled(account);
+        await this.accountBackfills.run({ client, db, logger, signal, again });
         again = false;
         let cursor = (await loadState<EventsCursor>(db, STRIPE_SCHEMAS, keys.events))!;
         let lastEventAt = Date.now();
@@ -325,7 +320,9 @@ export class ConnectedAccounts {
 
   /** Waits for this read's turn: reads of all accounts together are spaced to pollsPerSecond. */
   private async pollTurn(signal: AbortSignal): Promise<void> {
-    const gap = 1000 / Math.max(1, await this.options.pollsPerSecond());
+    // While accounts are backfilled, followed feeds take a quarter of their pace: the backfills the rest.
+    const perSecond = (await this.options.pollsPerSecond()) / (this.accountBackfills.running > 0 ? 4 : 1);
+    const gap = 1000 / Math.max(1, perSecond);
     const at = Math.max(Date.now(), this.nextPollAt);
     this.nextPollAt = at + gap;
     if (at > Date.now()) await pause(at - Date.now(), signal);
