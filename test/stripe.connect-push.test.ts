@@ -84,7 +84,8 @@ test("a change arrives by push at once; held back, it waits for the account's ti
   const named = (name: string) => async () => (await rows('SELECT name FROM public.customer WHERE id = $1', [customer!.id]))[0]?.name === name;
   const before = s.fake.webhooks.stats().delivered;
   await s.stripe.customers.update(customer!.id, { name: 'pushed' }, { stripeAccount: account });
-  assert.ok(await arrivesWithin(2000, named('pushed')), 'a delivery wakes the account at once');
+  // Well within the 8 s between timed reads, with room for a busy machine.
+  assert.ok(await arrivesWithin(4000, named('pushed')), 'a delivery wakes the account at once');
   assert.ok(s.fake.webhooks.stats().delivered > before);
 
   // Deliveries held: the change waits for the account's next timed read, no sooner than a few seconds.
