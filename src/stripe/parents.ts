@@ -46,11 +46,12 @@ export async function readParentsInOrder(ids: string[], options: InOrderOptions)
     ids.map(async (id, i) => {
       while (!failing && i >= prefix + options.window) await new Promise<void>((resolve) => waiting.push(resolve));
       await slots(async () => {
-        options.signal.throwIfAborted();
         if (failing) return;
         try {
+          options.signal.throwIfAborted();
           await options.read(id);
         } catch (error) {
+          // A stop too: the reads waiting past the window must not wait for a prefix that no longer grows.
           failing = true;
           wakeWaiting();
           throw error;
