@@ -893,7 +893,7 @@ test('a Stripe sync connects through the form too, its backfill shows progress; 
   const row = page.locator(`tr[data-sync="${id}"]`);
   const bar = row.locator('progress');
   await bar.waitFor({ timeout: 20_000 });
-  assert.match((await row.locator('.progress-label').textContent()) ?? '', /^Backfill: [\d,]+ objects, \d+ of \d+ lists$/);
+  assert.match((await row.locator('.progress-label').textContent()) ?? '', /^Backfill: [\d,]+ objects, \d+ of \d+ lists; \d+ of \d+ tables ready$/);
   await screenshot(page, SHOTS, '17b-syncs-stripe-backfill');
   await bar.waitFor({ state: 'detached', timeout: 60_000 });
   await row.locator('[data-indicator="normal"]').waitFor({ timeout: 20_000 });
