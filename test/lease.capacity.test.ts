@@ -9,7 +9,7 @@ import * as assert from 'uvu/assert';
 import { loadConfig } from '../src/config.ts';
 import { DEFAULT_MAX_SYNCS } from '../src/lease/worker.ts';
 import { waitFor } from './harness/process.ts';
-import { AIRTABLE_TEST_TOKEN, createAccount, request, startTestService, type TestService } from './harness/service.ts';
+import { AIRTABLE_TEST_TOKEN, airtableSyncBody, createAccount, request, startTestService, type TestService } from './harness/service.ts';
 
 let svc: TestService;
 
@@ -55,10 +55,7 @@ test('a new sync starts at once, not at the next claim tick', async () => {
     const account = await createAccount(slow);
     const base = slow.airtable.createBase({ name: 'At once' });
     base.createTable('Items', [{ name: 'Name', type: 'singleLineText' }]);
-    const created = await request(slow.api, 'POST', '/api/syncs', {
-      token: account.token,
-      body: { kind: 'airtable', base_id: base.id, api_key: AIRTABLE_TEST_TOKEN },
-    });
+    const created = await request(slow.api, 'POST', '/api/syncs', { token: account.token, body: airtableSyncBody(base.id) });
     assert.is(created.status, 201, created.text);
     const at = Date.now();
     await waitFor(

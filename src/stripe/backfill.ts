@@ -8,7 +8,6 @@ import { deleteUnversionedSince } from '../writer/delete.ts';
 import { type CatalogList, loadCatalog } from './catalog.ts';
 import { type RequestNotes, type StripeClient, StripeError, type StripeList, type StripeObject } from './client.ts';
 import { failureReason, type IncompleteLists, parentGone, retryReason, unreadable } from './incomplete.ts';
-
 import { clearStates, loadState, loadStates, saveState } from '../sync/state.ts';
 import { applyChanges, type Change, listKey, tableOfList } from './store.ts';
 import { stateKeys } from './scope.ts';
