@@ -9,6 +9,7 @@ import type { TenantCaps } from '../tenancy/limits.ts';
 import type { TenantScope } from '../tenancy/scope.ts';
 import type { Logger } from '../log.ts';
 import type { Authenticator } from './auth.ts';
+import type { SyncTables } from './sync-tables.ts';
 import type { EventEndpoints } from './views.ts';
 
 /** Everything the management API needs, handed in once by main.ts. */
@@ -35,4 +36,6 @@ export interface ApiOptions {
   caps?: TenantCaps;
   /** The request scope the control pool (FairPool) shares its connections by; createApiApp makes one when not given. */
   tenantScope?: TenantScope;
+  /** Reads of the sync databases, shared and pooled (createApiApp makes one when not given). */
+  syncTables?: SyncTables;
 }

@@ -13,6 +13,7 @@ import { TenantScope } from '../tenancy/scope.ts';
 import { errorMiddleware } from './errors.ts';
 import { ApiDocument } from './openapi.ts';
 import { accountRoutes } from './routes/accounts.ts';
+import { SyncTables } from './sync-tables.ts';
 import { consoleDataRoutes, type ConsoleDataOptions } from './routes/console-data.ts';
 import { consoleSessionRoutes } from './routes/console-session.ts';
 import { hookRoutes } from './routes/hooks.ts';
@@ -40,7 +41,9 @@ export function createApiApp(api: ApiAppOptions): ApiApp {
   const sessions = new ConsoleSessions(api.pool);
   const tenantScope = api.tenantScope ?? new TenantScope();
   const caps = api.caps ?? new TenantCaps();
-  api = { ...api, authenticate: admittingTenant(withConsoleSessions(api.authenticate, sessions), tenantScope, caps), tenantScope, caps };
+  // One pooled reader of the sync databases for every route that looks into them.
+  const syncTables = api.syncTables ?? new SyncTables({ syncService: api.syncService, logger: api.logger });
+  api = { ...api, authenticate: admittingTenant(withConsoleSessions(api.authenticate, sessions), tenantScope, caps), tenantScope, caps, syncTables };
 
   const doc = new ApiDocument();
 

@@ -71,6 +71,25 @@ export class SyncTables {
     });
   }
 
+  /** The columns of each table of the sync's own schema, in table order (for checks of what a request names). */
+  async columns(sync: SyncRecord): Promise<Map<string, string[]>> {
+    const release = await this.perAccount.acquire(sync.accountId);
+    try {
+      const pool = this.pool(await this.options.syncService.adminUrl(sync));
+      const { rows } = await pool.query<{ name: string; columns: string[] }>(
+        `SELECT c.relname AS name, array_agg(a.attname::text ORDER BY a.attnum) AS columns
+           FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+           JOIN pg_attribute a ON a.attrelid = c.oid AND a.attnum > 0 AND NOT a.attisdropped
+          WHERE n.nspname = $1 AND c.relkind IN ('r', 'p')
+          GROUP BY c.relname ORDER BY c.relname`,
+        [schemasOf(sync.schema).live],
+      );
+      return new Map(rows.map((row) => [row.name, row.columns]));
+    } finally {
+      release();
+    }
+  }
+
   async close(): Promise<void> {
     this.closed = true;
     await this.pools?.close();

@@ -16,8 +16,6 @@ export interface ConsoleDataOptions {
   proxyUrl?: string | (() => string | undefined);
   /** The API's own address from the configuration (the wait URL is built on it, never on the request's Host). */
   apiUrl?: () => string;
-  /** Reads of the sync databases, shared and pooled (createApiApp makes one when not given). */
-  syncTables?: SyncTables;
 }
 
 const MAX_HISTORY_HOURS = 24;
