@@ -29,6 +29,7 @@ import { EventBus } from './events/bus.ts';
 import { dropExpiredEventPartitions } from './events/log.ts';
 import { decoderFactory } from './decoder/runner.ts';
 import { webhookRunner } from './events/webhooks/runner.ts';
+import { backfillRunner } from './backfill/runner.ts';
 import { accountGrants, createKafkaPublisher, KafkaAccess, kafkaRelayRunner } from './events/kafka/index.ts';
 import { kafkaAccessHooks } from './events/kafka/hooks.ts';
 import { listen, type RunningServer } from './http/listen.ts';
@@ -311,6 +312,7 @@ export async function startService(config: Config, logger: Logger, tunables: Tun
           partitions: config.eventPartitions,
           tunables: decoderTunables,
           alongside: [
+            backfillRunner({ control: pool, syncs, syncService, kinds, bus, logger: logger.child({ part: 'backfills' }), tuning: tunables.backfills }),
             webhookRunner({
               pool,
               box,

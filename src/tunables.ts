@@ -3,6 +3,7 @@ import type { RestLimits } from './events/rest/context.ts';
 import type { WebhookDelivererOptions } from './events/webhooks/deliverer.ts';
 import type { RetrySchedule } from './events/webhooks/schedule.ts';
 import type { StripeTunables } from './stripe/kind.ts';
+import type { BackfillTuning } from './backfill/runner.ts';
 
 /** Knobs tests turn to make time pass faster; production uses the defaults. */
 export interface Tunables {
@@ -10,6 +11,7 @@ export interface Tunables {
   stripe?: StripeTunables;
   workerTickMs?: number;
   decoder?: { flushMs?: number; maxBatch?: number; retryMs?: number; lagReportMs?: number; leaseMs?: number };
+  backfills?: Partial<BackfillTuning>;
   webhooks?: { schedule?: Partial<RetrySchedule>; tuning?: WebhookDelivererOptions['tuning'] };
   /** The event REST interface's limits (consumer-group sweeps, session timeouts). */
   eventsRest?: Partial<RestLimits>;

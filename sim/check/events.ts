@@ -13,7 +13,7 @@ interface EventJson {
   collection: string;
   created_at: string;
   data: Record<string, unknown>;
-  event: 'inserted' | 'updated' | 'deleted';
+  event: 'inserted' | 'updated' | 'deleted' | 'read';
   id: string;
   table_db_name: string;
   changes?: Record<string, unknown>;
@@ -54,7 +54,14 @@ export class EventFold implements Fold {
   private readonly seen = new Map<string, string>();
   private readonly counts = new Map<string, number>();
 
-  constructor(private readonly path: string) {}
+  /**
+   * `midStream`: the events start somewhere after the record's first (a backfill's first
+   * read, a destination made later): a record may first appear in an update or a delete.
+   */
+  constructor(
+    private readonly path: string,
+    private readonly options: { midStream?: boolean } = {},
+  ) {}
 
   get violations(): Violation[] {
     const more = [...this.counts].filter(([, n]) => n > MAX_PER_KIND);
@@ -93,8 +100,30 @@ export class EventFold implements Fold {
       return;
     }
     if (event.event === 'deleted') {
-      if (!before) this.fail('delete', `${at}: deleted, but the events never had this record`);
+      if (!before && !this.options.midStream) this.fail('delete', `${at}: deleted, but the events never had this record`);
       table.delete(event.id);
+      return;
+    }
+    if (event.event === 'read') {
+      // A read is the row as it was at its place in commit order: the record as the events
+      // before it left it, exactly. A read that overtook a newer change of its record, or
+      // lagged behind an older one, differs here.
+      if (!before && !this.options.midStream) this.fail('read', `${at}: a read, but the events never had this record`);
+      if (before) {
+        for (const column of new Set([...Object.keys(before), ...Object.keys(event.data)])) {
+          if (!sameValue(cell(before, column), cell(event.data, column))) {
+            this.fail(
+              'read',
+              `${at}: the read has ${column} = ${JSON.stringify(cell(event.data, column))}, but the events before it left ${JSON.stringify(cell(before, column))}`,
+            );
+          }
+        }
+      }
+      table.set(event.id, event.data);
+      return;
+    }
+    if (!before && this.options.midStream) {
+      table.set(event.id, event.data);
       return;
     }
     if (!before) this.fail('update', `${at}: updated, but the events never had this record`);
@@ -123,8 +152,8 @@ export class EventFold implements Fold {
   }
 }
 
-export function foldEvents(path: string, deliveries: Iterable<DeliveredEvent>): Fold {
-  return new EventFold(path).add(deliveries);
+export function foldEvents(path: string, deliveries: Iterable<DeliveredEvent>, options: { midStream?: boolean } = {}): Fold {
+  return new EventFold(path, options).add(deliveries);
 }
 
 /**

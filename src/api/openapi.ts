@@ -54,6 +54,7 @@ const TAGS = {
   syncs: 'Connections to an upstream, each with its own read-only PostgreSQL database',
   servers: 'The pool of PostgreSQL servers that hold the sync databases, by region (operator token)',
   webhooks: 'Event destinations of a sync, and their deliveries',
+  backfills: "A sync's current rows replayed into its event stream as `read` events, on demand",
   wait: 'Read-after-write: wait until the database and the event log have caught up',
   service: 'Health, metrics and this document',
   'console (internal)': "The console's own routes: its page, files, sign-in and what it shows beyond the API proper. They may change with the console",

@@ -13,6 +13,7 @@ import { TenantScope } from '../tenancy/scope.ts';
 import { errorMiddleware } from './errors.ts';
 import { ApiDocument } from './openapi.ts';
 import { accountRoutes } from './routes/accounts.ts';
+import { backfillRoutes } from './routes/backfills.ts';
 import { SyncTables } from './sync-tables.ts';
 import { consoleDataRoutes, type ConsoleDataOptions } from './routes/console-data.ts';
 import { consoleSessionRoutes } from './routes/console-session.ts';
@@ -69,6 +70,7 @@ export function createApiApp(api: ApiAppOptions): ApiApp {
   syncRoutes(router, api, doc);
   serverRoutes(router, api, doc);
   webhookRoutes(router, api, doc);
+  backfillRoutes(router, api, doc);
   waitRoutes(router, api, doc);
   hookRoutes(router, api, doc);
   metricsRoutes(router, api, doc);

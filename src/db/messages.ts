@@ -1,6 +1,6 @@
 /**
  * Prefixes of the logical messages (`pg_logical_emit_message`) written into sync databases.
- * The decoder reads the swap and wait ones; the others mark the WAL for anyone reading it.
+ * The decoder reads the swap, read and wait ones; the others mark the WAL for anyone reading it.
  */
 export const MESSAGE_PREFIX = {
   /** Transactional: the columns of a table a rebuild swaps in, before its row differences. */
@@ -11,6 +11,8 @@ export const MESSAGE_PREFIX = {
   swap: 'tributary.swap',
   /** Transactional: a table was dropped with its upstream one. */
   drop: 'tributary.drop',
+  /** Transactional: a backfill's chunk of rows, read under share locks in the emitting transaction (src/backfill/chunk.ts). */
+  read: 'tributary.read',
   /** Not transactional: a wait marker, answered once the decoder has read past it. */
   wait: 'tributary.wait',
 } as const;

@@ -43,7 +43,8 @@ export function tableInfo(relation: Pick<Relation, 'schema' | 'name' | 'columns'
   };
 }
 
-export type ChangeKind = 'inserted' | 'updated' | 'deleted';
+/** A row change, or a backfill's `read` of a row as it is (docs/events.md). */
+export type ChangeKind = 'inserted' | 'updated' | 'deleted' | 'read';
 
 function jsonOf(info: TableInfo, i: number, raw: RawValue | undefined): string {
   if (raw === null || raw === undefined || raw === UNCHANGED) return 'null';

@@ -5,6 +5,7 @@ import type { NewEvent } from '../events/append.ts';
 import { MESSAGE_PREFIX } from '../db/messages.ts';
 import { FailureCount } from '../retry.ts';
 import { rowEvent, type TableInfo, tableInfo } from './events.ts';
+import { transactionalMessage } from './transactional-messages.ts';
 import { lsnToBigInt, type PgoutputMessage, PgoutputParser, type RawValue } from './pgoutput.ts';
 import { SlotLagReport } from './lag.ts';
 import { ReplicationStream } from './replication.ts';
@@ -34,6 +35,7 @@ export class Decoder {
   private readonly members: DecoderMembers;
   private readonly parser = new PgoutputParser();
   private readonly tables = new Map<number, { info: TableInfo; member: Member }>();
+  private readonly readInfos = new Map<string, TableInfo | undefined>();
   private replication: ReplicationStream | undefined;
   private stopped = false;
   private running: Promise<void> | undefined;
@@ -111,6 +113,7 @@ export class Decoder {
     await this.members.load();
     this.loggedCommit = this.members.first.loggedCommit;
     this.tables.clear();
+    this.readInfos.clear();
     this.txn = undefined;
     this.batch = new Map();
     this.batchSize = 0;
@@ -181,7 +184,15 @@ export class Decoder {
         this.rowChange('deleted', message.relation.oid, message.prior, undefined);
         return undefined;
       case 'message':
-        if (message.transactional) return this.swapMessage(message.prefix, message.content);
+        if (message.transactional)
+          return (
+            this.txn &&
+            transactionalMessage(
+              { txn: this.txn, members: this.members, meta: (txn, member) => this.meta(txn, member), readInfos: this.readInfos },
+              message.prefix,
+              message.content,
+            )
+          );
         if (message.prefix === MESSAGE_PREFIX.wait) return this.waitReached(message.content);
         return undefined;
       case 'commit':
@@ -222,37 +233,6 @@ export class Decoder {
     if (txn.commit <= table.member.loggedCommit) return;
     const event = rowEvent(kind, table.info, prior, next, meta);
     if (event) txn.events.push([table.member, event]);
-  }
-
-  /** The differences a swap emitted (src/writer/swap.ts), as if they were row changes of its sync's table. */
-  private swapMessage(prefix: string, content: string): Promise<void> | undefined {
-    const txn = this.txn;
-    if (!txn) return undefined;
-    if (prefix === MESSAGE_PREFIX.swapColumns) {
-      const body = JSON.parse(content) as { schema?: string; table: string; prior: Array<[string, number]>; next: Array<[string, number]> };
-      const schema = body.schema ?? 'public';
-      const announce = () => {
-        const member = this.members.of(schema);
-        const relation = (columns: Array<[string, number]>) => ({ schema, name: body.table, columns: columns.map(([name, typeOid]) => ({ name, typeOid })) });
-        const next = member && tableInfo(relation(body.next), member.rules, schema);
-        const prior = member && tableInfo(relation(body.prior.length > 0 ? body.prior : body.next), member.rules, schema);
-        txn.swap = member && next && prior ? { next, prior, member } : undefined;
-      };
-      if (schema !== 'public') return this.members.refresh().then(announce);
-      announce();
-    } else if (prefix === MESSAGE_PREFIX.swapRow) {
-      if (!txn.swap) {
-        txn.position++;
-        return undefined;
-      }
-      const { member } = txn.swap;
-      const meta = this.meta(txn, member);
-      if (txn.commit <= member.loggedCommit) return undefined;
-      const [kind, prior, next] = JSON.parse(content) as ['inserted' | 'updated' | 'deleted', RawValue[] | null, RawValue[] | null];
-      const event = rowEvent(kind, txn.swap.next, prior ?? undefined, next ?? undefined, meta, txn.swap.prior);
-      if (event) txn.events.push([member, event]);
-    }
-    return undefined;
   }
 
   private commit(commitLsn: string, endLsn: string): Promise<void> | undefined {

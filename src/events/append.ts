@@ -18,6 +18,8 @@ export interface NewEvent {
   value: string;
   /** `value` has no backslash, so COPY and SQL literals take it as it is; unset: checked when logged. */
   plain?: boolean;
+  /** A backfill's read for this webhook destination alone: on no partition, so no other reader takes it. */
+  destinationId?: string;
 }
 
 export interface AppenderOptions {
@@ -38,7 +40,10 @@ function valueLiteral(e: NewEvent): string {
   return isPlain(e) ? `'${quoted}'` : ` E'${quoted.replaceAll('\\', '\\\\')}'`;
 }
 
-const EVENT_COLUMNS = 'sync_id, seq, topic, partition, "offset", record_id, event_key, created_at, value';
+const EVENT_COLUMNS = 'sync_id, seq, topic, partition, "offset", record_id, event_key, created_at, destination_id, value';
+
+/** The partition of events meant for one webhook destination: no topic reader asks for it. */
+export const DESTINATION_PARTITION = -1;
 
 /**
  * Batches up to this many events (and bytes of event JSON) are written with one multi-row
@@ -220,11 +225,15 @@ export class EventAppender {
     const created = new Map<Date, string>();
     for (const e of events) {
       const topic = topicName(syncId, e.collection);
-      const state = this.topics.get(topic) ?? (await this.loadTopic(topic, e.collection));
-      touched.set(topic, state.next);
-      const partition = partitionOf(e.recordId, state.partitions);
-      const offset = state.next[partition]!;
-      state.next[partition] = offset + 1n;
+      let partition = DESTINATION_PARTITION;
+      let offset = 0n;
+      if (e.destinationId === undefined) {
+        const state = this.topics.get(topic) ?? (await this.loadTopic(topic, e.collection));
+        touched.set(topic, state.next);
+        partition = partitionOf(e.recordId, state.partitions);
+        offset = state.next[partition]!;
+        state.next[partition] = offset + 1n;
+      }
       this.seq += 1n;
       let at = created.get(e.createdAt);
       if (at === undefined) {
@@ -235,15 +244,28 @@ export class EventAppender {
       const offsetText = offset.toString();
       if (rows) {
         rows.row(
-          `${sid}\t${seq}\t${escapeText(topic)}\t${partition}\t${offsetText}\t${escapeText(e.recordId)}\t${escapeText(e.eventKey)}\t${at}\t`,
+          `${sid}\t${seq}\t${escapeText(topic)}\t${partition}\t${offsetText}\t${escapeText(e.recordId)}\t${escapeText(e.eventKey)}\t${at}\t${e.destinationId === undefined ? '\\N' : escapeText(e.destinationId)}\t`,
           escapeJson(e),
         );
       } else {
+        const destination = e.destinationId === undefined ? 'NULL' : literal(e.destinationId);
         tuples.push(
-          `(${sidLiteral}, ${seq}, ${literal(topic)}, ${partition}, ${offsetText}, ${literal(e.recordId)}, ${literal(e.eventKey)}, '${at}', ${valueLiteral(e)})`,
+          `(${sidLiteral}, ${seq}, ${literal(topic)}, ${partition}, ${offsetText}, ${literal(e.recordId)}, ${literal(e.eventKey)}, '${at}', ${destination}, ${valueLiteral(e)})`,
         );
       }
-      logged.push({ syncId, seq, topic, partition, offset: offsetText, recordId: e.recordId, eventKey: e.eventKey, createdAt: e.createdAt, value: e.value });
+      const event: LoggedEvent = {
+        syncId,
+        seq,
+        topic,
+        partition,
+        offset: offsetText,
+        recordId: e.recordId,
+        eventKey: e.eventKey,
+        createdAt: e.createdAt,
+        value: e.value,
+      };
+      if (e.destinationId !== undefined) event.destinationId = e.destinationId;
+      logged.push(event);
     }
     const seq = this.seq.toString();
     const next = [...touched].map(([topic, offsets]) => [topic, offsets.map(String)] as const);

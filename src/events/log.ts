@@ -14,6 +14,8 @@ export interface LoggedEvent {
   eventKey: string;
   createdAt: Date;
   value: string;
+  /** Set on a backfill's read meant for one webhook destination: no other reader takes it. */
+  destinationId?: string;
 }
 
 interface EventRow {
@@ -26,9 +28,10 @@ interface EventRow {
   event_key: string;
   created_at: Date;
   value: string;
+  destination_id: string | null;
 }
 
-const COLUMNS = 'sync_id, seq, topic, partition, "offset", record_id, event_key, created_at, value';
+const COLUMNS = 'sync_id, seq, topic, partition, "offset", record_id, event_key, created_at, value, destination_id';
 
 const toEvent = (row: EventRow): LoggedEvent => ({
   syncId: row.sync_id,
@@ -40,7 +43,11 @@ const toEvent = (row: EventRow): LoggedEvent => ({
   eventKey: row.event_key,
   createdAt: row.created_at,
   value: row.value,
+  ...(row.destination_id === null ? {} : { destinationId: row.destination_id }),
 });
+
+/** Whether a reader that is not webhook destination `destinationId` (or any) takes the event. */
+export const isFor = (event: LoggedEvent, destinationId?: string): boolean => event.destinationId === undefined || event.destinationId === destinationId;
 
 export interface TopicInfo {
   topic: string;
@@ -59,7 +66,10 @@ export function topicName(syncId: string, collection: string): string {
 export class EventLogReader {
   constructor(private readonly pool: pg.Pool) {}
 
-  /** A sync's events after `afterSeq` in log order, optionally only some topics. */
+  /**
+   * A sync's events after `afterSeq` in log order, optionally only some topics. Reads meant
+   * for one webhook destination come too (seqs stay consecutive): readers skip them (isFor).
+   */
   async bySeq(syncId: string, afterSeq: string, options: { topics?: string[]; limit?: number } = {}): Promise<LoggedEvent[]> {
     const { rows } = await this.pool.query<EventRow>(
       `SELECT ${COLUMNS} FROM events

@@ -3,7 +3,7 @@ import { type Backoff, FailureCount } from '../../retry.ts';
 import { toError } from '../../errors.ts';
 import type { Logger } from '../../log.ts';
 import type { EventBus } from '../bus.ts';
-import type { EventLogReader, LoggedEvent } from '../log.ts';
+import { type EventLogReader, isFor, type LoggedEvent } from '../log.ts';
 import { kafkaTopicName } from './config.ts';
 import { advanceRelayCursor, loadRelayCursor } from './cursor.ts';
 import { kafkaErrorTypes, type KafkaPublisher, type OutgoingBatch } from './publisher.ts';
@@ -147,7 +147,8 @@ async function runRelay(options: KafkaRelayOptions, logger: Logger, outer: Abort
         // Seqs are consecutive per sync: a gap means retention dropped events this relay never sent.
         logger.error({ after: readSeq, next: read[0]!.seq }, 'events expired from the log before they reached Kafka');
       }
-      for (const event of read) ahead.push(event);
+      // A backfill's reads for one webhook destination are not Kafka's.
+      for (const event of read) if (isFor(event)) ahead.push(event);
       readSeq = read[read.length - 1]!.seq;
       arrived.wake();
     }

@@ -68,6 +68,7 @@ export class DestinationWorker {
     this.reading = new ReadAhead(
       {
         syncId,
+        destinationId: destination.id,
         topics: destination.topics,
         reader,
         bus,

@@ -1,5 +1,5 @@
 import type { EventBus } from '../bus.ts';
-import type { EventLogReader, LoggedEvent } from '../log.ts';
+import { type EventLogReader, isFor, type LoggedEvent } from '../log.ts';
 import type { DelivererTuning } from './tuning.ts';
 import { Notifier, sleep } from './wait.ts';
 
@@ -7,6 +7,8 @@ const SKIP_AHEAD_MS = 1_000;
 
 export interface ReadAheadOptions {
   syncId: string;
+  /** The destination: a backfill's reads meant for another one are skipped. */
+  destinationId: string;
   /** The destination's topics. */
   topics: string[];
   reader: EventLogReader;
@@ -97,7 +99,7 @@ export class ReadAhead {
 
   /** Events handed over by this process's decoder (every topic, in seq order); true if there may be more. */
   private readFed(events: LoggedEvent[], limit: number): boolean {
-    for (const event of events) if (this.topics.has(event.topic)) this.options.dispatch(event);
+    for (const event of events) if (this.topics.has(event.topic) && isFor(event, this.options.destinationId)) this.options.dispatch(event);
     this.readSeq = BigInt(events[events.length - 1]!.seq);
     return events.length === limit;
   }
@@ -112,7 +114,7 @@ export class ReadAhead {
     const last = skip ? BigInt(await db(() => reader.lastSeq(syncId))) : 0n;
     if (skip) this.skippedAt = Date.now();
     const events = await db(() => reader.bySeq(syncId, this.readSeq.toString(), { topics, limit }));
-    for (const event of events) this.options.dispatch(event);
+    for (const event of events) if (isFor(event, this.options.destinationId)) this.options.dispatch(event);
     const lastRead = events.length > 0 ? BigInt(events[events.length - 1]!.seq) : this.readSeq;
     const full = events.length === limit;
     this.readSeq = full ? lastRead : [this.readSeq, lastRead, last].reduce((a, b) => (a > b ? a : b));

@@ -1,0 +1,199 @@
+import pg from 'pg';
+import type { SyncService } from '../control/sync-service.ts';
+import type { SyncRecord, SyncStore } from '../control/syncs.ts';
+import { isTransientDbError } from '../db/transient.ts';
+import { toError } from '../errors.ts';
+import type { EventBus } from '../events/bus.ts';
+import { sleep, Stopped } from '../events/webhooks/wait.ts';
+import type { SourceKinds } from '../kinds/registry.ts';
+import type { Runner } from '../lease/worker.ts';
+import type { Logger } from '../log.ts';
+import { type Backoff, FailureCount, retry } from '../retry.ts';
+import { schemasOf } from '../syncdb/schemas.ts';
+import { emitChunk } from './chunk.ts';
+import { type Backfill, BackfillStore } from './store.ts';
+
+export interface BackfillTuning {
+  /** Rows read and emitted in one transaction. */
+  chunkRows: number;
+  /**
+   * Chunks emitted and not yet logged, at most: the decoder reads the WAL in order, so a live
+   * change waits behind the chunks before it; keeping them few keeps that wait short.
+   */
+  chunksAhead: number;
+  /** The longest between two looks for new backfills without a wakeup. */
+  idleMs: number;
+  /** The shortest between two looks, however many wakeups arrive (every logged batch is one). */
+  lookGapMs: number;
+  /** How long a chunk that keeps failing is tried again before the backfill fails. */
+  patienceMs: number;
+}
+
+export const DEFAULT_BACKFILL_TUNING: BackfillTuning = { chunkRows: 1000, chunksAhead: 2, idleMs: 30_000, lookGapMs: 1000, patienceMs: 120_000 };
+
+export interface BackfillRunnerOptions {
+  control: pg.Pool;
+  syncs: SyncStore;
+  syncService: SyncService;
+  /** Which tables are which collection (the decoder's rules). */
+  kinds: SourceKinds;
+  bus: EventBus;
+  logger: Logger;
+  tuning?: Partial<BackfillTuning>;
+}
+
+/** A chunk that failed: 200 ms doubling to 5 s. */
+const CHUNK_BACKOFF: Backoff = { initialMs: 200, maxMs: 5_000 };
+/** The runner's own bookkeeping failed: 1 s doubling to 30 s. */
+const LOOP_BACKOFF: Backoff = { initialMs: 1_000, maxMs: 30_000 };
+
+/**
+ * Runs one sync's backfills on demand, beside its decoder (the decoder's lease makes it the
+ * only runner of the sync): one at a time, oldest first, each from where it stands, so a
+ * restart goes on where the last chunk left off.
+ */
+export function backfillRunner(options: BackfillRunnerOptions): (syncId: string) => Promise<Runner> {
+  const tuning = { ...DEFAULT_BACKFILL_TUNING, ...options.tuning };
+  const store = new BackfillStore(options.control);
+  return async (syncId) => {
+    const controller = new AbortController();
+    const logger = options.logger.child({ part: 'backfills', sync: syncId });
+    let running: Promise<void> | undefined;
+    const work = new BackfillWork({ ...options, tuning, store, syncId, logger, signal: controller.signal });
+    return {
+      start: () => {
+        running ??= work.loop();
+      },
+      stop: async () => {
+        controller.abort();
+        await running;
+      },
+    };
+  };
+}
+
+interface WorkOptions extends Omit<BackfillRunnerOptions, 'tuning'> {
+  tuning: BackfillTuning;
+  store: BackfillStore;
+  syncId: string;
+  signal: AbortSignal;
+}
+
+class BackfillWork {
+  constructor(private readonly options: WorkOptions) {}
+
+  async loop(): Promise<void> {
+    const { bus, syncId, tuning, signal, store, logger } = this.options;
+    const failures = new FailureCount(LOOP_BACKOFF);
+    while (!signal.aborted) {
+      const mark = bus.mark(syncId);
+      try {
+        const next = await store.next(syncId);
+        failures.reset();
+        if (next) {
+          await this.run(next);
+          continue;
+        }
+      } catch (error) {
+        if (signal.aborted || error instanceof Stopped) return;
+        logger.warn({ err: toError(error) }, 'backfill runner failed; trying again');
+        await sleep(failures.next(), signal);
+        continue;
+      }
+      await bus.changedSince(syncId, mark, tuning.idleMs, signal);
+      await sleep(tuning.lookGapMs, signal);
+    }
+  }
+
+  private async run(backfill: Backfill): Promise<void> {
+    const { syncs, syncService, store, logger } = this.options;
+    const sync = await syncs.get(backfill.syncId);
+    if (sync?.state !== 'active') throw new Error(`sync ${backfill.syncId} is not active`);
+    const pool = new pg.Pool({ connectionString: await syncService.adminUrl(sync), max: 1 });
+    pool.on('error', (err) => logger.debug({ err }, 'backfill connection to the sync database ended'));
+    const log = logger.child({ backfill: backfill.id });
+    log.info({ collections: backfill.collections, from: backfill.position, destination: backfill.destinationId }, 'backfill running');
+    try {
+      const outcome = await this.read(pool, sync, backfill);
+      if (outcome === 'done') {
+        await store.finish(backfill.id, 'done');
+        log.info('backfill done');
+      }
+    } catch (error) {
+      if (this.options.signal.aborted || error instanceof Stopped) throw new Stopped();
+      const message = toError(error).message.slice(0, 300);
+      log.warn({ err: toError(error) }, 'backfill failed');
+      await store.finish(backfill.id, 'failed', message);
+    } finally {
+      await pool.end().catch(() => undefined);
+    }
+  }
+
+  /** Reads every collection from where the backfill stands; 'stopped' when it was canceled meanwhile. */
+  private async read(pool: pg.Pool, sync: SyncRecord, backfill: Backfill): Promise<'done' | 'stopped'> {
+    const { store, tuning, signal } = this.options;
+    const tables = await this.tablesOf(pool, sync);
+    const schema = schemasOf(sync.schema).live;
+    const unlogged: string[] = [];
+    let after = backfill.lastKey;
+    for (let position = backfill.position; position < backfill.collections.length; position++, after = null) {
+      const target = tables.get(backfill.collections[position]!);
+      // A collection whose table went (upstream deleted it) has nothing left to read.
+      while (target) {
+        const request = { backfillId: backfill.id, destinationId: backfill.destinationId, schema, ...target, after, limit: tuning.chunkRows };
+        const chunk = await retry(() => emitChunk(pool, request), {
+          backoff: CHUNK_BACKOFF,
+          patienceMs: tuning.patienceMs,
+          signal,
+          // A table dropped under the chunk: the collection is done.
+          classify: (error) => ((error as { code?: string }).code === '42P01' ? 'fatal' : 'retry'),
+          onRetry: (error) => {
+            if (!isTransientDbError(error)) this.options.logger.warn({ err: toError(error), backfill: backfill.id }, 'backfill chunk failed; trying again');
+          },
+        }).catch((error: unknown) => {
+          if ((error as { code?: string }).code === '42P01') return undefined;
+          throw error;
+        });
+        if (signal.aborted) throw new Stopped();
+        if (!chunk || chunk.rows === 0) break;
+        after = chunk.lastKey;
+        if (!(await store.advance(backfill.id, chunk.rows, position, after))) return 'stopped';
+        unlogged.push(chunk.lsn!);
+        while (unlogged.length > tuning.chunksAhead) await this.logged(unlogged.shift()!);
+      }
+      if (!(await store.advance(backfill.id, 0, position + 1, null))) return 'stopped';
+    }
+    // Done once its last read is in the log, so a consumer told "done" finds every read there.
+    const last = unlogged.at(-1);
+    if (last) await this.logged(last);
+    return 'done';
+  }
+
+  /** Collection → its table and record-id column, in the sync's schema, by the kind's rules. */
+  private async tablesOf(pool: pg.Pool, sync: SyncRecord): Promise<Map<string, { table: string; key: string }>> {
+    const rules = this.options.kinds.get(sync.kind).events;
+    const { rows } = await pool.query<{ name: string }>(
+      `SELECT c.relname AS name FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+        WHERE n.nspname = $1 AND c.relkind IN ('r', 'p')`,
+      [schemasOf(sync.schema).live],
+    );
+    const tables = new Map<string, { table: string; key: string }>();
+    for (const { name } of rows) {
+      const collection = rules.collectionOf(name);
+      if (collection !== undefined) tables.set(collection, { table: name, key: rules.keyOf(name) });
+    }
+    return tables;
+  }
+
+  /** Waits until the sync's event log holds everything up to `lsn`. */
+  private async logged(lsn: string): Promise<void> {
+    const { bus, control, syncId, signal } = this.options;
+    while (!signal.aborted) {
+      const mark = bus.mark(syncId);
+      const { rows } = await control.query<{ done: boolean }>('SELECT lsn >= $2::pg_lsn AS done FROM decoder_progress WHERE sync_id = $1', [syncId, lsn]);
+      if (rows[0]?.done) return;
+      await bus.changedSince(syncId, mark, 1_000, signal);
+    }
+    throw new Stopped();
+  }
+}

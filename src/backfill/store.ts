@@ -1,0 +1,160 @@
+import type pg from 'pg';
+import { inTransaction } from '../db/sql.ts';
+import { TributaryError } from '../errors.ts';
+import { randomLowerAlnum } from '../ids.ts';
+import { wakeDeliverer } from '../events/webhooks/destinations.ts';
+
+export type BackfillState = 'running' | 'done' | 'canceled' | 'failed';
+export const BACKFILL_STATES: readonly BackfillState[] = ['running', 'done', 'canceled', 'failed'];
+
+/** One backfill on demand (sql/25_backfills.sql). */
+export interface Backfill {
+  id: string;
+  syncId: string;
+  accountId: string;
+  collections: string[];
+  destinationId: string | null;
+  state: BackfillState;
+  rows: number;
+  /** The collection being read (an index into collections), and the last record id read of it. */
+  position: number;
+  lastKey: string | null;
+  error: string | null;
+  createdAt: Date;
+  updatedAt: Date;
+  finishedAt: Date | null;
+}
+
+interface BackfillRow {
+  id: string;
+  sync_id: string;
+  account_id: string;
+  collections: string[];
+  destination_id: string | null;
+  state: BackfillState;
+  rows: string;
+  position: number;
+  last_key: string | null;
+  error: string | null;
+  created_at: Date;
+  updated_at: Date;
+  finished_at: Date | null;
+}
+
+const COLUMNS = 'id, sync_id, account_id, collections, destination_id, state, rows, position, last_key, error, created_at, updated_at, finished_at';
+
+const toBackfill = (row: BackfillRow): Backfill => ({
+  id: row.id,
+  syncId: row.sync_id,
+  accountId: row.account_id,
+  collections: row.collections,
+  destinationId: row.destination_id,
+  state: row.state,
+  rows: Number(row.rows),
+  position: row.position,
+  lastKey: row.last_key,
+  error: row.error,
+  createdAt: row.created_at,
+  updatedAt: row.updated_at,
+  finishedAt: row.finished_at,
+});
+
+/** Backfills not yet finished, per sync: past it a create is refused (they run one at a time). */
+export const MAX_RUNNING_PER_SYNC = 10;
+/** Finished backfills kept per sync (the newest); older ones go when a new one is made. */
+export const MAX_KEPT_PER_SYNC = 100;
+/** Finished backfills older than this go when a new one is made. */
+const KEPT_MS = 7 * 86_400_000;
+
+/** Advisory-lock class of backfill creation ('bf'), keyed by sync. */
+const LOCK_CLASS = 0x6266;
+
+/** Backfills in the control database: what the API makes and shows, and what the runner works. */
+export class BackfillStore {
+  constructor(private readonly pool: pg.Pool) {}
+
+  /** A new running backfill; 409 when the sync has MAX_RUNNING_PER_SYNC unfinished ones. Wakes the runner. */
+  async create(input: { syncId: string; accountId: string; collections: string[]; destinationId: string | null }): Promise<Backfill> {
+    const made = await inTransaction(this.pool, async (client) => {
+      await client.query('SELECT pg_advisory_xact_lock($1, hashtext($2))', [LOCK_CLASS, input.syncId]);
+      const { rows: counts } = await client.query<{ running: number }>(
+        `SELECT count(*)::int AS running FROM backfills WHERE sync_id = $1 AND state = 'running'`,
+        [input.syncId],
+      );
+      if (counts[0]!.running >= MAX_RUNNING_PER_SYNC) {
+        throw new TributaryError(
+          'conflict',
+          `a sync can have at most ${MAX_RUNNING_PER_SYNC} backfills running or waiting; cancel one or wait for one to finish`,
+        );
+      }
+      // Bounded history: finished ones past a week, and past the newest MAX_KEPT_PER_SYNC.
+      await client.query(
+        `DELETE FROM backfills WHERE sync_id = $1 AND state <> 'running'
+            AND (finished_at < now() - make_interval(secs => $2)
+                 OR id IN (SELECT id FROM backfills WHERE sync_id = $1 AND state <> 'running' ORDER BY created_at DESC OFFSET $3))`,
+        [input.syncId, KEPT_MS / 1000, MAX_KEPT_PER_SYNC - 1],
+      );
+      const { rows } = await client.query<BackfillRow>(
+        `INSERT INTO backfills (id, sync_id, account_id, collections, destination_id, state)
+         VALUES ($1, $2, $3, $4, $5, 'running') RETURNING ${COLUMNS}`,
+        [`bf_${randomLowerAlnum(16)}`, input.syncId, input.accountId, input.collections, input.destinationId],
+      );
+      return toBackfill(rows[0]!);
+    });
+    await wakeDeliverer(this.pool, input.syncId);
+    return made;
+  }
+
+  async list(syncId: string, limit = MAX_KEPT_PER_SYNC + MAX_RUNNING_PER_SYNC): Promise<Backfill[]> {
+    const { rows } = await this.pool.query<BackfillRow>(`SELECT ${COLUMNS} FROM backfills WHERE sync_id = $1 ORDER BY created_at DESC, id LIMIT $2`, [
+      syncId,
+      limit,
+    ]);
+    return rows.map(toBackfill);
+  }
+
+  async get(syncId: string, id: string): Promise<Backfill | undefined> {
+    const { rows } = await this.pool.query<BackfillRow>(`SELECT ${COLUMNS} FROM backfills WHERE sync_id = $1 AND id = $2`, [syncId, id]);
+    return rows[0] && toBackfill(rows[0]);
+  }
+
+  /** Cancels a running backfill (its runner stops before its next chunk); a finished one stays as it is. */
+  async cancel(syncId: string, id: string): Promise<Backfill | undefined> {
+    await this.pool.query(
+      `UPDATE backfills SET state = 'canceled', finished_at = now(), updated_at = now() WHERE sync_id = $1 AND id = $2 AND state = 'running'`,
+      [syncId, id],
+    );
+    return this.get(syncId, id);
+  }
+
+  // ── for the runner ───────────────────────────────────────────────────────
+
+  /** The oldest unfinished backfill of the sync. */
+  async next(syncId: string): Promise<Backfill | undefined> {
+    const { rows } = await this.pool.query<BackfillRow>(
+      `SELECT ${COLUMNS} FROM backfills WHERE sync_id = $1 AND state = 'running' ORDER BY created_at, id LIMIT 1`,
+      [syncId],
+    );
+    return rows[0] && toBackfill(rows[0]);
+  }
+
+  /**
+   * Records a chunk read (or the move to the next collection: `rows` 0). False when the
+   * backfill is no longer running (canceled, or gone with its sync or webhook): stop.
+   */
+  async advance(id: string, rows: number, position: number, lastKey: string | null): Promise<boolean> {
+    const { rowCount } = await this.pool.query(
+      `UPDATE backfills SET rows = rows + $2, position = $3, last_key = $4, updated_at = now() WHERE id = $1 AND state = 'running'`,
+      [id, rows, position, lastKey],
+    );
+    return (rowCount ?? 0) > 0;
+  }
+
+  async finish(id: string, state: 'done' | 'failed', error?: string): Promise<void> {
+    await this.pool.query(`UPDATE backfills SET state = $2, error = $3, finished_at = now(), updated_at = now() WHERE id = $1 AND state = 'running'`, [
+      id,
+      state,
+      error ?? null,
+    ]);
+  }
+}
