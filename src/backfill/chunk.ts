@@ -48,7 +48,7 @@ export async function emitChunk(pool: pg.Pool, request: ChunkRequest): Promise<C
     // The table lock first, then its columns: a swap that replaced the table meanwhile is
     // either wholly before (its new columns are read) or waits for this chunk.
     const results = (await client.query(
-      `BEGIN; ${TEXT_FORMAT}; ${LOCK_TIMEOUT}; LOCK TABLE ${table} IN ACCESS SHARE MODE;
+      `BEGIN; ${TEXT_FORMAT}; ${LOCK_TIMEOUT}; LOCK TABLE ${table} IN SHARE MODE;
        SELECT attname AS name, atttypid::int AS oid FROM pg_attribute
         WHERE attrelid = ${pg.escapeLiteral(table)}::regclass AND attnum > 0 AND NOT attisdropped ORDER BY attnum`,
     )) as unknown as pg.QueryResult[];
@@ -68,9 +68,10 @@ export async function emitChunk(pool: pg.Pool, request: ChunkRequest): Promise<C
       `SELECT pg_logical_emit_message(true, $1, left($2, -1) || ',"rows":' || json_agg(c.v ORDER BY c.k)::text || '}')::text AS lsn,
               count(*)::int AS rows, max(c.k)::text AS last_key
          FROM (SELECT ${values} AS v, ${key} AS k FROM ${table}
-                WHERE $3::text IS NULL OR ${key} > $3 ORDER BY ${key} LIMIT $4 FOR SHARE) c
+                ${request.after === null ? '' : `WHERE ${key} > $4`} ORDER BY ${key} LIMIT $3) c
        HAVING count(*) > 0`,
-      [MESSAGE_PREFIX.read, head, request.after, request.limit],
+      // A range on the key (no "or from the start" in the same statement): the primary key's index serves each chunk.
+      [MESSAGE_PREFIX.read, head, request.limit, ...(request.after === null ? [] : [request.after])],
     );
     await client.query('COMMIT');
     ok = true;
