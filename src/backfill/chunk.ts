@@ -5,9 +5,8 @@ import { ident } from '../db/sql.ts';
 /** Column text as the decoder's replication session prints it (the decoder converts it as it does a change's). */
 const TEXT_FORMAT = "SET LOCAL TimeZone = 'UTC'; SET LOCAL DateStyle = 'ISO, MDY'; SET LOCAL IntervalStyle = 'postgres'; SET LOCAL extra_float_digits = 1";
 /**
- * A chunk waits at most this long for a row a writer holds (or for a swap's table lock),
- * then is read again: the sync's writers are held up by a chunk's share locks for no longer,
- * and a lock cycle with a writer ends here rather than at the server's deadlock check.
+ * A chunk waits at most this long for the writers under way (or a swap) to finish, then is
+ * read again later: the writers queued behind its lock request wait no longer than that.
  */
 const LOCK_TIMEOUT = "SET LOCAL lock_timeout = '200ms'";
 
@@ -34,11 +33,12 @@ export interface ChunkResult {
 
 /**
  * Reads the next `limit` rows of a table and writes them into the WAL as one logical message,
- * in one transaction of the sync database. The rows are read FOR SHARE, so no writer can change
- * one of them between the read and the commit: in commit order, which is the event log's, the
- * chunk's `read` events sit after every change the rows include and before every change they
- * do not. Folding the stream therefore never lets a read overtake a newer change of its record
- * (DBLog's watermark window, shrunk to the one transaction that both reads and emits).
+ * in one transaction of the sync database that holds the table IN SHARE MODE. The lock waits
+ * for the writers under way, and later ones wait for the commit: the chunk's snapshot is the
+ * table at one point in commit order, which is the event log's. So its `read` events sit after
+ * every change they include and before every change they do not, and folding the stream never
+ * lets a read overtake a newer change of its record (DBLog's watermark window, shrunk to the
+ * one transaction that both reads and emits). One lock per chunk, not one per row.
  */
 export async function emitChunk(pool: pg.Pool, request: ChunkRequest): Promise<ChunkResult> {
   const client = await pool.connect();

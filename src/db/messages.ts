@@ -11,7 +11,7 @@ export const MESSAGE_PREFIX = {
   swap: 'tributary.swap',
   /** Transactional: a table was dropped with its upstream one. */
   drop: 'tributary.drop',
-  /** Transactional: a backfill's chunk of rows, read under share locks in the emitting transaction (src/backfill/chunk.ts). */
+  /** Transactional: a backfill's chunk of rows, read under a table share lock in the emitting transaction (src/backfill/chunk.ts). */
   read: 'tributary.read',
   /** Not transactional: a wait marker, answered once the decoder has read past it. */
   wait: 'tributary.wait',

@@ -15,8 +15,8 @@ export interface MessageContext {
 }
 
 /**
- * A backfill's chunk (src/backfill/chunk.ts): rows read under share locks in the transaction
- * that emitted them, so they sit in commit order exactly where they were current.
+ * A backfill's chunk (src/backfill/chunk.ts): rows read under a table share lock in the
+ * transaction that emitted them, so they sit in commit order exactly where they were current.
  */
 export interface ReadChunk {
   /** The backfill's id (for the log), and its webhook destination when the reads are for it alone. */
