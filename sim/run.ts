@@ -26,6 +26,7 @@ import { expectedTables } from './check/stripe-expected.ts';
 import type { TrafficActor, Violation } from './types.ts';
 import { Upstreams } from './upstreams/remote.ts';
 import { SIM_LAYOUT, ServiceFleet, WebhookReceiver } from './world.ts';
+import { BackfillRequests } from './traffic/backfills.ts';
 
 export interface SimulationOptions {
   seed: number;
@@ -255,6 +256,13 @@ export async function simulate(options: SimulationOptions): Promise<SimulationRe
         );
       }
     }
+    const backfills = new BackfillRequests({
+      api: (method, route, body) => api(apiUrl, token, method, route, body),
+      syncIds: syncs.map((s) => s.id),
+      random: random.fork(7),
+      log,
+    });
+    actors.push(backfills);
     const stop = new AbortController();
     const running = actors.map((a) => a.run(stop.signal).catch((error: unknown) => log(`${a.name} stopped: ${(error as Error).message}`)));
     // The events are read and folded while the traffic runs (each update checked against the
@@ -372,6 +380,11 @@ export async function simulate(options: SimulationOptions): Promise<SimulationRe
       const began = sweptFrom.get(sync.id);
       if (began !== undefined && began < hourStart) await completeSweep(sync, hourStart);
     }
+
+    // Every backfill asked for during the traffic has finished (its reads are folded below).
+    const backfilled = await backfills.finished(within(300_000));
+    violations.push(...backfilled.violations);
+    checked('backfills done', backfilled.rows);
 
     // Final checks.
     await readLogs();
