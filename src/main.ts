@@ -262,6 +262,7 @@ export async function startService(config: Config, logger: Logger, tunables: Tun
         logger,
         box,
         webhookAllowPrivate: config.webhookAllowPrivate,
+        eventRetentionMs: config.eventRetentionMs,
         publicOrigin: config.publicOrigin,
         reverseProxies: config.reverseProxies,
         eventAccess,
