@@ -60,10 +60,11 @@ export interface WebhookDeliverer {
 }
 
 /**
- * Delivers every webhook destination of one sync: one worker per destination, started
- * and stopped as destinations are created and deleted (it looks again on every event-bus
- * wakeup for the sync, at most every reloadGapMs, and every refreshMs anyway). Run one
- * deliverer per sync at a time, beside the sync's decoder.
+ * Delivers every webhook destination of one sync: one worker per enabled destination,
+ * started, stopped, restarted or updated as destinations are created, deleted, disabled,
+ * enabled and changed (it looks again on every event-bus wakeup for the sync, at most every
+ * reloadGapMs, and every refreshMs anyway). Run one deliverer per sync at a time, beside the
+ * sync's decoder.
  */
 export function startWebhookDeliverer(options: WebhookDelivererOptions): WebhookDeliverer {
   const { pool, box, syncId, reader, bus } = options;

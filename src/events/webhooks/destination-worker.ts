@@ -54,7 +54,6 @@ export class DestinationWorker {
   /** Ends back-offs early: the destination answering again, or replays asked for. */
   private readonly wakeups = new BackoffWakeups();
   private running: Promise<void> | undefined;
-  private failed = false;
   private readonly attempter: Attempter;
   private matches: EventMatcher | undefined;
   private disabling: Promise<void> | undefined;
@@ -118,12 +117,7 @@ export class DestinationWorker {
     );
   }
 
-  /** True once the worker has stopped by itself after an unexpected error. */
-  get hasFailed(): boolean {
-    return this.failed;
-  }
-
-  /** True once the worker has stopped, or is stopping: asked to, failed, or having disabled its destination. */
+  /** True once the worker has stopped, or is stopping: asked to, after an unexpected error, or having disabled its destination. */
   get hasStopped(): boolean {
     return this.signal.aborted;
   }
@@ -177,7 +171,6 @@ export class DestinationWorker {
       const loops = [this.reading.loop(), this.progress.loop(this.signal), ...this.lanes.map((lane) => this.laneLoop(lane))].map((loop) =>
         loop.catch((error: unknown) => {
           if (error instanceof Stopped) return;
-          this.failed = true;
           this.controller.abort();
           this.logger.error({ err: toError(error) }, 'webhook destination worker failed; restarting it');
         }),
@@ -185,7 +178,7 @@ export class DestinationWorker {
       await Promise.all(loops);
     } catch (error) {
       if (!(error instanceof Stopped)) {
-        this.failed = true;
+        this.controller.abort();
         this.logger.error({ err: toError(error) }, 'webhook destination worker failed; restarting it');
       }
     } finally {
@@ -371,7 +364,7 @@ export class DestinationWorker {
     this.controller.abort();
   }
 
-  /** The back-off after a failed attempt, no shorter than a 429's or 503's Retry-After (which a recovery does not cut short). */
+  /** The back-off after a failed attempt: no shorter than a 429's or 503's Retry-After, which the destination answering elsewhere does not cut short. */
   private retryWait(lane: Lane, failures: number, outcome: AttemptResult): number {
     const floor = retryAfterFloor(this.options.schedule, outcome.statusCode, outcome.retryAfterMs);
     lane.notBefore = floor > 0 ? Date.now() + floor : 0;
