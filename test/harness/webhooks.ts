@@ -186,6 +186,11 @@ export interface WebhookWorld {
   /** Logs events of a sync, one transaction per call, as the decoder does; answers their keys. */
   log(syncId: string, events: EventSpec[]): Promise<string[]>;
   deliver(syncId: string, options?: Partial<WebhookDelivererOptions>): WebhookDeliverer;
+  /**
+   * Runs `change` (an API call that changes a webhook's filter, rate or secret) and waits until
+   * the running deliverer has taken it, as its log says.
+   */
+  changed<T>(webhookId: string, change: () => Promise<T>): Promise<T>;
   receiver(): Promise<Receiver>;
   createWebhook(syncId: string, body: Record<string, unknown>): Promise<{ id: string; secret: string; [key: string]: unknown }>;
   stop(): Promise<void>;
@@ -310,6 +315,16 @@ export async function startWebhookWorld(options: { eventRetentionMs?: number } =
       });
       deliverers.push(deliverer);
       return deliverer;
+    },
+    async changed(webhookId, change) {
+      const from = logs.lines.length;
+      const result = await change();
+      await until(
+        `the deliverer to take the change of ${webhookId}`,
+        () => logs.lines.slice(from).some((line) => line.includes(webhookId) && line.includes('webhook destination settings changed')),
+        5_000,
+      );
+      return result;
     },
     async receiver() {
       const receiver = await new Receiver().start();

@@ -134,6 +134,7 @@ export function startWebhookDeliverer(options: WebhookDelivererOptions): Webhook
           try {
             running.worker.update(settingsOf(row));
             running.settings = settingsKey(row);
+            logger.debug({ destination: row.id }, 'webhook destination settings changed; its delivery goes on with them');
           } catch (error) {
             logger.warn({ err: toError(error), destination: row.id }, 'cannot unseal the webhook secret; still signing with the one before');
           }
