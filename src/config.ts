@@ -60,6 +60,8 @@ export interface Config {
   consumerGroupRetentionMs: number;
   /** Exhausted deliveries kept per webhook; the oldest past it are dropped (TRIBUTARY_WEBHOOK_MAX_EXHAUSTED, default 10,000). */
   webhookMaxExhausted: number;
+  /** A webhook whose every attempt has failed this long is disabled (TRIBUTARY_WEBHOOK_DISABLE_AFTER_HOURS, default 120: 5 days). */
+  webhookDisableAfterMs: number;
   /** Upstream host -> base URL overrides, e.g. api.airtable.com -> http://127.0.0.1:9101. */
   upstreams: Map<string, string>;
   roles: Role[];
@@ -190,6 +192,7 @@ export function loadConfig(env: Env = process.env, overrides: Partial<Config> = 
     reverseProxies: count(env, 'TRIBUTARY_REVERSE_PROXIES', 0),
     consumerGroupRetentionMs: positive(env, 'TRIBUTARY_CONSUMER_GROUP_RETENTION_HOURS', 7 * 24) * 3_600_000,
     webhookMaxExhausted: positive(env, 'TRIBUTARY_WEBHOOK_MAX_EXHAUSTED', 10_000),
+    webhookDisableAfterMs: positive(env, 'TRIBUTARY_WEBHOOK_DISABLE_AFTER_HOURS', 120) * 3_600_000,
     upstreams: parseUpstreams(env.TRIBUTARY_UPSTREAMS),
     roles: parseRoles(env.TRIBUTARY_ROLES),
     maxSyncsPerProcess: positive(env, 'TRIBUTARY_MAX_SYNCS_PER_PROCESS', DEFAULT_MAX_SYNCS),

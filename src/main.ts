@@ -263,6 +263,7 @@ export async function startService(config: Config, logger: Logger, tunables: Tun
         logger,
         box,
         webhookAllowPrivate: config.webhookAllowPrivate,
+        eventRetentionMs: config.eventRetentionMs,
         publicOrigin: config.publicOrigin,
         reverseProxies: config.reverseProxies,
         eventAccess,
@@ -321,7 +322,7 @@ export async function startService(config: Config, logger: Logger, tunables: Tun
               logger: logger.child({ part: 'webhooks' }),
               allowPrivate: config.webhookAllowPrivate,
               schedule: tunables.webhooks?.schedule,
-              tuning: { maxExhausted: config.webhookMaxExhausted, ...tunables.webhooks?.tuning },
+              tuning: { maxExhausted: config.webhookMaxExhausted, disableAfterMs: config.webhookDisableAfterMs, ...tunables.webhooks?.tuning },
             }),
             ...(publisher
               ? [kafkaRelayRunner({ pool, reader: new EventLogReader(pool), bus, kafka: publisher, logger: logger.child({ part: 'kafka' }) })]

@@ -461,14 +461,44 @@ test('webhooks and their deliveries', async () => {
   assert.is(unknown.status, 404);
   conforms(unknown, 'post', '/api/syncs/{id}/webhooks/{wid}/deliveries/replay');
 
-  const created = await request(svc.api, 'POST', route, { token: account.token, body: { url: receiverUrl, topics: [`svc.${syncId}.tasks`] } });
+  const created = await request(svc.api, 'POST', route, {
+    token: account.token,
+    body: { url: receiverUrl, topics: [`svc.${syncId}.tasks`], filter: { events: ['inserted'], where: { name: { in: ['a', 'b'] } } }, max_per_second: 10 },
+  });
   assert.is(created.status, 201, created.text);
   conforms(created, 'post', '/api/syncs/{id}/webhooks');
+  const unknownColumn = await request(svc.api, 'POST', route, {
+    token: account.token,
+    body: { url: receiverUrl, topics: [`svc.${syncId}.tasks`], filter: { changed: ['nome'] } },
+  });
+  assert.is(unknownColumn.status, 400);
+  conforms(unknownColumn, 'post', '/api/syncs/{id}/webhooks');
+  const hook = `${route}/${created.body.id}`;
+  const changed = await request(svc.api, 'PATCH', hook, { token: account.token, body: { enabled: false, filter: null } });
+  assert.is(changed.status, 200, changed.text);
+  assert.is(changed.body.state, 'disabled');
+  conforms(changed, 'patch', '/api/syncs/{id}/webhooks/{wid}');
+  const notBoolean = await request(svc.api, 'PATCH', hook, { token: account.token, body: { enabled: 'no' } });
+  assert.is(notBoolean.status, 400);
+  conforms(notBoolean, 'patch', '/api/syncs/{id}/webhooks/{wid}');
+  const rotated = await request(svc.api, 'POST', `${hook}/rotate-secret`, { token: account.token, body: { previous_expires_in: 60 } });
+  assert.is(rotated.status, 200, rotated.text);
+  conforms(rotated, 'post', '/api/syncs/{id}/webhooks/{wid}/rotate-secret');
+  conforms(await request(svc.api, 'GET', hook, { token: account.token }), 'get', '/api/syncs/{id}/webhooks/{wid}');
+  const recovered = await request(svc.api, 'POST', `${hook}/recover`, { token: account.token, body: { since: new Date(Date.now() - 60_000).toISOString() } });
+  assert.is(recovered.status, 202, recovered.text);
+  conforms(recovered, 'post', '/api/syncs/{id}/webhooks/{wid}/recover');
+  const future = await request(svc.api, 'POST', `${hook}/recover`, { token: account.token, body: { since: '2999-01-01T00:00:00Z' } });
+  assert.is(future.status, 422);
+  conforms(future, 'post', '/api/syncs/{id}/webhooks/{wid}/recover');
   const deleted = await request(svc.api, 'DELETE', `${route}/${created.body.id}`, { token: account.token });
   conforms(deleted, 'delete', '/api/syncs/{id}/webhooks/{wid}');
   const gone = await request(svc.api, 'GET', `${route}/${created.body.id}`, { token: account.token });
   assert.is(gone.status, 404);
   conforms(gone, 'get', '/api/syncs/{id}/webhooks/{wid}');
+  const rotateGone = await request(svc.api, 'POST', `${hook}/rotate-secret`, { token: account.token });
+  assert.is(rotateGone.status, 404);
+  conforms(rotateGone, 'post', '/api/syncs/{id}/webhooks/{wid}/rotate-secret');
 });
 
 test('wait: caught up, timed out, bad timeout', async () => {

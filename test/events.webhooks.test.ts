@@ -754,7 +754,20 @@ test('loopback, private and link-local destinations are refused with 422 unless 
   for (const destination of ['http://93.184.216.34/hook', 'https://public.test/hooks/tributary?key=abc']) {
     const answer = await request(apiUrl, 'POST', `/api/syncs/${syncId}/webhooks`, { token: alice.token, body: { url: destination, topics } });
     assert.is(answer.status, 201, answer.text);
-    assert.equal(Object.keys(answer.body).sort(), ['created_at', 'id', 'secret', 'topics', 'url']);
+    assert.equal(Object.keys(answer.body).sort(), [
+      'created_at',
+      'disabled_at',
+      'disabled_reason',
+      'filter',
+      'id',
+      'max_per_second',
+      'previous_secret_expires_at',
+      'secret',
+      'state',
+      'topics',
+      'url',
+    ]);
+    assert.is(answer.body.state, 'enabled');
     assert.is(answer.body.url, destination);
   }
   const allowed = await request(privateApiUrl, 'POST', `/api/syncs/${syncId}/webhooks`, {

@@ -22,6 +22,7 @@ import { metricsRoutes, type MetricsApiOptions } from './routes/metrics.ts';
 import { serverRoutes } from './routes/servers.ts';
 import { syncRoutes } from './routes/syncs.ts';
 import { waitRoutes, type WaitApiOptions } from './routes/wait.ts';
+import { webhookControlRoutes } from './routes/webhook-controls.ts';
 import { webhookRoutes, type WebhookApiOptions } from './routes/webhooks.ts';
 import { z } from './zod.ts';
 
@@ -70,6 +71,7 @@ export function createApiApp(api: ApiAppOptions): ApiApp {
   syncRoutes(router, api, doc);
   serverRoutes(router, api, doc);
   webhookRoutes(router, api, doc);
+  webhookControlRoutes(router, api, doc);
   backfillRoutes(router, api, doc);
   waitRoutes(router, api, doc);
   hookRoutes(router, api, doc);

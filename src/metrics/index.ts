@@ -2,6 +2,7 @@ import type pg from 'pg';
 import { PROMETHEUS_CONTENT_TYPE } from './exposition.ts';
 import { type Counter, type Histogram, LATENCY_BUCKETS, MetricsRegistry } from './registry.ts';
 import { syncFamilies } from './syncs.ts';
+import { webhookFamilies } from './webhooks.ts';
 
 export { PROMETHEUS_CONTENT_TYPE };
 
@@ -37,6 +38,7 @@ export class ServiceMetrics implements ProxyMetrics {
       LATENCY_BUCKETS,
     );
     this.registry.collect(() => syncFamilies(options.pool));
+    this.registry.collect(() => webhookFamilies(options.pool));
   }
 
   proxyRequest(upstream: string, status: number, seconds: number): void {

@@ -5,13 +5,26 @@ import type { SyncRecord } from '../../control/syncs.ts';
 import { TributaryError, notFound } from '../../errors.ts';
 import { assertPublicDestination, type LookupAll } from '../../http/address.ts';
 import { DELIVERY_STATUSES, DeliveryLog, type DeliveryRecord, type DeliveryStatus } from '../../events/webhooks/deliveries.ts';
-import { WebhookStore, wakeDeliverer, type WebhookDestination } from '../../events/webhooks/destinations.ts';
+import { WebhookStore, wakeDeliverer } from '../../events/webhooks/destinations.ts';
 import { queryErrors, readJson, validate, validateQuery, wholeNumber } from '../body.ts';
 import type { ApiOptions } from '../context.ts';
 import type { ApiDocument } from '../openapi.ts';
 import { time } from '../views.ts';
+import { checkFilterColumns, normalFilter } from '../webhook-filter.ts';
 import { z } from '../zod.ts';
 import { SYNC_NOT_FOUND, findSync, syncParams } from './syncs.ts';
+import {
+  checkTopics,
+  createdWebhookAnswer,
+  destinationUrl,
+  filterField,
+  maxPerSecond,
+  topicList,
+  webhookAnswer,
+  webhookFields,
+  webhookParams,
+  webhookView,
+} from './webhook-shapes.ts';
 
 /** What the webhook routes need beyond ApiOptions; main.ts passes them to createApiApp. */
 export interface WebhookApiOptions {
@@ -21,55 +34,25 @@ export interface WebhookApiOptions {
   webhookAllowPrivate?: boolean;
   /** Name resolution for the public-address check; the system resolver by default. */
   webhookLookup?: LookupAll;
+  /** config.eventRetentionMs: how far back a webhook can be recovered (7 days when not given). */
+  eventRetentionMs?: number;
 }
 
 export const MAX_WEBHOOKS_PER_SYNC = 25;
-export const MAX_TOPICS_PER_WEBHOOK = 100;
 const MAX_REPLAY_IDS = 1000;
-
-const destinationUrl = z
-  .string()
-  .max(2048)
-  .superRefine((value, ctx) => {
-    let url: URL;
-    try {
-      url = new URL(value);
-    } catch {
-      ctx.addIssue({ code: z.ZodIssueCode.custom, message: 'must be an absolute http:// or https:// URL' });
-      return;
-    }
-    if (url.protocol !== 'http:' && url.protocol !== 'https:') {
-      ctx.addIssue({ code: z.ZodIssueCode.custom, message: `must be http:// or https:// (got ${url.protocol.replace(/:$/, '')})` });
-    } else if (url.username || url.password) {
-      ctx.addIssue({ code: z.ZodIssueCode.custom, message: 'must not contain credentials (user:password@); put a token in the path or query instead' });
-    } else if (!url.hostname) {
-      ctx.addIssue({ code: z.ZodIssueCode.custom, message: 'must name a host' });
-    }
-  });
 
 const createWebhookBody = z
   .object({
-    url: destinationUrl.describe('Where events are POSTed: http:// or https://, on a public address unless the operator allows private ones'),
-    topics: z
-      .array(z.string().max(300).describe('`svc.<sync id>.<collection>`: a topic of this sync'))
-      .min(1, 'at least one topic')
-      .max(MAX_TOPICS_PER_WEBHOOK, `at most ${MAX_TOPICS_PER_WEBHOOK} topics`),
+    url: destinationUrl,
+    topics: topicList,
+    filter: filterField.optional(),
+    max_per_second: maxPerSecond.optional(),
   })
   .strict()
   .openapi('CreateWebhook');
 
 /** The create request for one sync: its topics must be that sync's. */
-const createWebhook = (sync: SyncRecord) => {
-  const prefix = `svc.${sync.id}.`;
-  return createWebhookBody.superRefine((input, ctx) =>
-    input.topics.forEach((topic, i) => {
-      const path = ['topics', i];
-      if (!topic.startsWith(prefix)) ctx.addIssue({ code: z.ZodIssueCode.custom, path, message: `must be a topic of this sync: ${prefix}<collection>` });
-      else if (!/^[^\s\p{Cc}*]+$/u.test(topic.slice(prefix.length)))
-        ctx.addIssue({ code: z.ZodIssueCode.custom, path, message: `must name a collection after ${prefix}` });
-    }),
-  );
-};
+const createWebhook = (sync: SyncRecord) => createWebhookBody.superRefine((input, ctx) => checkTopics(sync, input.topics, ctx));
 
 const MAX_BIGINT = 9223372036854775807n;
 
@@ -104,22 +87,6 @@ const deliveriesQuery = z.object({
     .describe('Deliveries after this id (the last of the previous page)'),
   limit: wholeNumber(1, 1000).optional().describe('At most this many (default 100)'),
 });
-
-export const webhookParams = syncParams.extend({ wid: z.string().describe('The webhook (`wh_…`)') });
-
-const webhookFields = {
-  id: z.string().describe('`wh_…`'),
-  url: z.string(),
-  topics: z.array(z.string()),
-  created_at: time,
-};
-
-export const webhookAnswer = z.object(webhookFields).strict().openapi('Webhook');
-
-const createdWebhookAnswer = z
-  .object({ ...webhookFields, secret: z.string().describe('Signs every delivery (Standard Webhooks); shown in this answer only') })
-  .strict()
-  .openapi('NewWebhook');
 
 const webhookDetailAnswer = z
   .object({
@@ -160,15 +127,6 @@ const deliveryAnswer = z
   })
   .strict()
   .openapi('Delivery');
-
-export function webhookView(destination: WebhookDestination): z.infer<typeof webhookAnswer> {
-  return {
-    id: destination.id,
-    url: destination.url,
-    topics: destination.topics,
-    created_at: destination.createdAt.toISOString(),
-  };
-}
 
 function deliveryView(delivery: DeliveryRecord): z.infer<typeof deliveryAnswer> {
   const iso = (date: Date | null) => date?.toISOString() ?? null;
@@ -221,11 +179,11 @@ export function webhookRoutes(router: Router, api: ApiOptions & WebhookApiOption
     body: { schema: createWebhookBody },
     answers: { 201: { description: 'The webhook and its signing secret', schema: createdWebhookAnswer } },
     errors: {
-      400: 'A topic that is not `svc.<this sync id>.<collection>`',
+      400: "A topic that is not `svc.<this sync id>.<collection>`, or a filter naming an unknown event kind or a column none of the topics' collections has",
       404: SYNC_NOT_FOUND,
       409: `The sync has ${MAX_WEBHOOKS_PER_SYNC} webhooks already, or the account its \`max_webhooks\` (100 by default)`,
       422: "The URL's host has no public address (or could not be resolved)",
-      503: UNCONFIGURED,
+      503: `${UNCONFIGURED}; or the sync database could not be read to check the filter's columns`,
     },
   });
   router.post('/api/syncs/:id/webhooks', async (ctx) => {
@@ -233,14 +191,18 @@ export function webhookRoutes(router: Router, api: ApiOptions & WebhookApiOption
     const sync = await findSync(api, principal, ctx.params.id!);
     const webhooks = store();
     const input = validate(createWebhook(sync), await readJson(ctx, api.bodyLimit));
-    const url = new URL(input.url);
-    if (!api.webhookAllowPrivate) await assertPublicDestination(url, api.webhookLookup);
+    const topics = [...new Set(input.topics)];
+    const filter = input.filter ? normalFilter(input.filter) : null;
+    await checkFilterColumns(api, sync, topics, filter);
+    if (!api.webhookAllowPrivate) await assertPublicDestination(new URL(input.url), api.webhookLookup);
     const created = await webhooks.create({
       syncId: sync.id,
       accountId: sync.accountId,
       url: input.url,
-      topics: [...new Set(input.topics)],
+      topics,
       max: MAX_WEBHOOKS_PER_SYNC,
+      filter,
+      maxPerSecond: input.max_per_second ?? null,
     });
     api.logger.info({ sync: sync.id, webhook: created.destination.id }, 'webhook created');
     ctx.status = 201;
@@ -262,7 +224,7 @@ export function webhookRoutes(router: Router, api: ApiOptions & WebhookApiOption
   router.get('/api/syncs/:id/webhooks', async (ctx) => {
     const principal = await api.authenticate(ctx);
     const sync = await findSync(api, principal, ctx.params.id!);
-    ctx.body = { data: (await store().list(sync.id)).map(webhookView) };
+    ctx.body = { data: (await store().list(sync.id)).map((destination) => webhookView(destination)) };
   });
 
   doc.route({

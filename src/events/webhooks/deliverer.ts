@@ -8,6 +8,8 @@ import type { EventLogReader } from '../log.ts';
 import type { LookupAll } from '../../http/address.ts';
 import { DeliveryLog } from './deliveries.ts';
 import { WebhookStore } from './destinations.ts';
+import { DestinationControls } from './destination-controls.ts';
+import { restartKey, settingsKey, settingsOf, workerDestination, type WorkerDestination } from './destination-settings.ts';
 import { DestinationWorker } from './destination-worker.ts';
 import { DEFAULT_TUNING, type DelivererTuning } from './tuning.ts';
 import { retrySchedule, type RetrySchedule } from './schedule.ts';
@@ -58,10 +60,11 @@ export interface WebhookDeliverer {
 }
 
 /**
- * Delivers every webhook destination of one sync: one worker per destination, started
- * and stopped as destinations are created and deleted (it looks again on every event-bus
- * wakeup for the sync, at most every reloadGapMs, and every refreshMs anyway). Run one
- * deliverer per sync at a time, beside the sync's decoder.
+ * Delivers every webhook destination of one sync: one worker per enabled destination,
+ * started, stopped, restarted or updated as destinations are created, deleted, disabled,
+ * enabled and changed (it looks again on every event-bus wakeup for the sync, at most every
+ * reloadGapMs, and every refreshMs anyway). Run one deliverer per sync at a time, beside the
+ * sync's decoder.
  */
 export function startWebhookDeliverer(options: WebhookDelivererOptions): WebhookDeliverer {
   const { pool, box, syncId, reader, bus } = options;
@@ -69,6 +72,7 @@ export function startWebhookDeliverer(options: WebhookDelivererOptions): Webhook
   const tuning = { ...DEFAULT_TUNING, ...DEFAULT_SUPERVISOR_TUNING, ...options.tuning };
   const logger = options.logger.child({ part: 'webhooks', sync: syncId });
   const store = new WebhookStore(pool, box);
+  const controls = new DestinationControls(pool, box);
   const log = new DeliveryLog(pool);
   const sender = createSender({
     allowPrivate: options.allowPrivate,
@@ -83,7 +87,8 @@ export function startWebhookDeliverer(options: WebhookDelivererOptions): Webhook
   options.signal?.addEventListener('abort', onAbort, { once: true });
   if (options.signal?.aborted) controller.abort();
 
-  const workers = new Map<string, { worker: DestinationWorker; generation: string }>();
+  /** Per destination: its worker, the replay generation it has looked at, and what it was started and set with. */
+  const workers = new Map<string, { worker: DestinationWorker; generation: string; restart: string; settings: string }>();
   const unusable = new Set<string>();
   const stopping = new Set<Promise<void>>();
 
@@ -96,47 +101,67 @@ export function startWebhookDeliverer(options: WebhookDelivererOptions): Webhook
     if (removed) logger.info({ destination: id }, 'webhook destination removed; its deliveries stopped');
   };
 
+  /**
+   * Brings the workers in step with the destinations: stops those of deleted or disabled
+   * ones, restarts those whose URL or topics changed or whose cursor was moved back (from
+   * what the stopped worker saved), updates the others in place (filter, rate, secret), and
+   * starts those of new or re-enabled ones.
+   */
   async function reconcile(): Promise<void> {
-    const destinations = await store.forDeliverer(syncId);
-    const seen = new Set<string>();
+    let destinations = await store.forDeliverer(syncId);
+    let stopped = false;
     for (const destination of destinations) {
-      seen.add(destination.id);
-      let running = workers.get(destination.id);
-      if (running?.worker.hasFailed) {
-        // It logged why; start it again from its saved cursor.
-        workers.delete(destination.id);
-        await running.worker.stop();
-        running = undefined;
-      }
+      const running = workers.get(destination.id);
+      if (!running) continue;
+      // A worker that stopped by itself (it failed, or disabled its destination, which may be
+      // enabled again already) logged why; the others stop for what changed.
+      const disabled = destination.disabledAt !== null;
+      if (!running.worker.hasStopped && !disabled && running.restart === restartKey(destination)) continue;
+      workers.delete(destination.id);
+      await running.worker.stop();
+      stopped = true;
+      if (disabled) logger.info({ destination: destination.id, reason: destination.disabledReason }, 'webhook destination disabled; its deliveries stopped');
+    }
+    // Where the stopped workers got to is where they start again.
+    if (stopped) destinations = await store.forDeliverer(syncId);
+    const seen = new Set<string>();
+    for (const row of destinations) {
+      seen.add(row.id);
+      if (row.disabledAt !== null) continue;
+      const running = workers.get(row.id);
       if (running) {
-        if (running.generation !== destination.replayGeneration) {
-          running.generation = destination.replayGeneration;
+        if (running.settings !== settingsKey(row)) {
+          try {
+            running.worker.update(settingsOf(row));
+            running.settings = settingsKey(row);
+            logger.debug({ destination: row.id }, 'webhook destination settings changed; its delivery goes on with them');
+          } catch (error) {
+            logger.warn({ err: toError(error), destination: row.id }, 'cannot unseal the webhook secret; still signing with the one before');
+          }
+        }
+        if (running.generation !== row.replayGeneration) {
+          running.generation = row.replayGeneration;
           running.worker.refreshQueued().catch((error: unknown) => {
-            if (!signal.aborted) logger.warn({ err: toError(error), destination: destination.id }, 'could not look for replayed deliveries');
+            if (!signal.aborted) logger.warn({ err: toError(error), destination: row.id }, 'could not look for replayed deliveries');
           });
         }
         continue;
       }
-      let secret;
+      let destination: WorkerDestination;
       try {
-        secret = destination.secret();
+        destination = workerDestination(row);
       } catch (error) {
-        if (!unusable.has(destination.id))
-          logger.error({ err: toError(error), destination: destination.id }, 'cannot unseal the webhook secret; not delivering to this destination');
-        unusable.add(destination.id);
+        if (!unusable.has(row.id))
+          logger.error({ err: toError(error), destination: row.id }, 'cannot unseal the webhook secret; not delivering to this destination');
+        unusable.add(row.id);
         continue;
       }
-      unusable.delete(destination.id);
+      unusable.delete(row.id);
       const worker = new DestinationWorker({
         syncId,
-        destination: {
-          id: destination.id,
-          url: new URL(destination.url),
-          topics: destination.topics,
-          secret,
-          cursorSeq: destination.cursorSeq,
-        },
+        destination,
         store,
+        controls,
         log,
         reader,
         bus,
@@ -146,9 +171,9 @@ export function startWebhookDeliverer(options: WebhookDelivererOptions): Webhook
         logger,
         ...(options.random ? { random: options.random } : {}),
       });
-      workers.set(destination.id, { worker, generation: destination.replayGeneration });
+      workers.set(row.id, { worker, generation: row.replayGeneration, restart: restartKey(row), settings: settingsKey(row) });
       worker.start();
-      logger.debug({ destination: destination.id, cursor: destination.cursorSeq }, 'delivering to webhook destination');
+      logger.debug({ destination: row.id, cursor: row.cursorSeq }, 'delivering to webhook destination');
     }
     for (const id of [...workers.keys()]) if (!seen.has(id)) stopWorker(id, true);
   }

@@ -176,8 +176,12 @@ export class DeliveryLog {
 
   // ── for the deliverer ────────────────────────────────────────────────────
 
-  /** Parks events in the queue in one statement. A row already there is left as it is. */
-  async park(destinationId: string, items: NewDelivery[]): Promise<void> {
+  /**
+   * Parks events in the queue in one statement. A row already there is left as it is. Nothing
+   * is parked for a worker of an older cursor generation: its destination was recovered, and
+   * these events are sent again from the moved-back cursor.
+   */
+  async park(destinationId: string, items: NewDelivery[], generation: string): Promise<void> {
     if (items.length === 0) return;
     const col = <K extends keyof NewDelivery>(key: K) => items.map((item) => item[key]);
     await this.pool.query(
@@ -191,6 +195,7 @@ export class DeliveryLog {
                      $10::int[], $11::int[], $12::text[], $13::timestamptz[], $14::timestamptz[], $15::timestamptz[])
               AS u(seq, lane, topic, record_id, event_key, event_created_at, value, status, attempts, last_status_code,
                    last_error, first_attempt_at, last_attempt_at, next_attempt_at)
+        WHERE EXISTS (SELECT 1 FROM webhook_destinations WHERE id = $1 AND cursor_generation = $16)
        ON CONFLICT (destination_id, seq) DO NOTHING`,
       [
         destinationId,
@@ -208,6 +213,7 @@ export class DeliveryLog {
         col('firstAttemptAt'),
         col('lastAttemptAt'),
         col('nextAttemptAt'),
+        generation,
       ],
     );
   }

@@ -1,29 +1,30 @@
 import { setMaxListeners } from 'node:events';
-import type { Secret } from '../../control/secrets.ts';
 import { toError } from '../../errors.ts';
 import type { Logger } from '../../log.ts';
 import type { EventBus } from '../bus.ts';
 import type { EventLogReader, LoggedEvent } from '../log.ts';
+import { Attempter, type AttemptResult } from './attempts.ts';
+import { bookkeeping } from './bookkeeping.ts';
 import type { AttemptOutcome, DeliveryLog, QueuedDelivery } from './deliveries.ts';
+import type { DestinationControls } from './destination-controls.ts';
 import type { WebhookStore } from './destinations.ts';
+import type { DestinationSettings, WorkerDestination } from './destination-settings.ts';
+import { compileFilter, type EventMatcher } from './filter.ts';
 import { type Item, itemOfEvent, itemOfRow, type Lane, laneOf, newLane } from './lanes.ts';
 import { Parking } from './parking.ts';
+import { WorkerProgress } from './progress.ts';
 import { ReadAhead } from './read-ahead.ts';
-import { isExhausted, retryDelay, type RetrySchedule } from './schedule.ts';
+import { isExhausted, retryAfterFloor, retryDelay, type RetrySchedule } from './schedule.ts';
 import type { Sender } from './send.ts';
-import { webhookSigner, type WebhookSigner } from './signature.ts';
-import { type Backoff, retry } from '../../retry.ts';
 import type { DelivererTuning } from './tuning.ts';
 import { Notifier, Stopped } from './wait.ts';
 import { BackoffWakeups } from './backoff-wakeups.ts';
 
-/** Bookkeeping in the control database: 200 ms doubling to 10 s, until it succeeds or the worker stops. */
-const BOOKKEEPING_BACKOFF: Backoff = { initialMs: 200, maxMs: 10_000 };
-
 export interface DestinationWorkerOptions {
   syncId: string;
-  destination: { id: string; url: URL; topics: string[]; secret: Secret; cursorSeq: string };
+  destination: WorkerDestination;
   store: WebhookStore;
+  controls: DestinationControls;
   log: DeliveryLog;
   reader: EventLogReader;
   bus: EventBus;
@@ -46,19 +47,16 @@ export class DestinationWorker {
   private readonly lanes: Lane[];
   private readonly logger: Logger;
   private readonly reading: ReadAhead;
-  private savedCursor: bigint;
-  private delivered = 0;
-  private failedAttempts = 0;
+  private readonly progress: WorkerProgress;
   private readonly flushWakeup = new Notifier();
   private readonly parking = new Parking(this.flushWakeup);
   private readonly roomFreed = new Notifier();
-  /** Notified at the end of each flush: the counters it found are saved. */
-  private readonly progressSaved = new Notifier();
   /** Ends back-offs early: the destination answering again, or replays asked for. */
   private readonly wakeups = new BackoffWakeups();
   private running: Promise<void> | undefined;
-  private failed = false;
-  private readonly sign: WebhookSigner;
+  private readonly attempter: Attempter;
+  private matches: EventMatcher | undefined;
+  private disabling: Promise<void> | undefined;
 
   constructor(private readonly options: DestinationWorkerOptions) {
     this.logger = options.logger.child({ destination: options.destination.id });
@@ -81,9 +79,26 @@ export class DestinationWorker {
       },
       BigInt(destination.cursorSeq),
     );
-    this.savedCursor = this.reading.seq;
     this.lanes = Array.from({ length: tuning.lanes }, (_, index) => newLane(index));
-    this.sign = webhookSigner(destination.secret);
+    this.attempter = new Attempter({ ...destination, sender: options.sender, disableAfterMs: tuning.disableAfterMs });
+    this.progress = new WorkerProgress(
+      {
+        id: destination.id,
+        generation: destination.cursorGeneration,
+        store: options.store,
+        log: options.log,
+        lanes: this.lanes,
+        parking: this.parking,
+        readSeq: () => this.reading.seq,
+        failingSince: () => this.attempter.failingSince,
+        roomFreed: this.roomFreed,
+        wakeup: this.flushWakeup,
+        flushMs: tuning.flushMs,
+        db: (work) => this.db(work),
+      },
+      this.reading.seq,
+    );
+    this.matches = compileFilter(destination.filter);
     // Stopping wakes every loop: one abort listener here, not one per wait.
     const notifiers = [
       this.flushWakeup,
@@ -91,7 +106,7 @@ export class DestinationWorker {
       this.roomFreed,
       this.reading.caughtUpWakeup,
       this.wakeups.notifier,
-      this.progressSaved,
+      this.progress.saved,
       ...this.lanes.map((lane) => lane.wakeup),
     ];
     this.signal.addEventListener(
@@ -103,9 +118,9 @@ export class DestinationWorker {
     );
   }
 
-  /** True once the worker has stopped by itself after an unexpected error. */
-  get hasFailed(): boolean {
-    return this.failed;
+  /** True once the worker has stopped, or is stopping: asked to, after an unexpected error, or having disabled its destination. */
+  get hasStopped(): boolean {
+    return this.signal.aborted;
   }
 
   get id(): string {
@@ -114,6 +129,16 @@ export class DestinationWorker {
 
   start(): void {
     this.running ??= this.run();
+  }
+
+  /**
+   * A changed filter applies to the events read from now on (those already read passed the
+   * one before); a new secret or rate to the next attempt.
+   */
+  update(settings: DestinationSettings): void {
+    this.matches = compileFilter(settings.filter);
+    this.attempter.maxPerSecond = settings.maxPerSecond;
+    this.attempter.signing = settings.signing;
   }
 
   async stop(): Promise<void> {
@@ -144,10 +169,9 @@ export class DestinationWorker {
       for (const index of await this.db(() => log.queuedLanes(this.id))) this.lanes[index]!.mode = 'queue';
       await this.reading.markCatchUp();
       // One loop failing stops the others; the deliverer starts the worker afresh.
-      const loops = [this.reading.loop(), this.flushLoop(), ...this.lanes.map((lane) => this.laneLoop(lane))].map((loop) =>
+      const loops = [this.reading.loop(), this.progress.loop(this.signal), ...this.lanes.map((lane) => this.laneLoop(lane))].map((loop) =>
         loop.catch((error: unknown) => {
           if (error instanceof Stopped) return;
-          this.failed = true;
           this.controller.abort();
           this.logger.error({ err: toError(error) }, 'webhook destination worker failed; restarting it');
         }),
@@ -155,12 +179,11 @@ export class DestinationWorker {
       await Promise.all(loops);
     } catch (error) {
       if (!(error instanceof Stopped)) {
-        this.failed = true;
+        this.controller.abort();
         this.logger.error({ err: toError(error) }, 'webhook destination worker failed; restarting it');
       }
     } finally {
-      // Best effort: whatever is not saved here is delivered again after the restart.
-      await this.options.store.saveProgress(this.id, this.cursor().toString(), this.delivered, this.failedAttempts).catch(() => undefined);
+      await this.progress.last();
     }
   }
 
@@ -173,6 +196,8 @@ export class DestinationWorker {
   }
 
   private dispatch(event: LoggedEvent): void {
+    // Not the destination's: neither sent nor parked, so it holds nothing back.
+    if (this.matches && !this.matches(event.value)) return;
     const lane = this.lanes[laneOf(event.recordId, this.lanes.length)]!;
     const item = itemOfEvent(event);
     if (lane.mode === 'memory') {
@@ -181,48 +206,6 @@ export class DestinationWorker {
     } else {
       this.parking.park(lane, item, { status: 'pending' });
     }
-  }
-
-  // ── parking and the cursor ──────────────────────────────────────────────
-
-  /** Every subscribed event up to here is delivered, exhausted or parked. */
-  private cursor(): bigint {
-    let oldest: bigint | undefined;
-    const consider = (seq: bigint) => {
-      if (oldest === undefined || seq < oldest) oldest = seq;
-    };
-    for (const lane of this.lanes) if (lane.memory[0]) consider(lane.memory[0].seq);
-    const parked = this.parking.oldestSeq();
-    if (parked !== undefined) consider(parked);
-    const cursor = oldest === undefined ? this.reading.seq : oldest - 1n;
-    return cursor > this.savedCursor ? cursor : this.savedCursor;
-  }
-
-  private async flushLoop(): Promise<void> {
-    while (!this.signal.aborted) {
-      await this.flushWakeup.wait(this.options.tuning.flushMs);
-      if (this.signal.aborted) return;
-      await this.flush();
-    }
-  }
-
-  private async flush(): Promise<void> {
-    if (!this.parking.isEmpty) {
-      const batch = this.parking.take();
-      await this.db(() => this.options.log.park(this.id, batch.rows));
-      this.parking.wrote(batch);
-      this.roomFreed.notify();
-    }
-    const cursor = this.cursor();
-    const delivered = this.delivered;
-    const failed = this.failedAttempts;
-    if (cursor !== this.savedCursor || delivered > 0 || failed > 0) {
-      await this.db(() => this.options.store.saveProgress(this.id, cursor.toString(), delivered, failed));
-      this.savedCursor = cursor;
-      this.delivered -= delivered;
-      this.failedAttempts -= failed;
-    }
-    this.progressSaved.notify();
   }
 
   // ── lanes ───────────────────────────────────────────────────────────────
@@ -248,12 +231,12 @@ export class DestinationWorker {
       if (outcome.ok) {
         lane.memory.shift();
         lane.failingSince = undefined;
-        this.delivered += 1;
+        lane.notBefore = 0;
+        this.progress.delivered += 1;
         this.roomFreed.notify();
         this.wakeups.answered(this.lanes.some((lane) => lane.failingSince !== undefined));
         continue;
       }
-      this.failedAttempts += 1;
       lane.failingSince ??= outcome.at.getTime();
       if (isExhausted(schedule, 1, lane.failingSince)) {
         lane.memory.shift();
@@ -261,7 +244,7 @@ export class DestinationWorker {
         this.logExhausted(head.eventKey, 1, outcome);
         continue;
       }
-      const next = new Date(Date.now() + retryDelay(schedule, 1, this.options.random));
+      const next = new Date(Date.now() + this.retryWait(lane, 1, outcome));
       this.logger.debug({ eventId: head.eventKey, error: outcome.error }, 'webhook delivery failed; queued for retry');
       this.toQueue(lane, { outcome, next });
     }
@@ -317,8 +300,9 @@ export class DestinationWorker {
         const seen = this.wakeups.answeredAgain;
         const asked = this.wakeups.retryRequests;
         await this.wakeups.notifier.wait(wait);
-        // The destination answers again: try now rather than at the end of a back-off that may be an hour.
-        if (this.wakeups.answeredAgain !== seen) nextAt = 0;
+        // The destination answers again: try now rather than at the end of a back-off that may
+        // be an hour, but not before the head's Retry-After.
+        if (this.wakeups.answeredAgain !== seen) nextAt = lane.notBefore;
         // A replay was asked for: the row may have been moved to now.
         else if (this.wakeups.retryRequests !== asked) nextAt = (await this.db(() => log.nextAttemptAt(row.id)))?.getTime() ?? 0;
         continue;
@@ -329,19 +313,19 @@ export class DestinationWorker {
       if (outcome.ok) {
         await this.db(() => log.delivered(row.id, attempts, outcome));
         lane.failingSince = undefined;
-        this.delivered += 1;
+        lane.notBefore = 0;
+        this.progress.delivered += 1;
         this.wakeups.answered(this.lanes.some((lane) => lane.failingSince !== undefined));
         return;
       }
-      this.failedAttempts += 1;
       firstAttemptAt ??= outcome.at;
       lane.failingSince ??= (row.attempts > 0 && row.firstAttemptAt ? row.firstAttemptAt : outcome.at).getTime();
       if (isExhausted(schedule, attempts, lane.failingSince)) {
         const first = firstAttemptAt;
         // The destination's counters first: whoever sees the delivery exhausted sees its attempts counted.
         // (A flush already under way may have read the counters before this attempt: then one more.)
-        for (let round = 0; round < 2 && this.failedAttempts > 0 && !this.signal.aborted; round++) {
-          const saved = this.progressSaved.wait(this.options.tuning.flushMs * 5 + 1000);
+        for (let round = 0; round < 2 && this.progress.failedAttempts > 0 && !this.signal.aborted; round++) {
+          const saved = this.progress.saved.wait(this.options.tuning.flushMs * 5 + 1000);
           this.flushWakeup.notify();
           await saved;
         }
@@ -349,7 +333,7 @@ export class DestinationWorker {
         this.logExhausted(row.eventKey, attempts, outcome);
         return;
       }
-      const next = new Date(Date.now() + retryDelay(schedule, attempts, this.options.random));
+      const next = new Date(Date.now() + this.retryWait(lane, attempts, outcome));
       const first = firstAttemptAt;
       await this.db(() => log.failed(row.id, attempts, outcome, first, next));
       nextAt = next.getTime();
@@ -358,12 +342,34 @@ export class DestinationWorker {
 
   // ── one attempt ─────────────────────────────────────────────────────────
 
-  private async attempt(item: Item): Promise<AttemptOutcome & { ok: boolean }> {
-    const { destination, sender } = this.options;
-    const at = new Date();
-    const headers = this.sign(item.eventKey, item.value, at.getTime());
-    const result = await sender.send(destination.url, headers, item.value, this.signal);
-    return { ok: result.ok, statusCode: result.status, error: result.error, at };
+  /**
+   * One attempt, counted. A destination that asks to be sent nothing more (410), or that has
+   * failed for days, is disabled here: the worker stops, the event stays unsent (before the
+   * cursor), and re-enabling sends it again.
+   */
+  private async attempt(item: Item): Promise<AttemptResult> {
+    const result = await this.attempter.attempt(item, this.signal);
+    if (this.signal.aborted) return result;
+    if (!result.ok) this.progress.failedAttempts += 1;
+    if (result.disable) await (this.disabling ??= this.disable(result.disable, result));
+    return result;
+  }
+
+  private async disable(reason: string, result: AttemptResult): Promise<void> {
+    this.logger.warn(
+      { reason, status: result.statusCode, error: result.error },
+      'webhook destination disabled; nothing is sent to it until it is enabled again',
+    );
+    await this.db(() => this.options.controls.disable(this.options.syncId, this.id, reason)).catch(() => undefined);
+    // Its deliverer stops it too, on the wakeup; stopping here sends nothing more meanwhile.
+    this.controller.abort();
+  }
+
+  /** The back-off after a failed attempt: no shorter than a 429's or 503's Retry-After, which the destination answering elsewhere does not cut short. */
+  private retryWait(lane: Lane, failures: number, outcome: AttemptResult): number {
+    const floor = retryAfterFloor(this.options.schedule, outcome.statusCode, outcome.retryAfterMs);
+    lane.notBefore = floor > 0 ? Date.now() + floor : 0;
+    return Math.max(retryDelay(this.options.schedule, failures, this.options.random), floor);
   }
 
   private logExhausted(eventKey: string, attempts: number, outcome: AttemptOutcome): void {
@@ -374,17 +380,7 @@ export class DestinationWorker {
   }
 
   /** Bookkeeping in the control database, retried until it succeeds or the worker stops. */
-  private async db<T>(work: () => Promise<T>): Promise<T> {
-    if (this.signal.aborted) throw new Stopped();
-    try {
-      return await retry(work, {
-        backoff: BOOKKEEPING_BACKOFF,
-        signal: this.signal,
-        onRetry: (error) => this.logger.warn({ err: toError(error) }, 'webhook bookkeeping failed; retrying'),
-      });
-    } catch (error) {
-      if (this.signal.aborted) throw new Stopped();
-      throw error;
-    }
+  private db<T>(work: () => Promise<T>): Promise<T> {
+    return bookkeeping(work, this.signal, this.logger);
   }
 }

@@ -4,6 +4,8 @@ import { inTransaction } from '../../db/sql.ts';
 import { TributaryError } from '../../errors.ts';
 import { randomLowerAlnum } from '../../ids.ts';
 import { EVENTS_CHANNEL } from '../bus.ts';
+import type { Signing } from './attempts.ts';
+import type { WebhookFilter } from './filter.ts';
 import { newWebhookSecret } from './signature.ts';
 
 export interface WebhookDestination {
@@ -22,9 +24,19 @@ export interface WebhookDestination {
   lastFailedAt: Date | null;
   /** Exhausted deliveries dropped, oldest first, past the cap on them. */
   droppedCount: string;
+  filter: WebhookFilter | null;
+  maxPerSecond: number | null;
+  secretVersion: string;
+  /** Until when deliveries are also signed with the secret a rotation replaced. */
+  previousSecretUntil: Date | null;
+  disabledAt: Date | null;
+  disabledReason: string | null;
+  /** Since when every attempt has failed; null after any success. */
+  failingSince: Date | null;
+  cursorGeneration: string;
 }
 
-interface DestinationRow {
+export interface DestinationRow {
   id: string;
   sync_id: string;
   account_id: string;
@@ -39,12 +51,21 @@ interface DestinationRow {
   last_delivered_at: Date | null;
   last_failed_at: Date | null;
   dropped_count: string;
+  filter: WebhookFilter | null;
+  max_per_second: number | null;
+  secret_version: string;
+  previous_secret_until: Date | null;
+  disabled_at: Date | null;
+  disabled_reason: string | null;
+  failing_since: Date | null;
+  cursor_generation: string;
 }
 
-const COLUMNS = `id, sync_id, account_id, url, topics, created_at, cursor_seq, cursor_at, replay_generation,
-  delivered_count, failed_attempts, last_delivered_at, last_failed_at, dropped_count`;
+export const COLUMNS = `id, sync_id, account_id, url, topics, created_at, cursor_seq, cursor_at, replay_generation,
+  delivered_count, failed_attempts, last_delivered_at, last_failed_at, dropped_count, filter, max_per_second,
+  secret_version, previous_secret_until, disabled_at, disabled_reason, failing_since, cursor_generation`;
 
-const toDestination = (row: DestinationRow): WebhookDestination => ({
+export const toDestination = (row: DestinationRow): WebhookDestination => ({
   id: row.id,
   syncId: row.sync_id,
   accountId: row.account_id,
@@ -59,9 +80,19 @@ const toDestination = (row: DestinationRow): WebhookDestination => ({
   lastDeliveredAt: row.last_delivered_at,
   lastFailedAt: row.last_failed_at,
   droppedCount: row.dropped_count,
+  filter: row.filter,
+  maxPerSecond: row.max_per_second,
+  secretVersion: row.secret_version,
+  previousSecretUntil: row.previous_secret_until,
+  disabledAt: row.disabled_at,
+  disabledReason: row.disabled_reason,
+  failingSince: row.failing_since,
+  cursorGeneration: row.cursor_generation,
 });
 
-const secretAad = (id: string) => `webhook_destinations:${id}:secret`;
+export const secretAad = (id: string) => `webhook_destinations:${id}:secret`;
+/** Its own associated data: a current secret copied into the previous column (or back) does not unseal. */
+export const previousSecretAad = (id: string) => `webhook_destinations:${id}:previous_secret`;
 
 /** Advisory-lock class of webhook creation ('wh'), keyed by account. */
 const LOCK_CLASS = 0x7768;
@@ -88,7 +119,15 @@ export class WebhookStore {
    * Creates a destination that receives the events logged from now on. A 409 when the sync
    * already has `max` of them, or the account its max_webhooks. The secret is returned here only.
    */
-  async create(input: { syncId: string; accountId: string; url: string; topics: string[]; max: number }): Promise<{
+  async create(input: {
+    syncId: string;
+    accountId: string;
+    url: string;
+    topics: string[];
+    max: number;
+    filter?: WebhookFilter | null;
+    maxPerSecond?: number | null;
+  }): Promise<{
     destination: WebhookDestination;
     secret: Secret;
   }> {
@@ -112,10 +151,19 @@ export class WebhookStore {
         );
       }
       const { rows } = await client.query<DestinationRow>(
-        `INSERT INTO webhook_destinations (id, sync_id, account_id, url, topics, secret_enc, cursor_seq)
-         VALUES ($1, $2, $3, $4, $5, $6, COALESCE((SELECT seq FROM decoder_progress WHERE sync_id = $2), 0))
+        `INSERT INTO webhook_destinations (id, sync_id, account_id, url, topics, secret_enc, filter, max_per_second, cursor_seq)
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, COALESCE((SELECT seq FROM decoder_progress WHERE sync_id = $2), 0))
          RETURNING ${COLUMNS}`,
-        [id, input.syncId, input.accountId, input.url, input.topics, this.box.encrypt(secret.reveal(), secretAad(id))],
+        [
+          id,
+          input.syncId,
+          input.accountId,
+          input.url,
+          input.topics,
+          this.box.encrypt(secret.reveal(), secretAad(id)),
+          input.filter ? JSON.stringify(input.filter) : null,
+          input.maxPerSecond ?? null,
+        ],
       );
       return toDestination(rows[0]!);
     });
@@ -141,28 +189,51 @@ export class WebhookStore {
     return true;
   }
 
-  /** A sync's destinations with their sealed secrets, for the deliverer. */
-  async forDeliverer(syncId: string): Promise<Array<WebhookDestination & { secret: () => Secret }>> {
-    const { rows } = await this.pool.query<DestinationRow & { secret_enc: string }>(
-      `SELECT ${COLUMNS}, secret_enc FROM webhook_destinations WHERE sync_id = $1`,
+  /**
+   * A sync's destinations with their sealed secrets, for the deliverer. `signing` unseals the
+   * secret, and the one a rotation replaced while it is still valid.
+   */
+  async forDeliverer(syncId: string): Promise<Array<WebhookDestination & { signing: () => Signing }>> {
+    const { rows } = await this.pool.query<DestinationRow & { secret_enc: string; previous_secret_enc: string | null }>(
+      `SELECT ${COLUMNS}, secret_enc, previous_secret_enc FROM webhook_destinations WHERE sync_id = $1`,
       [syncId],
     );
-    return rows.map((row) => ({ ...toDestination(row), secret: () => this.box.decrypt(row.secret_enc, secretAad(row.id)) }));
+    return rows.map((row) => ({
+      ...toDestination(row),
+      signing: () => {
+        const secret = this.box.decrypt(row.secret_enc, secretAad(row.id));
+        const until = row.previous_secret_until;
+        if (!row.previous_secret_enc || !until || until.getTime() <= Date.now()) return { secret };
+        return { secret, previous: { secret: this.box.decrypt(row.previous_secret_enc, previousSecretAad(row.id)), untilMs: until.getTime() } };
+      },
+    }));
   }
 
   /**
-   * Saves the cursor and adds to the counters: one statement per destination and flush,
-   * whatever the number of events. The cursor never moves back.
+   * Saves the cursor, the failing run and adds to the counters: one statement per destination
+   * and flush, whatever the number of events. The cursor never moves back here; and a worker
+   * started before the cursor was moved back (recover: a newer generation) saves neither it
+   * nor its failing run, only its counts.
    */
-  async saveProgress(id: string, cursorSeq: string, delivered: number, failedAttempts: number): Promise<void> {
+  async saveProgress(progress: {
+    id: string;
+    generation: string;
+    cursorSeq: string;
+    delivered: number;
+    failedAttempts: number;
+    failingSince: Date | null;
+  }): Promise<void> {
+    const { id, generation, cursorSeq, delivered, failedAttempts, failingSince } = progress;
     await this.pool.query(
       `UPDATE webhook_destinations
-          SET cursor_seq = GREATEST(cursor_seq, $2::bigint), cursor_at = now(),
+          SET cursor_seq = CASE WHEN cursor_generation = $6 THEN GREATEST(cursor_seq, $2::bigint) ELSE cursor_seq END,
+              cursor_at = now(),
+              failing_since = CASE WHEN cursor_generation = $6 THEN $5::timestamptz ELSE failing_since END,
               delivered_count = delivered_count + $3, failed_attempts = failed_attempts + $4,
               last_delivered_at = CASE WHEN $3 > 0 THEN now() ELSE last_delivered_at END,
               last_failed_at = CASE WHEN $4 > 0 THEN now() ELSE last_failed_at END
         WHERE id = $1`,
-      [id, cursorSeq, delivered, failedAttempts],
+      [id, cursorSeq, delivered, failedAttempts, failingSince, generation],
     );
   }
 }

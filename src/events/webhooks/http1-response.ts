@@ -15,6 +15,8 @@ export class ResponseParser {
   status = 0;
   keepAlive = true;
   keepAliveMs: number | undefined;
+  /** The Retry-After header as sent (seconds or an HTTP-date), for the deliverer's next attempt. */
+  retryAfter: string | undefined;
   cut = false;
   private phase: 'head' | 'length' | 'chunk-size' | 'chunk-data' | 'chunk-end' | 'trailers' | 'close' | 'done' = 'head';
   private pending: Buffer | undefined;
@@ -30,6 +32,7 @@ export class ResponseParser {
     this.status = 0;
     this.keepAlive = true;
     this.keepAliveMs = undefined;
+    this.retryAfter = undefined;
     this.cut = false;
     this.phase = 'head';
     this.pending = undefined;
@@ -179,9 +182,9 @@ export class ResponseParser {
       at = next;
       const colon = text.indexOf(':', start);
       if (colon < 0 || colon >= end) continue;
-      // Only four headers matter here; the others are told apart by the length of their name.
+      // Only five headers matter here; the others are told apart by the length of their name.
       const length = colon - start;
-      if (length !== 10 && length !== 14 && length !== 17) continue;
+      if (length !== 10 && length !== 11 && length !== 14 && length !== 17) continue;
       const name = text.slice(start, colon).toLowerCase();
       const value = text.slice(colon + 1, end).trim();
       if (name === 'content-length') {
@@ -199,6 +202,8 @@ export class ResponseParser {
           if (t === 'close') close = true;
           else if (t === 'keep-alive') keepAliveToken = true;
         }
+      } else if (name === 'retry-after') {
+        this.retryAfter = value.slice(0, 64);
       } else if (name === 'keep-alive') {
         const timeout = /(?:^|[,;\s])timeout\s*=\s*(\d+)/i.exec(value);
         if (timeout) this.keepAliveMs = Number(timeout[1]) * 1000;
@@ -208,6 +213,7 @@ export class ResponseParser {
       // An interim answer (100 Continue, 103 Early Hints): the real one follows.
       if (status === 101) return 'the receiver switched protocols';
       this.keepAliveMs = undefined;
+      this.retryAfter = undefined;
       return undefined;
     }
     this.status = status;

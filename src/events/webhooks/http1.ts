@@ -37,7 +37,9 @@ export interface Http1Options {
 }
 
 /** How one exchange ended: a complete (or deliberately cut) response, or a failure. */
-export type Http1Result = { status: number; body: Buffer; error?: undefined } | { status?: undefined; body?: undefined; error: string };
+export type Http1Result =
+  | { status: number; body: Buffer; retryAfter?: string | undefined; error?: undefined }
+  | { status?: undefined; body?: undefined; error: string };
 
 /** One request and its response. */
 export class Exchange {
@@ -274,7 +276,7 @@ class Connection {
     if (parser.keepAliveMs !== undefined) this.idleMs = Math.min(this.idleMs, Math.max(0, parser.keepAliveMs - 1_000));
     // A cut body, more bytes than the response, or "close": this connection is not used again.
     if (!parser.keepAlive || parser.cut || leftover) this.destroy();
-    exchange.finish({ status: parser.status, body: parser.body() });
+    exchange.finish({ status: parser.status, body: parser.body(), retryAfter: parser.retryAfter });
     if (!this.destroyed) this.pool.release(this);
   }
 

@@ -71,6 +71,8 @@ export interface Lane {
   queueRequested: boolean;
   /** When the lane's current run of failures began (ms), undefined after a success. */
   failingSince: number | undefined;
+  /** The head's next attempt is not before this (ms), as its Retry-After asked; 0 when none. */
+  notBefore: number;
   wakeup: Notifier;
 }
 
@@ -82,6 +84,7 @@ export function newLane(index: number): Lane {
     lastParkNo: 0,
     queueRequested: false,
     failingSince: undefined,
+    notBefore: 0,
     wakeup: new Notifier(),
   };
 }

@@ -46,3 +46,12 @@ export function retryDelay(schedule: RetrySchedule, failures: number, random: ()
 export function isExhausted(schedule: RetrySchedule, failures: number, failingSinceMs: number, now = Date.now()): boolean {
   return failures >= schedule.maxAttempts || now - failingSinceMs >= schedule.maxAgeMs;
 }
+
+/**
+ * The least wait a failed attempt's answer asks for: its Retry-After on a 429 or a 503, capped
+ * at maxDelayMs (a receiver cannot park a delivery for longer than the back-off would).
+ */
+export function retryAfterFloor(schedule: RetrySchedule, statusCode: number | undefined, retryAfterMs: number | undefined): number {
+  if (retryAfterMs === undefined || (statusCode !== 429 && statusCode !== 503)) return 0;
+  return Math.min(retryAfterMs, schedule.maxDelayMs);
+}

@@ -7,6 +7,8 @@ export interface SendResult {
   status?: number;
   /** A short, log-safe description of the failure. */
   error?: string;
+  /** What the answer's Retry-After asks for, in ms from now (0 for a date past). */
+  retryAfterMs?: number;
 }
 
 export interface SenderOptions {
@@ -121,15 +123,26 @@ export function createSender(options: SenderOptions): Sender {
   };
 }
 
+/** Retry-After: delay-seconds or an HTTP-date (RFC 9110 §10.2.3); undefined when it is neither. */
+export function parseRetryAfter(value: string | undefined, now = Date.now()): number | undefined {
+  if (value === undefined) return undefined;
+  if (/^\d{1,10}$/.test(value)) return Number(value) * 1000;
+  // An IMF-fixdate (or one of the obsolete forms Date.parse also reads); never a bare number.
+  if (!/[a-z]/i.test(value)) return undefined;
+  const at = Date.parse(value);
+  return Number.isNaN(at) ? undefined : Math.max(0, at - now);
+}
+
 function toSendResult(result: Http1Result): SendResult {
   if (result.error !== undefined) return { ok: false, error: result.error };
   const status = result.status;
   if (status >= 200 && status < 300) return { ok: true, status };
+  const retryAfterMs = parseRetryAfter(result.retryAfter);
   const text = result.body
     .toString('utf8')
     .replace(/[^\x20-\x7e]+/g, ' ')
     .trim()
     .slice(0, 200);
   const redirect = status >= 300 && status < 400 ? ' (redirects are not followed)' : '';
-  return { ok: false, status, error: `HTTP ${status}${redirect}${text ? `: ${text}` : ''}` };
+  return { ok: false, status, error: `HTTP ${status}${redirect}${text ? `: ${text}` : ''}`, ...(retryAfterMs !== undefined ? { retryAfterMs } : {}) };
 }

@@ -30,17 +30,31 @@ export function webhookHeaders(secret: Secret, eventKey: string, body: string, n
 
 export type WebhookSigner = (eventKey: string, body: string, now?: number) => Record<string, string>;
 
-/** webhookHeaders for one destination, its key decoded once rather than per attempt. */
-export function webhookSigner(secret: Secret): WebhookSigner {
+/** The secret replaced by a rotation, still signing until `untilMs`. */
+export interface PreviousSecret {
+  secret: Secret;
+  untilMs: number;
+}
+
+/**
+ * webhookHeaders for one destination, its keys decoded once rather than per attempt. While
+ * a rotated-out secret is still valid, each delivery carries both signatures, the current
+ * one first and space-separated, as Standard Webhooks lets a receiver accept either: so a
+ * receiver can switch to the new secret at its own pace. Expiry is checked at each signing.
+ */
+export function webhookSigner(secret: Secret, previous?: PreviousSecret): WebhookSigner {
   const key = keyOf(secret);
+  const old = previous ? { key: keyOf(previous.secret), untilMs: previous.untilMs } : undefined;
+  const mac = (k: Buffer, signed: string) => `v1,${createHmac('sha256', k).update(signed).digest('base64')}`;
   return (eventKey, body, now = Date.now()) => {
     const timestamp = Math.floor(now / 1000);
-    const mac = createHmac('sha256', key).update(`${eventKey}.${timestamp}.${body}`).digest('base64');
+    const signed = `${eventKey}.${timestamp}.${body}`;
+    const signature = old && now < old.untilMs ? `${mac(key, signed)} ${mac(old.key, signed)}` : mac(key, signed);
     return {
       'content-type': 'application/json',
       'webhook-id': eventKey,
       'webhook-timestamp': String(timestamp),
-      'webhook-signature': `v1,${mac}`,
+      'webhook-signature': signature,
       'svc-event-id': eventKey,
     };
   };

@@ -16,6 +16,11 @@ export interface DelivererTuning {
   readBatch: number;
   /** Queued rows a lane loads at once. */
   queuePage: number;
+  /**
+   * A destination whose every attempt has failed for this long is disabled
+   * (config.webhookDisableAfterMs, TRIBUTARY_WEBHOOK_DISABLE_AFTER_HOURS).
+   */
+  disableAfterMs: number;
 }
 
 export const DEFAULT_TUNING: DelivererTuning = {
@@ -25,4 +30,5 @@ export const DEFAULT_TUNING: DelivererTuning = {
   idleMs: 5_000,
   readBatch: 1_000,
   queuePage: 100,
+  disableAfterMs: 5 * 86_400_000,
 };

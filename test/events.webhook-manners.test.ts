@@ -1,0 +1,155 @@
+/**
+ * How deliveries treat a receiver, against real HTTP receivers: Retry-After on 429 and 503 is
+ * honoured (capped at the back-off's ceiling, and not cut short by the destination answering
+ * elsewhere), max_per_second bounds attempts across all lanes, and an answer is read only so
+ * far and waited for only so long.
+ */
+import { test } from 'uvu';
+import * as assert from 'uvu/assert';
+import { laneOf } from '../src/events/webhooks/lanes.ts';
+import { parseRetryAfter } from '../src/events/webhooks/send.ts';
+import { FAST_SCHEDULE, FAST_TUNING, pause, request, startWebhookWorld, until, type Received, type WebhookWorld } from './harness/webhooks.ts';
+
+let world: WebhookWorld;
+
+test.before(async () => {
+  world = await startWebhookWorld();
+});
+
+test.after(async () => {
+  await world?.stop();
+});
+
+const topic = (syncId: string) => `svc.${syncId}.customer`;
+const idOf = (r: Received) => (JSON.parse(r.body) as { id: string }).id;
+
+test('Retry-After: delay-seconds or an HTTP-date', () => {
+  const now = Date.parse('2024-05-01T12:00:00Z');
+  assert.is(parseRetryAfter('120', now), 120_000);
+  assert.is(parseRetryAfter('0', now), 0);
+  assert.is(parseRetryAfter('Wed, 01 May 2024 12:00:30 GMT', now), 30_000);
+  assert.is(parseRetryAfter('Wed, 01 May 2024 11:00:00 GMT', now), 0, 'a date past: now');
+  assert.is(parseRetryAfter('-5', now), undefined);
+  assert.is(parseRetryAfter('1.5', now), undefined);
+  assert.is(parseRetryAfter('soon', now), undefined);
+  assert.is(parseRetryAfter(undefined, now), undefined);
+});
+
+test('a 429 or 503 with Retry-After is retried no sooner than it says, however the rest of the destination fares', async () => {
+  const syncId = await world.newSync();
+  const receiver = await world.receiver();
+  await world.createWebhook(syncId, { url: receiver.url, topics: [topic(syncId)] });
+  // Each record in a lane of its own, so that each waits only for itself.
+  const lanes = 8;
+  const taken = new Set<number>();
+  const ownLane = (prefix: string) => {
+    for (let i = 0; ; i++) {
+      const lane = laneOf(`${prefix}${i}`, lanes);
+      if (taken.has(lane)) continue;
+      taken.add(lane);
+      return `${prefix}${i}`;
+    }
+  };
+  const [seconds, date, capped, ignored] = ['seconds', 'date', 'capped', 'ignored'].map(ownLane) as [string, string, string, string];
+  const others = Array.from({ length: 3 }, () => ownLane('ok'));
+  const answered = new Map<string, number>();
+  receiver.behaviour = (body) => {
+    const id = JSON.parse(body).id as string;
+    const n = (answered.get(id) ?? 0) + 1;
+    answered.set(id, n);
+    if (n > 1 || id.startsWith('ok')) return 204;
+    if (id === seconds) return { status: 429, headers: { 'retry-after': '2' } };
+    if (id === date) return { status: 503, headers: { 'retry-after': new Date(Date.now() + 3_000).toUTCString() } };
+    if (id === capped) return { status: 429, headers: { 'retry-after': '3600' } };
+    return { status: 500, headers: { 'retry-after': '3600' } };
+  };
+  // A first retry's back-off is at most 50 ms: only Retry-After makes it wait longer, up to the 2.5 s ceiling.
+  world.deliver(syncId, { schedule: { ...FAST_SCHEDULE, initialDelayMs: 50, maxDelayMs: 2_500 }, tuning: { ...FAST_TUNING, lanes } });
+  const ids = [seconds, date, capped, ignored];
+  await world.log(
+    syncId,
+    ids.map((id) => ({ id })),
+  );
+  await until('first attempts', () => ids.every((id) => answered.has(id)));
+  // Other records answer 2xx meanwhile: the destination is up, which ends ordinary back-offs early.
+  for (const id of others) {
+    await world.log(syncId, [{ id }]);
+    await pause(300);
+  }
+  await until('every retry', () => ids.every((id) => receiver.accepted.some((r) => idOf(r) === id)), 10_000);
+  const gap = (id: string) => {
+    const [first, second] = receiver.requests.filter((r) => idOf(r) === id);
+    return second!.at - first!.at;
+  };
+  assert.ok(gap(seconds) >= 1_950, `Retry-After: 2 → ${gap(seconds)} ms`);
+  // An HTTP-date has whole seconds: at least 2 s of the 3.
+  assert.ok(gap(date) >= 1_950, `Retry-After: <date 3 s on> → ${gap(date)} ms`);
+  assert.ok(gap(capped) >= 2_450 && gap(capped) < 5_000, `Retry-After: 3600 capped at the 2.5 s ceiling → ${gap(capped)} ms`);
+  assert.ok(gap(ignored) < 1_500, `a 500's Retry-After is not a request to wait → ${gap(ignored)} ms`);
+});
+
+test('max_per_second bounds attempts across all lanes, and a change applies to the running delivery', async () => {
+  const syncId = await world.newSync();
+  const receiver = await world.receiver();
+  const webhook = await world.createWebhook(syncId, { url: receiver.url, topics: [topic(syncId)], max_per_second: 5 });
+  assert.is(webhook.max_per_second, 5);
+  world.deliver(syncId);
+  const started = Date.now();
+  await world.log(
+    syncId,
+    Array.from({ length: 16 }, (_, i) => ({ id: `m${i}` })),
+  );
+  await until('all sixteen', () => receiver.accepted.length === 16, 15_000);
+  const times = receiver.requests.map((r) => r.at);
+  const took = times[times.length - 1]! - started;
+  assert.ok(took >= 2_700, `16 events at 5 a second took ${took} ms`);
+  // 5 a second and a burst of 1; one more for a stalled event loop sending two at once.
+  const mostInASecond = Math.max(...times.map((t) => times.filter((u) => u >= t && u < t + 1000).length));
+  assert.ok(mostInASecond <= 7, `${mostInASecond} attempts within one second`);
+
+  const unlimited = await world.changed(webhook.id, () =>
+    request(world.apiUrl, 'PATCH', `/api/syncs/${syncId}/webhooks/${webhook.id}`, {
+      token: world.account.token,
+      body: { max_per_second: null },
+    }),
+  );
+  assert.is(unlimited.status, 200, unlimited.text);
+  assert.is(unlimited.body.max_per_second, null);
+  const from = Date.now();
+  await world.log(
+    syncId,
+    Array.from({ length: 40 }, (_, i) => ({ id: `u${i}` })),
+  );
+  await until('forty more', () => receiver.accepted.length === 56, 10_000);
+  assert.ok(Date.now() - from < 4_000, `unlimited: ${Date.now() - from} ms for 40 (8 s at 5 a second)`);
+});
+
+test('an endless answer is read only to 4 KiB and the connection closed; one that never comes times out', async () => {
+  const syncId = await world.newSync();
+  const endless = await world.receiver();
+  const silent = await world.receiver();
+  endless.behaviour = () => 'stream';
+  silent.behaviour = () => 'hang';
+  const streamed = await world.createWebhook(syncId, { url: endless.url, topics: [topic(syncId)] });
+  const hung = await world.createWebhook(syncId, { url: silent.url, topics: [topic(syncId)] });
+  world.deliver(syncId, { schedule: { ...FAST_SCHEDULE, maxAttempts: 1, timeoutMs: 1_500 } });
+  const started = Date.now();
+  const [key] = await world.log(syncId, [{ id: 's1' }]);
+  await until('the endless answer cut off', () => endless.streamed[0]?.closed === true, 5_000);
+  assert.ok(Date.now() - started < 1_500, `cut off after ${Date.now() - started} ms, before the timeout`);
+  // The sender read 4 KiB and closed; what the receiver wrote meanwhile is what socket buffers took.
+  assert.ok(endless.streamed[0]!.bytes < 64 * 1024 * 1024, `${endless.streamed[0]!.bytes} bytes written`);
+  const shown = async (id: string) => (await request(world.apiUrl, 'GET', `/api/syncs/${syncId}/webhooks/${id}`, { token: world.account.token })).body;
+  await until('counted delivered', async () => (await shown(streamed.id)).deliveries.delivered === 1);
+  assert.is((await shown(streamed.id)).deliveries.failed_attempts, 0, 'a 200 is a 200, however long its body');
+
+  await until('the silent one exhausted', async () => (await shown(hung.id)).deliveries.exhausted === 1, 5_000);
+  const [row] = (await request(world.apiUrl, 'GET', `/api/syncs/${syncId}/webhooks/${hung.id}/deliveries?status=exhausted`, { token: world.account.token }))
+    .body.data;
+  assert.is(row.event_id, key);
+  assert.match(row.last_error, /timed out after 1500 ms/);
+  assert.is(row.last_status_code, null);
+  assert.ok(Date.parse(row.last_attempt_at) - started < 3_000);
+});
+
+test.run();
