@@ -81,6 +81,19 @@ async function caughtUp(): Promise<void> {
   assert.is(answer.body?.ok, true, answer.text);
 }
 
+/**
+ * The writers' changes undone: the sync's sweeps put back what the upstream holds (rows the
+ * writers added go, deleted ones return). Settled once two looks a second apart find no new event.
+ */
+async function settled(): Promise<void> {
+  let quiet = 0;
+  while (quiet < 2) {
+    await caughtUp();
+    quiet = (await tail.next()).length === 0 ? quiet + 1 : 0;
+    await new Promise((resolve) => setTimeout(resolve, 1000));
+  }
+}
+
 async function backfillDone(id: string): Promise<any> {
   return waitFor(
     `backfill ${id} done`,
@@ -262,7 +275,50 @@ test('a backfill for one webhook reaches it alone, and folds to its tables', asy
   }
 });
 
+test('a webhook made with "backfill": true first gets the current rows of its topics', async () => {
+  await settled();
+  const received: DeliveredEvent[] = [];
+  const server = http.createServer((req, res) => {
+    const chunks: Buffer[] = [];
+    req.on('data', (c: Buffer) => chunks.push(c));
+    req.on('end', () => {
+      received.push({ key: String(req.headers['webhook-id']), value: Buffer.concat(chunks).toString('utf8'), where: 'webhook' });
+      res.writeHead(204).end();
+    });
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  try {
+    const port = (server.address() as AddressInfo).port;
+    const hook = await request(svc!.api, 'POST', `/api/syncs/${syncId}/webhooks`, {
+      token: account.token,
+      body: { url: `http://127.0.0.1:${port}/made`, topics: [`svc.${syncId}.projects`], backfill: true },
+    });
+    assert.is(hook.status, 201, hook.text);
+    assert.is(hook.body.backfill.state, 'running');
+    assert.is(hook.body.backfill.webhook, hook.body.id);
+    assert.equal(hook.body.backfill.collections, ['projects']);
+    const done = await backfillDone(hook.body.backfill.id);
+    const projects = (await admin.query<{ n: number }>('SELECT count(*)::int AS n FROM projects')).rows[0]!.n;
+    assert.is(done.rows, projects);
+    await waitFor('every read delivered', async () => (reads(received).length >= projects ? true : undefined), 30_000);
+    const fold = foldEvents('webhook', received, { midStream: true });
+    assert.equal([...fold.violations, ...compareFold('webhook', fold, new Map([['projects', (await readTables(readerUrl)).get('projects')!]]))], []);
+
+    // Asked of a topic with no table yet: a 409, and no webhook is made.
+    const before = (await request(svc!.api, 'GET', `/api/syncs/${syncId}/webhooks`, { token: account.token })).body.data.length;
+    const empty = await request(svc!.api, 'POST', `/api/syncs/${syncId}/webhooks`, {
+      token: account.token,
+      body: { url: `http://127.0.0.1:${port}/none`, topics: [`svc.${syncId}.nothing_yet`], backfill: true },
+    });
+    assert.is(empty.status, 409, empty.text);
+    assert.is((await request(svc!.api, 'GET', `/api/syncs/${syncId}/webhooks`, { token: account.token })).body.data.length, before);
+  } finally {
+    server.close();
+  }
+});
+
 test('a canceled backfill stops reading; one with a saved place goes on from it', async () => {
+  await settled();
   // Cancel at once: it reads at most a chunk or two after.
   const started = await request(svc!.api, 'POST', `/api/syncs/${syncId}/backfills`, { token: account.token, body: { collections: ['projects'] } });
   assert.is(started.status, 202, started.text);
@@ -276,8 +332,7 @@ test('a canceled backfill stops reading; one with a saved place goes on from it'
   assert.ok(later.body.rows < projects, `${later.body.rows} of ${projects} rows read after the cancel`);
 
   // A backfill as a restart finds it: half of projects read already. It reads the rest only.
-  await caughtUp();
-  await tail.next();
+  await settled();
   const keys = (await admin.query<{ id: string }>('SELECT id FROM projects ORDER BY id')).rows.map((r) => r.id);
   const half = keys[Math.floor(keys.length / 2)]!;
   const control = new pg.Pool({ connectionString: svc!.controlUrl, max: 1 });
@@ -301,7 +356,8 @@ test('a canceled backfill stops reading; one with a saved place goes on from it'
     projectReads.map((e) => e.id),
     keys.slice(keys.indexOf(half) + 1),
   );
-  assert.is(read.filter((e) => e.table_db_name === 'tasks').length, tasks);
+  const taskReads = read.filter((e) => e.table_db_name === 'tasks');
+  assert.is(taskReads.length, tasks);
   assert.is(done.rows, read.length);
 });
 

@@ -4,6 +4,7 @@ import { time } from '../views.ts';
 import { webhookFilterSchema } from '../webhook-filter.ts';
 import { z } from '../zod.ts';
 import { syncParams } from './syncs.ts';
+import { backfillAnswer } from './backfills.ts';
 
 /** What the webhook routes share: the fields a request names and the webhook as answered. */
 
@@ -77,7 +78,11 @@ export const webhookFields = {
 export const webhookAnswer = z.object(webhookFields).strict().openapi('Webhook');
 
 export const createdWebhookAnswer = z
-  .object({ ...webhookFields, secret: z.string().describe('Signs every delivery (Standard Webhooks); shown in this answer only') })
+  .object({
+    ...webhookFields,
+    secret: z.string().describe('Signs every delivery (Standard Webhooks); shown in this answer only'),
+    backfill: backfillAnswer.optional().describe('With `"backfill": true`: the backfill of its topics, for it alone'),
+  })
   .strict()
   .openapi('NewWebhook');
 

@@ -12,6 +12,8 @@ import type { ApiDocument } from '../openapi.ts';
 import { time } from '../views.ts';
 import { checkFilterColumns, normalFilter } from '../webhook-filter.ts';
 import { z } from '../zod.ts';
+import { BackfillStore } from '../../backfill/store.ts';
+import { backfillCollections, backfillView } from './backfills.ts';
 import { SYNC_NOT_FOUND, findSync, syncParams } from './syncs.ts';
 import {
   checkTopics,
@@ -47,6 +49,10 @@ const createWebhookBody = z
     topics: topicList,
     filter: filterField.optional(),
     max_per_second: maxPerSecond.optional(),
+    backfill: z
+      .boolean()
+      .optional()
+      .describe("`true`: first a backfill of its topics' current rows, for this webhook alone (docs/events.md, Backfills on demand)"),
   })
   .strict()
   .openapi('CreateWebhook');
@@ -181,7 +187,7 @@ export function webhookRoutes(router: Router, api: ApiOptions & WebhookApiOption
     errors: {
       400: "A topic that is not `svc.<this sync id>.<collection>`, or a filter naming an unknown event kind or a column none of the topics' collections has",
       404: SYNC_NOT_FOUND,
-      409: `The sync has ${MAX_WEBHOOKS_PER_SYNC} webhooks already, or the account its \`max_webhooks\` (100 by default)`,
+      409: `The sync has ${MAX_WEBHOOKS_PER_SYNC} webhooks already, or the account its \`max_webhooks\` (100 by default); or \`backfill\` and none of the topics has a table yet`,
       422: "The URL's host has no public address (or could not be resolved)",
       503: `${UNCONFIGURED}; or the sync database could not be read to check the filter's columns`,
     },
@@ -195,6 +201,8 @@ export function webhookRoutes(router: Router, api: ApiOptions & WebhookApiOption
     const filter = input.filter ? normalFilter(input.filter) : null;
     await checkFilterColumns(api, sync, topics, filter);
     if (!api.webhookAllowPrivate) await assertPublicDestination(new URL(input.url), api.webhookLookup);
+    // Checked before anything is made: a backfill with nothing to read is a 409, and no webhook.
+    const collections = input.backfill ? await backfillCollections(api, sync, undefined, topics) : undefined;
     const created = await webhooks.create({
       syncId: sync.id,
       accountId: sync.accountId,
@@ -204,10 +212,17 @@ export function webhookRoutes(router: Router, api: ApiOptions & WebhookApiOption
       filter,
       maxPerSecond: input.max_per_second ?? null,
     });
-    api.logger.info({ sync: sync.id, webhook: created.destination.id }, 'webhook created');
+    const backfill =
+      collections &&
+      (await new BackfillStore(api.pool).create({ syncId: sync.id, accountId: sync.accountId, collections, destinationId: created.destination.id }));
+    api.logger.info({ sync: sync.id, webhook: created.destination.id, backfill: backfill?.id }, 'webhook created');
     ctx.status = 201;
     // The only answer that carries the secret.
-    ctx.body = { ...webhookView(created.destination), secret: created.secret.reveal() } satisfies z.infer<typeof createdWebhookAnswer>;
+    ctx.body = {
+      ...webhookView(created.destination),
+      secret: created.secret.reveal(),
+      ...(backfill ? { backfill: backfillView(backfill) } : {}),
+    } satisfies z.infer<typeof createdWebhookAnswer>;
   });
 
   doc.route({
