@@ -27,6 +27,7 @@ import type { TrafficActor, Violation } from './types.ts';
 import { Upstreams } from './upstreams/remote.ts';
 import { SIM_LAYOUT, ServiceFleet, WebhookReceiver } from './world.ts';
 import { BackfillRequests } from './traffic/backfills.ts';
+import { DestinationControls, type SyncHooks } from './traffic/destinations.ts';
 
 export interface SimulationOptions {
   seed: number;
@@ -205,6 +206,7 @@ export async function simulate(options: SimulationOptions): Promise<SimulationRe
       syncs.push({ kind, id: created.id, reader: created.database.url, adminDb: servers.get(region)!.databaseUrl(created.database.name) });
       log(`${kind} sync ${created.id} created in ${region}`);
     }
+    const hooked: SyncHooks[] = [];
     for (const sync of syncs) {
       await until(
         `the first ${sync.kind} sync`,
@@ -214,9 +216,19 @@ export async function simulate(options: SimulationOptions): Promise<SimulationRe
       // Webhooks for the collections that exist now, made before any traffic.
       const connection = await api(apiUrl, token, 'GET', `/api/syncs/${sync.id}/connection`);
       const topics = (connection.events.topics as string[]).slice(0, 25);
-      await api(apiUrl, token, 'POST', `/api/syncs/${sync.id}/webhooks`, { url: `${receiver.url}/${sync.id}`, topics });
+      const hook = await api(apiUrl, token, 'POST', `/api/syncs/${sync.id}/webhooks`, { url: `${receiver.url}/${sync.id}`, topics });
+      hooked.push({ syncId: sync.id, topics, webhook: { id: hook.id, secret: hook.secret, path: `/${sync.id}` } });
       log(`${sync.kind} sync ${sync.id} ready; webhooks on ${topics.length} topics`);
     }
+    // A filtered destination and one that will answer 410 Gone, per sync (sim/traffic/destinations.ts).
+    const controls = new DestinationControls({
+      api: (method, route, body) => api(apiUrl, token, method, route, body),
+      receiver,
+      syncs: hooked,
+      random: random.fork(8),
+      log,
+    });
+    await controls.setUp();
     memory.first = memory.peak = (await service.memoryKb()) ?? 0;
 
     // Traffic.
@@ -262,7 +274,7 @@ export async function simulate(options: SimulationOptions): Promise<SimulationRe
       random: random.fork(7),
       log,
     });
-    actors.push(backfills);
+    actors.push(backfills, controls);
     const stop = new AbortController();
     const running = actors.map((a) => a.run(stop.signal).catch((error: unknown) => log(`${a.name} stopped: ${(error as Error).message}`)));
     // The events are read and folded while the traffic runs (each update checked against the
@@ -369,6 +381,7 @@ export async function simulate(options: SimulationOptions): Promise<SimulationRe
     // Deliveries back off exponentially while a receiver is down (up to an hour between
     // tries); after minutes down, the next try may be minutes away.
     const drainMs = 180_000 + 900_000 * (options.faultScale ?? 1);
+    await controls.settle();
     await until('the webhook deliveries to drain', async () => ((await webhooksDrained(apiUrl, token, syncs)) ? true : undefined), within(drainMs)).catch(
       (error) => violations.push({ check: 'health', detail: (error as Error).message }),
     );
@@ -419,6 +432,9 @@ export async function simulate(options: SimulationOptions): Promise<SimulationRe
       const hookTables = new Set(logOfHooks.map((e) => (JSON.parse(e.value) as { table_db_name: string }).table_db_name));
       checked('events-fold (webhooks)', hookFold.events);
       violations.push(...hookFold.violations, ...compareFold(`${sync.kind} webhooks`, hookFold, database, hookTables));
+      const controlled = controls.check(sync.id, log_);
+      checked('webhook controls (filter, 410 then enabled, rotation)', controlled.delivered);
+      violations.push(...controlled.violations);
       if (kafka) {
         const fromKafka = await readKafkaEvents(kafka.brokers, `svc.${sync.id}.`);
         events.set(`${sync.kind}: Kafka messages`, fromKafka.length);

@@ -81,9 +81,11 @@ export type ReceiverMode = 'up' | 'down' | 'flapping';
  * with a 503, `flapping` every other one.
  */
 export class WebhookReceiver {
-  readonly deliveries: Array<{ path: string; id: string; body: string }> = [];
+  readonly deliveries: Array<{ path: string; id: string; body: string; timestamp: string; signature: string }> = [];
   mode: ReceiverMode = 'up';
   refused = 0;
+  /** Paths answered `410 Gone` (a destination whose owner took it down), whatever the mode. */
+  readonly gone = new Set<string>();
   private flip = false;
 
   private constructor(
@@ -105,13 +107,23 @@ export class WebhookReceiver {
   }
 
   private receive(req: http.IncomingMessage, body: string, res: http.ServerResponse): void {
+    if (this.gone.has(req.url ?? '')) {
+      res.writeHead(410).end();
+      return;
+    }
     this.flip = !this.flip;
     if (this.mode === 'down' || (this.mode === 'flapping' && this.flip)) {
       this.refused++;
       res.writeHead(503).end();
       return;
     }
-    this.deliveries.push({ path: req.url ?? '', id: String(req.headers['svc-event-id'] ?? req.headers['webhook-id'] ?? ''), body });
+    this.deliveries.push({
+      path: req.url ?? '',
+      id: String(req.headers['svc-event-id'] ?? req.headers['webhook-id'] ?? ''),
+      body,
+      timestamp: String(req.headers['webhook-timestamp'] ?? ''),
+      signature: String(req.headers['webhook-signature'] ?? ''),
+    });
     res.writeHead(204).end();
   }
 
