@@ -168,7 +168,7 @@ async function main(): Promise<void> {
     const cpuBefore = cpuAt();
     let view = started;
     while (view.state === 'running') {
-      await sleep(20);
+      await sleep(100);
       view = await api(svc.api, token, 'GET', `/api/syncs/${sync.id}/backfills/${started.id}`);
     }
     const seconds = (performance.now() - requested) / 1000;

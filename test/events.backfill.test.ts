@@ -37,7 +37,7 @@ test.before(
           workerTickMs: 250,
           // Chunks of a few hundred rows: each read-and-emit transaction lasts long enough that
           // the writers' commits fall inside it (what share locks must keep out of it).
-          backfills: { chunkRows: 150, minChunkRows: 150, maxChunkRows: 150, lookGapMs: 50 },
+          backfills: { chunkRows: 150, lookGapMs: 50 },
         },
       });
       account = await createAccount(svc);

@@ -14,17 +14,14 @@ import { emitChunk } from './chunk.ts';
 import { type Backfill, BackfillStore } from './store.ts';
 
 export interface BackfillTuning {
-  /** Rows of the first chunk; later ones grow or shrink to keep each within logBudgetMs. */
+  /** Rows read and emitted in one transaction. */
   chunkRows: number;
-  minChunkRows: number;
-  maxChunkRows: number;
   /**
-   * How long a chunk may take from its commit until it is in the event log. The decoder reads
-   * the WAL in order, so a live change committed just after a chunk waits about that long: the
-   * chunk size follows it (smaller when chunks take longer, larger when they are quick).
+   * Chunks emitted and not yet logged, at most, besides the one being read: the runner reads
+   * the next chunk while the decoder logs one. The decoder reads the WAL in order, so a live
+   * change waits behind the chunks before it: few and small keeps that wait short
+   * (bench/backfill.ts measured the trade; docs/performance.md).
    */
-  logBudgetMs: number;
-  /** Chunks emitted and not yet logged, at most (the runner reads the next while the decoder logs one). */
   chunksAhead: number;
   /** The longest between two looks for new backfills without a wakeup. */
   idleMs: number;
@@ -34,23 +31,7 @@ export interface BackfillTuning {
   patienceMs: number;
 }
 
-export const DEFAULT_BACKFILL_TUNING: BackfillTuning = {
-  chunkRows: 500,
-  minChunkRows: 50,
-  maxChunkRows: 5_000,
-  logBudgetMs: 25,
-  chunksAhead: 1,
-  idleMs: 30_000,
-  lookGapMs: 1000,
-  patienceMs: 120_000,
-};
-
-/** The next chunk's size, after one took `tookMs` from its commit to the log. */
-export function nextChunkRows(tuning: BackfillTuning, rows: number, tookMs: number): number {
-  if (tookMs > tuning.logBudgetMs) return Math.max(tuning.minChunkRows, Math.floor(rows * 0.7));
-  if (tookMs < tuning.logBudgetMs / 2) return Math.min(tuning.maxChunkRows, Math.ceil(rows * 1.25));
-  return rows;
-}
+export const DEFAULT_BACKFILL_TUNING: BackfillTuning = { chunkRows: 500, chunksAhead: 1, idleMs: 30_000, lookGapMs: 1000, patienceMs: 120_000 };
 
 export interface BackfillRunnerOptions {
   control: pg.Pool;
@@ -155,14 +136,13 @@ class BackfillWork {
     const { store, tuning, signal } = this.options;
     const tables = await this.tablesOf(pool, sync);
     const schema = schemasOf(sync.schema).live;
-    const unlogged: Array<{ lsn: string; at: number }> = [];
-    let rows = tuning.chunkRows;
+    const unlogged: string[] = [];
     let after = backfill.lastKey;
     for (let position = backfill.position; position < backfill.collections.length; position++, after = null) {
       const target = tables.get(backfill.collections[position]!);
       // A collection whose table went (upstream deleted it) has nothing left to read.
       while (target) {
-        const request = { backfillId: backfill.id, destinationId: backfill.destinationId, schema, ...target, after, limit: rows };
+        const request = { backfillId: backfill.id, destinationId: backfill.destinationId, schema, ...target, after, limit: tuning.chunkRows };
         const chunk = await retry(() => emitChunk(pool, request), {
           backoff: CHUNK_BACKOFF,
           patienceMs: tuning.patienceMs,
@@ -178,21 +158,16 @@ class BackfillWork {
         });
         if (signal.aborted) throw new Stopped();
         if (!chunk || chunk.rows === 0) break;
-        const committedAt = performance.now();
         after = chunk.lastKey;
         if (!(await store.advance(backfill.id, chunk.rows, position, after))) return 'stopped';
-        unlogged.push({ lsn: chunk.lsn!, at: committedAt });
-        while (unlogged.length > tuning.chunksAhead) {
-          const oldest = unlogged.shift()!;
-          await this.logged(oldest.lsn);
-          rows = nextChunkRows(tuning, rows, performance.now() - oldest.at);
-        }
+        unlogged.push(chunk.lsn!);
+        while (unlogged.length > tuning.chunksAhead) await this.logged(unlogged.shift()!);
       }
       if (!(await store.advance(backfill.id, 0, position + 1, null))) return 'stopped';
     }
     // Done once its last read is in the log, so a consumer told "done" finds every read there.
     const last = unlogged.at(-1);
-    if (last) await this.logged(last.lsn);
+    if (last) await this.logged(last);
     return 'done';
   }
 
