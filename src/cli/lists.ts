@@ -101,6 +101,34 @@ export const deliveryColumns: Column<DeliveryRow>[] = [
   { header: 'LAST ATTEMPT', value: (d) => (d.last_attempt_at ? ago(d.last_attempt_at) : '-') },
 ];
 
+/** The fields of the API's backfill view that the table shows. */
+export interface BackfillRow {
+  id: string;
+  state: string;
+  collections: string[];
+  webhook: string | null;
+  rows: number;
+  collection: string | null;
+  error: string | null;
+  created_at: string;
+  updated_at: string;
+  finished_at: string | null;
+}
+
+/** A backfill's state as the sync indicator's colours say it: done green, running yellow, failed red. */
+const STATE_INDICATOR: Record<string, string> = { done: 'normal', running: 'yellow', failed: 'red' };
+
+export const backfillColumns: Column<BackfillRow>[] = [
+  { header: 'ID', value: (b) => b.id },
+  { header: 'STATE', value: (b) => b.state, paint: (text, b) => paintIndicator(text, STATE_INDICATOR[b.state] ?? '') },
+  { header: 'ROWS', value: (b) => b.rows.toLocaleString('en-US') },
+  { header: 'READING', value: (b) => b.collection ?? '-' },
+  { header: 'COLLECTIONS', value: (b) => someOf(b.collections) },
+  { header: 'TO', value: (b) => b.webhook ?? 'topics' },
+  { header: 'CREATED', value: (b) => ago(b.created_at) },
+  { header: 'FINISHED', value: (b) => (b.finished_at ? ago(b.finished_at) : '-') },
+];
+
 export const printJson = (value: unknown) => process.stdout.write(`${JSON.stringify(value, null, 2)}\n`);
 
 /** A list answer ({ data: [...] }) as a table for people, or the answer itself with --json. */

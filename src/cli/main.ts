@@ -4,6 +4,7 @@ import { createLogger, logProcessWarnings } from '../log.ts';
 import { type Service, startService, tunablesFromEnv } from '../main.ts';
 import { call } from './client.ts';
 import { booleanArg, client, clientOptions, type Command, jsonOptions, secretArg, UsageError, wholeNumber } from './command.ts';
+import { backfillCommands } from './backfills.ts';
 import { serverCommands } from './servers.ts';
 import { webhookCommands } from './webhooks.ts';
 import { accountColumns, printJson, printList, syncColumns } from './lists.ts';
@@ -19,8 +20,8 @@ const jsonHelp = `
 
 /** How answers are printed, in the overview: `gh` and `stripe` users expect tables and JSON like this. */
 const outputHelp = `
-  Lists (accounts, syncs, servers, webhooks list; webhooks deliveries) print an aligned
-  table; --json prints the API's JSON. Other commands print the API's JSON answer (a
+  Lists (accounts, syncs, servers, webhooks, backfills list; webhooks deliveries) print an
+  aligned table; --json prints the API's JSON. Other commands print the API's JSON answer (a
   new account's token and event password, a new webhook's secret, are shown once, there).
   Errors go to stderr: exit 1 for an API error, 2 for a bad command line.`;
 
@@ -242,6 +243,7 @@ const commands: Record<string, Command> = {
   },
   ...serverCommands,
   ...webhookCommands,
+  ...backfillCommands,
 };
 
 function overview(): string {
