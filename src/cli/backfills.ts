@@ -33,7 +33,7 @@ export const backfillCommands: Record<string, Command> = {
   },
   'backfills start': {
     usage: 'tributary backfills start SYNC_ID [--collection NAME ...] [--webhook wh_…] [--wait [--interval SECONDS]]',
-    summary: "send the current rows of a sync's collections into the event stream as read events (every collection by default)",
+    summary: "send a sync's current rows into the event stream as read events (every collection by default)",
     details: `
   --collection NAME  a collection to read (the last part of its topic, svc.SYNC_ID.NAME);
                      repeat it for more; without it, every collection of the sync (or of the webhook)
