@@ -6,6 +6,9 @@ import { resolveToken, type ClientOptions } from './client.ts';
 
 export type Options = NonNullable<ParseArgsConfig['options']>;
 
+/** A command line's options as parseArgs reads them; an option given `multiple: true` is a list. */
+export type Values = Record<string, string | boolean | Array<string | boolean> | undefined>;
+
 export interface Command {
   usage: string;
   summary: string;
@@ -13,7 +16,7 @@ export interface Command {
   details?: string;
   options: Options;
   /** Resolves with the exit code when it is not 0 (a watch interrupted by Ctrl-C: 130). */
-  run(values: Record<string, string | boolean | undefined>, positionals: string[]): Promise<number | undefined>;
+  run(values: Values, positionals: string[]): Promise<number | undefined>;
 }
 
 export const clientOptions: Options = {
@@ -24,7 +27,7 @@ export const clientOptions: Options = {
 /** Commands that print an API answer take --json: the answer as the API gave it, for scripts. */
 export const jsonOptions: Options = { ...clientOptions, json: { type: 'boolean' } };
 
-export async function client(values: Record<string, string | boolean | undefined>): Promise<ClientOptions> {
+export async function client(values: Values): Promise<ClientOptions> {
   const url = (values.url as string | undefined) ?? process.env.TRIBUTARY_URL ?? `http://127.0.0.1:${process.env.TRIBUTARY_API_PORT || 8080}`;
   const { token, source } = await resolveToken(values.token as string | undefined, process.env);
   return { url, token, tokenSource: source };
@@ -50,3 +53,12 @@ export function booleanArg(name: string, value: string): boolean {
 
 /** A command line that names no target or the wrong one: exit 2, like an unknown option. */
 export class UsageError extends Error {}
+
+/** A positional argument the command needs (a sync id, a webhook id): a usage error without it. */
+export function required(value: string | undefined, message: string): string {
+  if (!value) throw new UsageError(message);
+  return value;
+}
+
+/** The strings of an option given `multiple: true` (none when it is left out). */
+export const listOf = (value: Values[string]): string[] => (Array.isArray(value) ? value.map(String) : typeof value === 'string' ? [value] : []);

@@ -58,6 +58,77 @@ export const serverColumns: Column<ServerRow>[] = [
   { header: 'SERVER', value: (s) => (s.configured ? 'configured' : 'added') },
 ];
 
+/** The fields of the API's webhook view that the table shows. */
+interface WebhookRow {
+  id: string;
+  url: string;
+  topics: string[];
+  created_at: string;
+}
+
+/** A few names in full, then how many more: a cell stays readable with 100 topics. */
+export function someOf(names: string[], shown = 3): string {
+  if (names.length <= shown) return names.join(', ');
+  return `${names.slice(0, shown).join(', ')} +${names.length - shown}`;
+}
+
+export const webhookColumns: Column<WebhookRow>[] = [
+  { header: 'ID', value: (w) => w.id },
+  { header: 'URL', value: (w) => w.url },
+  { header: 'TOPICS', value: (w) => someOf(w.topics) },
+  { header: 'CREATED', value: (w) => ago(w.created_at) },
+];
+
+/** The fields of the API's delivery view that the table shows. */
+interface DeliveryRow {
+  id: string;
+  topic: string;
+  record_id: string;
+  status: string;
+  attempts: number;
+  last_status_code: number | null;
+  last_error: string | null;
+  last_attempt_at: string | null;
+}
+
+export const deliveryColumns: Column<DeliveryRow>[] = [
+  { header: 'ID', value: (d) => d.id },
+  { header: 'TOPIC', value: (d) => d.topic },
+  { header: 'RECORD', value: (d) => d.record_id },
+  { header: 'STATUS', value: (d) => d.status },
+  { header: 'ATTEMPTS', value: (d) => String(d.attempts) },
+  { header: 'LAST ANSWER', value: (d) => (d.last_status_code ? `HTTP ${d.last_status_code}` : (d.last_error ?? '-')) },
+  { header: 'LAST ATTEMPT', value: (d) => (d.last_attempt_at ? ago(d.last_attempt_at) : '-') },
+];
+
+/** The fields of the API's backfill view that the table shows. */
+export interface BackfillRow {
+  id: string;
+  state: string;
+  collections: string[];
+  webhook: string | null;
+  rows: number;
+  collection: string | null;
+  error: string | null;
+  created_at: string;
+  updated_at: string;
+  finished_at: string | null;
+}
+
+/** A backfill's state as the sync indicator's colours say it: done green, running yellow, failed red. */
+const STATE_INDICATOR: Record<string, string> = { done: 'normal', running: 'yellow', failed: 'red' };
+
+export const backfillColumns: Column<BackfillRow>[] = [
+  { header: 'ID', value: (b) => b.id },
+  { header: 'STATE', value: (b) => b.state, paint: (text, b) => paintIndicator(text, STATE_INDICATOR[b.state] ?? '') },
+  { header: 'ROWS', value: (b) => b.rows.toLocaleString('en-US') },
+  { header: 'READING', value: (b) => b.collection ?? '-' },
+  { header: 'COLLECTIONS', value: (b) => someOf(b.collections) },
+  { header: 'TO', value: (b) => b.webhook ?? 'topics' },
+  { header: 'CREATED', value: (b) => ago(b.created_at) },
+  { header: 'FINISHED', value: (b) => (b.finished_at ? ago(b.finished_at) : '-') },
+];
+
 export const printJson = (value: unknown) => process.stdout.write(`${JSON.stringify(value, null, 2)}\n`);
 
 /** A list answer ({ data: [...] }) as a table for people, or the answer itself with --json. */

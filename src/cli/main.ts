@@ -4,7 +4,9 @@ import { createLogger, logProcessWarnings } from '../log.ts';
 import { type Service, startService, tunablesFromEnv } from '../main.ts';
 import { call } from './client.ts';
 import { booleanArg, client, clientOptions, type Command, jsonOptions, secretArg, UsageError, wholeNumber } from './command.ts';
+import { backfillCommands } from './backfills.ts';
 import { serverCommands } from './servers.ts';
+import { webhookCommands } from './webhooks.ts';
 import { accountColumns, printJson, printList, syncColumns } from './lists.ts';
 import { watchSync } from './watch.ts';
 
@@ -18,10 +20,10 @@ const jsonHelp = `
 
 /** How answers are printed, in the overview: `gh` and `stripe` users expect tables and JSON like this. */
 const outputHelp = `
-  Lists (accounts list, syncs list, servers list) print an aligned table; --json prints the API's JSON.
-  Other commands print the API's JSON answer (a new account's token and event password
-  are shown once, there). Errors go to stderr: exit 1 for an API error, 2 for a bad
-  command line.`;
+  Lists (accounts, syncs, servers, webhooks, backfills list; webhooks deliveries) print an
+  aligned table; --json prints the API's JSON. Other commands print the API's JSON answer (a
+  new account's token and event password, a new webhook's secret, are shown once, there).
+  Errors go to stderr: exit 1 for an API error, 2 for a bad command line.`;
 
 /**
  * The fakes live beside the product, not in it (fakes/): a source checkout has them, the
@@ -240,6 +242,8 @@ const commands: Record<string, Command> = {
     },
   },
   ...serverCommands,
+  ...webhookCommands,
+  ...backfillCommands,
 };
 
 function overview(): string {

@@ -1,9 +1,9 @@
 import { call } from './client.ts';
-import { booleanArg, client, type Command, jsonOptions, secretArg, UsageError } from './command.ts';
+import { booleanArg, client, type Command, jsonOptions, secretArg, UsageError, type Values } from './command.ts';
 import { printJson, printList, serverColumns } from './lists.ts';
 
 /** A whole number option that must be given. */
-function count(value: string | boolean | undefined, name: string): number {
+function count(value: Values[string], name: string): number {
   const number = Number(value);
   if (typeof value !== 'string' || !Number.isInteger(number) || number < 0) throw new UsageError(`--${name} takes a whole number`);
   return number;

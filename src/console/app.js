@@ -25,7 +25,7 @@ const routes = [
   { path: /^\/?$/, view: syncsView },
   { path: /^\/connect$/, view: connectView },
   { path: /^\/accounts$/, view: accountsView },
-  { path: /^\/syncs\/([A-Za-z0-9_]+)(?:\/(overview|connect|settings|webhooks|delete))?$/, view: syncView },
+  { path: /^\/syncs\/([A-Za-z0-9_]+)(?:\/(overview|connect|settings|webhooks|backfills|delete))?$/, view: syncView },
 ];
 
 const main = /** @type {HTMLElement} */ (document.getElementById('main'));

@@ -99,6 +99,8 @@ export async function webhooksTab(ctx, panel, sync) {
 
   // ── the destinations and their delivery logs ──
   const open = new Set();
+  /** The last backfill asked for from each card: { kind: 'ok', id } or { kind: 'error', message }. */
+  const backfills = new Map();
   const destination = (webhook, detail, deliveries, more) => {
     const d = detail.deliveries;
     const logId = `log-${webhook.id}`;
@@ -123,6 +125,35 @@ export async function webhooksTab(ctx, panel, sync) {
         toast(`Replay failed: ${error.message}`);
       }
     });
+    // The rows that exist already, sent to this destination alone (a new consumer's catch-up).
+    const backfill = h('button', { type: 'button', class: 'secondary', 'data-key': `${webhook.id}:backfill` }, 'Backfill this webhook');
+    backfill.addEventListener('click', async () => {
+      backfill.setAttribute('disabled', '');
+      try {
+        const started = await api('POST', `/api/syncs/${sync.id}/backfills`, { webhook: webhook.id });
+        backfills.set(webhook.id, { kind: 'ok', id: started.id });
+        toast(`Backfill ${started.id} started`);
+      } catch (error) {
+        backfills.set(webhook.id, { kind: 'error', message: error.message });
+        toast(`Backfill not started: ${error.message}`);
+      }
+      await refresh();
+      listBox.querySelector(`[data-key="${webhook.id}:backfill"]`)?.focus();
+    });
+    // Said once through the toast; the card keeps it in view without announcing it at each refresh.
+    const backfilled = backfills.get(webhook.id);
+    const backfillNote = !backfilled
+      ? null
+      : h(
+          'div',
+          { class: `notice notice-${backfilled.kind} backfill-note` },
+          backfilled.kind === 'ok'
+            ? [
+                `Backfill ${backfilled.id} started: the current rows of this webhook’s topics are sent to it alone. `,
+                h('a', { href: `#/syncs/${sync.id}/backfills` }, 'Follow it on the Backfills tab'),
+              ]
+            : `Backfill not started: ${backfilled.message}`,
+        );
     const remove = h('button', { type: 'button', class: 'danger', 'data-key': `${webhook.id}:delete` }, 'Delete webhook');
     remove.addEventListener('click', async () => {
       if (!confirm(`Delete the webhook to ${webhook.url}? Its undelivered events are dropped.`)) return;
@@ -200,7 +231,8 @@ export async function webhooksTab(ctx, panel, sync) {
         d.last_delivered_at ? ago(d.last_delivered_at) : '',
         ` · ${counted(d.failed_attempts, 'failed attempt', 'failed attempts')} · ${count(d.pending + d.retrying)} waiting · ${count(d.exhausted)} exhausted`,
       ),
-      h('div', { class: 'actions' }, toggle, replay, remove),
+      h('div', { class: 'actions' }, toggle, replay, backfill, remove),
+      backfillNote,
       log,
     );
   };

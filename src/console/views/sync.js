@@ -2,6 +2,7 @@ import { api, ApiError } from '../api.js';
 import { h } from '../dom.js';
 import { kindName, syncName } from '../format.js';
 import { indicator } from '../status.js';
+import { backfillsTab } from './sync-backfills.js';
 import { connectTab } from './sync-connect.js';
 import { deleteTab } from './sync-delete.js';
 import { overviewTab } from './sync-overview.js';
@@ -13,6 +14,7 @@ const TABS = [
   ['connect', 'Connect', connectTab],
   ['settings', 'Settings', settingsTab],
   ['webhooks', 'Webhooks', webhooksTab],
+  ['backfills', 'Backfills', backfillsTab],
   ['delete', 'Delete', deleteTab],
 ];
 

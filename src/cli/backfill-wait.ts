@@ -1,0 +1,69 @@
+import { setTimeout as sleep } from 'node:timers/promises';
+import { call, type ClientOptions } from './client.ts';
+import { shortDuration } from './format.ts';
+import type { BackfillRow } from './lists.ts';
+import { printable } from './table.ts';
+
+/**
+ * `tributary backfills start --wait`: follows a backfill until it finishes, a line of
+ * progress at a time on stderr (stdout keeps the final JSON answer for scripts).
+ */
+
+const rowsText = (rows: number) => `${rows.toLocaleString('en-US')} ${rows === 1 ? 'row' : 'rows'}`;
+
+/** One line for a backfill under way or finished: which collection it reads, how many rows so far. */
+export function backfillLine(backfill: BackfillRow): string {
+  const { id, state, collections } = backfill;
+  if (state === 'running') {
+    const at = backfill.collection ? collections.indexOf(backfill.collection) : -1;
+    const where = at >= 0 ? `${backfill.collection} (${at + 1} of ${collections.length})` : `${collections.length} collections`;
+    return `${id}  running  ${where}  ${rowsText(backfill.rows)}`;
+  }
+  const took = backfill.finished_at ? ` in ${shortDuration((Date.parse(backfill.finished_at) - Date.parse(backfill.created_at)) / 1000)}` : '';
+  const of = `${collections.length} ${collections.length === 1 ? 'collection' : 'collections'}`;
+  if (state === 'done') return `${id}  done  ${rowsText(backfill.rows)} of ${of}${took}`;
+  if (state === 'failed') return `${id}  failed after ${rowsText(backfill.rows)}: ${backfill.error ?? 'no reason given'}`;
+  return `${id}  ${state} after ${rowsText(backfill.rows)}`;
+}
+
+export interface BackfillWaitOptions {
+  /** Its signal (Ctrl-C) ends the wait at once, with an AbortError; the backfill goes on. */
+  client: ClientOptions;
+  syncId: string;
+  id: string;
+  intervalMs: number;
+  out: { isTTY?: boolean; write(text: string): unknown };
+}
+
+/**
+ * Polls the backfill until it is no longer running and answers its last view. A terminal sees
+ * one line redrawn; a log a line each time the figures change.
+ */
+export async function waitForBackfill(options: BackfillWaitOptions): Promise<BackfillRow> {
+  const { out } = options;
+  const route = `/api/syncs/${encodeURIComponent(options.syncId)}/backfills/${encodeURIComponent(options.id)}`;
+  let shown = '';
+  let open = false;
+  const show = (text: string) => {
+    // Collection names come from upstream: no control characters reach the terminal.
+    const line = printable(text);
+    if (out.isTTY) {
+      out.write(`\r${line}\x1b[K`);
+      open = true;
+    } else if (line !== shown) {
+      out.write(`${line}\n`);
+    }
+    shown = line;
+  };
+  try {
+    for (;;) {
+      const backfill = (await call(options.client, 'GET', route)) as BackfillRow;
+      show(backfillLine(backfill));
+      if (backfill.state !== 'running') return backfill;
+      await sleep(options.intervalMs, undefined, { signal: options.client.signal });
+    }
+  } finally {
+    // The error or the shell prompt starts on a line of its own.
+    if (open) out.write('\n');
+  }
+}
