@@ -31,7 +31,7 @@ export interface BackfillTuning {
   patienceMs: number;
 }
 
-export const DEFAULT_BACKFILL_TUNING: BackfillTuning = { chunkRows: 500, chunksAhead: 1, idleMs: 30_000, lookGapMs: 1000, patienceMs: 120_000 };
+export const DEFAULT_BACKFILL_TUNING: BackfillTuning = { chunkRows: 250, chunksAhead: 2, idleMs: 30_000, lookGapMs: 1000, patienceMs: 120_000 };
 
 export interface BackfillRunnerOptions {
   control: pg.Pool;
