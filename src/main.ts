@@ -313,20 +313,19 @@ export async function startService(config: Config, logger: Logger, tunables: Tun
           partitions: config.eventPartitions,
           tunables: decoderTunables,
           alongside: [
-            backfillRunner({ control: pool, syncs, syncService, kinds, bus, logger: logger.child({ part: 'backfills' }), tuning: tunables.backfills }),
+            // Each of these names its own part (and sync) in its log lines.
+            backfillRunner({ control: pool, syncs, syncService, kinds, bus, logger, tuning: tunables.backfills }),
             webhookRunner({
               pool,
               box,
               reader: new EventLogReader(pool),
               bus,
-              logger: logger.child({ part: 'webhooks' }),
+              logger,
               allowPrivate: config.webhookAllowPrivate,
               schedule: tunables.webhooks?.schedule,
               tuning: { maxExhausted: config.webhookMaxExhausted, disableAfterMs: config.webhookDisableAfterMs, ...tunables.webhooks?.tuning },
             }),
-            ...(publisher
-              ? [kafkaRelayRunner({ pool, reader: new EventLogReader(pool), bus, kafka: publisher, logger: logger.child({ part: 'kafka' }) })]
-              : []),
+            ...(publisher ? [kafkaRelayRunner({ pool, reader: new EventLogReader(pool), bus, kafka: publisher, logger })] : []),
           ],
         }),
         tickMs: tunables.workerTickMs,

@@ -361,4 +361,31 @@ test('a canceled backfill stops reading; one with a saved place goes on from it'
   assert.is(done.rows, read.length);
 });
 
+/** The top-level keys of a JSON object's text, in order, repeats kept (JSON.parse keeps only the last). */
+function topLevelKeys(line: string): string[] {
+  const keys: string[] = [];
+  let depth = 0;
+  for (let i = 0; i < line.length; i++) {
+    const c = line[i];
+    if (c === '"') {
+      let j = i + 1;
+      while (line[j] !== '"') j += line[j] === '\\' ? 2 : 1;
+      if (depth === 1 && line[j + 1] === ':') keys.push(line.slice(i + 1, j));
+      i = j;
+    } else if (c === '{' || c === '[') depth++;
+    else if (c === '}' || c === ']') depth--;
+  }
+  return keys;
+}
+
+test('every log line of the backfills and webhooks names each field once', () => {
+  const lines = svc!.logs.lines.filter((line) => /"part":"(backfills|webhooks)"/.test(line));
+  assert.ok(lines.length > 0, 'the backfills and webhooks logged something');
+  const repeated = lines.filter((line) => {
+    const keys = topLevelKeys(line);
+    return new Set(keys).size !== keys.length;
+  });
+  assert.equal(repeated.slice(0, 3), []);
+});
+
 test.run();
