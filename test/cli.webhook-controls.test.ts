@@ -4,12 +4,12 @@
  * Airtable sync of the fake, with a real HTTP receiver. Signatures are checked with a verifier
  * written here from the Standard Webhooks spec, not with the product's signer.
  */
-import { createHmac, timingSafeEqual } from 'node:crypto';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
 import { spawnTributary, waitFor } from './harness/process.ts';
+import { verifies } from './harness/standard-webhooks.ts';
 import { AIRTABLE_TEST_TOKEN, createAccount, loudSetUp, request, startTestService, type TestAccount, type TestService } from './harness/service.ts';
 
 const BASE = 'appAAAAAAAAAAAAAA';
@@ -94,21 +94,6 @@ async function cli(args: string[]) {
   proc.child.stderr!.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
   const code = await proc.exited;
   return { code, stdout, stderr, output: `${stdout}${stderr}` };
-}
-
-/**
- * Standard Webhooks: the key is the base64 after `whsec_`; the signed content is
- * `id.timestamp.body`; the header lists `v1,<base64 HMAC-SHA256>` signatures, space-separated,
- * and a delivery is genuine when any of them matches.
- */
-function verifies(secret: string, delivery: Delivery): boolean {
-  const key = Buffer.from(secret.replace(/^whsec_/, ''), 'base64');
-  const expected = createHmac('sha256', key).update(`${delivery.id}.${delivery.timestamp}.${delivery.body}`).digest();
-  return delivery.signature.split(' ').some((entry) => {
-    const [version, signature] = entry.split(',');
-    const given = Buffer.from(signature ?? '', 'base64');
-    return version === 'v1' && given.length === expected.length && timingSafeEqual(given, expected);
-  });
 }
 
 /** Changes a task upstream and waits until its event is in the event log. */
