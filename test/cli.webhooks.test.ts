@@ -169,7 +169,7 @@ test('webhooks create prints the secret once; list is a table, show counts, deli
 
   const table = await cli(['webhooks', 'list', syncId]);
   assert.is(table.code, 0, table.output);
-  assert.match(table.stdout, /^ID +URL +TOPICS +CREATED\n/);
+  assert.match(table.stdout, /^ID +URL +TOPICS +STATE +CREATED\n/);
   const rows = readTable(table.stdout);
   assert.equal(
     rows.map((r) => [r.ID, r.URL, r.TOPICS]).sort(),

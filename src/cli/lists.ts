@@ -63,6 +63,9 @@ interface WebhookRow {
   id: string;
   url: string;
   topics: string[];
+  state: string;
+  disabled_reason: string | null;
+  disabled_at: string | null;
   created_at: string;
 }
 
@@ -76,6 +79,12 @@ export const webhookColumns: Column<WebhookRow>[] = [
   { header: 'ID', value: (w) => w.id },
   { header: 'URL', value: (w) => w.url },
   { header: 'TOPICS', value: (w) => someOf(w.topics) },
+  {
+    header: 'STATE',
+    // A disabled webhook says why and since when: a 410 and "disabled by request" call for different action.
+    value: (w) => (w.state === 'disabled' ? `disabled: ${w.disabled_reason ?? 'no reason given'}${w.disabled_at ? ` (${ago(w.disabled_at)})` : ''}` : w.state),
+    paint: (text, w) => paintIndicator(text, w.state === 'disabled' ? 'red' : 'normal'),
+  },
   { header: 'CREATED', value: (w) => ago(w.created_at) },
 ];
 

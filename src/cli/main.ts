@@ -6,6 +6,7 @@ import { call } from './client.ts';
 import { booleanArg, client, clientOptions, type Command, jsonOptions, secretArg, UsageError, wholeNumber } from './command.ts';
 import { backfillCommands } from './backfills.ts';
 import { serverCommands } from './servers.ts';
+import { webhookControlCommands } from './webhook-controls.ts';
 import { webhookCommands } from './webhooks.ts';
 import { accountColumns, printJson, printList, syncColumns } from './lists.ts';
 import { watchSync } from './watch.ts';
@@ -243,6 +244,7 @@ const commands: Record<string, Command> = {
   },
   ...serverCommands,
   ...webhookCommands,
+  ...webhookControlCommands,
   ...backfillCommands,
 };
 

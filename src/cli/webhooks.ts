@@ -1,19 +1,14 @@
 import { call } from './client.ts';
-import { client, type Command, jsonOptions, listOf, required, UsageError } from './command.ts';
+import { client, type Command, jsonOptions, listOf, UsageError } from './command.ts';
 import { deliveryColumns, printJson, printList, webhookColumns } from './lists.ts';
-
-const webhooksPath = (sync: string | undefined, usage: string) => `/api/syncs/${encodeURIComponent(required(sync, `name the sync: ${usage}`))}/webhooks`;
-
-const webhookPath = (sync: string | undefined, webhook: string | undefined, usage: string) =>
-  `${webhooksPath(sync, usage)}/${encodeURIComponent(required(webhook, `name the webhook: ${usage}`))}`;
-
-/** A topic as given: a whole topic (svc.…), or a collection of the sync, which names its topic. */
-export const topicOf = (sync: string, topic: string) => (topic.startsWith('svc.') ? topic : `svc.${sync}.${topic}`);
+import { filterFrom, filterHelp, filterOptions, rateOf } from './webhook-options.ts';
+import { topicOf, webhookPath, webhooksPath } from './webhook-paths.ts';
 
 const usage = {
   list: 'tributary webhooks list SYNC_ID [--json]',
   show: 'tributary webhooks show SYNC_ID WEBHOOK_ID',
-  create: 'tributary webhooks create SYNC_ID DESTINATION_URL --topic TOPIC [--topic TOPIC ...]',
+  create:
+    'tributary webhooks create SYNC_ID DESTINATION_URL --topic TOPIC [--topic TOPIC ...] [--filter-events K,K] [--changed COL ...] [--where COL=V ...] [--where-in COL=A,B ...] [--max-per-second N] [--backfill]',
   delete: 'tributary webhooks delete SYNC_ID WEBHOOK_ID',
   deliveries: 'tributary webhooks deliveries SYNC_ID WEBHOOK_ID [--status STATUS] [--after ID] [--limit N] [--json]',
   replay: 'tributary webhooks replay SYNC_ID WEBHOOK_ID [--id DELIVERY_ID ...]',
@@ -23,7 +18,7 @@ const usage = {
 export const webhookCommands: Record<string, Command> = {
   'webhooks list': {
     usage: usage.list,
-    summary: "list a sync's webhooks: id, destination URL, topics, created",
+    summary: "list a sync's webhooks: id, destination URL, topics, state (and why when disabled), created",
     options: jsonOptions,
     async run(values, [sync]) {
       printList(await call(await client(values), 'GET', webhooksPath(sync, usage.list)), webhookColumns, values.json === true);
@@ -45,15 +40,33 @@ export const webhookCommands: Record<string, Command> = {
                    names the management API like everywhere else
   --topic TOPIC    a topic of the sync (svc.SYNC_ID.tasks) or just its collection (tasks);
                    repeat it for more
+  Only some events (docs/events.md, Filters), all conditions together:${filterHelp}
+  --max-per-second N     at most N attempts a second to it (1 to 10000; retries included)
+  --backfill             first send it the current rows of its topics, as read events (a
+                         backfill for it alone; the answer's "backfill" says which)
   The answer carries the signing secret (whsec_…): it is shown only here, so keep it.
 `,
-    options: { ...jsonOptions, topic: { type: 'string', multiple: true } },
+    options: {
+      ...jsonOptions,
+      ...filterOptions,
+      topic: { type: 'string', multiple: true },
+      'max-per-second': { type: 'string' },
+      backfill: { type: 'boolean' },
+    },
     async run(values, [sync, destination]) {
       const path = webhooksPath(sync, usage.create);
       if (!destination) throw new UsageError('give the destination URL: where the events are POSTed');
       const topics = listOf(values.topic).map((topic) => topicOf(sync!, topic));
       if (topics.length === 0) throw new UsageError('--topic is needed, once per topic (svc.SYNC_ID.COLLECTION, or the collection)');
-      printJson(await call(await client(values), 'POST', path, { url: destination, topics }));
+      const filter = filterFrom(values);
+      const body = {
+        url: destination,
+        topics,
+        ...(filter ? { filter } : {}),
+        ...(typeof values['max-per-second'] === 'string' ? { max_per_second: rateOf(values['max-per-second']) } : {}),
+        ...(values.backfill === true ? { backfill: true } : {}),
+      };
+      printJson(await call(await client(values), 'POST', path, body));
     },
   },
   'webhooks delete': {

@@ -1,10 +1,15 @@
 import { api } from '../api.js';
 import { copyable, field, h, identifier, notice, setFieldError, showNotice, toast } from '../dom.js';
 import { ago, at, count, counted } from '../format.js';
+import { webhookControls } from './webhook-controls.js';
+import { FilterInputError, filterEditor } from './webhook-filter.js';
 
 const POLL_MS = 3000;
 
-/** Webhook destinations: add one (the secret is shown once), their delivery log, replay, delete. */
+/**
+ * Webhook destinations: add one (the secret is shown once), their state, filter and rate,
+ * secret rotation and recovery (webhook-controls.js), delivery log, replay, delete.
+ */
 export async function webhooksTab(ctx, panel, sync) {
   const connection = await api('GET', `/api/syncs/${sync.id}/connection`);
   const topics = connection.events.topics;
@@ -19,6 +24,8 @@ export async function webhooksTab(ctx, panel, sync) {
     for (const box of topicBoxes) /** @type {HTMLInputElement} */ (box).checked = /** @type {HTMLInputElement} */ (all).checked;
   });
   const topicsError = h('p', { class: 'field-error', id: 'topics-error', hidden: true });
+  const editor = filterEditor();
+  const backfillFirst = h('input', { type: 'checkbox', id: 'webhook-backfill', 'aria-describedby': 'webhook-backfill-hint' });
   const status = h('div', { class: 'form-status' });
   const add = h('button', { type: 'submit' }, 'Add webhook');
   const form = h(
@@ -46,12 +53,24 @@ export async function webhooksTab(ctx, panel, sync) {
           ],
       topicsError,
     ),
+    h('details', null, h('summary', null, 'Filter and rate (optional)'), editor.element),
+    h(
+      'div',
+      { class: 'field checkbox' },
+      h('label', { for: backfillFirst.id }, backfillFirst, ' Backfill its current rows first'),
+      h(
+        'p',
+        { class: 'hint', id: 'webhook-backfill-hint' },
+        'The rows that exist now in its topics are sent to this webhook alone, as read events (kept by its filter only if it takes read events).',
+      ),
+    ),
     status,
     add,
   );
   form.addEventListener('submit', async (event) => {
     event.preventDefault();
     setFieldError(url, null);
+    editor.clearErrors();
     topicsError.hidden = true;
     showNotice(status, 'error', null);
     const chosen = topicBoxes.filter((b) => /** @type {HTMLInputElement} */ (b).checked).map((b) => b.getAttribute('value'));
@@ -71,15 +90,41 @@ export async function webhooksTab(ctx, panel, sync) {
       showNotice(status, 'error', 'Not added: please correct the fields marked above.');
       return;
     }
+    let options;
+    try {
+      options = editor.read();
+    } catch (error) {
+      if (!(error instanceof FilterInputError)) throw error;
+      form.querySelector('details')?.setAttribute('open', '');
+      showNotice(status, 'error', `Not added: ${error.message}`);
+      error.control.focus();
+      return;
+    }
     add.setAttribute('disabled', '');
     try {
-      const created = await api('POST', `/api/syncs/${sync.id}/webhooks`, { url: value, topics: chosen });
+      const body = {
+        url: value,
+        topics: chosen,
+        ...(options.filter ? { filter: options.filter } : {}),
+        ...(options.max_per_second ? { max_per_second: options.max_per_second } : {}),
+        .../** @type {HTMLInputElement} */ (backfillFirst.checked ? { backfill: true } : {}),
+      };
+      const created = await api('POST', `/api/syncs/${sync.id}/webhooks`, body);
       form.reset();
+      editor.reset();
       secretBox.replaceChildren(
         notice(
           'ok',
           h('p', null, h('strong', null, 'Webhook added. '), 'Its signing secret is shown only this once: copy it now.'),
           copyable('webhook secret', created.secret),
+          created.backfill
+            ? h(
+                'p',
+                null,
+                `Backfill ${created.backfill.id} started: its current rows are sent to it first. `,
+                h('a', { href: `#/syncs/${sync.id}/backfills` }, 'Follow it on the Backfills tab'),
+              )
+            : null,
           h('button', { type: 'button', class: 'secondary', onclick: () => secretBox.replaceChildren() }, 'I have copied it'),
         ),
       );
@@ -98,6 +143,9 @@ export async function webhooksTab(ctx, panel, sync) {
   });
 
   // ── the destinations and their delivery logs ──
+  const controls = webhookControls({ syncId: sync.id, refresh: () => refresh() });
+  /** webhook id → its card: kept from one refresh to the next, so that an open panel stays put. */
+  const cards = new Map();
   const open = new Set();
   /** The last backfill asked for from each card: { kind: 'ok', id } or { kind: 'error', message }. */
   const backfills = new Map();
@@ -213,16 +261,15 @@ export async function webhooksTab(ctx, panel, sync) {
               ),
         )
       : null;
-    return h(
-      'article',
-      { class: 'card webhook', 'data-webhook': webhook.id },
-      h('h3', null, h('code', null, webhook.url)),
+    return [
+      h('h3', null, h('code', null, webhook.url), ' ', controls.badge(webhook)),
       h(
         'p',
         null,
         'Topics: ',
         webhook.topics.map((t, i) => [i ? ', ' : '', identifier(t)]),
       ),
+      controls.summary(webhook),
       h(
         'p',
         { class: 'counts' },
@@ -231,16 +278,27 @@ export async function webhooksTab(ctx, panel, sync) {
         d.last_delivered_at ? ago(d.last_delivered_at) : '',
         ` · ${counted(d.failed_attempts, 'failed attempt', 'failed attempts')} · ${count(d.pending + d.retrying)} waiting · ${count(d.exhausted)} exhausted`,
       ),
-      h('div', { class: 'actions' }, toggle, replay, backfill, remove),
+      h('div', { class: 'actions' }, controls.buttons(webhook), toggle, replay, backfill, remove),
       backfillNote,
       log,
-    );
+    ];
+  };
+
+  /** The card of a webhook: the same element each time, its content new, its panel slot untouched. */
+  const card = (webhook, parts) => {
+    if (!cards.has(webhook.id)) {
+      const content = h('div');
+      cards.set(webhook.id, { content, article: h('article', { class: 'card webhook', 'data-webhook': webhook.id }, content, controls.slot(webhook)) });
+    }
+    const { article, content } = cards.get(webhook.id);
+    content.replaceChildren(...parts.flat(Infinity).filter(Boolean));
+    return article;
   };
 
   const refresh = async () => {
     try {
       const { data } = await api('GET', `/api/syncs/${sync.id}/webhooks`);
-      const cards = await Promise.all(
+      const built = await Promise.all(
         data.map(async (webhook) => {
           const [detail, log] = await Promise.all([
             api('GET', `/api/syncs/${sync.id}/webhooks/${webhook.id}`),
@@ -248,13 +306,19 @@ export async function webhooksTab(ctx, panel, sync) {
               ? api('GET', `/api/syncs/${sync.id}/webhooks/${webhook.id}/deliveries?limit=100`)
               : Promise.resolve({ data: [], has_more: false }),
           ]);
-          return destination(webhook, detail, log.data, log.has_more);
+          return [webhook, destination(webhook, detail, log.data, log.has_more)];
         }),
       );
-      // A refresh rebuilds the cards; the button that had focus gets it back.
+      // A refresh rebuilds the cards' content; the button that had focus gets it back.
       const focused = listBox.contains(document.activeElement) ? document.activeElement?.getAttribute('data-key') : null;
-      listBox.replaceChildren(...(cards.length ? cards : [h('p', { class: 'muted' }, 'No webhooks yet.')]));
-      if (focused) /** @type {HTMLElement | null} */ (listBox.querySelector(`[data-key="${focused}"]`))?.focus();
+      const articles = built.map(([webhook, parts]) => card(webhook, parts));
+      const ids = new Set(data.map((webhook) => webhook.id));
+      for (const id of cards.keys()) if (!ids.has(id)) cards.delete(id);
+      controls.keepOnly(ids);
+      // Moved, a card would take the focus out of a form being filled in: only a changed list is put back.
+      const same = articles.length > 0 && articles.length === listBox.children.length && articles.every((article, i) => listBox.children[i] === article);
+      if (!same) listBox.replaceChildren(...(articles.length ? articles : [h('p', { class: 'muted' }, 'No webhooks yet.')]));
+      if (focused && !listBox.contains(document.activeElement)) /** @type {HTMLElement | null} */ (listBox.querySelector(`[data-key="${focused}"]`))?.focus();
     } catch (error) {
       listBox.replaceChildren(notice('error', error.message));
     }
