@@ -10,7 +10,7 @@ import { test } from 'uvu';
 import * as assert from 'uvu/assert';
 import { spawnTributary, waitFor } from './harness/process.ts';
 import { verifies } from './harness/standard-webhooks.ts';
-import { AIRTABLE_TEST_TOKEN, createAccount, loudSetUp, request, startTestService, type TestAccount, type TestService } from './harness/service.ts';
+import { createAccount, createAirtableSync, loudSetUp, request, startTestService, type TestAccount, type TestService } from './harness/service.ts';
 
 const BASE = 'appAAAAAAAAAAAAAA';
 
@@ -50,13 +50,8 @@ test.before(
         { Name: 'Ship', Status: 'done', Points: 5 },
         { Name: 'Party', Status: 'done' },
       ]);
-      const created = await request(svc.api, 'POST', '/api/syncs', {
-        token: account.token,
-        body: { kind: 'airtable', base_id: BASE, api_key: AIRTABLE_TEST_TOKEN },
-      });
-      assert.is(created.status, 201, created.text);
-      syncId = created.body.id;
-      await waitFor('the first sweep', async () => ((await api('GET', `/api/syncs/${syncId}`)).body.status.completed_at ? true : undefined), 120_000);
+      const sync = await createAirtableSync(svc, account, BASE);
+      syncId = sync.id;
       receiver = http.createServer((req, res) => {
         let body = '';
         req.on('data', (chunk: Buffer) => (body += chunk.toString()));

@@ -11,11 +11,9 @@ import pg from 'pg';
 import type { Browser, Page } from 'playwright-core';
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
-import { withDatabase } from '../src/db/sql.ts';
 import { launchBrowser, screenshot } from './harness/browser.ts';
-import { serverAdminUrl } from './harness/postgres.ts';
 import { waitFor } from './harness/process.ts';
-import { AIRTABLE_TEST_TOKEN, createAccount, loudSetUp, request, startTestService, type TestAccount, type TestService } from './harness/service.ts';
+import { createAccount, createAirtableSync, loudSetUp, request, startTestService, type TestAccount, type TestService } from './harness/service.ts';
 
 const SHOTS = 'console-backfills';
 const BASE = 'appDDDDDDDDDDDDDD';
@@ -49,18 +47,9 @@ test.before(
           { name: 'Tasks', records: TASKS },
         ],
       });
-      const created = await request(svc.api, 'POST', '/api/syncs', {
-        token: account.token,
-        body: { kind: 'airtable', base_id: BASE, api_key: AIRTABLE_TEST_TOKEN },
-      });
-      assert.is(created.status, 201, created.text);
-      syncId = created.body.id;
-      syncDatabase = withDatabase(serverAdminUrl(), created.body.database.name);
-      await waitFor(
-        'the first sweep',
-        async () => ((await request(svc!.api, 'GET', `/api/syncs/${syncId}`, { token: account.token })).body.status.completed_at ? true : undefined),
-        120_000,
-      );
+      const sync = await createAirtableSync(svc, account, BASE);
+      syncId = sync.id;
+      syncDatabase = sync.adminUrl;
 
       receiver = http.createServer((req, res) => {
         let body = '';

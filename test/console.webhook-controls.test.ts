@@ -14,7 +14,7 @@ import { test } from 'uvu';
 import * as assert from 'uvu/assert';
 import { launchBrowser, screenshot } from './harness/browser.ts';
 import { waitFor } from './harness/process.ts';
-import { AIRTABLE_TEST_TOKEN, createAccount, loudSetUp, request, startTestService, type TestAccount, type TestService } from './harness/service.ts';
+import { createAccount, createAirtableSync, loudSetUp, request, startTestService, type TestAccount, type TestService } from './harness/service.ts';
 import { type SignedDelivery, verifies } from './harness/standard-webhooks.ts';
 
 const SHOTS = 'console-webhook-controls';
@@ -55,10 +55,8 @@ test.before(
         { Name: 'Plan', Status: 'open', Points: 1 },
         { Name: 'Ship', Status: 'done', Points: 5 },
       ]);
-      const created = await api('POST', '/api/syncs', { kind: 'airtable', base_id: BASE, api_key: AIRTABLE_TEST_TOKEN });
-      assert.is(created.status, 201, created.text);
-      syncId = created.body.id;
-      await waitFor('the first sweep', async () => ((await api('GET', `/api/syncs/${syncId}`)).body.status.completed_at ? true : undefined), 120_000);
+      const sync = await createAirtableSync(svc, account, BASE);
+      syncId = sync.id;
 
       receiver = http.createServer((req, res) => {
         let body = '';

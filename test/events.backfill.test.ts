@@ -6,18 +6,15 @@
  * the events before it left it, and the stream folded from where the backfill began equals
  * the tables. A backfill for one webhook reaches that webhook alone.
  */
-import http from 'node:http';
-import type { AddressInfo } from 'node:net';
 import pg from 'pg';
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
 import { readTables } from '../sim/check/canonical.ts';
 import { compareFold, type DeliveredEvent, EventFold, foldEvents } from '../sim/check/events.ts';
 import { RestTail } from '../sim/check/rest-events.ts';
-import { withDatabase } from '../src/db/sql.ts';
-import { serverAdminUrl } from './harness/postgres.ts';
 import { waitFor } from './harness/process.ts';
-import { AIRTABLE_TEST_TOKEN, createAccount, loudSetUp, request, startTestService, type TestAccount, type TestService } from './harness/service.ts';
+import { TestReceiver } from './harness/receiver.ts';
+import { createAccount, createAirtableSync, loudSetUp, request, startTestService, type TestAccount, type TestService } from './harness/service.ts';
 
 let svc: TestService | undefined;
 let account: TestAccount;
@@ -25,6 +22,10 @@ let syncId: string;
 let readerUrl: string;
 let admin: pg.Pool;
 let tail: RestTail;
+let receiver: TestReceiver;
+
+/** What the receiver got on `path`, as events. */
+const deliveredTo = (path: string): DeliveredEvent[] => receiver.on(path).map((r) => ({ key: r.id, value: r.body, where: `webhook ${path}` }));
 const BASE = 'appBBBBBBBBBBBBBB';
 
 test.before(
@@ -48,19 +49,11 @@ test.before(
           { name: 'Tasks', records: 200 },
         ],
       });
-      const created = await request(svc.api, 'POST', '/api/syncs', {
-        token: account.token,
-        body: { kind: 'airtable', base_id: BASE, api_key: AIRTABLE_TEST_TOKEN },
-      });
-      assert.is(created.status, 201, created.text);
-      syncId = created.body.id;
-      readerUrl = created.body.database.url;
-      admin = new pg.Pool({ connectionString: withDatabase(serverAdminUrl(), created.body.database.name), max: 6 });
-      await waitFor(
-        'the first sweep',
-        async () => ((await request(svc!.api, 'GET', `/api/syncs/${syncId}`, { token: account.token })).body.status.completed_at ? true : undefined),
-        120_000,
-      );
+      const sync = await createAirtableSync(svc, account, BASE);
+      syncId = sync.id;
+      readerUrl = sync.readerUrl;
+      admin = new pg.Pool({ connectionString: sync.adminUrl, max: 6 });
+      receiver = await TestReceiver.start();
       tail = new RestTail(
         { restUrl: `http://127.0.0.1:${svc.service.eventsPort}`, username: account.eventsUsername, password: account.eventsPassword },
         `svc.${syncId}.`,
@@ -71,6 +64,7 @@ test.before(
 );
 
 test.after(async () => {
+  await receiver?.close();
   await admin?.end();
   await svc?.stop();
 });
@@ -204,18 +198,8 @@ test('reads interleave with live changes: the whole stream folds, and from the b
 });
 
 test('a backfill for one webhook reaches it alone, and folds to its tables', async () => {
-  const received: DeliveredEvent[] = [];
-  const server = http.createServer((req, res) => {
-    const chunks: Buffer[] = [];
-    req.on('data', (c: Buffer) => chunks.push(c));
-    req.on('end', () => {
-      received.push({ key: String(req.headers['webhook-id']), value: Buffer.concat(chunks).toString('utf8'), where: 'webhook' });
-      res.writeHead(204).end();
-    });
-  });
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  try {
-    const port = (server.address() as AddressInfo).port;
+  {
+    const port = new URL(receiver.origin).port;
     const hook = await request(svc!.api, 'POST', `/api/syncs/${syncId}/webhooks`, {
       token: account.token,
       body: { url: `http://127.0.0.1:${port}/hook`, topics: [`svc.${syncId}.tasks`] },
@@ -250,18 +234,18 @@ test('a backfill for one webhook reaches it alone, and folds to its tables', asy
     await writers.stop();
     await caughtUp();
     const tasks = (await readTables(readerUrl)).get('tasks')!;
-    await waitFor('every read delivered', async () => (reads(received).length >= done.rows ? true : undefined), 30_000);
+    await waitFor('every read delivered', async () => (reads(deliveredTo('/hook')).length >= done.rows ? true : undefined), 30_000);
     await waitFor(
       'the webhook caught up',
       async () => {
-        const fold = foldEvents('webhook', received, { midStream: true });
+        const fold = foldEvents('webhook', deliveredTo('/hook'), { midStream: true });
         return compareFold('webhook', fold, new Map([['tasks', tasks]])).length === 0 ? true : undefined;
       },
       30_000,
     ).catch(() => undefined);
-    const fold = foldEvents('webhook', received, { midStream: true });
+    const fold = foldEvents('webhook', deliveredTo('/hook'), { midStream: true });
     assert.equal([...fold.violations, ...compareFold('webhook', fold, new Map([['tasks', tasks]]))], []);
-    assert.is(reads(received).length, done.rows);
+    assert.is(reads(deliveredTo('/hook')).length, done.rows);
     // The topics got none of them: a REST consumer sees only the live changes.
     const rest = await tail.next();
     assert.is(reads(rest).length, 0, 'no read reached the topics');
@@ -270,25 +254,13 @@ test('a backfill for one webhook reaches it alone, and folds to its tables', asy
     // Finished: nothing to cancel.
     const cancel = await request(svc!.api, 'DELETE', `/api/syncs/${syncId}/backfills/${started.body.id}`, { token: account.token });
     assert.is(cancel.status, 409, cancel.text);
-  } finally {
-    server.close();
   }
 });
 
 test('a webhook made with "backfill": true first gets the current rows of its topics', async () => {
   await settled();
-  const received: DeliveredEvent[] = [];
-  const server = http.createServer((req, res) => {
-    const chunks: Buffer[] = [];
-    req.on('data', (c: Buffer) => chunks.push(c));
-    req.on('end', () => {
-      received.push({ key: String(req.headers['webhook-id']), value: Buffer.concat(chunks).toString('utf8'), where: 'webhook' });
-      res.writeHead(204).end();
-    });
-  });
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  try {
-    const port = (server.address() as AddressInfo).port;
+  {
+    const port = new URL(receiver.origin).port;
     const hook = await request(svc!.api, 'POST', `/api/syncs/${syncId}/webhooks`, {
       token: account.token,
       body: { url: `http://127.0.0.1:${port}/made`, topics: [`svc.${syncId}.projects`], backfill: true },
@@ -300,8 +272,8 @@ test('a webhook made with "backfill": true first gets the current rows of its to
     const done = await backfillDone(hook.body.backfill.id);
     const projects = (await admin.query<{ n: number }>('SELECT count(*)::int AS n FROM projects')).rows[0]!.n;
     assert.is(done.rows, projects);
-    await waitFor('every read delivered', async () => (reads(received).length >= projects ? true : undefined), 30_000);
-    const fold = foldEvents('webhook', received, { midStream: true });
+    await waitFor('every read delivered', async () => (reads(deliveredTo('/made')).length >= projects ? true : undefined), 30_000);
+    const fold = foldEvents('webhook', deliveredTo('/made'), { midStream: true });
     assert.equal([...fold.violations, ...compareFold('webhook', fold, new Map([['projects', (await readTables(readerUrl)).get('projects')!]]))], []);
 
     // Asked of a topic with no table yet: a 409, and no webhook is made.
@@ -312,8 +284,6 @@ test('a webhook made with "backfill": true first gets the current rows of its to
     });
     assert.is(empty.status, 409, empty.text);
     assert.is((await request(svc!.api, 'GET', `/api/syncs/${syncId}/webhooks`, { token: account.token })).body.data.length, before);
-  } finally {
-    server.close();
   }
 });
 

@@ -1,5 +1,5 @@
-import { createHmac, timingSafeEqual } from 'node:crypto';
 import { pause } from '../../src/time.ts';
+import { verifies } from '../../test/harness/standard-webhooks.ts';
 import type { DeliveredEvent } from '../check/events.ts';
 import { loggedSince, samePath } from '../check/paths.ts';
 import { type ActorContext, OpCounts, type TrafficActor, type Violation } from '../types.ts';
@@ -167,15 +167,4 @@ export class DestinationControls implements TrafficActor {
     }
     return { violations, delivered };
   }
-}
-
-/** Standard Webhooks: any `v1,<base64 HMAC-SHA256>` of the header, by the secret's key, over `id.timestamp.body`. */
-function verifies(secret: string, delivery: { id: string; timestamp: string; body: string; signature: string }): boolean {
-  const key = Buffer.from(secret.replace(/^whsec_/, ''), 'base64');
-  const expected = createHmac('sha256', key).update(`${delivery.id}.${delivery.timestamp}.${delivery.body}`).digest();
-  return delivery.signature.split(' ').some((part) => {
-    const [version, mac] = part.split(',');
-    const given = Buffer.from(mac ?? '', 'base64');
-    return version === 'v1' && given.length === expected.length && timingSafeEqual(given, expected);
-  });
 }

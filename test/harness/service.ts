@@ -6,6 +6,7 @@ import { Writable } from 'node:stream';
 import { loadConfig, type Config } from '../../src/config.ts';
 import { startFakeAirtable, type FakeAirtable } from '../../fakes/airtable/index.ts';
 import { startFakeStripe, type FakeStripe } from '../../fakes/stripe/index.ts';
+import { withDatabase } from '../../src/db/sql.ts';
 import { createLogger } from '../../src/log.ts';
 import { startService, type Service, type Tunables } from '../../src/main.ts';
 import { freshDatabase, serverAdminUrl } from './postgres.ts';
@@ -221,4 +222,28 @@ export async function waitBackfilled(api: string, token: string, syncId: string,
     },
     timeoutMs,
   );
+}
+
+/** An Airtable sync of the harness's fake base, once its first sweep completed. */
+export interface TestSync {
+  id: string;
+  /** The reader's URL, as the API answered it. */
+  readerUrl: string;
+  /** The sync database as its owner (the server's admin role), for writing straight into it. */
+  adminUrl: string;
+}
+
+export async function createAirtableSync(svc: TestService, account: TestAccount, baseId: string): Promise<TestSync> {
+  const created = await request(svc.api, 'POST', '/api/syncs', {
+    token: account.token,
+    body: { kind: 'airtable', base_id: baseId, api_key: AIRTABLE_TEST_TOKEN },
+  });
+  if (created.status !== 201) throw new Error(`the sync was not made: ${created.status} ${created.text}`);
+  const id = created.body.id as string;
+  await waitFor(
+    'the first sweep',
+    async () => ((await request(svc.api, 'GET', `/api/syncs/${id}`, { token: account.token })).body.status.completed_at ? true : undefined),
+    120_000,
+  );
+  return { id, readerUrl: created.body.database.url, adminUrl: withDatabase(serverAdminUrl(), created.body.database.name) };
 }
