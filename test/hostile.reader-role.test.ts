@@ -71,10 +71,23 @@ test("a reader that lifts its own timeout and work_mem is put back, with the ope
   assert.is(patched.status, 200, patched.text);
   const client = new pg.Client({ connectionString: reader });
   await client.connect();
+  // PostgreSQL refuses an ALTER ROLE while another of the same role commits ("tuple
+  // concurrently updated"): the service's own check of the new reader may be putting it back
+  // right then. The hostile reader simply tries again, as anyone would.
+  const alter = async (statement: string) => {
+    for (let attempt = 1; ; attempt++) {
+      try {
+        return await client.query(statement);
+      } catch (error) {
+        if (attempt >= 5 || !/tuple concurrently updated/.test((error as Error).message)) throw error;
+        await new Promise((resolve) => setTimeout(resolve, 100));
+      }
+    }
+  };
   try {
     await client.query('SET default_transaction_read_only = off');
-    await client.query('ALTER ROLE current_user SET statement_timeout = 0');
-    await client.query("ALTER ROLE current_user SET work_mem = '8GB'");
+    await alter('ALTER ROLE current_user SET statement_timeout = 0');
+    await alter("ALTER ROLE current_user SET work_mem = '8GB'");
   } finally {
     await client.end();
   }

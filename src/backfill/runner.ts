@@ -1,6 +1,7 @@
 import pg from 'pg';
 import type { SyncService } from '../control/sync-service.ts';
 import type { SyncRecord, SyncStore } from '../control/syncs.ts';
+import { connectionConfig } from '../db/connect.ts';
 import { isTransientDbError } from '../db/transient.ts';
 import { toError } from '../errors.ts';
 import type { EventBus } from '../events/bus.ts';
@@ -111,7 +112,8 @@ class BackfillWork {
     const { syncs, syncService, store, logger } = this.options;
     const sync = await syncs.get(backfill.syncId);
     if (sync?.state !== 'active') throw new Error(`sync ${backfill.syncId} is not active`);
-    const pool = new pg.Pool({ connectionString: await syncService.adminUrl(sync), max: 1 });
+    // Through the connection settings that keep a customer database's public-address mark.
+    const pool = new pg.Pool({ ...connectionConfig(await syncService.adminUrl(sync)), max: 1 });
     pool.on('error', (err) => logger.debug({ err }, 'backfill connection to the sync database ended'));
     const log = logger.child({ backfill: backfill.id });
     log.info({ collections: backfill.collections, from: backfill.position, destination: backfill.destinationId }, 'backfill running');
