@@ -36,8 +36,17 @@ export async function client(values: Values): Promise<ClientOptions> {
 /** A non-negative whole-number option, or its default. */
 export function wholeNumber(values: Record<string, unknown>, name: string, fallback: number): number {
   const value = values[name] === undefined ? fallback : Number(values[name]);
-  if (!Number.isInteger(value) || value < 0) throw new Error(`--${name} takes a whole number`);
+  if (!Number.isInteger(value) || value < 0) throw new UsageError(`--${name} takes a whole number`);
   return value;
+}
+
+/** A JSON option (--settings): its value parsed, or a usage error saying so. */
+export function jsonArg(name: string, value: string): unknown {
+  try {
+    return JSON.parse(value);
+  } catch (error) {
+    throw new UsageError(`--${name} takes JSON, e.g. '{"turbo":true}' (${(error as Error).message})`);
+  }
 }
 
 /** `-` reads a secret from standard input, so it stays out of the shell history and `ps`. */
@@ -48,7 +57,7 @@ export function secretArg(value: string): string {
 export function booleanArg(name: string, value: string): boolean {
   if (value === 'true') return true;
   if (value === 'false') return false;
-  throw new Error(`--${name} takes true or false`);
+  throw new UsageError(`--${name} takes true or false`);
 }
 
 /** A command line that names no target or the wrong one: exit 2, like an unknown option. */

@@ -3,7 +3,7 @@ import { loadConfig, parseRoles } from '../config.ts';
 import { createLogger, logProcessWarnings } from '../log.ts';
 import { type Service, startService, tunablesFromEnv } from '../main.ts';
 import { call } from './client.ts';
-import { booleanArg, client, clientOptions, type Command, jsonOptions, secretArg, UsageError, wholeNumber } from './command.ts';
+import { booleanArg, client, clientOptions, type Command, jsonArg, jsonOptions, secretArg, UsageError, wholeNumber } from './command.ts';
 import { backfillCommands } from './backfills.ts';
 import { serverCommands } from './servers.ts';
 import { webhookControlCommands } from './webhook-controls.ts';
@@ -152,9 +152,14 @@ const commands: Record<string, Command> = {
       'account-id': { type: 'string' },
     },
     async run(values) {
-      const body: Record<string, unknown> = { kind: values.kind, api_key: secretArg(String(values['api-key'] ?? '')) };
+      // What the command line must name is checked here, before any request.
+      if (values.kind !== 'airtable' && values.kind !== 'stripe') throw new UsageError('--kind takes airtable or stripe');
+      if (values['api-key'] === undefined)
+        throw new UsageError(`--api-key takes the ${values.kind === 'airtable' ? 'Airtable token' : 'Stripe secret key'}, or - to read it from standard input`);
+      if (values.kind === 'airtable' && values['base-id'] === undefined) throw new UsageError('an Airtable sync needs --base-id app…');
+      const body: Record<string, unknown> = { kind: values.kind, api_key: secretArg(String(values['api-key'])) };
       if (values['base-id']) body.base_id = values['base-id'];
-      if (values.settings) body.settings = JSON.parse(values.settings as string);
+      if (values.settings) body.settings = jsonArg('settings', values.settings as string);
       if (values['database-url']) body.database_url = values['database-url'];
       if (values.region) body.region = values.region;
       if (values['account-id']) body.account_id = values['account-id'];
@@ -226,7 +231,7 @@ const commands: Record<string, Command> = {
     async run(values, [id]) {
       if (!id) throw new UsageError('name the sync: tributary syncs watch SYNC_ID');
       const interval = values.interval === undefined ? 1 : Number(values.interval);
-      if (!(interval > 0)) throw new Error('--interval takes a number of seconds above 0');
+      if (!(interval > 0)) throw new UsageError('--interval takes a number of seconds above 0');
       // Ctrl-C ends the watch, not the process mid-write: the line is closed and the exit is 130.
       const interrupt = new AbortController();
       const onInterrupt = () => interrupt.abort();
@@ -265,6 +270,15 @@ export async function main(argv: string[]): Promise<number> {
     }
     // "syncs bogus" names both words when the first is a group of commands.
     const group = Object.keys(commands).some((known) => known.startsWith(`${first} `));
+    // A group alone, or with --help: its commands.
+    if (group && (second === undefined || second === '--help' || second === '-h')) {
+      const listing = Object.entries(commands)
+        .filter(([known]) => known.startsWith(`${first} `))
+        .map(([, c]) => `  ${c.usage}\n      ${c.summary}\n`)
+        .join('');
+      (second === undefined ? process.stderr : process.stdout).write(`tributary ${first} commands:\n${listing}`);
+      return second === undefined ? 2 : 0;
+    }
     const named = group && second !== undefined ? `${first} ${second}` : first;
     process.stderr.write(`tributary: unknown command "${named}"\n\n${overview()}`);
     return 2;
