@@ -118,6 +118,21 @@ function sendChunked(method: string, route: string, token: string, bytes: number
   });
 }
 
+test("a setting the sync's kind does not have is named, with the settings it has", async () => {
+  const patched = await request(svc.api, 'PATCH', `/api/syncs/${syncId}`, { token: account.token, body: { settings: { connected_accounts: true } } });
+  assertClientError(patched, 400, 'an Airtable sync with a Stripe setting');
+  assert.is(
+    patched.body.error.message,
+    'settings.connected_accounts: not a setting of airtable syncs (their settings: turbo, debounce_ms, lookup_as, intelligent_cast)',
+  );
+  const created = await request(svc.api, 'POST', '/api/syncs', {
+    token: account.token,
+    body: { kind: 'stripe', api_key: 'sk_test_51HxTestKey0000000000000', settings: { lookup_as: 'text', turbo: true } },
+  });
+  assertClientError(created, 400, 'a Stripe sync with an Airtable setting');
+  assert.is(created.body.error.message, 'settings.lookup_as: not a setting of stripe syncs (their settings: turbo, connected_accounts)');
+});
+
 test('an oversize body is 413, declared or streamed', async () => {
   const big = JSON.stringify({ name: 'x'.repeat(2 * 1024 * 1024) });
   const headers = { 'content-type': 'application/json' };

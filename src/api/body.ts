@@ -1,6 +1,7 @@
 import type { Context } from 'koa';
 import type { AnyZodObject, ZodType, ZodTypeDef } from 'zod';
 import { TributaryError } from '../errors.ts';
+import { issuesText } from '../validation.ts';
 import { refuseNulInJson } from '../http/nul.ts';
 import { z } from './zod.ts';
 
@@ -63,11 +64,7 @@ export function validate<T>(schema: ZodType<T, ZodTypeDef, unknown>, value: unkn
   if (value === undefined) throw new TributaryError('invalid_request', `the request needs a JSON object ${what}`);
   const result = schema.safeParse(value);
   if (result.success) return result.data;
-  const issues = result.error.issues.slice(0, 5).map((issue) => {
-    const where = issue.path.length > 0 ? issue.path.join('.') : what;
-    return `${where}: ${issue.message}`;
-  });
-  throw new TributaryError('invalid_request', issues.join('; '));
+  throw new TributaryError('invalid_request', issuesText(result.error.issues, what));
 }
 
 /** Validates the query string (a zod object of its parameters; the others are ignored). */

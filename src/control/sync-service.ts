@@ -22,6 +22,8 @@ import type { ReaderLimits } from './reader-limits.ts';
 import type { SyncKind, SyncSettings } from './settings.ts';
 import type { ServerPool, ServerTarget } from './servers.ts';
 import type { NewSync, SyncRecord, SyncStore } from './syncs.ts';
+import { settingsOnly } from '../kinds/kind.ts';
+import { issuesText } from '../validation.ts';
 
 export interface CreateSyncInput {
   accountId: string;
@@ -237,14 +239,10 @@ export class SyncService {
   }
 
   async updateSettings(record: SyncRecord, patch: unknown): Promise<SyncRecord> {
-    const parsed = this.options.kinds.get(record.kind).settings.schema.partial().strict().safeParse(patch);
-    if (!parsed.success) {
-      // "settings: turbo: Expected boolean", or "settings: Unrecognized key(s) in object: 'x'".
-      throw new TributaryError(
-        'invalid_request',
-        `settings: ${parsed.error.issues.map((i) => (i.path.length > 0 ? `${i.path.join('.')}: ${i.message}` : i.message)).join('; ')}`,
-      );
-    }
+    const kind = this.options.kinds.get(record.kind);
+    const parsed = kind.settings.schema.partial().strict(settingsOnly(kind)).safeParse(patch);
+    // "settings.turbo: Expected boolean", or "settings.lookup_as: not a setting of stripe syncs (…)".
+    if (!parsed.success) throw new TributaryError('invalid_request', issuesText(parsed.error.issues.map((i) => ({ ...i, path: ['settings', ...i.path] }))));
     const updated = await this.options.store.updateSettings(record.id, { ...record.settings, ...parsed.data });
     if (!updated) throw new TributaryError('conflict', 'the sync is being created or deleted');
     return updated;

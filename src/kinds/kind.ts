@@ -146,3 +146,7 @@ export interface RunnerContext extends KindContext {
   /** Notifications from the upstream, when the service has a public URL (kinds with `inbound`). */
   hooks?: SyncHooks;
 }
+
+/** What a field a kind's settings do not have is told: the settings it has. */
+export const settingsOnly = (kind: SourceKind): string =>
+  `not a setting of ${kind.name} syncs (their settings: ${Object.keys(kind.settings.schema.shape).join(', ')})`;

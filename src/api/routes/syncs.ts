@@ -9,6 +9,7 @@ import type { ApiDocument } from '../openapi.ts';
 import { CAPPED } from '../tenancy.ts';
 import { kindComponent, oneOf, syncAnswer, syncView } from '../views.ts';
 import { z } from '../zod.ts';
+import { settingsOnly } from '../../kinds/kind.ts';
 import { regionSchema } from './servers.ts';
 import { MAX_SCHEMA_LENGTH } from '../../syncdb/schemas.ts';
 
@@ -86,7 +87,7 @@ function kindSchemas(kind: SourceKind) {
   const defaults = Object.entries(kind.settings.defaults).map(([name, value]) => `${name} ${JSON.stringify(value)}`);
   const settings = kind.settings.schema
     .partial()
-    .strict()
+    .strict(settingsOnly(kind))
     .openapi(kindComponent(kind, 'SettingsInput'), { description: `Settings to change; the others keep their values (defaults: ${defaults.join(', ')})` });
   return {
     create: z
