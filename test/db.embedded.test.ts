@@ -3,6 +3,7 @@
  * exits 1, never a crash of its own.
  */
 import { chmod, mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
+import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { test } from 'uvu';
@@ -61,6 +62,33 @@ test('a failing initdb ends `tributary run` with its message and exit 1', async 
   assert.match(run.output(), /tributary run: .*initdb/);
   assert.match(run.output(), 'is not empty');
   assert.not.match(run.output(), 'TypeError');
+});
+
+test('a taken port ends `tributary run` naming the port and TRIBUTARY_PG_PORT, not a page of PostgreSQL log', async () => {
+  await chmod(dir, 0o755);
+  const holder = net.createServer();
+  await new Promise<void>((resolve) => holder.listen(0, '127.0.0.1', resolve));
+  const taken = (holder.address() as net.AddressInfo).port;
+  try {
+    const ports = await Promise.all([freePort(), freePort(), freePort()]);
+    const run = spawnTributary(['run'], {
+      TRIBUTARY_DATA_DIR: dir,
+      TRIBUTARY_PG_PORT: String(taken),
+      TRIBUTARY_API_PORT: String(ports[0]),
+      TRIBUTARY_PROXY_PORT: String(ports[1]),
+      TRIBUTARY_EVENTS_PORT: String(ports[2]),
+      TRIBUTARY_LOG_LEVEL: 'warn',
+    });
+    const timer = setTimeout(() => run.child.kill('SIGKILL'), 60_000);
+    const code = await run.exited;
+    clearTimeout(timer);
+    assert.is(code, 1, run.output());
+    assert.match(run.output(), `port ${taken} is taken by another program`);
+    assert.match(run.output(), 'set TRIBUTARY_PG_PORT to a free port');
+    assert.not.match(run.output(), 'could not bind');
+  } finally {
+    holder.close();
+  }
 });
 
 test.run();

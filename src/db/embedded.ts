@@ -1,6 +1,7 @@
 import { execFile } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { chmod, chown, mkdir, readFile, rm, stat, writeFile } from 'node:fs/promises';
+import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { promisify } from 'node:util';
@@ -181,6 +182,7 @@ export async function startEmbeddedPostgres(options: EmbeddedPostgresOptions): P
       `-c superuser_reserved_connections=${Math.floor(maxConnections / 6)}`,
       '-c wal_sender_timeout=60s',
     ].join(' ');
+    await assertPortFree(port, listen === '*' ? '0.0.0.0' : listen);
     logger.info({ port, dir: pgDir, process_memory_mb: options.processMemoryMb ?? PROCESS_MEMORY_MB }, 'starting embedded PostgreSQL');
     try {
       const startArgs = ['start', '-D', pgDir, '-w', '-t', '120', '-l', path.join(pgDir, 'server.log'), '-o', settings];
@@ -202,6 +204,24 @@ export async function startEmbeddedPostgres(options: EmbeddedPostgresOptions): P
       });
     },
   };
+}
+
+/**
+ * The port the embedded PostgreSQL is to listen on is free, or a clear error naming the setting:
+ * otherwise PostgreSQL's own log says "could not bind" among a dozen lines (often a system
+ * PostgreSQL holds 5432).
+ */
+async function assertPortFree(port: number, host: string): Promise<void> {
+  const taken = await new Promise<boolean>((resolve) => {
+    const probe = net.createServer();
+    probe.once('error', (error: NodeJS.ErrnoException) => resolve(error.code === 'EADDRINUSE'));
+    probe.listen(port, host, () => probe.close(() => resolve(false)));
+  });
+  if (taken) {
+    throw new Error(
+      `port ${port} is taken by another program, so the embedded PostgreSQL cannot listen there: stop that program (\`ss -ltnp 'sport = :${port}'\` shows which), or set TRIBUTARY_PG_PORT to a free port`,
+    );
+  }
 }
 
 async function waitForConnection(url: string): Promise<void> {
