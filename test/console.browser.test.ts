@@ -420,6 +420,9 @@ test('Overview: _sync_meta times, tables with upstream names and row counts, the
   await page.getByText('Last completed (_sync_meta.completed_at)').waitFor();
   await page.locator('svg.chart polyline, svg.chart circle').first().waitFor({ timeout: 15_000 });
   assert.match((await page.locator('svg.chart').getAttribute('aria-label')) ?? '', /latest lag/);
+  // A sync minutes old opens on the last hour, not six, where its history would be a speck.
+  assert.is(await page.getByRole('combobox', { name: 'Show' }).inputValue(), '1');
+  assert.match((await page.locator('svg.chart').getAttribute('aria-label')) ?? '', /over the last hour/);
   await page.getByText('No errors in the last day.').waitFor();
   await screenshot(page, SHOTS, '08-overview');
   await assertLabelled('overview');

@@ -20,10 +20,14 @@ export async function overviewTab(ctx, panel, initial, updated) {
   const chartBox = h('div', { class: 'chart-box' });
   const tablesBox = h('div');
   const errorsBox = h('div');
+  // A sync younger than the default span opens on the last hour: over six hours, its first
+  // minutes would be a speck at the right edge.
+  const age = Date.now() - Date.parse(initial.created_at);
+  const shown = age < 6 * 3_600_000 ? 1 : 6;
   const hoursSelect = h(
     'select',
     { name: 'hours' },
-    [1, 6, 24].map((n) => h('option', { value: n, selected: n === 6 }, n === 1 ? 'the last hour' : `the last ${n} hours`)),
+    [1, 6, 24].map((n) => h('option', { value: n, selected: n === shown }, n === 1 ? 'the last hour' : `the last ${n} hours`)),
   );
 
   panel.append(
