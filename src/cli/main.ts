@@ -153,10 +153,8 @@ const commands: Record<string, Command> = {
     },
     async run(values) {
       // What the command line must name is checked here, before any request.
-      if (values.kind !== 'airtable' && values.kind !== 'stripe') throw new UsageError('--kind takes airtable or stripe');
-      if (values['api-key'] === undefined)
-        throw new UsageError(`--api-key takes the ${values.kind === 'airtable' ? 'Airtable token' : 'Stripe secret key'}, or - to read it from standard input`);
-      if (values.kind === 'airtable' && values['base-id'] === undefined) throw new UsageError('an Airtable sync needs --base-id app…');
+      if (values.kind === undefined) throw new UsageError('--kind names the kind of sync (airtable or stripe)');
+      if (values['api-key'] === undefined) throw new UsageError("--api-key takes the upstream's key, or - to read it from standard input");
       const body: Record<string, unknown> = { kind: values.kind, api_key: secretArg(String(values['api-key'])) };
       if (values['base-id']) body.base_id = values['base-id'];
       if (values.settings) body.settings = jsonArg('settings', values.settings as string);
