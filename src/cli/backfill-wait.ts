@@ -2,7 +2,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { call, type ClientOptions } from './client.ts';
 import { shortDuration } from './format.ts';
 import type { BackfillRow } from './lists.ts';
-import { printable } from './table.ts';
+import { statusLine, type StatusOut } from './status-line.ts';
 
 /**
  * `tributary backfills start --wait`: follows a backfill until it finishes, a line of
@@ -32,7 +32,7 @@ export interface BackfillWaitOptions {
   syncId: string;
   id: string;
   intervalMs: number;
-  out: { isTTY?: boolean; write(text: string): unknown };
+  out: StatusOut;
 }
 
 /**
@@ -42,19 +42,8 @@ export interface BackfillWaitOptions {
 export async function waitForBackfill(options: BackfillWaitOptions): Promise<BackfillRow> {
   const { out } = options;
   const route = `/api/syncs/${encodeURIComponent(options.syncId)}/backfills/${encodeURIComponent(options.id)}`;
-  let shown = '';
-  let open = false;
-  const show = (text: string) => {
-    // Collection names come from upstream: no control characters reach the terminal.
-    const line = printable(text);
-    if (out.isTTY) {
-      out.write(`\r${line}\x1b[K`);
-      open = true;
-    } else if (line !== shown) {
-      out.write(`${line}\n`);
-    }
-    shown = line;
-  };
+  const row = statusLine(out);
+  const show = row.show;
   try {
     for (;;) {
       const backfill = (await call(options.client, 'GET', route)) as BackfillRow;
@@ -63,7 +52,6 @@ export async function waitForBackfill(options: BackfillWaitOptions): Promise<Bac
       await sleep(options.intervalMs, undefined, { signal: options.client.signal });
     }
   } finally {
-    // The error or the shell prompt starts on a line of its own.
-    if (open) out.write('\n');
+    row.end();
   }
 }

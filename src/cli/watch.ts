@@ -1,6 +1,6 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import { call, type ClientOptions } from './client.ts';
-import { printable } from './table.ts';
+import { statusLine, type StatusOut } from './status-line.ts';
 
 /**
  * `tributary syncs watch`: a sync's first pass as a progress bar. The runners' progress is
@@ -76,7 +76,7 @@ export interface WatchOptions {
   client: ClientOptions;
   id: string;
   intervalMs: number;
-  out: { isTTY?: boolean; write(text: string): unknown };
+  out: StatusOut;
 }
 
 const SPINNER = ['|', '/', '-', '\\'];
@@ -88,20 +88,9 @@ const SPINNER = ['|', '/', '-', '\\'];
 export async function watchSync(options: WatchOptions): Promise<void> {
   const { out } = options;
   const route = `/api/syncs/${encodeURIComponent(options.id)}`;
-  let shown = '';
-  let open = false;
+  const row = statusLine(out);
   let lastSteps: Step[] = [];
-  const show = (text: string) => {
-    // Table names come from upstream: no control characters reach the terminal.
-    const line = printable(text);
-    if (out.isTTY) {
-      out.write(`\r${line}\x1b[K`);
-      open = true;
-    } else if (line !== shown) {
-      out.write(`${line}\n`);
-    }
-    shown = line;
-  };
+  const show = row.show;
   try {
     for (let frame = 0; ; frame++) {
       const { status } = (await call(options.client, 'GET', route)) as SyncStatusView;
@@ -116,7 +105,6 @@ export async function watchSync(options: WatchOptions): Promise<void> {
       await sleep(options.intervalMs, undefined, { signal: options.client.signal });
     }
   } finally {
-    // The error or the shell prompt starts on a line of its own.
-    if (open) out.write('\n');
+    row.end();
   }
 }
