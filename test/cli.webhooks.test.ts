@@ -213,7 +213,10 @@ test('backfills start --wait: progress on stderr, the finished backfill on stdou
   const lines = started.stderr.trimEnd().split('\n');
   assert.not.match(started.stderr, /\r|\x1b/, 'a log gets plain lines');
   assert.match(lines.at(-1)!, new RegExp(`^${done.id}  done  ${TASKS} rows of 1 collection in \\d+s$`));
-  for (const line of lines.slice(0, -1)) assert.match(line, new RegExp(`^${done.id}  running  tasks \\(1 of 1\\)  \\d+ rows?$`));
+  // Before the runner picks it up it names no collection yet (the CI machine once showed that line).
+  for (const line of lines.slice(0, -1)) {
+    assert.match(line, new RegExp(`^${done.id}  running  (tasks \\(1 of 1\\)|not started \\(1 collection\\))  \\d+ rows?$`));
+  }
 
   // The reads went to the webhook: one per task, nothing else from this backfill.
   const tasks = (await api('GET', `/api/syncs/${syncId}/tables`)).body.data.find((t: { name: string }) => t.name === 'tasks');

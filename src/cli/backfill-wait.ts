@@ -14,13 +14,14 @@ const rowsText = (rows: number) => `${rows.toLocaleString('en-US')} ${rows === 1
 /** One line for a backfill under way or finished: which collection it reads, how many rows so far. */
 export function backfillLine(backfill: BackfillRow): string {
   const { id, state, collections } = backfill;
+  const of = `${collections.length} ${collections.length === 1 ? 'collection' : 'collections'}`;
   if (state === 'running') {
     const at = backfill.collection ? collections.indexOf(backfill.collection) : -1;
-    const where = at >= 0 ? `${backfill.collection} (${at + 1} of ${collections.length})` : `${collections.length} collections`;
+    // No collection yet: queued behind another backfill of the sync, or not picked up yet.
+    const where = at >= 0 ? `${backfill.collection} (${at + 1} of ${collections.length})` : `not started (${of})`;
     return `${id}  running  ${where}  ${rowsText(backfill.rows)}`;
   }
   const took = backfill.finished_at ? ` in ${shortDuration((Date.parse(backfill.finished_at) - Date.parse(backfill.created_at)) / 1000)}` : '';
-  const of = `${collections.length} ${collections.length === 1 ? 'collection' : 'collections'}`;
   if (state === 'done') return `${id}  done  ${rowsText(backfill.rows)} of ${of}${took}`;
   if (state === 'failed') return `${id}  failed after ${rowsText(backfill.rows)}: ${backfill.error ?? 'no reason given'}`;
   return `${id}  ${state} after ${rowsText(backfill.rows)}`;
