@@ -5,7 +5,7 @@ import type { SourceKinds } from './kinds/registry.ts';
 import type { SyncRecord } from './control/syncs.ts';
 import { DEFAULT_MARGIN_MS, QuotaLimiter } from './quota/limiter.ts';
 import { runnerFactory, upstreamCleanup } from './sync/runners.ts';
-import { LeaseWorker } from './lease/worker.ts';
+import { LeaseWorker, releaseLeasesOfStoppedServer } from './lease/worker.ts';
 import { upstreamBase } from './upstream/http.ts';
 import { AccountStore } from './control/accounts.ts';
 import { adminTokenFile, secretKeyFile } from './control/bootstrap-files.ts';
@@ -105,6 +105,7 @@ export async function startService(config: Config, logger: Logger, tunables: Tun
     const adminToken = await loadAdminToken(config, logger);
 
     let controlUrl = config.databaseUrl;
+    let startedEmbedded = false;
     if (!controlUrl) {
       const embedded = await startEmbeddedPostgres({
         dir: config.dataDir,
@@ -115,6 +116,7 @@ export async function startService(config: Config, logger: Logger, tunables: Tun
       });
       closers.push(() => embedded.stop());
       controlUrl = await prepareEmbedded(embedded);
+      startedEmbedded = embedded.startedHere;
     }
     await migrateControlDatabase(controlUrl, logger);
 
@@ -131,6 +133,7 @@ export async function startService(config: Config, logger: Logger, tunables: Tun
     // The failure still reaches the query that was running.
     pool.on('connect', (client) => client.on('error', () => undefined));
     closers.push(() => pool.end());
+    if (startedEmbedded) await releaseLeasesOfStoppedServer(pool, logger);
 
     // Sync readers live on the pool's servers: they may open their own database and nothing else.
     const sharedServerUrl = config.targetDatabaseUrl ?? controlUrl;

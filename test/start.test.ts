@@ -56,7 +56,10 @@ test('npm start is `tributary run`, and every way to start the service has the s
   const pkg = JSON.parse(await read('package.json'));
   assert.is(pkg.scripts.start, `node ${flags} bin/tributary.js run`);
   assert.is((await read('bin/tributary.js')).split('\n')[0], `#!/usr/bin/env -S node ${flags}`);
-  assert.match(await read('docker/Dockerfile'), `CMD ${JSON.stringify(['node', ...SERVICE_NODE_FLAGS, 'bin/tributary.js', 'run'])}`.replace(/","/g, '", "'));
+  // The image gives them through NODE_OPTIONS, so a Procfile line run as its command has them too.
+  const dockerfile = await read('docker/Dockerfile');
+  assert.match(dockerfile, `NODE_OPTIONS=${flags} `);
+  assert.match(dockerfile, 'CMD ["node", "bin/tributary.js", "run"]');
 });
 
 let token: string;
@@ -118,6 +121,55 @@ test('after a SIGKILL the next start finds PostgreSQL running and loses nothing'
   second.child.kill('SIGTERM');
   assert.is(await second.exited, 0);
   assert.not.ok(await pgRunning());
+});
+
+test('killed together with its PostgreSQL (a container killed), the next start takes the syncs at once', async () => {
+  const superuser = (await readFile(path.join(dataDir, 'pg-superuser-password'), 'utf8')).trim();
+  const control = `postgres://postgres:${encodeURIComponent(superuser)}@127.0.0.1:${env.TRIBUTARY_PG_PORT}/tributary`;
+  const leases = async () =>
+    (
+      await query<{ owner: string | null; decoder: string | null }>(
+        control,
+        'SELECT lease_owner AS owner, decoder_lease_owner AS decoder FROM syncs WHERE id = $1',
+        [syncId],
+      )
+    )[0]!;
+  const first = await start();
+  const held = await waitFor('the first process to hold the leases', async () => {
+    const lease = await leases();
+    return lease.owner && lease.decoder ? lease : undefined;
+  });
+  const postmaster = Number((await readFile(path.join(dataDir, 'pg', 'postmaster.pid'), 'utf8')).split('\n')[0]);
+  first.child.kill('SIGKILL');
+  process.kill(postmaster, 'SIGKILL');
+  await first.exited;
+  await waitFor('the killed PostgreSQL to be gone', async () => {
+    try {
+      process.kill(postmaster, 0);
+      return undefined;
+    } catch {
+      return true;
+    }
+  });
+  await new Promise((r) => setTimeout(r, 1000)); // its backends see the postmaster gone and exit
+  const second = await start();
+  try {
+    assert.not.match(second.output(), /already running; reusing it/);
+    // Well inside the 30 s for which the dead process's leases would otherwise hold the sync.
+    const taken = await waitFor(
+      'the new process to take the leases',
+      async () => {
+        const lease = await leases();
+        return lease.owner && lease.decoder && lease.owner !== held.owner && lease.decoder !== held.decoder ? lease : undefined;
+      },
+      10_000,
+    );
+    assert.ok(taken.owner);
+    assert.match(second.output(), /released the leases of processes that stopped with the embedded PostgreSQL/);
+  } finally {
+    second.child.kill('SIGTERM'); // a failed check must not leave it running
+  }
+  assert.is(await second.exited, 0);
 });
 
 test('with DATABASE_URL no embedded server starts, and a failed migration stops the start loudly', async () => {

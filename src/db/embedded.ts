@@ -38,6 +38,8 @@ export const PROCESS_MEMORY_MB = 1024;
 export interface EmbeddedPostgres {
   /** Superuser URL of the `postgres` maintenance database. */
   adminUrl: string;
+  /** This start started the server; false when it found one running and reused it. */
+  startedHere: boolean;
   /** `fast` (the default) disconnects clients and shuts down cleanly; `immediate` is a crash: recovery runs at the next start. */
   stop(mode?: 'fast' | 'immediate'): Promise<void>;
 }
@@ -161,7 +163,8 @@ export async function startEmbeddedPostgres(options: EmbeddedPostgresOptions): P
   }
   const password = (await readFile(passwordFile, 'utf8')).trim();
 
-  if (await isRunning(bin, pgDir, runAs)) {
+  const running = await isRunning(bin, pgDir, runAs);
+  if (running) {
     // Left running by a service that was killed: reuse it rather than fight over the port.
     logger.info({ dir: pgDir }, 'embedded PostgreSQL already running; reusing it (with the memory bound it was started with)');
   } else {
@@ -197,6 +200,7 @@ export async function startEmbeddedPostgres(options: EmbeddedPostgresOptions): P
   await waitForConnection(adminUrl);
   return {
     adminUrl,
+    startedHere: !running,
     async stop(mode = 'fast') {
       logger.info({ dir: pgDir, mode }, 'stopping embedded PostgreSQL');
       await run(bin.pg_ctl, ['stop', '-D', pgDir, '-m', mode, '-w', '-t', '60'], runAs).catch((error: unknown) => {

@@ -163,3 +163,18 @@ export class LeaseWorker {
     );
   }
 }
+
+/**
+ * Frees every lease, sync and decoder alike. Only for a control database whose server this
+ * process has just started (the embedded one, found stopped): every process that held a lease
+ * lost its connection with the server, and a killed container's successor need not wait out
+ * the leases of the process that died with it. A holder still alive somewhere loses the sync
+ * at its next renewal, as when any lease lapses.
+ */
+export async function releaseLeasesOfStoppedServer(control: pg.Pool, logger: Logger): Promise<void> {
+  const { rowCount } = await control.query(
+    `UPDATE syncs SET lease_owner = NULL, lease_until = NULL, decoder_lease_owner = NULL, decoder_lease_until = NULL
+      WHERE lease_owner IS NOT NULL OR decoder_lease_owner IS NOT NULL`,
+  );
+  if (rowCount) logger.info({ syncs: rowCount }, 'released the leases of processes that stopped with the embedded PostgreSQL');
+}
