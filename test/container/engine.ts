@@ -1,18 +1,16 @@
 /**
- * The container engine for the image tests: podman where it is installed, else docker. Each
- * command runs as an operator would type it. For podman, containers.conf beside this file
- * sets what a small or nested machine needs (runc, cgroupfs, ulimits no higher than the
- * machine's); an operator's own engine needs none of it.
+ * The container engine for the image tests: podman where it is installed, else docker
+ * (CONTAINER_ENGINE=docker or podman picks one). Each command runs as an operator would type
+ * it. For podman, containers.conf beside this file sets what a small or nested machine needs
+ * (runc, cgroupfs, ulimits no higher than the machine's); an operator's own engine needs none
+ * of it.
  */
-import { type ChildProcess, execFile, spawn } from 'node:child_process';
+import { type ChildProcess, spawn } from 'node:child_process';
 import { existsSync, readFileSync } from 'node:fs';
 import { mkdtemp } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
-import { promisify } from 'node:util';
 import { repoRoot } from '../harness/process.ts';
-
-const run = promisify(execFile);
 
 export const IMAGE = 'tributary:test';
 
@@ -54,7 +52,9 @@ export function command(
 /** The engine that can run a container here, or an error that says plainly why none can. */
 export async function containerEngine(): Promise<Engine> {
   const reasons: string[] = [];
-  for (const name of ['podman', 'docker'] as const) {
+  const chosen = process.env.CONTAINER_ENGINE;
+  const names: Array<'podman' | 'docker'> = chosen === 'docker' || chosen === 'podman' ? [chosen] : ['podman', 'docker'];
+  for (const name of names) {
     const env = name === 'podman' ? { ...process.env, CONTAINERS_CONF: path.join(repoRoot, 'test', 'container', 'containers.conf') } : process.env;
     const engine: Engine = { name, env, exec: (args, options = {}) => command(name, args, { ...options, env }) };
     try {
@@ -93,24 +93,27 @@ async function baseImage(engine: Engine): Promise<'present' | 'pulled' | 'made'>
     await engine.exec(['pull', BASE], { timeoutMs: 120_000 });
     return 'pulled';
   } catch {
-    await run(path.join(repoRoot, 'docker', 'local-base.sh'), [], {
-      env: { ...engine.env, CONTAINER_ENGINE: engine.name },
-      cwd: repoRoot,
-      maxBuffer: 16 << 20,
-    });
+    await command(path.join(repoRoot, 'docker', 'local-base.sh'), [], { env: { ...engine.env, CONTAINER_ENGINE: engine.name } });
     return 'made';
   }
 }
 
 /**
  * Builds docker/Dockerfile as it is, from the repository, as IMAGE. podman builds in the
- * docker format: the OCI format has no HEALTHCHECK.
+ * docker format (the OCI format has no HEALTHCHECK) and never pulls the base.
  */
 export async function buildImage(engine: Engine, tag = IMAGE): Promise<void> {
-  const format = engine.name === 'podman' ? ['--format', 'docker'] : [];
-  await engine.exec(['build', ...format, '--pull=never', '--network', 'host', '-f', 'docker/Dockerfile', '-t', tag, '.'], { timeoutMs: 900_000 });
-  // The image this tag named before, and the first stage's, would pile up build after build.
-  await engine.exec(['image', 'prune', '-f']).catch(() => undefined);
+  // docker's `build --pull` is a yes/no (pull always); its default uses the local base.
+  const flags = engine.name === 'podman' ? ['--format', 'docker', '--pull=never'] : [];
+  const idOf = () =>
+    engine.exec(['image', 'inspect', '--format', '{{.Id}}', tag]).then(
+      (id) => id.trim(),
+      () => undefined,
+    );
+  const before = await idOf();
+  await engine.exec(['build', ...flags, '--network', 'host', '-f', 'docker/Dockerfile', '-t', tag, '.'], { timeoutMs: 900_000 });
+  // The image the tag named before would pile up, untagged, build after build.
+  if (before && before !== (await idOf())) await engine.exec(['rmi', before]).catch(() => undefined);
 }
 
 export interface Container {

@@ -3,7 +3,8 @@
  * the embedded PostgreSQL on a named volume, and the README's tour run against it from the
  * host, with the fakes on the host (the tour's "terminal 1", its `npm start` replaced by the
  * container, given the same settings). Then the container is stopped with SIGTERM and a new
- * one started on the same volume: every sync and its rows are still there, and it syncs on.
+ * one started on the same volume: every sync and its rows are still there, and it syncs on;
+ * and again after one is killed outright.
  */
 import { spawn } from 'node:child_process';
 import { readFile, rm } from 'node:fs/promises';
@@ -145,7 +146,25 @@ test('the README tour runs against the image; a new container on the same volume
     assert.is(created.status, 200);
     const { id } = (await created.json()) as { id: string };
     assert.equal(await rows(stripeDb, `SELECT name FROM customer WHERE id = '${id}'`), [{ name: 'After Restart' }]);
-    process.stderr.write(`image: healthy ${firstStart} ms after the first start, ${secondStart} ms after the second; stopped in ${stopped.ms} ms\n`);
+
+    // Killed outright (`docker kill`): its PostgreSQL's lock file is left behind with a process
+    // id that may be another process's in the next container. The next one must start anyway.
+    // The proxied write may not be on disk yet (docs/proxy.md: asynchronous commit); upstream
+    // has it, and the wait endpoint answers once the sync has it again.
+    const kept = await read();
+    await engine.exec(['kill', '--signal', 'KILL', container.name]);
+    await container.remove();
+    container = await start('tributary-test-tour-after-kill');
+    const thirdStart = await waitForHealth(`${API}/healthz`, container);
+    for (const sync of kept.syncs) {
+      const waited = await fetch(`${API}/api/wait/${sync}?timeout=60000`, { headers: { authorization: `Bearer ${account.api_token}` } });
+      const answer = (await waited.json()) as { ok?: boolean };
+      assert.is(answer.ok, true, `the wait for ${sync}: ${JSON.stringify(answer)}`);
+    }
+    assert.equal(await read(), kept, 'nothing lost to the kill');
+    process.stderr.write(
+      `image: healthy ${firstStart} ms after the first start, ${secondStart} ms after a stop, ${thirdStart} ms after a kill; stopped in ${stopped.ms} ms\n`,
+    );
   } finally {
     if (container) await container.remove();
     try {
