@@ -9,10 +9,10 @@
 import { spawn } from 'node:child_process';
 import { readFile, rm } from 'node:fs/promises';
 import path from 'node:path';
-import pg from 'pg';
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
 import { bindable } from '../harness/ports.ts';
+import { query } from '../harness/postgres.ts';
 import { repoRoot } from '../harness/process.ts';
 import { loudSetUp } from '../harness/service.ts';
 import { collect, copyOfRepository, readmeTour, runTourBlocks, TOUR_PORTS, terminalEnv } from '../harness/tour.ts';
@@ -50,16 +50,6 @@ function startSettings(background: string): { fakes: string; settings: Record<st
   const settings = Object.fromEntries([...start.matchAll(/(?:^|\s)([A-Z_]+)=(\S+)/g)].map((m) => [m[1]!, m[2]!]));
   // The fakes' lines end in `&`: the shell waits for them so that their group stays to be stopped.
   return { fakes: `${lines.filter((line) => line !== start).join('\n')}\nwait`, settings };
-}
-
-async function rows(url: string, sql: string): Promise<unknown[]> {
-  const client = new pg.Client({ connectionString: url });
-  await client.connect();
-  try {
-    return (await client.query(sql)).rows;
-  } finally {
-    await client.end();
-  }
 }
 
 async function syncIds(token: string): Promise<string[]> {
@@ -121,8 +111,8 @@ test('the README tour runs against the image; a new container on the same volume
     const airtableDb = (JSON.parse(await readFile(path.join(dir, 'airtable.json'), 'utf8')) as { database: { url: string } }).database.url;
     const read = async () => ({
       syncs: await syncIds(account.api_token),
-      customers: await rows(stripeDb, 'SELECT id, name, email FROM customer ORDER BY id'),
-      projects: await rows(airtableDb, 'SELECT id, name, status FROM projects ORDER BY id'),
+      customers: await query(stripeDb, 'SELECT id, name, email FROM customer ORDER BY id'),
+      projects: await query(airtableDb, 'SELECT id, name, status FROM projects ORDER BY id'),
     });
     const before = await read();
     assert.is(before.syncs.length, 2);
@@ -145,7 +135,7 @@ test('the README tour runs against the image; a new container on the same volume
     });
     assert.is(created.status, 200);
     const { id } = (await created.json()) as { id: string };
-    assert.equal(await rows(stripeDb, `SELECT name FROM customer WHERE id = '${id}'`), [{ name: 'After Restart' }]);
+    assert.equal(await query(stripeDb, 'SELECT name FROM customer WHERE id = $1', [id]), [{ name: 'After Restart' }]);
 
     // Killed outright (`docker kill`): its PostgreSQL's lock file is left behind with a process
     // id that may be another process's in the next container. The next one must start anyway.

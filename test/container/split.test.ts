@@ -9,13 +9,12 @@ import { readFile, writeFile, mkdtemp, rm } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import kafkajs from 'kafkajs';
-import pg from 'pg';
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
 import { startFakeProcess, type FakeProcess } from '../harness/fake-process.ts';
 import { sharedKafka, type KafkaBroker } from '../harness/kafka/index.ts';
 import { freePort } from '../harness/ports.ts';
-import { freshDatabase } from '../harness/postgres.ts';
+import { freshDatabase, query } from '../harness/postgres.ts';
 import { repoRoot } from '../harness/process.ts';
 import { AIRTABLE_TEST_TOKEN, loudSetUp, request, STRIPE_TEST_KEYS, waitBackfilled } from '../harness/service.ts';
 import { buildImage, type Container, containerEngine, dockerCompose, type Engine, ensureBaseImage, IMAGE, runContainer, waitForHealth } from './engine.ts';
@@ -122,27 +121,16 @@ async function exercise(ports: Ports, adminToken: string): Promise<void> {
   });
   assert.is(created.status, 200);
   const { id } = (await created.json()) as { id: string };
-  const reader = new pg.Client({ connectionString: stripeSync.body.database.url });
-  await reader.connect();
-  try {
-    assert.equal(
-      (await reader.query('SELECT name FROM customer WHERE id = $1', [id])).rows,
-      [{ name: 'Split Deployment' }],
-      'in the database when the proxy answered',
-    );
-  } finally {
-    await reader.end();
-  }
-  const airtableReader = new pg.Client({ connectionString: airtableSync.body.database.url });
-  await airtableReader.connect();
-  try {
-    const { rows } = await airtableReader.query<{ n: number }>(
-      "SELECT count(*)::int AS n FROM information_schema.tables WHERE table_schema = 'public' AND table_type = 'BASE TABLE'",
-    );
-    assert.ok(rows[0]!.n > 0, 'the base has tables');
-  } finally {
-    await airtableReader.end();
-  }
+  assert.equal(
+    await query(stripeSync.body.database.url, 'SELECT name FROM customer WHERE id = $1', [id]),
+    [{ name: 'Split Deployment' }],
+    'in the database when the proxy answered',
+  );
+  const tables = await query<{ n: number }>(
+    airtableSync.body.database.url,
+    "SELECT count(*)::int AS n FROM information_schema.tables WHERE table_schema = 'public' AND table_type = 'BASE TABLE'",
+  );
+  assert.ok(tables[0]!.n > 0, 'the base has tables');
   const waited = await request(ports.api, 'GET', `/api/wait/${syncId}?timeout=30000`, { token });
   assert.is(waited.body?.ok, true, waited.text);
 
