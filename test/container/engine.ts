@@ -138,7 +138,8 @@ export interface RunOptions {
 
 /** Starts a container of the image in the background, on the host's network (the fakes and the harness's servers are on loopback). */
 export async function runContainer(engine: Engine, options: RunOptions): Promise<Container> {
-  await engine.exec(['rm', '-f', options.name]).catch(() => undefined);
+  // -v: with the container goes the anonymous volume the image's VOLUME gave it.
+  await engine.exec(['rm', '-f', '-v', options.name]).catch(() => undefined);
   const env = Object.entries(options.env ?? {}).flatMap(([k, v]) => ['-e', `${k}=${v}`]);
   const volumes = (options.volumes ?? []).flatMap((v) => ['-v', v]);
   await engine.exec(['run', '-d', '--name', options.name, '--network', 'host', ...env, ...volumes, options.image ?? IMAGE, ...(options.command ?? [])]);
@@ -171,7 +172,7 @@ export async function runContainer(engine: Engine, options: RunOptions): Promise
       }
     },
     remove: async () => {
-      await engine.exec(['rm', '-f', name]).catch(() => undefined);
+      await engine.exec(['rm', '-f', '-v', name]).catch(() => undefined);
     },
   };
 }

@@ -195,7 +195,7 @@ test('compose.yaml passes `compose config`; its tributary service runs against e
       .map(([key, value]) => `      ${key}: "${value}"`)
       .join('\n');
     await writeFile(override, `services:\n  tributary:\n    image: ${IMAGE}\n    network_mode: host\n    environment:\n${environment}\n`);
-    await engine.exec(['rm', '-f', name]).catch(() => undefined);
+    await engine.exec(['rm', '-f', '-v', name]).catch(() => undefined);
     const files = ['-p', 'tributarytest', '-f', composeFile, '-f', override];
     await compose.run([...files, 'run', '-d', '--no-deps', '--name', name, 'tributary'], { ...process.env, ...env });
     const logs = () => engine.exec(['logs', name], { stderrToo: true }).catch((error: Error) => error.message);
@@ -211,8 +211,10 @@ test('compose.yaml passes `compose config`; its tributary service runs against e
       throw new Error(`${error.message}\n${(await logs()).slice(-3000)}`);
     });
   } finally {
-    await engine.exec(['rm', '-f', '-t', '10', name]).catch(() => undefined);
+    await engine.exec(['rm', '-f', '-v', '-t', '10', name]).catch(() => undefined);
     await engine.exec(['network', 'rm', '-f', 'tributarytest_default']).catch(() => undefined);
+    // `compose run` makes the file's named volumes too, though this service uses none.
+    await engine.exec(['volume', 'rm', '-f', 'tributarytest_pgdata']).catch(() => undefined);
     await compose.close();
     await rm(dir, { recursive: true, force: true });
   }
