@@ -143,7 +143,11 @@ export async function runContainer(engine: Engine, options: RunOptions): Promise
   const env = Object.entries(options.env ?? {}).flatMap(([k, v]) => ['-e', `${k}=${v}`]);
   const volumes = (options.volumes ?? []).flatMap((v) => ['-v', v]);
   await engine.exec(['run', '-d', '--name', options.name, '--network', 'host', ...env, ...volumes, options.image ?? IMAGE, ...(options.command ?? [])]);
-  const { name } = options;
+  return containerNamed(engine, options.name);
+}
+
+/** A container already made (by the engine's run, or compose's), by its name. */
+export function containerNamed(engine: Engine, name: string): Container {
   return {
     name,
     // The container's stderr (where a failed start says why) comes on the engine's.

@@ -2,7 +2,7 @@
  * The image against external servers, as a deployment runs it: the test run's PostgreSQL and
  * a Kafka broker, the fakes as upstreams. First the Procfile's lines, each the command of a
  * container of the one image; then docker/compose.yaml, checked by `compose config` and its
- * tributary service started with `up --no-deps` and an override naming these servers.
+ * tributary service started with `compose run --no-deps` and an override naming these servers.
  */
 import { randomBytes } from 'node:crypto';
 import { readFile, writeFile, mkdtemp, rm } from 'node:fs/promises';
@@ -17,7 +17,18 @@ import { freePort } from '../harness/ports.ts';
 import { freshDatabase, query } from '../harness/postgres.ts';
 import { repoRoot } from '../harness/process.ts';
 import { AIRTABLE_TEST_TOKEN, loudSetUp, request, STRIPE_TEST_KEYS, waitBackfilled } from '../harness/service.ts';
-import { buildImage, type Container, containerEngine, dockerCompose, type Engine, ensureBaseImage, IMAGE, runContainer, waitForHealth } from './engine.ts';
+import {
+  buildImage,
+  type Container,
+  containerEngine,
+  containerNamed,
+  dockerCompose,
+  type Engine,
+  ensureBaseImage,
+  IMAGE,
+  runContainer,
+  waitForHealth,
+} from './engine.ts';
 
 const STRIPE_KEY = STRIPE_TEST_KEYS[0]!;
 const secrets = () => ({ TRIBUTARY_SECRET_KEY: randomBytes(32).toString('base64'), TRIBUTARY_ADMIN_TOKEN: `tra_${randomBytes(16).toString('hex')}` });
@@ -198,17 +209,10 @@ test('compose.yaml passes `compose config`; its tributary service runs against e
     await engine.exec(['rm', '-f', '-v', name]).catch(() => undefined);
     const files = ['-p', 'tributarytest', '-f', composeFile, '-f', override];
     await compose.run([...files, 'run', '-d', '--no-deps', '--name', name, 'tributary'], { ...process.env, ...env });
-    const logs = () => engine.exec(['logs', name], { stderrToo: true }).catch((error: Error) => error.message);
-    for (const started = Date.now(); ; await new Promise((r) => setTimeout(r, 250))) {
-      const status = await fetch(`${ports.api}/healthz`).then(
-        (r) => r.status,
-        () => 0,
-      );
-      if (status === 200) break;
-      if (Date.now() - started > 60_000) throw new Error(`the compose service never answered:\n${await logs()}`);
-    }
+    const container = containerNamed(engine, name);
+    await waitForHealth(`${ports.api}/healthz`, container);
     await exercise(ports, env.TRIBUTARY_ADMIN_TOKEN!).catch(async (error: Error) => {
-      throw new Error(`${error.message}\n${(await logs()).slice(-3000)}`);
+      throw new Error(`${error.message}\n${(await container.logs()).slice(-3000)}`);
     });
   } finally {
     await engine.exec(['rm', '-f', '-v', '-t', '10', name]).catch(() => undefined);
