@@ -48,7 +48,10 @@ async function startDemo(): Promise<Demo> {
 
 async function interrupt(running: Demo): Promise<number | string> {
   running.child.kill('SIGINT');
-  return Promise.race([running.exited, new Promise<string>((r) => setTimeout(() => r('still running after 60 s'), 60_000))]);
+  let timer: NodeJS.Timeout | undefined;
+  const late = new Promise<string>((r) => (timer = setTimeout(() => r('still running after 60 s'), 60_000)));
+  // The timer is cleared once the demo exits: left running, it held the file open for its 60 s.
+  return Promise.race([running.exited, late]).finally(() => clearTimeout(timer));
 }
 
 /** Splits a printed command into words as a POSIX shell would (quotes and backslashes). */

@@ -1,36 +1,33 @@
 /**
  * `npm test`: starts one real PostgreSQL (embedded binaries, wal_level=logical) for the
- * run, then runs every test file in its own process (uvu), two at a time, and closes
+ * run, then runs every test file in its own process (uvu), several at a time, and closes
  * with one "N passed, N failed" line. Kafka is started by the suites that need it.
  *
- *   npm test                      every file under test/
+ *   npm test                      every file under test/ but the long runs
  *   npm test -- test/api          only files whose path contains "test/api"
+ *
+ * The long runs have scripts of their own (docs/testing.md): `npm run test:sim` (the traffic
+ * simulation's CI profile), `test:fleet` (the Procfile's roles as eight processes) and
+ * `test:image` (the container image); `npm test` leaves them out.
  */
 import { type ChildProcess, spawn } from 'node:child_process';
-import { readdir, mkdtemp, rm } from 'node:fs/promises';
+import { copyFile, mkdir, mkdtemp, readdir, readFile, rm, writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { startEmbeddedPostgres } from '../src/db/embedded.ts';
 import { createLogger } from '../src/log.ts';
 import { freePort } from './harness/ports.ts';
+import { failureWindow } from './harness/failure-log.ts';
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
-const FILE_TIMEOUT_MS = Number(process.env.TEST_FILE_TIMEOUT_MS || 10 * 60_000);
-const CONCURRENCY = Number(process.env.TEST_CONCURRENCY || 2);
-/**
- * Files that run alone, after the others: the traffic simulation starts three PostgreSQL
- * servers, Kafka, seven service processes and both upstreams on a 2-core machine, and checks timing
- * (no upstream 429, memory bounded) that another file beside it would only blur. The fleet
- * test starts eight service processes and a second server, and times how fast a dead worker's
- * leases move on.
- */
-/**
- * The image tests (`npm run test:image`) need a container engine and build the image: run
- * only when asked for by name, after `npm test` in CI.
- */
-const CONTAINER_TESTS = 'test/container/';
-const ALONE = new Set(['test/simulation.test.ts', 'test/fleet.test.ts']);
+const FILE_TIMEOUT_MS = Number(process.env.TEST_FILE_TIMEOUT_MS || 5 * 60_000);
+const CONCURRENCY = Number(process.env.TEST_CONCURRENCY || 4);
+const ARTIFACTS = path.join(root, 'test-artifacts');
+const EXIT_GRACE_MS = 3000;
+
+/** The long runs: each has its own script and runs only when named (`npm test` leaves them out). */
+const LONG_RUNS = ['test/container/', 'test/simulation.test.ts', 'test/fleet.test.ts'];
 
 async function testFiles(dir: string): Promise<string[]> {
   const entries = await readdir(dir, { withFileTypes: true });
@@ -52,6 +49,8 @@ interface FileResult {
   ok: boolean;
   output: string;
   seconds: number;
+  /** When the first test of the file failed (uvu's ✘), or when the file ended. */
+  failedAt: number;
 }
 
 /** Test files running now; Ctrl-C of the run ends them (their process groups do not hear the terminal). */
@@ -77,18 +76,29 @@ for (const signal of ['SIGINT', 'SIGTERM'] as const) {
 function runFile(file: string, env: NodeJS.ProcessEnv): Promise<FileResult> {
   const started = Date.now();
   return new Promise((resolve) => {
-    const script = `import { run } from 'uvu/run'; await run([{ name: ${JSON.stringify(path.relative(root, file))}, file: ${JSON.stringify(file)} }], { bail: false });`;
-    const child = spawn(process.execPath, ['--import', 'tsx', '--input-type=module', '-e', script], {
+    // Once its tests are done, a file has a few seconds for what it left running to end or
+    // fail loudly (a late error still fails it); a stray timer or socket does not hold it up.
+    const suite = JSON.stringify([{ name: path.relative(root, file), file }]);
+    const script = `import { run } from 'uvu/run'; await run(${suite}, { bail: false }); setTimeout(() => process.exit(), ${EXIT_GRACE_MS}).unref();`;
+    // TEST_TIMINGS=<file>: each test's time too (test/harness/timings.ts).
+    const timings = env.TEST_TIMINGS ? ['--import', path.join(root, 'test', 'harness', 'timings.ts')] : [];
+    const child = spawn(process.execPath, ['--import', 'tsx', ...timings, '--input-type=module', '-e', script], {
       cwd: root,
-      env: { ...env, FORCE_COLOR: '0' },
+      env: { ...env, FORCE_COLOR: '0', TEST_TIMINGS_NAME: path.relative(root, file) },
       stdio: ['ignore', 'pipe', 'pipe'],
       // A process group of its own: a file killed for taking too long takes its servers with it.
       detached: true,
     });
     running.add(child);
     let output = '';
-    child.stdout.on('data', (chunk: Buffer) => (output += chunk.toString()));
-    child.stderr.on('data', (chunk: Buffer) => (output += chunk.toString()));
+    let failedAt: number | undefined;
+    const take = (chunk: Buffer) => {
+      const text = chunk.toString();
+      if (failedAt === undefined && text.includes('✘')) failedAt = Date.now();
+      output += text;
+    };
+    child.stdout.on('data', take);
+    child.stderr.on('data', take);
     const timer = setTimeout(() => {
       output += `\n[test/run] ${file} exceeded ${FILE_TIMEOUT_MS} ms; killed\n`;
       killGroup(child);
@@ -96,59 +106,107 @@ function runFile(file: string, env: NodeJS.ProcessEnv): Promise<FileResult> {
     child.on('close', (code) => {
       clearTimeout(timer);
       running.delete(child);
+      killGroup(child); // what the file started and did not stop goes with it
       const count = (label: string) => Number(new RegExp(`${label}:\\s+(\\d+)`).exec(output)?.[1] ?? 0);
       const total = count('Total');
       const passed = count('Passed');
       const skipped = count('Skipped');
       // A file that crashed before uvu's summary counts as one failure, not as nothing.
       const failed = total - passed - skipped || (code === 0 ? 0 : 1);
-      resolve({ file, passed, failed, skipped, ok: code === 0 && failed === 0, output, seconds: (Date.now() - started) / 1000 });
+      const seconds = (Date.now() - started) / 1000;
+      resolve({ file, passed, failed, skipped, ok: code === 0 && failed === 0, output, seconds, failedAt: failedAt ?? Date.now() });
     });
   });
 }
 
+/** The service log lines around a failed file's failure, and the whole log kept under test-artifacts/logs/. */
+async function serviceLogReport(name: string, logFile: string, failedAt: number): Promise<string> {
+  const text = await readFile(logFile, 'utf8').catch(() => '');
+  if (!text) return '';
+  const kept = path.join(ARTIFACTS, 'logs', `${name.replaceAll('/', '_')}.log`);
+  await mkdir(path.dirname(kept), { recursive: true });
+  await copyFile(logFile, kept);
+  const { lines, total } = failureWindow(text.split('\n'), failedAt);
+  const rel = path.relative(root, kept);
+  return `--- the service's log around the failure: ${lines.length} of ${total} lines (all of them: ${rel}) ---\n${lines.join('\n')}\n--- end of the service's log ---\n`;
+}
+
+function timeTable(results: FileResult[], wall: number): string {
+  const rows = [...results].sort((a, b) => b.seconds - a.seconds);
+  const busy = results.reduce((n, r) => n + r.seconds, 0);
+  return [
+    `# ${results.length} files, ${wall.toFixed(0)} s of wall time, ${busy.toFixed(0)} s of file time, ${CONCURRENCY} at a time`,
+    'seconds\ttests\tfile',
+    ...rows.map((r) => `${r.seconds.toFixed(1)}\t${r.passed + r.failed}\t${path.relative(root, r.file)}`),
+  ].join('\n');
+}
+
+/**
+ * Each file's time in seconds, from `test/file-times.tsv` (a run's table, committed; the
+ * runner writes a fresh one to test-artifacts/test-times.tsv): only to order the files.
+ */
+async function fileTimes(): Promise<Map<string, number>> {
+  const text = await readFile(path.join(root, 'test', 'file-times.tsv'), 'utf8').catch(() => '');
+  const times = new Map<string, number>();
+  for (const line of text.split('\n')) {
+    const [seconds, , file] = line.split('\t');
+    if (file && Number.isFinite(Number(seconds))) times.set(file, Number(seconds));
+  }
+  return times;
+}
+
 async function main(): Promise<number> {
   const filters = process.argv.slice(2);
+  const relative = (file: string) => path.relative(root, file);
   const files = (await testFiles(path.join(root, 'test'))).filter((file) =>
-    filters.length === 0
-      ? !path.relative(root, file).startsWith(CONTAINER_TESTS)
-      : filters.some((f) => path.relative(root, file).includes(f.replace(/^\.\//, ''))),
+    filters.length === 0 ? !LONG_RUNS.some((long) => relative(file).startsWith(long)) : filters.some((f) => relative(file).includes(f.replace(/^\.\//, ''))),
   );
   if (files.length === 0) {
     process.stderr.write('no test files matched\n');
     return 1;
   }
 
+  const runStarted = Date.now();
   const dir = await mkdtemp(path.join(os.tmpdir(), 'tributary-test-pg-'));
+  const logs = await mkdtemp(path.join(os.tmpdir(), 'tributary-test-logs-'));
   const pg = await startEmbeddedPostgres({ dir, port: await freePort(), logger: createLogger({ level: 'warn' }) });
   const env = { ...process.env, TEST_PG_ADMIN_URL: pg.adminUrl, TRIBUTARY_LOG_LEVEL: process.env.TRIBUTARY_LOG_LEVEL ?? 'warn' };
 
   const results: FileResult[] = [];
-  const alone = files.filter((f) => ALONE.has(path.relative(root, f)));
-  const queue = files.filter((f) => !alone.includes(f));
-  const runQueue = (list: string[], concurrency: number) =>
-    Promise.all(
-      Array.from({ length: Math.min(concurrency, list.length) }, async () => {
-        for (let file = list.shift(); file && !interrupted; file = list.shift()) {
-          const result = await runFile(file, env);
+  // The slowest files first (by the measured table), so that no long file starts last and
+  // holds the run up alone.
+  const known = await fileTimes();
+  const queue = [...files].sort((a, b) => (known.get(relative(b)) ?? 0) - (known.get(relative(a)) ?? 0));
+  try {
+    await Promise.all(
+      Array.from({ length: Math.min(CONCURRENCY, queue.length) }, async () => {
+        for (let file = queue.shift(); file && !interrupted; file = queue.shift()) {
+          const name = relative(file);
+          const logFile = path.join(logs, `${name.replaceAll('/', '_')}.log`);
+          const result = await runFile(file, { ...env, TEST_SERVICE_LOG: logFile });
           results.push(result);
           const mark = result.ok ? 'ok  ' : 'FAIL';
-          process.stdout.write(`${mark} ${path.relative(root, file)} (${result.passed} passed, ${result.failed} failed, ${result.seconds.toFixed(1)} s)\n`);
-          if (!result.ok || process.env.TEST_VERBOSE) process.stdout.write(`${result.output}\n`);
+          let report = `${mark} ${name} (${result.passed} passed, ${result.failed} failed, ${result.seconds.toFixed(1)} s)\n`;
+          if (!result.ok || process.env.TEST_VERBOSE) report += `${result.output}\n`;
+          if (!result.ok) report += await serviceLogReport(name, logFile, result.failedAt);
+          process.stdout.write(report);
         }
       }),
     );
-  try {
-    await runQueue(queue, CONCURRENCY);
-    await runQueue(alone, 1);
   } finally {
     await pg.stop();
     await rm(dir, { recursive: true, force: true });
+    await rm(logs, { recursive: true, force: true });
   }
 
+  const table = timeTable(results, (Date.now() - runStarted) / 1000);
+  await mkdir(ARTIFACTS, { recursive: true });
+  await writeFile(path.join(ARTIFACTS, 'test-times.tsv'), `${table}\n`);
   const passed = results.reduce((n, r) => n + r.passed, 0);
   const failed = results.reduce((n, r) => n + r.failed, 0);
   const skipped = results.reduce((n, r) => n + r.skipped, 0);
+  const slowest = table.split('\n').slice(0, 12).join('\n');
+  process.stdout.write(`\n${slowest}\n(every file's time: test-artifacts/test-times.tsv)\n`);
   process.stdout.write(`\n${results.length} files\n${passed} passed, ${failed} failed${skipped ? `, ${skipped} skipped` : ''}\n`);
   if (interrupted) {
     process.stdout.write('interrupted\n');
@@ -160,7 +218,7 @@ async function main(): Promise<number> {
 main().then(
   (code) => process.exit(code),
   (error: unknown) => {
-    process.stderr.write(`test run failed to start: ${(error as Error).stack ?? String(error)}\n`);
+    process.stderr.write(`test run failed to start: ${(error as Error).message ?? String(error)}\n`);
     process.exit(1);
   },
 );

@@ -91,7 +91,7 @@ async function runAsUser(logger: Logger): Promise<RunAs> {
  * A private parent (a home folder of mode 0700, a mkdtemp folder) otherwise ends in initdb's
  * bare "Permission denied" on a file it cannot reach: name the folder instead.
  */
-export async function assertReachable(dir: string, runAs: RunAs): Promise<void> {
+export async function assertReachable(dir: string, runAs: RunAs, what: 'data' | 'binaries' = 'data'): Promise<void> {
   if (runAs.uid === undefined) return;
   for (let folder = path.dirname(path.resolve(dir)); ; folder = path.dirname(folder)) {
     const found = await stat(folder).catch((error: NodeJS.ErrnoException) => {
@@ -102,9 +102,14 @@ export async function assertReachable(dir: string, runAs: RunAs): Promise<void> 
     const { mode, uid, gid } = found;
     const enters = uid === runAs.uid ? mode & 0o100 : gid === runAs.gid ? mode & 0o010 : mode & 0o001;
     if (!enters) {
+      // The binaries live in node_modules, inside the checkout: a checkout under a private
+      // folder cannot run them as "postgres" (spawn's bare EACCES otherwise).
+      const where = what === 'data' ? folder : `${folder}, on the way to its binaries (${path.dirname(dir)})`;
+      const instead =
+        what === 'data' ? 'set TRIBUTARY_DATA_DIR to a folder it can reach' : 'put the checkout in a folder it can enter, or run as a user other than root';
       throw new Error(
-        `the embedded PostgreSQL runs as the system user "postgres" (the service runs as root), which cannot enter ${folder} ` +
-          `(mode ${(mode & 0o777).toString(8).padStart(4, '0')}): allow it (chmod o+x ${folder}) or set TRIBUTARY_DATA_DIR to a folder it can reach`,
+        `the embedded PostgreSQL runs as the system user "postgres" (the service runs as root), which cannot enter ${where} ` +
+          `(mode ${(mode & 0o777).toString(8).padStart(4, '0')}): allow it (chmod o+x ${folder}), or ${instead}`,
       );
     }
     if (folder === path.dirname(folder)) return;
@@ -141,6 +146,7 @@ export async function startEmbeddedPostgres(options: EmbeddedPostgresOptions): P
 
   // The postgres user must be able to traverse the data folder; secret files inside stay 0600.
   await assertReachable(dir, runAs);
+  await assertReachable(bin.initdb, runAs, 'binaries');
   await mkdir(dir, { recursive: true, mode: 0o711 });
   await chmod(dir, 0o711);
 

@@ -158,7 +158,11 @@ export class FleetProcess {
       // Anything the process prints that is not its log counts as an error.
       if (typeof parsed?.level !== 'number' || parsed.level >= 50) this.errors.push({ process: this.name, time: parsed?.time ?? Date.now(), text });
     };
-    const spawned = spawnTributary(['run', '--roles', this.roles], this.env, undefined, { nodeFlags: SERVICE_NODE_FLAGS, onLine });
+    const spawned = spawnTributary(['run', '--roles', this.roles], this.env, undefined, {
+      nodeFlags: SERVICE_NODE_FLAGS,
+      onLine,
+      testLog: this.file ? false : this.name,
+    });
     this.spawned = spawned;
     this.running = true;
     started.add(this);

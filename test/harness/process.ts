@@ -3,6 +3,7 @@ import { readdir, readFile } from 'node:fs/promises';
 import path from 'node:path';
 import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
+import { teeToTestLog } from './test-log.ts';
 
 export const repoRoot = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..', '..');
 
@@ -18,6 +19,8 @@ export interface SpawnOptions {
   nodeFlags?: readonly string[];
   /** Each line of stdout and stderr as it comes; with it, `output()` keeps nothing (a long run's log would fill memory). */
   onLine?(line: string): void;
+  /** How its lines are marked in the file's service log, or false to keep them out (a log kept in a file of its own). */
+  testLog?: string | false;
 }
 
 /** Runs `node bin/tributary.js …`, the same entry point as `npm start` and `npx tributary`. */
@@ -29,8 +32,14 @@ export function spawnTributary(args: string[], env: NodeJS.ProcessEnv, input?: s
   });
   let output = '';
   const onLine = options.onLine;
-  if (onLine) for (const stream of [child.stdout!, child.stderr!]) createInterface({ input: stream }).on('line', onLine);
-  else {
+  // Every line also goes to the file's service log, which the runner shows around a failure.
+  const source = options.testLog ?? `${args[0] ?? 'tributary'} ${child.pid}`;
+  for (const stream of [child.stdout!, child.stderr!])
+    createInterface({ input: stream }).on('line', (line) => {
+      if (source !== false) teeToTestLog(line, source);
+      onLine?.(line);
+    });
+  if (!onLine) {
     child.stdout!.on('data', (chunk: Buffer) => (output += chunk.toString()));
     child.stderr!.on('data', (chunk: Buffer) => (output += chunk.toString()));
   }

@@ -11,13 +11,16 @@ import { createLogger } from '../../src/log.ts';
 import { startService, type Service, type Tunables } from '../../src/main.ts';
 import { freshDatabase, serverAdminUrl } from './postgres.ts';
 import { waitFor } from './process.ts';
+import { teeToTestLog } from './test-log.ts';
 import type { SourceKinds } from '../../src/kinds/registry.ts';
 
 /** Every log line the service wrote, kept so tests can search them for secrets. */
 export class LogCollector extends Writable {
   readonly lines: string[] = [];
   override _write(chunk: Buffer, _encoding: string, done: () => void): void {
-    this.lines.push(...chunk.toString('utf8').split('\n').filter(Boolean));
+    const text = chunk.toString('utf8');
+    teeToTestLog(text);
+    this.lines.push(...text.split('\n').filter(Boolean));
     done();
   }
   get text(): string {
