@@ -255,13 +255,17 @@ export function createProxyHandler(options: ProxyOptions): ProxyHandler {
     res.writeHead(status, upstream.statusMessage, clientResponseHeaders(upstream.rawHeaders));
     forwarder.watchIdle(upstream, () => upstream.destroy(new Error('the upstream stopped sending its answer')));
     await new Promise<void>((resolve) => {
+      const clientDone = () => {
+        if (!upstream.complete) upstream.destroy();
+        resolve();
+      };
+      // A client that left while the upstream's headers came has closed its response already:
+      // its 'close' will not come again.
+      if (res.closed) return clientDone();
       // Mid-body the only way to tell the client is to cut the connection; a client gone stops the upstream.
       upstream.once('error', () => res.destroy());
       upstream.once('aborted', () => res.destroy());
-      res.once('close', () => {
-        if (!upstream.complete) upstream.destroy();
-        resolve();
-      });
+      res.once('close', clientDone);
       upstream.pipe(res);
     });
     logger.debug({ method, host: route.host, path: route.path, status, ms: Math.round(performance.now() - started) }, 'proxied');
