@@ -10,6 +10,7 @@ import type { IncomingMessage } from 'node:http';
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
 import { indicatorOf } from '../src/control/status.ts';
+import { CyclePace } from '../src/airtable/pace.ts';
 import { withDatabase } from '../src/db/sql.ts';
 import { waitForCycle, waitForRows } from './harness/airtable.ts';
 import { query, serverAdminUrl } from './harness/postgres.ts';
@@ -143,6 +144,44 @@ test('the indicator measures a paced cycle against its own target', () => {
   assert.is(indicatorOf({ ...running, pacedCycleSeconds: 60 }, now), 'normal', '40 s into a cycle paced over 60 s');
   assert.is(indicatorOf({ ...running, pacedCycleSeconds: null }, now), 'yellow', '40 s into a cycle that usually takes 2 s');
   assert.is(indicatorOf({ ...running, pacedCycleSeconds: 60 }, new Date('2026-11-26T12:01:40Z')), 'yellow', 'past 1.5 times its target');
+});
+
+/** A CyclePace of a 60 s paced cycle, its first cycle (of four requests) done: the next one is paced. */
+async function provenPace(urgent: () => boolean): Promise<CyclePace> {
+  const pace = new CyclePace({ cycleMs: 60_000, healthy: () => true, urgent, report: async () => undefined, signal: new AbortController().signal });
+  await pace.begin();
+  for (let n = 0; n < 4; n++) await pace.turn();
+  pace.end();
+  return pace;
+}
+
+/** How long the next `count` turns take, in ms. */
+async function turnsTake(pace: CyclePace, count: number): Promise<number> {
+  const from = Date.now();
+  for (let n = 0; n < count; n++) await pace.turn();
+  return Date.now() - from;
+}
+
+test('a paced cycle that finds what capture missed (a rebuild for new settings) finishes at the full pace', async () => {
+  const pace = await provenPace(() => false);
+  await pace.begin();
+  await pace.turn(); // paced: its 15 s gap starts now
+  pace.missed();
+  // Paced, the next three would wait 45 s; airtable.sync's settings change once took 46 s so.
+  assert.ok((await turnsTake(pace, 3)) < 1000, 'the rest of the cycle is not paced');
+});
+
+test('new settings during a paced cycle: that cycle and the next, which applies them, go at the full pace', async () => {
+  let changed = false;
+  const pace = await provenPace(() => changed);
+  await pace.begin();
+  await pace.turn();
+  changed = true; // a PATCH of the settings, seen at the next turn
+  assert.ok((await turnsTake(pace, 3)) < 6000, 'urgent: the cycle hurries (within one 5 s check)');
+  pace.end();
+  changed = false; // the next cycle loads the new settings
+  await pace.begin();
+  assert.ok((await turnsTake(pace, 4)) < 1000, 'the cycle that applies them is not paced');
 });
 
 test.run();

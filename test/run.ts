@@ -119,13 +119,19 @@ function runFile(file: string, env: NodeJS.ProcessEnv): Promise<FileResult> {
   });
 }
 
+/** Keeps a file's service log under test-artifacts/logs/ (every file's with TEST_KEEP_LOGS=1, a failed one's always). */
+async function keepLog(name: string, logFile: string): Promise<string> {
+  const kept = path.join(ARTIFACTS, 'logs', `${name.replaceAll('/', '_')}.log`);
+  await mkdir(path.dirname(kept), { recursive: true });
+  await copyFile(logFile, kept).catch(() => undefined);
+  return kept;
+}
+
 /** The service log lines around a failed file's failure, and the whole log kept under test-artifacts/logs/. */
 async function serviceLogReport(name: string, logFile: string, failedAt: number): Promise<string> {
   const text = await readFile(logFile, 'utf8').catch(() => '');
   if (!text) return '';
-  const kept = path.join(ARTIFACTS, 'logs', `${name.replaceAll('/', '_')}.log`);
-  await mkdir(path.dirname(kept), { recursive: true });
-  await copyFile(logFile, kept);
+  const kept = await keepLog(name, logFile);
   const { lines, total } = failureWindow(text.split('\n'), failedAt);
   const rel = path.relative(root, kept);
   return `--- the service's log around the failure: ${lines.length} of ${total} lines (all of them: ${rel}) ---\n${lines.join('\n')}\n--- end of the service's log ---\n`;
@@ -189,6 +195,7 @@ async function main(): Promise<number> {
           let report = `${mark} ${name} (${result.passed} passed, ${result.failed} failed, ${result.seconds.toFixed(1)} s)\n`;
           if (!result.ok || process.env.TEST_VERBOSE) report += `${result.output}\n`;
           if (!result.ok) report += await serviceLogReport(name, logFile, result.failedAt);
+          else if (process.env.TEST_KEEP_LOGS) await keepLog(name, logFile);
           process.stdout.write(report);
         }
       }),

@@ -50,7 +50,8 @@ export class SweepPacer {
 /**
  * The pace of a runner's cycles, one after another: whether the next may be paced (the one
  * before found nothing change capture had missed, with capture healthy from its start to
- * its end), its pacer, and the status's word on it when that changes.
+ * its end, and nothing urgent came up in it), its pacer, and the status's word on it when that
+ * changes. Once a cycle finds what capture missed, the rest of it goes at the full pace.
  */
 export class CyclePace {
   private current: SweepPacer | undefined;
@@ -58,6 +59,8 @@ export class CyclePace {
   private expected = 0;
   private foundNothing = false;
   private clean = false;
+  /** Something urgent came up during this cycle (it then went at the full pace). */
+  private urgentSeen = false;
   private reported: number | null | undefined;
 
   constructor(
@@ -76,11 +79,13 @@ export class CyclePace {
   async begin(): Promise<void> {
     const { cycleMs, healthy, urgent, signal } = this.options;
     const provenBefore = this.foundNothing && this.expected > 0 && cycleMs > 0;
-    let urgentSeen = false;
+    this.urgentSeen = false;
+    // A cycle that finds something capture missed (or must rebuild a table for new settings)
+    // finishes at the full pace: its user is waiting for that, not for the next cycle.
     const paced = async () => {
-      if (!provenBefore || urgentSeen || !healthy()) return false;
-      urgentSeen = await urgent();
-      return !urgentSeen;
+      if (!provenBefore || this.urgentSeen || !this.clean || !healthy()) return false;
+      this.urgentSeen = await urgent();
+      return !this.urgentSeen;
     };
     this.current = new SweepPacer({ cycleMs, expectedRequests: this.expected, paced, signal });
     this.foundNothing = false;
@@ -104,7 +109,8 @@ export class CyclePace {
 
   /** At a cycle's successful end. */
   end(): void {
-    this.foundNothing = this.clean && this.options.healthy();
+    // What was urgent (new settings, a schema change) is served by the next cycle, at the full pace.
+    this.foundNothing = this.clean && !this.urgentSeen && this.options.healthy();
     this.expected = this.current?.requests ?? 0;
   }
 }
