@@ -10,7 +10,7 @@ import { test } from 'uvu';
 import * as assert from 'uvu/assert';
 import { assertReachable } from '../src/db/embedded.ts';
 import { freePort } from './harness/ports.ts';
-import { spawnTributary } from './harness/process.ts';
+import { spawnTributary, waitFor } from './harness/process.ts';
 
 let dir: string;
 
@@ -88,6 +88,42 @@ test('a taken port ends `tributary run` naming the port and TRIBUTARY_PG_PORT, n
     assert.not.match(run.output(), 'could not bind');
   } finally {
     holder.close();
+  }
+});
+
+test('a port held by an outgoing connection, with nothing listening, is waited for: the service starts once it is let go', async () => {
+  await chmod(dir, 0o755);
+  // An outgoing connection: the kernel gives its local end a port of the ephemeral range (where
+  // the default 54329 lies), which nothing may then listen on while it lasts.
+  const far = net.createServer();
+  const accepted: net.Socket[] = [];
+  far.on('connection', (socket) => accepted.push(socket));
+  await new Promise<void>((resolve) => far.listen(0, '127.0.0.1', resolve));
+  const outgoing = net.connect({ port: (far.address() as net.AddressInfo).port, host: '127.0.0.1' });
+  await new Promise<void>((resolve, reject) => outgoing.once('connect', resolve).once('error', reject));
+  const held = outgoing.localPort!;
+  const ports = await Promise.all([freePort(), freePort(), freePort()]);
+  const run = spawnTributary(['run'], {
+    TRIBUTARY_DATA_DIR: dir,
+    TRIBUTARY_PG_PORT: String(held),
+    TRIBUTARY_API_PORT: String(ports[0]),
+    TRIBUTARY_PROXY_PORT: String(ports[1]),
+    TRIBUTARY_EVENTS_PORT: String(ports[2]),
+    TRIBUTARY_LOG_LEVEL: 'info',
+  });
+  try {
+    // Until the connection ends, the service waits (it used to say at once that the port was taken).
+    await waitFor('the port check', async () => (run.output().includes('starting embedded PostgreSQL') ? true : undefined), 60_000);
+    await new Promise((r) => setTimeout(r, 1500));
+    assert.is(run.child.exitCode, null, run.output());
+    for (const socket of accepted) socket.destroy();
+    outgoing.destroy();
+    await waitFor('the service running', async () => (run.output().includes('tributary is running') ? true : undefined), 60_000);
+    assert.not.match(run.output(), 'is taken by another program');
+  } finally {
+    run.child.kill('SIGTERM');
+    await run.exited;
+    far.close();
   }
 });
 

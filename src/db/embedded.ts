@@ -191,14 +191,21 @@ export async function startEmbeddedPostgres(options: EmbeddedPostgresOptions): P
       `-c superuser_reserved_connections=${Math.floor(maxConnections / 6)}`,
       '-c wal_sender_timeout=60s',
     ].join(' ');
-    await assertPortFree(port, listen === '*' ? '0.0.0.0' : listen);
     logger.info({ port, dir: pgDir, process_memory_mb: options.processMemoryMb ?? PROCESS_MEMORY_MB }, 'starting embedded PostgreSQL');
-    try {
-      const startArgs = ['start', '-D', pgDir, '-w', '-t', '120', '-l', path.join(pgDir, 'server.log'), '-o', settings];
-      await run(bin.pg_ctl, startArgs, runAs, options.processMemoryMb ?? PROCESS_MEMORY_MB);
-    } catch (cause) {
-      const tail = await readFile(path.join(pgDir, 'server.log'), 'utf8').catch(() => '');
-      throw new Error(`embedded PostgreSQL failed to start: ${tail.split('\n').slice(-15).join('\n')}`, { cause });
+    const logFile = path.join(pgDir, 'server.log');
+    for (let attempt = 1; ; attempt++) {
+      await assertPortFree(port, listen === '*' ? '0.0.0.0' : listen);
+      const logged = (await stat(logFile).catch(() => undefined))?.size ?? 0;
+      try {
+        const startArgs = ['start', '-D', pgDir, '-w', '-t', '120', '-l', logFile, '-o', settings];
+        await run(bin.pg_ctl, startArgs, runAs, options.processMemoryMb ?? PROCESS_MEMORY_MB);
+        break;
+      } catch (cause) {
+        const tail = (await readFile(logFile, 'utf8').catch(() => '')).slice(logged);
+        // An outgoing connection can take the port between the check and the server's bind.
+        if (attempt < 3 && /could not bind|Address already in use/.test(tail)) continue;
+        throw new Error(`embedded PostgreSQL failed to start: ${tail.split('\n').slice(-15).join('\n')}`, { cause });
+      }
     }
   }
 
@@ -216,21 +223,62 @@ export async function startEmbeddedPostgres(options: EmbeddedPostgresOptions): P
   };
 }
 
-/**
- * The port the embedded PostgreSQL is to listen on is free, or a clear error naming the setting:
- * otherwise PostgreSQL's own log says "could not bind" among a dozen lines (often a system
- * PostgreSQL holds 5432).
- */
-async function assertPortFree(port: number, host: string): Promise<void> {
-  const taken = await new Promise<boolean>((resolve) => {
+/** Whether binding `port` on `host` fails because something holds it. */
+function bindFails(port: number, host: string): Promise<boolean> {
+  return new Promise<boolean>((resolve) => {
     const probe = net.createServer();
     probe.once('error', (error: NodeJS.ErrnoException) => resolve(error.code === 'EADDRINUSE'));
     probe.listen(port, host, () => probe.close(() => resolve(false)));
   });
-  if (taken) {
-    throw new Error(
-      `port ${port} is taken by another program, so the embedded PostgreSQL cannot listen there: stop that program (\`ss -ltnp 'sport = :${port}'\` shows which), or set TRIBUTARY_PG_PORT to a free port`,
-    );
+}
+
+/** Whether a server listens on `port` (a connection to it is accepted). */
+function somethingListens(port: number, host: string): Promise<boolean> {
+  return new Promise<boolean>((resolve) => {
+    const socket = net.connect(port, host === '0.0.0.0' ? '127.0.0.1' : host);
+    socket.setTimeout(2000, () => socket.destroy());
+    socket.once('connect', () => {
+      socket.destroy();
+      resolve(true);
+    });
+    socket.once('error', () => resolve(false));
+    socket.once('close', () => resolve(false));
+  });
+}
+
+/** How long a port held by an outgoing connection (not a listener) is waited for. */
+const PORT_HELD_WAIT_MS = 15_000;
+
+/** The kernel's range of local ports for outgoing connections, when it can be read. */
+async function ephemeralRange(): Promise<string | undefined> {
+  const text = await readFile('/proc/sys/net/ipv4/ip_local_port_range', 'utf8').catch(() => '');
+  const [low, high] = text.trim().split(/\s+/);
+  return low && high ? `${low}–${high}` : undefined;
+}
+
+/**
+ * The port the embedded PostgreSQL is to listen on is free, or a clear error naming the setting:
+ * otherwise PostgreSQL's own log says "could not bind" among a dozen lines (often a system
+ * PostgreSQL holds 5432). A port inside the kernel's ephemeral range (54329 is, on Linux) can
+ * also be held for a while by the local end of an outgoing connection, with nothing listening:
+ * that is waited for, up to PORT_HELD_WAIT_MS.
+ */
+async function assertPortFree(port: number, host: string): Promise<void> {
+  const deadline = Date.now() + PORT_HELD_WAIT_MS;
+  while (await bindFails(port, host)) {
+    if (await somethingListens(port, host)) {
+      throw new Error(
+        `port ${port} is taken by another program, so the embedded PostgreSQL cannot listen there: stop that program (\`ss -ltnp 'sport = :${port}'\` shows which), or set TRIBUTARY_PG_PORT to a free port`,
+      );
+    }
+    if (Date.now() > deadline) {
+      const range = await ephemeralRange();
+      throw new Error(
+        `port ${port} has been held for ${PORT_HELD_WAIT_MS / 1000} s by the local end of an outgoing connection (nothing listens there; \`ss -tnp 'sport = :${port}'\` shows which)` +
+          `${range ? `: the kernel gives outgoing connections ports ${range}` : ''}. Set TRIBUTARY_PG_PORT to a port outside that range`,
+      );
+    }
+    await new Promise((r) => setTimeout(r, 250));
   }
 }
 
