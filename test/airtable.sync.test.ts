@@ -35,7 +35,8 @@ const RECORD = {
 test.before(async () => {
   svc = await startTestService({
     config: { roles: ['api', 'sync'] },
-    tunables: { airtable: { pollIntervalMs: 250, cycleGapMs: 250 }, workerTickMs: 250 },
+    // Sweeps never paced: its tests wait for whole cycles (pacing is airtable.pace.test's subject).
+    tunables: { airtable: { pollIntervalMs: 250, cycleGapMs: 250, pacedCycleMs: 0 }, workerTickMs: 250 },
   });
   account = await createAccount(svc);
   base = svc.airtable.createBase({ name: 'Projects 🚀' });

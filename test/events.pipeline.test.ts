@@ -71,7 +71,8 @@ test.before(
       svc = await startTestService({
         config: { roles: ['api', 'sync', 'decoder', 'events'], webhookAllowPrivate: true },
         tunables: {
-          airtable: { pollIntervalMs: 250, cycleGapMs: 250 },
+          // Sweeps never paced: the quiet-cycle test waits for two whole cycles (pacing is airtable.pace.test's).
+          airtable: { pollIntervalMs: 250, cycleGapMs: 250, pacedCycleMs: 0 },
           workerTickMs: 250,
           stripe: { pollIntervalMs: 300 },
           decoder: { lagReportMs: 300 },
