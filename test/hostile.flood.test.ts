@@ -325,7 +325,8 @@ test('past its requests a second (a burst of twice as many), one account gets 42
   try {
     const [carol, dave] = [await createAccount(limited, 'carol'), await createAccount(limited, 'dave')];
     const started = performance.now();
-    const answers = await flood(300, 50, () => request(limited.api, 'GET', '/api/syncs', { token: carol.token }));
+    // 15 at once: the syncs list is also one of the reads an account may have 20 of at once.
+    const answers = await flood(300, 15, () => request(limited.api, 'GET', '/api/syncs', { token: carol.token }));
     const seconds = (performance.now() - started) / 1000;
     const served = answers.filter((a) => a.status === 200).length;
     const refused = answers.filter((a) => a.status === 429);

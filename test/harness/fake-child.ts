@@ -23,13 +23,16 @@ import { createInterface } from 'node:readline';
 import type { Arrival } from './fake-process.ts';
 import { startFakeAirtable } from '../../fakes/airtable/index.ts';
 import { startFakeStripe } from '../../fakes/stripe/index.ts';
+import { ARRIVAL_HEADER } from '../../fakes/shared/arrival.ts';
+import { startArrivalFront } from '../../sim/upstreams/arrival-front.ts';
 
 const [kind, secret, records, seed, baseCount, userId] = process.argv.slice(2) as [string, string, string, string, string?, string?];
 const arrivals: Arrival[] = [];
 diagnostics.subscribe('http.server.request.start', (message) => {
   const { request, response } = message as { request: IncomingMessage; response: ServerResponse };
   const arrival: Arrival = {
-    at: Date.now(),
+    // When the front took it in (a loop of its own), as the fake counts it.
+    at: Number(request.headers[ARRIVAL_HEADER]) || Date.now(),
     method: request.method ?? '',
     path: (request.url ?? '').split('?')[0]!,
     agent: String(request.headers['user-agent'] ?? ''),
@@ -43,8 +46,21 @@ let byPath: (prefix: string) => number;
 let close: () => Promise<void>;
 let edit: (baseId: string, text: string) => unknown = () => undefined;
 let refusals: () => unknown = () => [];
+/**
+ * Each fake sits behind an arrival front (a worker thread that stamps when each request came):
+ * with test files running beside it, the fake's own loop reads requests late and bunched, and
+ * would count a limiter's well-spaced requests as a burst over the limit.
+ */
+const fronted = async (fake: { url: string; close(): Promise<void> }) => {
+  const front = await startArrivalFront(fake.url);
+  close = async () => {
+    await front.close();
+    await fake.close();
+  };
+  return front.url;
+};
 if (kind === 'airtable-user') {
-  const fake = await startFakeAirtable({ port: 0 });
+  const fake = await startFakeAirtable({ port: 0, trustArrivalStamps: true });
   const bases = Array.from({ length: Number(baseCount) }, (_, i) => {
     const base = fake.createBase({ name: `Base ${i + 1}` });
     base.createTable('Items', [
@@ -70,28 +86,25 @@ if (kind === 'airtable-user') {
     return { record, at: Date.now() };
   };
   refusals = () => fake.stats.refusals();
-  close = () => fake.close();
-  process.stdout.write(`${JSON.stringify({ url: fake.url, id: bases[0]!.id, bases: bases.map(({ id, token }) => ({ id, token })) })}\n`);
+  process.stdout.write(`${JSON.stringify({ url: await fronted(fake), id: bases[0]!.id, bases: bases.map(({ id, token }) => ({ id, token })) })}\n`);
 } else if (kind === 'airtable') {
-  const fake = await startFakeAirtable({ port: 0 });
+  const fake = await startFakeAirtable({ port: 0, trustArrivalStamps: true });
   fake.addToken(secret, { bases: '*' });
   const base = fake.createBase({ name: 'Busy base' });
   base.generate({ seed: Number(seed), tables: [{ name: 'Big', records: Number(records) }] });
   stats = () => fake.stats.byBase(base.id);
   byPath = () => 0;
   addToken = (token, reads) => fake.addToken(token, { bases: reads === 'base' ? [base.id] : ['appOTHERBASE00000'] });
-  close = () => fake.close();
-  process.stdout.write(`${JSON.stringify({ url: fake.url, id: base.id })}\n`);
+  process.stdout.write(`${JSON.stringify({ url: await fronted(fake), id: base.id })}\n`);
 } else {
-  const fake = await startFakeStripe({ port: 0 });
+  const fake = await startFakeStripe({ port: 0, trustArrivalStamps: true });
   const account = fake.createAccount();
   if (Number(records) > 0) account.generate({ seed: Number(seed ?? 1), customers: Number(records) });
   fake.addKey(secret, { account: account.id });
   stats = () => fake.stats.byAccount(account.id);
   byPath = (prefix) => fake.stats.byPath(prefix).requests;
-  close = () => fake.close();
   const first = Number(records) > 0 ? account.all('customers')[0]?.id : undefined;
-  process.stdout.write(`${JSON.stringify({ url: fake.url, id: account.id, first })}\n`);
+  process.stdout.write(`${JSON.stringify({ url: await fronted(fake), id: account.id, first })}\n`);
 }
 createInterface({ input: process.stdin }).on('line', (line) => {
   const [word, ...prefixes] = line.trim().split(/\s+/);
