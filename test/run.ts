@@ -18,6 +18,9 @@ import { fileURLToPath } from 'node:url';
 import { startEmbeddedPostgres } from '../src/db/embedded.ts';
 import { createLogger } from '../src/log.ts';
 import { freePort } from './harness/ports.ts';
+import { CONTROL_TEMPLATE } from './harness/postgres.ts';
+import { migrateControlDatabase } from '../src/db/migrate.ts';
+import { ident, withClient, withDatabase } from '../src/db/sql.ts';
 import { failureWindow } from './harness/failure-log.ts';
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
@@ -190,39 +193,54 @@ async function main(): Promise<number> {
   const dir = await mkdtemp(path.join(os.tmpdir(), 'tributary-test-pg-'));
   const logs = await mkdtemp(path.join(os.tmpdir(), 'tributary-test-logs-'));
   const pg = await startEmbeddedPostgres({ dir, port: await freePort(), logger: createLogger({ level: 'warn' }) });
-  const env = { ...process.env, TEST_PG_ADMIN_URL: pg.adminUrl, TRIBUTARY_LOG_LEVEL: process.env.TRIBUTARY_LOG_LEVEL ?? 'warn' };
+  // Test services copy their control database from a template migrated once for the run.
+  const quiet = createLogger({ level: 'warn' });
+  await withClient(pg.adminUrl, (admin) => admin.query(`CREATE DATABASE ${ident(CONTROL_TEMPLATE)}`));
+  await migrateControlDatabase(withDatabase(pg.adminUrl, CONTROL_TEMPLATE), quiet);
+  const env = {
+    ...process.env,
+    TEST_PG_ADMIN_URL: pg.adminUrl,
+    TEST_CONTROL_TEMPLATE: CONTROL_TEMPLATE,
+    TRIBUTARY_LOG_LEVEL: process.env.TRIBUTARY_LOG_LEVEL ?? 'warn',
+    // Every Node process of the run (files, services, CLI calls, fakes) shares compiled code.
+    NODE_COMPILE_CACHE: process.env.NODE_COMPILE_CACHE ?? path.join(os.tmpdir(), 'tributary-test-node-cache'),
+  };
 
   const results: FileResult[] = [];
   // The slowest files first (by the measured table), so that no long file starts last and
   // holds the run up alone.
   const known = await fileTimes();
   const byTime = [...files].sort((a, b) => (known.get(relative(b)) ?? 0) - (known.get(relative(a)) ?? 0));
-  const runQueue = (queue: string[], concurrency: number) =>
-    Promise.all(
-      Array.from({ length: Math.min(concurrency, queue.length) }, async () => {
-        for (let file = queue.shift(); file && !interrupted; file = queue.shift()) {
-          const name = relative(file);
-          const logFile = path.join(logs, `${name.replaceAll('/', '_')}.log`);
-          const result = await runFile(file, { ...env, TEST_SERVICE_LOG: logFile });
-          results.push(result);
-          const mark = result.ok ? 'ok  ' : 'FAIL';
-          let report = `${mark} ${name} (${result.passed} passed, ${result.failed} failed, ${result.seconds.toFixed(1)} s)\n`;
-          if (!result.ok || process.env.TEST_VERBOSE) report += `${result.output}\n`;
-          if (!result.ok) report += await serviceLogReport(name, logFile, result.failedAt);
-          else if (process.env.TEST_KEEP_LOGS) await keepLog(name, logFile);
-          process.stdout.write(report);
-        }
-      }),
-    );
+  const runOne = async (file: string) => {
+    const name = relative(file);
+    const logFile = path.join(logs, `${name.replaceAll('/', '_')}.log`);
+    const result = await runFile(file, { ...env, TEST_SERVICE_LOG: logFile });
+    results.push(result);
+    const mark = result.ok ? 'ok  ' : 'FAIL';
+    let report = `${mark} ${name} (${result.passed} passed, ${result.failed} failed, ${result.seconds.toFixed(1)} s)\n`;
+    if (!result.ok || process.env.TEST_VERBOSE) report += `${result.output}\n`;
+    if (!result.ok) report += await serviceLogReport(name, logFile, result.failedAt);
+    else if (process.env.TEST_KEEP_LOGS) await keepLog(name, logFile);
+    process.stdout.write(report);
+  };
+  const main = byTime.filter((file) => !RATE_FILES.has(relative(file)));
+  const rate = byTime.filter((file) => RATE_FILES.has(relative(file)));
+  const active = new Set<Promise<void>>();
+  // The rate files start once every other file has started, while at most one other runs.
+  const next = () => {
+    if (interrupted) return undefined;
+    if (main.length > 0) return active.size < CONCURRENCY ? main.shift() : undefined;
+    return active.size < Math.min(CONCURRENCY, RATE_CONCURRENCY) ? rate.shift() : undefined;
+  };
   try {
-    await runQueue(
-      byTime.filter((file) => !RATE_FILES.has(relative(file))),
-      CONCURRENCY,
-    );
-    await runQueue(
-      byTime.filter((file) => RATE_FILES.has(relative(file))),
-      Math.min(CONCURRENCY, RATE_CONCURRENCY),
-    );
+    for (;;) {
+      for (let file = next(); file; file = next()) {
+        const running = runOne(file).finally(() => active.delete(running));
+        active.add(running);
+      }
+      if (active.size === 0) break;
+      await Promise.race(active);
+    }
   } finally {
     await pg.stop();
     await rm(dir, { recursive: true, force: true });

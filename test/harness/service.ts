@@ -9,7 +9,7 @@ import { startFakeStripe, type FakeStripe } from '../../fakes/stripe/index.ts';
 import { withDatabase } from '../../src/db/sql.ts';
 import { createLogger } from '../../src/log.ts';
 import { startService, type Service, type Tunables } from '../../src/main.ts';
-import { freshDatabase, serverAdminUrl } from './postgres.ts';
+import { freshControlDatabase, serverAdminUrl } from './postgres.ts';
 import { waitFor } from './process.ts';
 import { teeToTestLog } from './test-log.ts';
 import type { SourceKinds } from '../../src/kinds/registry.ts';
@@ -87,7 +87,7 @@ export async function startTestService(options: TestServiceOptions = {}): Promis
   for (const id of TEST_BASES) airtable.createBase({ id, name: `Base ${id.slice(3, 6)}` });
   const stripe = options.stripeUrl ? undefined : await startHarnessStripe();
   const stripeUrl = options.stripeUrl ?? stripe!.url;
-  const controlUrl = overrides.databaseUrl ?? (await freshDatabase('ctl'));
+  const controlUrl = overrides.databaseUrl ?? (await freshControlDatabase());
   const adminToken = `tra_test_${path.basename(dataDir)}`;
   const logs = new LogCollector();
   const config = loadConfig(
