@@ -14,6 +14,19 @@ import { spawnTributary, waitFor } from './harness/process.ts';
 
 let dir: string;
 
+/** `tributary run` on the test's data folder, its embedded PostgreSQL on `pgPort`, the other ports free ones. */
+async function runService(pgPort: number, level = 'warn') {
+  const [api, proxy, events] = await Promise.all([freePort(), freePort(), freePort()]);
+  return spawnTributary(['run'], {
+    TRIBUTARY_DATA_DIR: dir,
+    TRIBUTARY_PG_PORT: String(pgPort),
+    TRIBUTARY_API_PORT: String(api),
+    TRIBUTARY_PROXY_PORT: String(proxy),
+    TRIBUTARY_EVENTS_PORT: String(events),
+    TRIBUTARY_LOG_LEVEL: level,
+  });
+}
+
 test.before.each(async () => {
   dir = await mkdtemp(path.join(os.tmpdir(), 'tributary-embedded-'));
 });
@@ -61,15 +74,7 @@ test('a failing initdb ends `tributary run` with its message and exit 1', async 
   await chmod(dir, 0o755);
   await mkdir(path.join(dir, 'pg'), { recursive: true });
   await writeFile(path.join(dir, 'pg', 'stray-file'), 'not a cluster\n');
-  const ports = await Promise.all([freePort(), freePort(), freePort(), freePort()]);
-  const run = spawnTributary(['run'], {
-    TRIBUTARY_DATA_DIR: dir,
-    TRIBUTARY_PG_PORT: String(ports[0]),
-    TRIBUTARY_API_PORT: String(ports[1]),
-    TRIBUTARY_PROXY_PORT: String(ports[2]),
-    TRIBUTARY_EVENTS_PORT: String(ports[3]),
-    TRIBUTARY_LOG_LEVEL: 'warn',
-  });
+  const run = await runService(await freePort());
   const timer = setTimeout(() => run.child.kill('SIGKILL'), 60_000);
   const code = await run.exited;
   clearTimeout(timer);
@@ -85,15 +90,7 @@ test('a taken port ends `tributary run` naming the port and TRIBUTARY_PG_PORT, n
   await new Promise<void>((resolve) => holder.listen(0, '127.0.0.1', resolve));
   const taken = (holder.address() as net.AddressInfo).port;
   try {
-    const ports = await Promise.all([freePort(), freePort(), freePort()]);
-    const run = spawnTributary(['run'], {
-      TRIBUTARY_DATA_DIR: dir,
-      TRIBUTARY_PG_PORT: String(taken),
-      TRIBUTARY_API_PORT: String(ports[0]),
-      TRIBUTARY_PROXY_PORT: String(ports[1]),
-      TRIBUTARY_EVENTS_PORT: String(ports[2]),
-      TRIBUTARY_LOG_LEVEL: 'warn',
-    });
+    const run = await runService(taken);
     const timer = setTimeout(() => run.child.kill('SIGKILL'), 60_000);
     const code = await run.exited;
     clearTimeout(timer);
@@ -106,6 +103,14 @@ test('a taken port ends `tributary run` naming the port and TRIBUTARY_PG_PORT, n
   }
 });
 
+/** Whether something other than this test holds `port` (binding it fails). */
+const heldElsewhere = (port: number) =>
+  new Promise<boolean>((resolve) => {
+    const probe = net.createServer();
+    probe.once('error', () => resolve(true));
+    probe.listen(port, '127.0.0.1', () => probe.close(() => resolve(false)));
+  });
+
 test('a port held by an outgoing connection, with nothing listening, is waited for: the service starts once it is let go', async () => {
   await chmod(dir, 0o755);
   // An outgoing connection: the kernel gives its local end a port of the ephemeral range (where
@@ -114,30 +119,36 @@ test('a port held by an outgoing connection, with nothing listening, is waited f
   const accepted: net.Socket[] = [];
   far.on('connection', (socket) => accepted.push(socket));
   await new Promise<void>((resolve) => far.listen(0, '127.0.0.1', resolve));
-  const outgoing = net.connect({ port: (far.address() as net.AddressInfo).port, host: '127.0.0.1' });
-  await new Promise<void>((resolve, reject) => outgoing.once('connect', resolve).once('error', reject));
-  const held = outgoing.localPort!;
-  const ports = await Promise.all([freePort(), freePort(), freePort()]);
-  const run = spawnTributary(['run'], {
-    TRIBUTARY_DATA_DIR: dir,
-    TRIBUTARY_PG_PORT: String(held),
-    TRIBUTARY_API_PORT: String(ports[0]),
-    TRIBUTARY_PROXY_PORT: String(ports[1]),
-    TRIBUTARY_EVENTS_PORT: String(ports[2]),
-    TRIBUTARY_LOG_LEVEL: 'info',
-  });
   try {
-    // Until the connection ends, the service waits (it used to say at once that the port was taken).
-    await waitFor('the port check', async () => (run.output().includes('starting embedded PostgreSQL') ? true : undefined), 60_000);
-    await new Promise((r) => setTimeout(r, 1500));
-    assert.is(run.child.exitCode, null, run.output());
-    for (const socket of accepted) socket.destroy();
-    outgoing.destroy();
-    await waitFor('the service running', async () => (run.output().includes('tributary is running') ? true : undefined), 60_000);
-    assert.not.match(run.output(), 'is taken by another program');
+    // The kernel may give the same port to other outgoing connections too (to other places): on
+    // a busy machine one can still hold it after this test lets go. Then, and only then, again.
+    for (let attempt = 1; ; attempt++) {
+      const outgoing = net.connect({ port: (far.address() as net.AddressInfo).port, host: '127.0.0.1' });
+      await new Promise<void>((resolve, reject) => outgoing.once('connect', resolve).once('error', reject));
+      const held = outgoing.localPort!;
+      const run = await runService(held, 'info');
+      try {
+        // Until the connection ends, the service waits (it used to say at once that the port was taken).
+        await waitFor('the port check', async () => (run.output().includes('starting embedded PostgreSQL') ? true : undefined), 60_000);
+        await new Promise((r) => setTimeout(r, 1500));
+        assert.is(run.child.exitCode, null, run.output());
+        for (const socket of accepted.splice(0)) socket.destroy();
+        outgoing.destroy();
+        const outcome = await waitFor(
+          'the service running, or giving up',
+          async () => (run.output().includes('tributary is running') ? 'running' : run.child.exitCode !== null ? 'exited' : undefined),
+          60_000,
+        );
+        if (outcome === 'exited' && attempt < 3 && run.output().includes(`port ${held} has been held`) && (await heldElsewhere(held))) continue;
+        assert.is(outcome, 'running', run.output());
+        assert.not.match(run.output(), 'is taken by another program');
+        return;
+      } finally {
+        run.child.kill('SIGTERM');
+        await run.exited;
+      }
+    }
   } finally {
-    run.child.kill('SIGTERM');
-    await run.exited;
     far.close();
   }
 });
