@@ -1,6 +1,7 @@
 import Stripe from 'stripe';
 import { type FakeStripe, type FakeStripeAccount, startFakeStripe } from '../../fakes/stripe/index.ts';
 import { STRIPE_API_VERSION } from '../../src/stripe/catalog.ts';
+import { startArrivalFront } from '../../sim/upstreams/arrival-front.ts';
 import { createAccount, request, startTestService, type TestAccount, type TestService, type TestServiceOptions, waitBackfilled } from './service.ts';
 
 export interface StripeSyncSetUp {
@@ -34,17 +35,27 @@ export async function backfilledStripeSync(options: {
   /** The sync's settings at creation. */
   settings?: Record<string, unknown>;
 }): Promise<StripeSyncSetUp> {
-  const fake = await startFakeStripe();
+  const fake = await startFakeStripe({ trustArrivalStamps: true });
+  // The service and the customer's own client reach the fake through an arrival front (a worker
+  // thread that stamps each request as it comes): the fake shares this busy process with the
+  // service, and counting by its own loop it once saw the sync's well-spaced requests as a burst
+  // and answered the customer's direct writes 429 (stripe.connect, five files at a time).
+  const front = await startArrivalFront(fake.url);
+  const closeFake = fake.close.bind(fake);
+  fake.close = async () => {
+    await front.close();
+    await closeFake();
+  };
   const upstream = fake.createAccount();
   upstream.generate({ seed: options.seed, customers: options.customers });
   fake.addKey(options.key, { account: upstream.id });
   const svc = await startTestService({
     config: { roles: ['api', 'sync', 'decoder'], ...options.config },
     tunables: { workerTickMs: 250, stripe: { pollIntervalMs: options.pollIntervalMs }, ...options.tunables },
-    stripeUrl: fake.url,
+    stripeUrl: front.url,
   });
   const account = await createAccount(svc);
-  const url = new URL(fake.url);
+  const url = new URL(front.url);
   const stripe = new Stripe(options.key, { host: url.hostname, port: Number(url.port), protocol: 'http', apiVersion: STRIPE_API_VERSION as never });
   await options.before?.(stripe, fake);
   const created = await request(svc.api, 'POST', '/api/syncs', {
