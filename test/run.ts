@@ -33,9 +33,10 @@ const EXIT_GRACE_MS = 3000;
 const LONG_RUNS = ['test/container/', 'test/simulation.test.ts', 'test/fleet.test.ts'];
 /**
  * Files that check an upstream's rate limit to the millisecond, against a fake in a process of
- * its own (harness/fake-process.ts): they run last, two at a time. Beside three other files and
- * a busy core, the limiter's sends and the fake's clock are both held up by tens of ms at a
- * time, more than the limiter's 20 ms margin, and the fake counts a burst that was never sent.
+ * its own (harness/fake-process.ts): each starts once every other file has started, with at
+ * most one other file beside it. Beside four other files and a busy core, the limiter's sends
+ * and the fake's reading of them are held up by tens of ms at a time, more than the limiter's
+ * 20 ms margin, and the fake counts a burst that was never sent.
  */
 const RATE_FILES = new Set([
   'test/airtable.per-user.test.ts',
