@@ -18,6 +18,9 @@ import { CrashablePostgres } from './harness/crashable-postgres.ts';
 import { query } from './harness/postgres.ts';
 import { backfilledStripeSync, type StripeSyncSetUp } from './harness/stripe-sync.ts';
 import { waitOk } from './harness/service.ts';
+import { waitFor } from './harness/process.ts';
+import { BackfillStore } from '../src/backfill/store.ts';
+import pg from 'pg';
 
 const KEY = 'sk_test_RESTARTRESTART00000000';
 const PATIENCE_MS = 8000;
@@ -92,6 +95,38 @@ test('past its patience the answer goes back marked, unchanged, and the sync cat
   await server.start();
   await waitOk(set.svc, set.account.token, set.syncId, 60_000);
   assert.is(await nameOf(customer.id), 'Renamed during a long outage', 'nothing lost: the sync brought the row in step');
+});
+
+test('a backfill that finds the sync database down waits for it, and ends done once it is back', async () => {
+  // Seen in the simulation: a backfill asked for as the sync server crashed ended 'failed'
+  // (connect ECONNREFUSED) and never read a row.
+  await server.crash();
+  try {
+    const store = new BackfillStore(new pg.Pool({ connectionString: set.svc.controlUrl, max: 1 }));
+    const made = await store.create({ syncId: set.syncId, accountId: set.account.id, collections: ['customer'], destinationId: null });
+    const state = async () => (await query<{ state: string }>(set.svc.controlUrl, 'SELECT state FROM backfills WHERE id = $1', [made.id]))[0]!.state;
+    // The runner meets the database away: the backfill is tried again, not ended.
+    await waitFor('the runner to meet the database away', async () =>
+      (await state()) !== 'running' || set.svc.logs.text.includes('backfill runner failed; trying again') ? true : undefined,
+    );
+    assert.is(await state(), 'running');
+  } finally {
+    await server.start();
+  }
+  const done = await waitFor(
+    'the backfill done',
+    async () => {
+      const [row] = await query<{ state: string; rows: number }>(
+        set.svc.controlUrl,
+        'SELECT state, rows::int AS rows FROM backfills WHERE sync_id = $1 ORDER BY created_at DESC LIMIT 1',
+        [set.syncId],
+      );
+      return row!.state === 'done' ? row : undefined;
+    },
+    60_000,
+  );
+  const [customers] = await query<{ n: number }>(set.reader, 'SELECT count(*)::int AS n FROM customer');
+  assert.is(done!.rows, customers!.n, 'every customer read');
 });
 
 test.run();

@@ -125,6 +125,9 @@ class BackfillWork {
       }
     } catch (error) {
       if (this.options.signal.aborted || error instanceof Stopped) throw new Stopped();
+      // A database away for now (a restart, a crash): the backfill stays where it stands and the
+      // loop tries it again, from there, after its back-off. Only other errors end it.
+      if (isTransientDbError(error)) throw error;
       const message = toError(error).message.slice(0, 300);
       log.warn({ err: toError(error) }, 'backfill failed');
       await store.finish(backfill.id, 'failed', message);
