@@ -92,7 +92,9 @@ async function progress(): Promise<{ version: string; lag: string | null; acked:
 }
 
 async function until<T>(read: () => Promise<T>, ok: (value: T) => boolean): Promise<T> {
-  const deadline = Date.now() + 10_000;
+  // A first report needs the decoder's stream up and a first event through it: 10 s was too
+  // short beside four other files (both tests failed so in a fresh-clone run).
+  const deadline = Date.now() + 30_000;
   for (;;) {
     const value = await read();
     if (ok(value) || Date.now() > deadline) return value;
@@ -114,7 +116,9 @@ test('the slot lag is read over one kept connection, not a new session each repo
 
 test('an unchanged lag is not written again; a change of a megabyte is', async () => {
   let settled = await progress();
-  const deadline = Date.now() + 10_000;
+  // A first report needs the decoder's stream up and a first event through it: 10 s was too
+  // short beside four other files (both tests failed so in a fresh-clone run).
+  const deadline = Date.now() + 30_000;
   for (let seen = 0; seen < 5; ) {
     assert.ok(Date.now() < deadline, 'the progress row never stopped changing');
     // Settled once the row keeps its version over a few reports.
