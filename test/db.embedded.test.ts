@@ -9,7 +9,7 @@ import path from 'node:path';
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
 import { assertReachable } from '../src/db/embedded.ts';
-import { freePort } from './harness/ports.ts';
+import { bindable, freePort } from './harness/ports.ts';
 import { spawnTributary, waitFor } from './harness/process.ts';
 
 let dir: string;
@@ -103,14 +103,6 @@ test('a taken port ends `tributary run` naming the port and TRIBUTARY_PG_PORT, n
   }
 });
 
-/** Whether something other than this test holds `port` (binding it fails). */
-const heldElsewhere = (port: number) =>
-  new Promise<boolean>((resolve) => {
-    const probe = net.createServer();
-    probe.once('error', () => resolve(true));
-    probe.listen(port, '127.0.0.1', () => probe.close(() => resolve(false)));
-  });
-
 test('a port held by an outgoing connection, with nothing listening, is waited for: the service starts once it is let go', async () => {
   await chmod(dir, 0o755);
   // An outgoing connection: the kernel gives its local end a port of the ephemeral range (where
@@ -139,7 +131,7 @@ test('a port held by an outgoing connection, with nothing listening, is waited f
           async () => (run.output().includes('tributary is running') ? 'running' : run.child.exitCode !== null ? 'exited' : undefined),
           60_000,
         );
-        if (outcome === 'exited' && attempt < 3 && run.output().includes(`port ${held} has been held`) && (await heldElsewhere(held))) continue;
+        if (outcome === 'exited' && attempt < 3 && run.output().includes(`port ${held} has been held`) && (await bindable(held)) === undefined) continue;
         assert.is(outcome, 'running', run.output());
         assert.not.match(run.output(), 'is taken by another program');
         return;
