@@ -24,16 +24,16 @@ import { migrateControlDatabase } from '../src/db/migrate.ts';
 import { withDatabase } from '../src/db/sql.ts';
 import { type FakeAirtable, type FakeBase, startFakeAirtable } from '../fakes/airtable/index.ts';
 import { newDatabaseName } from '../src/ids.ts';
-import { createLogger } from '../src/log.ts';
 import { StatusReporter } from '../src/sync/status-reporter.ts';
 import { prepareRebuild, swapIn } from '../src/writer/swap.ts';
 import { upsertRows } from '../src/writer/upsert.ts';
 import { freshDatabase, serverAdminUrl } from './harness/postgres.ts';
 import { waitFor } from './harness/process.ts';
+import { fileLogger } from './harness/test-log.ts';
 
 const TOKEN = `patCapture.${randomBytes(16).toString('hex')}`;
 const SYNC = 'syn_capturetest1';
-const logger = createLogger({ level: 'silent' });
+const logger = fileLogger();
 let fake: FakeAirtable;
 let base: FakeBase;
 let control: pg.Pool;

@@ -7,9 +7,9 @@
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
 import { RefetchQueue } from '../src/airtable/refetch-queue.ts';
-import { createLogger } from '../src/log.ts';
 import { pause } from '../src/time.ts';
 import { MARK_CLOCK_MARGIN_MS } from '../src/writer/marks.ts';
+import { fileLogger } from './harness/test-log.ts';
 
 function queue(fail = new Set<string>()) {
   const fetched: Array<[string, string[]]> = [];
@@ -22,7 +22,7 @@ function queue(fail = new Set<string>()) {
     },
     onFailed: () => failed++,
     onDrained: () => drained++,
-    logger: createLogger({ level: 'silent' }),
+    logger: fileLogger(),
     tickMs: 10,
   });
   const stop = new AbortController();

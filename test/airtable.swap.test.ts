@@ -15,9 +15,9 @@ import { provisionDatabase } from '../src/control/provisioner.ts';
 import { AIRTABLE_DEFAULT_SETTINGS } from '../src/airtable/settings.ts';
 import { withDatabase } from '../src/db/sql.ts';
 import { newDatabaseName } from '../src/ids.ts';
-import { createLogger } from '../src/log.ts';
 import { upsertRows } from '../src/writer/upsert.ts';
 import { serverAdminUrl } from './harness/postgres.ts';
+import { fileLogger } from './harness/test-log.ts';
 
 /** Enough rows that comparing the old and the new table takes a while. */
 const ROWS = 300_000;
@@ -27,7 +27,7 @@ let mapping: TableMapping;
 
 test.before(async () => {
   const name = newDatabaseName();
-  await provisionDatabase({ adminUrl: serverAdminUrl(), name, role: `${name}_ro` }, 'unused-password', createLogger({ level: 'silent' }));
+  await provisionDatabase({ adminUrl: serverAdminUrl(), name, role: `${name}_ro` }, 'unused-password', fileLogger());
   url = withDatabase(serverAdminUrl(), name);
   db = new pg.Pool({ connectionString: url, max: 4 });
   [mapping] = mapBase(

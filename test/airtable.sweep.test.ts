@@ -14,11 +14,11 @@ import { provisionDatabase } from '../src/control/provisioner.ts';
 import { withDatabase } from '../src/db/sql.ts';
 import { newDatabaseName } from '../src/ids.ts';
 import { startFakeAirtable, type FakeAirtable, type FakeBase } from '../fakes/airtable/index.ts';
-import { createLogger } from '../src/log.ts';
 import { serverAdminUrl } from './harness/postgres.ts';
+import { fileLogger } from './harness/test-log.ts';
 
 const TOKEN = 'patSWEEPSWEEPSWE.0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef';
-const logger = createLogger({ level: 'silent' });
+const logger = fileLogger();
 let fake: FakeAirtable;
 let base: FakeBase;
 let db: pg.Pool;

@@ -5,10 +5,10 @@ import os from 'node:os';
 import path from 'node:path';
 import { startEmbeddedPostgres, type EmbeddedPostgres } from '../src/db/embedded.ts';
 import { withCredentials } from '../src/db/sql.ts';
-import { createLogger } from '../src/log.ts';
 import { freePort } from './harness/ports.ts';
 import { query, serverAdminUrl } from './harness/postgres.ts';
 import { createAccount, request, startTestService, stripeSyncBody, type TestAccount, type TestService } from './harness/service.ts';
+import { fileLogger } from './harness/test-log.ts';
 
 let svc: TestService;
 let account: TestAccount;
@@ -20,7 +20,7 @@ test.before(async () => {
   svc = await startTestService({ config: { databaseAllowPrivate: true } });
   account = await createAccount(svc);
   customerDir = await mkdtemp(path.join(os.tmpdir(), 'tributary-customer-'));
-  customer = await startEmbeddedPostgres({ dir: customerDir, port: await freePort(), logger: createLogger({ level: 'silent' }) });
+  customer = await startEmbeddedPostgres({ dir: customerDir, port: await freePort(), logger: fileLogger() });
 });
 test.after(async () => {
   await svc.stop();

@@ -19,14 +19,14 @@ import { migrateControlDatabase } from '../src/db/migrate.ts';
 import { withDatabase } from '../src/db/sql.ts';
 import { Decoder } from '../src/decoder/stream.ts';
 import { newDatabaseName } from '../src/ids.ts';
-import { createLogger } from '../src/log.ts';
 import { pause } from '../src/time.ts';
 import { createTableStatements } from '../src/writer/shape.ts';
 import { CrashablePostgres } from './harness/crashable-postgres.ts';
 import { freshDatabase, serverAdminUrl } from './harness/postgres.ts';
 import { waitFor } from './harness/process.ts';
+import { fileLogger } from './harness/test-log.ts';
 
-const logger = createLogger({ level: 'silent' });
+const logger = fileLogger();
 const SYNC = 'sy_controlrefused';
 let dir: string;
 let server: CrashablePostgres;

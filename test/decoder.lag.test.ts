@@ -15,11 +15,11 @@ import { migrateControlDatabase } from '../src/db/migrate.ts';
 import { withDatabase } from '../src/db/sql.ts';
 import { Decoder } from '../src/decoder/stream.ts';
 import { newDatabaseName } from '../src/ids.ts';
-import { createLogger } from '../src/log.ts';
 import { freshDatabase } from './harness/postgres.ts';
 import { type SecondServer, startSecondServer } from './harness/second-server.ts';
+import { fileLogger } from './harness/test-log.ts';
 
-const logger = createLogger({ level: 'silent' });
+const logger = fileLogger();
 const SYNC = 'sy_lagreport';
 const REPORT_MS = 100;
 let control: pg.Pool;

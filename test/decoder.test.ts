@@ -17,14 +17,14 @@ import { Decoder } from '../src/decoder/stream.ts';
 import { waitForDecoder } from '../src/decoder/wait.ts';
 import { EventBus } from '../src/events/bus.ts';
 import { newDatabaseName } from '../src/ids.ts';
-import { createLogger } from '../src/log.ts';
 import { createTableStatements } from '../src/writer/shape.ts';
 import type { ColumnMapping, TableMapping } from '../src/airtable/schema.ts';
 import { prepareRebuild, swapIn } from '../src/writer/swap.ts';
 import { builtTable } from '../src/airtable/tables.ts';
 import { freshDatabase, serverAdminUrl } from './harness/postgres.ts';
+import { fileLogger } from './harness/test-log.ts';
 
-const logger = createLogger({ level: 'silent' });
+const logger = fileLogger();
 const SYNC = 'sy_decodertest';
 let control: pg.Pool;
 let target: pg.Pool;

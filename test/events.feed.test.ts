@@ -13,8 +13,8 @@ import { migrateControlDatabase } from '../src/db/migrate.ts';
 import { EventAppender } from '../src/events/append.ts';
 import { EventBus } from '../src/events/bus.ts';
 import { EventLogReader, type LoggedEvent } from '../src/events/log.ts';
-import { createLogger } from '../src/log.ts';
 import { freshDatabase } from './harness/postgres.ts';
+import { fileLogger } from './harness/test-log.ts';
 
 let control: pg.Pool;
 let controlUrl: string;
@@ -22,7 +22,7 @@ let accountId: string;
 
 test.before(async () => {
   controlUrl = await freshDatabase('ctl');
-  await migrateControlDatabase(controlUrl, createLogger({ level: 'silent' }));
+  await migrateControlDatabase(controlUrl, fileLogger());
   control = new pg.Pool({ connectionString: controlUrl });
   accountId = (await new AccountStore(control, SecretBox.fromBase64(randomBytes(32).toString('base64'))).create('feed')).account.id;
 });
@@ -79,7 +79,7 @@ const logged = (from: number, to: number): LoggedEvent[] =>
 const seqs = (answer: LoggedEvent[] | 'caught-up' | undefined) => (Array.isArray(answer) ? answer.map((e) => Number(e.seq)) : answer);
 
 test('a feed hands over events in order, says when its reader is caught up, and otherwise sends it to the log', async () => {
-  const bus = new EventBus({ url: controlUrl, logger: createLogger({ level: 'silent' }) });
+  const bus = new EventBus({ url: controlUrl, logger: fileLogger() });
   const feed = bus.subscribeLogged('s', 10);
   // Nothing published yet: only the log knows.
   assert.is(feed.take(0n, 100), undefined);

@@ -11,8 +11,8 @@ import { SecretBox } from '../src/control/secrets.ts';
 import { migrateControlDatabase } from '../src/db/migrate.ts';
 import { EventAppender, partitionOf } from '../src/events/append.ts';
 import { dropExpiredEventPartitions, EventLogReader } from '../src/events/log.ts';
-import { createLogger } from '../src/log.ts';
 import { freshDatabase } from './harness/postgres.ts';
+import { fileLogger } from './harness/test-log.ts';
 
 let control: pg.Pool;
 let accountId: string;
@@ -20,7 +20,7 @@ const DAY = 86_400_000;
 
 test.before(async () => {
   const url = await freshDatabase('ctl');
-  await migrateControlDatabase(url, createLogger({ level: 'silent' }));
+  await migrateControlDatabase(url, fileLogger());
   control = new pg.Pool({ connectionString: url });
   accountId = (await new AccountStore(control, SecretBox.fromBase64(randomBytes(32).toString('base64'))).create('log')).account.id;
 });

@@ -25,6 +25,7 @@ import { SecretBox } from '../src/control/secrets.ts';
 import { createLogger } from '../src/log.ts';
 import { StatusReporter } from '../src/sync/status-reporter.ts';
 import { waitFor } from './harness/process.ts';
+import { fileLogger } from './harness/test-log.ts';
 import {
   airtableSyncBody,
   createAccount,
@@ -390,7 +391,7 @@ test(`an account keeps at most ${MAX_SESSIONS} console sessions: 60 sign-ins end
 });
 
 test(`a sync failing fast keeps its ${MAX_RECENT_ERRORS} newest errors`, async () => {
-  const reporter = new StatusReporter({ control: pool, target: pool, schemas: PUBLIC_SCHEMAS, syncId: A.syncId, logger: createLogger({ level: 'silent' }) });
+  const reporter = new StatusReporter({ control: pool, target: pool, schemas: PUBLIC_SCHEMAS, syncId: A.syncId, logger: fileLogger() });
   for (let i = 0; i < MAX_RECENT_ERRORS + 50; i++) await reporter.failed(`upstream refused, attempt ${i}`, 'transient');
   assert.is(await count('sync_errors WHERE sync_id = $1', [A.syncId]), MAX_RECENT_ERRORS);
   const history = await request(svc.api, 'GET', `/api/syncs/${A.syncId}/history?hours=1`, { token: A.token });

@@ -10,11 +10,11 @@ import { provisionDatabase } from '../src/control/provisioner.ts';
 import { type TemplateSpec, templateName } from '../src/control/templates.ts';
 import { ident, withDatabase } from '../src/db/sql.ts';
 import { newDatabaseName } from '../src/ids.ts';
-import { createLogger } from '../src/log.ts';
 import { CORE } from '../src/syncdb/core.ts';
 import { query, serverAdminUrl } from './harness/postgres.ts';
+import { fileLogger } from './harness/test-log.ts';
 
-const logger = createLogger({ level: 'silent' });
+const logger = fileLogger();
 const admin = serverAdminUrl();
 
 test('a half-built template and an earlier release are dropped; concurrent syncs share one build', async () => {

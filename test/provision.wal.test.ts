@@ -16,9 +16,9 @@ import { kindSchemaOf } from '../src/kinds/registry.ts';
 import { stripeKind } from '../src/stripe/kind.ts';
 import { prepareStripeDatabase } from '../src/stripe/prepare.ts';
 import { newDatabaseName } from '../src/ids.ts';
-import { createLogger } from '../src/log.ts';
 import { CrashablePostgres } from './harness/crashable-postgres.ts';
 import { query } from './harness/postgres.ts';
+import { fileLogger } from './harness/test-log.ts';
 
 test('provisioning a sync database writes well under a megabyte of WAL', async () => {
   const dir = await mkdtemp(path.join(os.tmpdir(), 'tributary-provision-wal-'));
@@ -26,14 +26,10 @@ test('provisioning a sync database writes well under a megabyte of WAL', async (
   try {
     const lsn = async () => BigInt((await query<{ b: string }>(server.adminUrl, "SELECT (pg_current_wal_lsn() - '0/0')::text AS b"))[0]!.b);
     // The first one warms the catalogs; the second is measured.
-    await provisionDatabase(
-      { adminUrl: server.adminUrl, name: newDatabaseName(), role: `${newDatabaseName()}_ro` },
-      'wal-test',
-      createLogger({ level: 'silent' }),
-    );
+    await provisionDatabase({ adminUrl: server.adminUrl, name: newDatabaseName(), role: `${newDatabaseName()}_ro` }, 'wal-test', fileLogger());
     const before = await lsn();
     const name = newDatabaseName();
-    await provisionDatabase({ adminUrl: server.adminUrl, name, role: `${name}_ro` }, 'wal-test', createLogger({ level: 'silent' }));
+    await provisionDatabase({ adminUrl: server.adminUrl, name, role: `${name}_ro` }, 'wal-test', fileLogger());
     const written = Number((await lsn()) - before);
     assert.ok(written < 1024 * 1024, `${(written / 1024).toFixed(0)} kB of WAL`);
     assert.equal(await query(server.adminUrl, 'SELECT count(*)::int AS n FROM pg_replication_slots WHERE slot_name = $1', [name]), [{ n: 1 }]);
@@ -46,7 +42,7 @@ test('provisioning a sync database writes well under a megabyte of WAL', async (
 test("a Stripe sync database copied from the server's template writes a small share of what building it wrote", async () => {
   const dir = await mkdtemp(path.join(os.tmpdir(), 'tributary-provision-wal-'));
   const server = await CrashablePostgres.start('target', dir);
-  const logger = createLogger({ level: 'silent' });
+  const logger = fileLogger();
   const migrations = kindSchemaOf(stripeKind);
   const prepare = (url: string) => prepareStripeDatabase(url, logger);
   try {

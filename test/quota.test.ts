@@ -2,10 +2,10 @@ import { test } from 'uvu';
 import * as assert from 'uvu/assert';
 import pg from 'pg';
 import { migrateControlDatabase } from '../src/db/migrate.ts';
-import { createLogger } from '../src/log.ts';
 import { QuotaLimiter } from '../src/quota/limiter.ts';
 import { freshDatabase } from './harness/postgres.ts';
 import { peak } from './harness/quota.ts';
+import { fileLogger } from './harness/test-log.ts';
 
 let pools: pg.Pool[] = [];
 let limiters: QuotaLimiter[] = [];
@@ -13,7 +13,7 @@ const rule = { limit: 5, windowMs: 1000 };
 
 test.before(async () => {
   const url = await freshDatabase('quota');
-  await migrateControlDatabase(url, createLogger({ level: 'silent' }));
+  await migrateControlDatabase(url, fileLogger());
   // Two limiters on two pools stand for two processes sharing one quota.
   pools = [new pg.Pool({ connectionString: url }), new pg.Pool({ connectionString: url })];
   limiters = pools.map((pool) => new QuotaLimiter({ pool, marginMs: 50 }));

@@ -15,11 +15,11 @@ import { TokenOwners } from '../src/airtable/owners.ts';
 import { Secret } from '../src/control/secrets.ts';
 import { migrateControlDatabase } from '../src/db/migrate.ts';
 import { startFakeAirtable, type FakeAirtable } from '../fakes/airtable/index.ts';
-import { createLogger } from '../src/log.ts';
 import { tunablesFromEnv } from '../src/main.ts';
 import { QuotaLimiter } from '../src/quota/limiter.ts';
 import { freshDatabase } from './harness/postgres.ts';
 import { peak } from './harness/quota.ts';
+import { fileLogger } from './harness/test-log.ts';
 
 const TOKEN = 'patTOKENSHARED01.0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef';
 let pool: pg.Pool;
@@ -27,7 +27,7 @@ let fake: FakeAirtable;
 
 test.before(async () => {
   const url = await freshDatabase('quotatoken');
-  await migrateControlDatabase(url, createLogger({ level: 'silent' }));
+  await migrateControlDatabase(url, fileLogger());
   pool = new pg.Pool({ connectionString: url, max: 8 });
   fake = await startFakeAirtable();
   fake.addToken(TOKEN, { bases: '*' });

@@ -17,10 +17,10 @@ import { ServerPool } from '../src/control/servers.ts';
 import { SyncStore } from '../src/control/syncs.ts';
 import { withCredentials } from '../src/db/sql.ts';
 import { newDatabaseName, newSyncId } from '../src/ids.ts';
-import { createLogger } from '../src/log.ts';
 import { freePort } from './harness/ports.ts';
 import { query, serverAdminUrl } from './harness/postgres.ts';
 import { startSecondServer, type SecondServer } from './harness/second-server.ts';
+import { fileLogger } from './harness/test-log.ts';
 import {
   AIRTABLE_TEST_TOKEN,
   createAccount,
@@ -394,7 +394,7 @@ test('syncs made before the pool belong to the configured member at the next sta
   const box = SecretBox.fromBase64((await secretKeyFile(svc.dataDir)).value);
   const control = new pg.Pool({ connectionString: svc.controlUrl, max: 2 });
   try {
-    await new ServerPool({ pool: control, box, configuredUrl: serverAdminUrl(), logger: createLogger({ level: 'silent' }) }).ensureConfigured('eu');
+    await new ServerPool({ pool: control, box, configuredUrl: serverAdminUrl(), logger: fileLogger() }).ensureConfigured('eu');
   } finally {
     await control.end();
   }

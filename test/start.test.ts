@@ -11,7 +11,7 @@ import { request, startHarnessStripe } from './harness/service.ts';
 import type { FakeStripe } from '../fakes/stripe/index.ts';
 import { SERVICE_NODE_FLAGS } from '../src/cli/node-flags.ts';
 import { migrateControlDatabase } from '../src/db/migrate.ts';
-import { createLogger } from '../src/log.ts';
+import { fileLogger } from './harness/test-log.ts';
 
 let dataDir: string;
 let env: Record<string, string>;
@@ -177,7 +177,7 @@ test('with DATABASE_URL no embedded server starts, and a failed migration stops 
   const dir = await mkdtemp(path.join(os.tmpdir(), 'tributary-ext-'));
   const external = { ...env, TRIBUTARY_DATA_DIR: dir, DATABASE_URL: control, TRIBUTARY_API_PORT: String(await freePort()) };
   // A control database whose recorded migration differs from sql/: refusing is the only safe move.
-  await migrateControlDatabase(control, createLogger({ level: 'silent' }));
+  await migrateControlDatabase(control, fileLogger());
   await query(control, "UPDATE migrations SET hash = 'edited-after-it-ran' WHERE name = 'control'");
   const proc = spawnTributary(['run'], external);
   const code = await proc.exited;

@@ -11,13 +11,13 @@ import * as assert from 'uvu/assert';
 import { provisionDatabase } from '../src/control/provisioner.ts';
 import { inTransaction, withDatabase } from '../src/db/sql.ts';
 import { newDatabaseName } from '../src/ids.ts';
-import { createLogger } from '../src/log.ts';
 import { STRIPE_SCHEMA } from '../src/stripe/migrations.ts';
 import { applyChanges, type Change, childListsOf } from '../src/stripe/store.ts';
 import { ensureTables } from '../src/stripe/tables.ts';
 import { serverAdminUrl } from './harness/postgres.ts';
+import { fileLogger } from './harness/test-log.ts';
 
-const logger = createLogger({ level: 'silent' });
+const logger = fileLogger();
 const A = 'acct_1KeysAccountA00001';
 const B = 'acct_1KeysAccountB00002';
 let pool: pg.Pool;

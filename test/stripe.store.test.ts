@@ -8,17 +8,17 @@ import * as assert from 'uvu/assert';
 import { provisionDatabase } from '../src/control/provisioner.ts';
 import { inTransaction, withDatabase } from '../src/db/sql.ts';
 import { newDatabaseName } from '../src/ids.ts';
-import { createLogger } from '../src/log.ts';
 import { changeOf } from '../src/stripe/events.ts';
 import { applyChanges, type Change } from '../src/stripe/store.ts';
 import { ensureTables } from '../src/stripe/tables.ts';
 import { serverAdminUrl } from './harness/postgres.ts';
 import { STRIPE_SCHEMA } from '../src/stripe/migrations.ts';
+import { fileLogger } from './harness/test-log.ts';
 
 let pool: pg.Pool;
 
 test.before(async () => {
-  const logger = createLogger({ level: 'silent' });
+  const logger = fileLogger();
   const name = newDatabaseName();
   await provisionDatabase({ adminUrl: serverAdminUrl(), name, role: `${name}_ro` }, 'store-test-password', logger, 5, [STRIPE_SCHEMA]);
   pool = new pg.Pool({ connectionString: withDatabase(serverAdminUrl(), name) });

@@ -2,9 +2,9 @@ import { test } from 'uvu';
 import * as assert from 'uvu/assert';
 import { newDatabaseName } from '../src/ids.ts';
 import { provisionDatabase } from '../src/control/provisioner.ts';
-import { createLogger } from '../src/log.ts';
 import { query, serverAdminUrl } from './harness/postgres.ts';
 import { createAccount, request, startTestService, stripeSyncBody } from './harness/service.ts';
+import { fileLogger } from './harness/test-log.ts';
 
 interface Leftovers {
   databases: string[];
@@ -67,11 +67,7 @@ test('a create or delete cut short by a crash is finished at the next start', as
      VALUES ('syn_halfmade000000', $1, 'stripe', 'v1:x:x:x', '{}', $2, $3, 'v1:x:x:x')`,
     [account.id, halfName, `${halfName}_ro`],
   );
-  await provisionDatabase(
-    { adminUrl: serverAdminUrl(), name: halfName, role: `${halfName}_ro` },
-    'pw-of-a-half-made-database',
-    createLogger({ level: 'silent' }),
-  );
+  await provisionDatabase({ adminUrl: serverAdminUrl(), name: halfName, role: `${halfName}_ro` }, 'pw-of-a-half-made-database', fileLogger());
 
   const again = await startTestService({ config: { databaseUrl: svc.controlUrl, adminToken: svc.adminToken } });
   try {

@@ -12,12 +12,12 @@ import * as assert from 'uvu/assert';
 import { provisionDatabase } from '../src/control/provisioner.ts';
 import { withDatabase } from '../src/db/sql.ts';
 import { newDatabaseName } from '../src/ids.ts';
-import { createLogger } from '../src/log.ts';
 import { PUBLIC_SCHEMAS } from '../src/syncdb/schemas.ts';
 import { recordCycleEnd, recordCycleStart } from '../src/writer/sync-meta.ts';
 import { CrashablePostgres } from './harness/crashable-postgres.ts';
+import { fileLogger } from './harness/test-log.ts';
 
-const logger = createLogger({ level: 'silent' });
+const logger = fileLogger();
 let dir: string;
 let server: CrashablePostgres;
 let name: string;

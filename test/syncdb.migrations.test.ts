@@ -14,15 +14,15 @@ import * as assert from 'uvu/assert';
 import { provisionDatabase } from '../src/control/provisioner.ts';
 import { withDatabase } from '../src/db/sql.ts';
 import { newDatabaseName } from '../src/ids.ts';
-import { createLogger } from '../src/log.ts';
 import { STRIPE_SCHEMA } from '../src/stripe/migrations.ts';
 import { CORE } from '../src/syncdb/core.ts';
 import { migrateSyncDatabase } from '../src/syncdb/migrate.ts';
 import { createTableStatements } from '../src/writer/shape.ts';
 import { serverAdminUrl } from './harness/postgres.ts';
 import { repoRoot } from './harness/process.ts';
+import { fileLogger } from './harness/test-log.ts';
 
-const logger = createLogger({ level: 'silent' });
+const logger = fileLogger();
 const pools: pg.Pool[] = [];
 
 test.after(async () => {

@@ -1,4 +1,6 @@
 import { closeSync, openSync, writeSync } from 'node:fs';
+import { Writable } from 'node:stream';
+import { createLogger, type Logger } from '../../src/log.ts';
 
 /**
  * The file's service log: every log line of the services a test file runs (in its own process
@@ -31,4 +33,19 @@ export function teeToTestLog(text: string, source?: string): void {
   if (target === undefined || text === '') return;
   const body = text.endsWith('\n') ? text : `${text}\n`;
   writeSync(target, source ? body.replace(/^(?=.)/gm, `[${source}] `) : body);
+}
+
+/**
+ * A logger for parts a test file runs by hand (a decoder, a store, a sync runner) rather than
+ * through a whole service: at debug level, into the file's service log and nowhere else, so that
+ * a failure shows what those parts did as it does for a service.
+ */
+export function fileLogger(): Logger {
+  const sink = new Writable({
+    write(chunk: Buffer, _encoding, done) {
+      teeToTestLog(chunk.toString('utf8'));
+      done();
+    },
+  });
+  return createLogger({ level: process.env.TEST_SERVICE_LOG ? 'debug' : 'silent', destination: sink });
 }
