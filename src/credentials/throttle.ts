@@ -55,6 +55,8 @@ export class FailedCredentials {
   private readonly sources: TokenBuckets;
   private readonly accounts: TokenBuckets;
   private readonly good = new Map<string, number>();
+  /** Checks under way, by credential: the same credential's other checks wait for the first. */
+  private readonly pending = new Map<string, Promise<unknown>>();
   private readonly logger: Logger;
   private readonly now: () => number;
   private readonly goodForMs: number;
@@ -77,8 +79,25 @@ export class FailedCredentials {
    * them, and given back when it passes or fails for another reason (a database outage).
    */
   async check<T>(attempt: CredentialAttempt, verify: () => Promise<T>): Promise<T> {
+    // A client's first requests with a credential often come at once (a pool of connections
+    // opening): each spending an allowance would refuse a right credential that never failed,
+    // the more so the slower the check. One of them is the check; the others wait for it.
+    const first = this.pending.get(attempt.fingerprint);
+    if (first && !this.knownGood(attempt.fingerprint)) await first.catch(() => undefined);
     const exempt = this.knownGood(attempt.fingerprint);
     if (!exempt) this.take(attempt);
+    const run = this.run(attempt, exempt, verify);
+    if (!exempt && !this.pending.has(attempt.fingerprint)) {
+      this.pending.set(attempt.fingerprint, run);
+      const forget = () => {
+        if (this.pending.get(attempt.fingerprint) === run) this.pending.delete(attempt.fingerprint);
+      };
+      run.then(forget, forget);
+    }
+    return run;
+  }
+
+  private async run<T>(attempt: CredentialAttempt, exempt: boolean, verify: () => Promise<T>): Promise<T> {
     let outcome: 'passed' | 'failed' | 'error' = 'error';
     try {
       const result = await verify();
