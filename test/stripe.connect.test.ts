@@ -13,7 +13,7 @@ import { query } from './harness/postgres.ts';
 import { startProxy } from './harness/proxy.ts';
 import { waitFor } from './harness/process.ts';
 import { request, waitBackfilled } from './harness/service.ts';
-import { backfilledStripeSync, type StripeSyncSetUp } from './harness/stripe-sync.ts';
+import { backfilledStripeSync, politely, type StripeSyncSetUp } from './harness/stripe-sync.ts';
 
 const KEY = 'sk_test_CONNECTPLATFORMCONNECT01';
 const NO_CONNECT = 'rk_test_CONNECTNOCONNECTREAD0002';
@@ -74,7 +74,7 @@ test("each connected account's objects land in the same tables, with its id; ids
 
 test('a change in a connected account arrives from its feed, and its event carries stripe_account', async () => {
   const [customer] = (await s.stripe.customers.list({ limit: 1 }, { stripeAccount: accounts.a })).data;
-  await s.stripe.customers.update(customer!.id, { name: 'Renamed in A' }, { stripeAccount: accounts.a });
+  await politely(() => s.stripe.customers.update(customer!.id, { name: 'Renamed in A' }, { stripeAccount: accounts.a }));
   await until('the update', async () =>
     (await rows('SELECT name FROM public.customer WHERE id = $1', [customer!.id]))[0]?.name === 'Renamed in A' ? true : undefined,
   );
@@ -93,17 +93,17 @@ test('a change in a connected account arrives from its feed, and its event carri
 });
 
 test("a wait covers the connected accounts' feeds, and accounts connected just before it", async () => {
-  const created = await s.stripe.customers.create({ email: 'waited@b.example.com' }, { stripeAccount: accounts.b });
+  const created = await politely(() => s.stripe.customers.create({ email: 'waited@b.example.com' }, { stripeAccount: accounts.b }));
   const waited = await request(s.svc.api, 'GET', `/api/wait/${s.syncId}?timeout=20000`, { token: s.account.token });
   assert.is(waited.body.ok, true);
   assert.equal(await rows('SELECT stripe_account FROM public.customer WHERE id = $1', [created.id]), [{ stripe_account: accounts.b }]);
   // A new account is not found by its own feed: the wait lists the accounts again.
-  const d = await s.stripe.accounts.create({ type: 'standard' });
-  const first = await s.stripe.customers.create({ email: 'first@d.example.com' }, { stripeAccount: d.id });
+  const d = await politely(() => s.stripe.accounts.create({ type: 'standard' }));
+  const first = await politely(() => s.stripe.customers.create({ email: 'first@d.example.com' }, { stripeAccount: d.id }));
   const again = await request(s.svc.api, 'GET', `/api/wait/${s.syncId}?timeout=20000`, { token: s.account.token });
   assert.is(again.body.ok, true);
   assert.equal(await rows('SELECT stripe_account FROM public.customer WHERE id = $1', [first.id]), [{ stripe_account: d.id }]);
-  await s.stripe.accounts.del(d.id);
+  await politely(() => s.stripe.accounts.del(d.id));
 });
 
 test("a write through the proxy on behalf of a connected account is that account's row when the answer arrives", async () => {
@@ -129,12 +129,12 @@ test("a write through the proxy on behalf of a connected account is that account
 });
 
 test('a new connected account is picked up; a deleted one is removed with its rows', async () => {
-  const c = await s.stripe.accounts.create({ type: 'express' });
-  const customer = await s.stripe.customers.create({ email: 'first@c.example.com' }, { stripeAccount: c.id });
+  const c = await politely(() => s.stripe.accounts.create({ type: 'express' }));
+  const customer = await politely(() => s.stripe.customers.create({ email: 'first@c.example.com' }, { stripeAccount: c.id }));
   await until('the new account backfilled', async () =>
     (await rows('SELECT 1 FROM public.customer WHERE id = $1', [customer.id])).length > 0 ? true : undefined,
   );
-  await s.stripe.accounts.del(accounts.b);
+  await politely(() => s.stripe.accounts.del(accounts.b));
   // The account's own row goes last, once its rows of every table are gone (a transaction a table).
   await until("the deleted account's rows and its own row gone", async () =>
     (await rows('SELECT 1 FROM public.customer WHERE stripe_account = $1 UNION ALL SELECT 1 FROM public.account WHERE id = $1', [accounts.b])).length === 0
@@ -151,8 +151,8 @@ test('a new connected account is picked up; a deleted one is removed with its ro
 });
 
 test("new backfills after the feeds fell out of reach remove what each account lost, and nothing of another's", async () => {
-  const keep = await s.stripe.customers.create({ email: 'keep@a.example.com' }, { stripeAccount: accounts.a });
-  const lose = await s.stripe.customers.create({ email: 'lose@a.example.com' }, { stripeAccount: accounts.a });
+  const keep = await politely(() => s.stripe.customers.create({ email: 'keep@a.example.com' }, { stripeAccount: accounts.a }));
+  const lose = await politely(() => s.stripe.customers.create({ email: 'lose@a.example.com' }, { stripeAccount: accounts.a }));
   await until('both in the database', async () =>
     (await rows('SELECT 1 FROM public.customer WHERE id = ANY($1)', [[keep.id, lose.id]])).length === 2 ? true : undefined,
   );
@@ -162,7 +162,7 @@ test("new backfills after the feeds fell out of reach remove what each account l
   s.fake.faults.add({ match: { path: '/v1/events', account: s.upstream.id }, kind: 'status', status: 500, times: Infinity });
   await new Promise((r) => setTimeout(r, 800));
   s.fake.clock.advance(31 * 86_400_000);
-  await s.stripe.customers.del(lose.id, {}, { stripeAccount: accounts.a });
+  await politely(() => s.stripe.customers.del(lose.id, {}, { stripeAccount: accounts.a }));
   s.fake.faults.clear();
   await waitFor(
     "the platform's new backfill",

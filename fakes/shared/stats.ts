@@ -65,6 +65,8 @@ const KEPT_REFUSALS = 20;
 export class RefusalLog {
   private readonly recent: Arrival[] = [];
   readonly refusals: Refusal[] = [];
+  /** Told of every refusal as it happens (a test's log), the first KEPT_REFUSALS or not. */
+  onRefusal: ((refusal: Refusal) => void) | undefined;
 
   arrived(arrival: Arrival): void {
     this.recent.push(arrival);
@@ -72,9 +74,10 @@ export class RefusalLog {
   }
 
   refused(arrival: Arrival): void {
-    if (this.refusals.length >= KEPT_REFUSALS) return;
+    if (this.refusals.length >= KEPT_REFUSALS && !this.onRefusal) return;
     const before = this.recent.filter((a) => a !== arrival && a.key === arrival.key && a.at > arrival.at - 1000 && a.at <= arrival.at);
-    this.refusals.push({ refused: arrival, before });
+    if (this.refusals.length < KEPT_REFUSALS) this.refusals.push({ refused: arrival, before });
+    this.onRefusal?.({ refused: arrival, before });
   }
 
   clear(): void {

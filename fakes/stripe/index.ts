@@ -66,6 +66,8 @@ export interface FakeStripeOptions {
    * (the simulation's) rather than by when this process reads it. Only for a front you run.
    */
   trustArrivalStamps?: boolean;
+  /** Told of every 429 as it is answered, with the account's requests of the second before it. */
+  onRefusal?: (refusal: Refusal) => void;
 }
 
 export interface FakeStripe {
@@ -123,6 +125,7 @@ export async function startFakeStripe(options: FakeStripeOptions = {}): Promise<
   const server = createStripeServer(core, router);
   const { port, url } = await listen(server, options.port ?? 0, host);
   const stats = core.stats;
+  stats.refusals.onRefusal = options.onRefusal;
 
   return {
     url,

@@ -1,7 +1,9 @@
 import Stripe from 'stripe';
 import { type FakeStripe, type FakeStripeAccount, startFakeStripe } from '../../fakes/stripe/index.ts';
+import type { Refusal } from '../../fakes/shared/stats.ts';
 import { STRIPE_API_VERSION } from '../../src/stripe/catalog.ts';
 import { startArrivalFront } from '../../sim/upstreams/arrival-front.ts';
+import { teeToTestLog } from './test-log.ts';
 import { createAccount, request, startTestService, type TestAccount, type TestService, type TestServiceOptions, waitBackfilled } from './service.ts';
 
 export interface StripeSyncSetUp {
@@ -35,7 +37,7 @@ export async function backfilledStripeSync(options: {
   /** The sync's settings at creation. */
   settings?: Record<string, unknown>;
 }): Promise<StripeSyncSetUp> {
-  const fake = await startFakeStripe({ trustArrivalStamps: true });
+  const fake = await startFakeStripe({ trustArrivalStamps: true, onRefusal: logRefusal });
   // The service and the customer's own client reach the fake through an arrival front (a worker
   // thread that stamps each request as it comes): the fake shares this busy process with the
   // service, and counting by its own loop it once saw the sync's well-spaced requests as a burst
@@ -78,4 +80,44 @@ export async function backfilledStripeSync(options: {
     );
   }
   return { fake, upstream, svc, account, syncId, reader: created.body.database.url, stripe, view };
+}
+
+/**
+ * A 429 the fake answered, into the file's service log: who sent the account's requests of the
+ * second before it (by user agent: the sync's client or the customer's), and how they spread.
+ */
+export function logRefusal(refusal: Refusal): void {
+  const byAgent = new Map<string, number>();
+  for (const a of refusal.before) {
+    const agent = a.agent.split(/[ /]/)[0] ?? a.agent;
+    byAgent.set(agent, (byAgent.get(agent) ?? 0) + 1);
+  }
+  const at = refusal.refused.at;
+  teeToTestLog(
+    JSON.stringify({
+      msg: 'fake Stripe answered 429',
+      time: Date.now(),
+      refused: `${refusal.refused.method} ${refusal.refused.path} (${refusal.refused.agent.split(' ')[0]})`,
+      before: Object.fromEntries(byAgent),
+      arrivalsMsBefore: refusal.before.map((a) => `${Math.round(at - a.at)} ${a.agent.split(/[ /]/)[0]} ${a.method} ${a.path}`),
+    }),
+    'fake-stripe',
+  );
+}
+
+/**
+ * A customer's own request to Stripe, retried after a 429 as Stripe asks of its clients
+ * (stripe-node retries no 429). The sync takes 80% of the account's limit while it backfills;
+ * the customer's direct requests have the rest, 5 a second in test mode, and a test's burst
+ * of six beside a busy sync is refused by Stripe as it would be by the fake.
+ */
+export async function politely<T>(send: () => Promise<T>): Promise<T> {
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return await send();
+    } catch (error) {
+      if (!(error instanceof Stripe.errors.StripeRateLimitError) || attempt === 5) throw error;
+      await new Promise((r) => setTimeout(r, 1000));
+    }
+  }
 }
