@@ -24,6 +24,8 @@ const cases: Array<[string[], RegExp]> = [
   [['syncs', 'create', '--kind', 'airtable', '--base-id', 'appX'], /--api-key takes the upstream's key, or - to read it from standard input/],
   [['syncs', 'create', '--api-key', 'k'], /--kind names the kind of sync/],
   [['syncs', 'create', '--kind', 'stripe', '--api-key', 'k', '--settings', '{turbo'], /--settings takes JSON/],
+  [['fake', 'stripe', '--late-events', '2:100'], /--late-events takes SHARE:MS/],
+  [['fake', 'stripe', '--late-events', '0.1:0'], /--late-events takes SHARE:MS/],
 ];
 
 for (const [args, message] of cases) {
@@ -31,7 +33,7 @@ for (const [args, message] of cases) {
     const { code, output } = await cli(args);
     assert.is(code, 2, output);
     assert.match(output, message);
-    assert.match(output, /\ntributary syncs (settings|create) /, 'the usage line follows');
+    assert.match(output, /\ntributary (syncs (settings|create)|fake stripe) /, 'the usage line follows');
   });
 }
 

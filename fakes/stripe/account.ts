@@ -1,5 +1,6 @@
 import type { Deliveries } from './deliveries.ts';
 import { IdempotencyStore } from './idempotency.ts';
+import type { LateEvents } from './late-events.ts';
 import { accountTag } from './ids.ts';
 import { Collection, type StripeObject } from './store.ts';
 
@@ -23,6 +24,8 @@ export class AccountState {
   profile?: StripeObject;
   /** Sends each emitted event to the webhook endpoints it matches (the server's one sender). */
   deliveries?: Deliveries;
+  /** Which events the list shows only after a delay (eventual consistency); the server's one setting. */
+  late?: LateEvents;
 
   constructor(
     readonly id: string,

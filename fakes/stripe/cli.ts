@@ -1,4 +1,4 @@
-import { type FakeStripe, startFakeStripe } from './index.ts';
+import { type FakeStripe, type LateEventsSetting, startFakeStripe } from './index.ts';
 
 export const DEFAULT_FAKE_STRIPE_KEY = `sk_test_FAKE${'0123456789abcdef'.repeat(6)}`;
 export const DEFAULT_FAKE_STRIPE_ACCOUNT = 'acct_1FakeStripeDemo01';
@@ -15,8 +15,14 @@ export async function runFakeStripeCli(args: {
   connected?: number;
   key?: string;
   rateLimit?: false;
+  /** A share of events listed only after a delay (Stripe's eventually consistent list). */
+  lateEvents?: LateEventsSetting;
 }): Promise<FakeStripe> {
-  const fake = await startFakeStripe({ port: args.port, ...(args.rateLimit === false ? { rateLimit: false } : {}) });
+  const fake = await startFakeStripe({
+    port: args.port,
+    ...(args.rateLimit === false ? { rateLimit: false } : {}),
+    ...(args.lateEvents ? { lateEvents: args.lateEvents } : {}),
+  });
   const key = args.key ?? DEFAULT_FAKE_STRIPE_KEY;
   const account = fake.createAccount({ id: DEFAULT_FAKE_STRIPE_ACCOUNT });
   const customers = args.customers ?? 100;

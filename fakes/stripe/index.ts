@@ -36,6 +36,7 @@ import { type FakeStripeAccount, FakeStripeAccountControl } from './control.ts';
 import { accountById, type Core } from './core.ts';
 import { Deliveries, type DeliveryStats } from './deliveries.ts';
 import { type FaultInjector, stripeFaults } from './faults.ts';
+import { LateEvents, type LateEventsSetting } from './late-events.ts';
 import { accountId } from './ids.ts';
 import { ROUTES } from './resources/index.ts';
 import { Router } from './router.ts';
@@ -47,6 +48,7 @@ import type { Refusal } from '../shared/stats.ts';
 export type { ControlParams, FakeStripeAccount } from './control.ts';
 export type { StripeEvent } from './events.ts';
 export type { FaultInjector, FaultRule } from './faults.ts';
+export type { LateEventsSetting } from './late-events.ts';
 export type { GenerateInput, GenerateSummary } from './generator.ts';
 export type { StripeObject } from './store.ts';
 export { StripeApiError } from './errors.ts';
@@ -68,6 +70,8 @@ export interface FakeStripeOptions {
   trustArrivalStamps?: boolean;
   /** Told of every 429 as it is answered, with the account's requests of the second before it. */
   onRefusal?: (refusal: Refusal) => void;
+  /** A share of events listed only after a delay, as Stripe's eventually consistent list does (default: none). */
+  lateEvents?: LateEventsSetting;
 }
 
 export interface FakeStripe {
@@ -100,6 +104,16 @@ export interface FakeStripe {
    * what was sent.
    */
   webhooks: { pause(): void; resume(): void; discardHeld(): void; drop(n: number): void; stats(): DeliveryStats };
+  /**
+   * Eventual consistency of `GET /v1/events`: `set({share, delayMs})` lists that share of the
+   * events made from then on only after a delay of up to delayMs, behind newer ones; `set()`
+   * turns it off. `pending` counts late events not yet listed; `log` has every late event.
+   */
+  lateEvents: {
+    set(setting?: LateEventsSetting): void;
+    readonly pending: number;
+    readonly log: ReadonlyArray<{ id: string; madeAtMs: number; visibleAtMs: number }>;
+  };
   /** `holdSecond()` keeps every `created` at the current second until `releaseSecond()` (same-second events). */
   clock: { now(): number; nowMs(): number; advance(ms: number): void; holdSecond(): number; releaseSecond(): void };
 }
@@ -121,6 +135,8 @@ export async function startFakeStripe(options: FakeStripeOptions = {}): Promise<
   };
   const router = new Router(ROUTES);
   const deliveries = new Deliveries();
+  const late = new LateEvents(clock);
+  late.set(options.lateEvents);
   const controls = new Map<string, FakeStripeAccountControl>();
   const server = createStripeServer(core, router);
   const { port, url } = await listen(server, options.port ?? 0, host);
@@ -131,6 +147,13 @@ export async function startFakeStripe(options: FakeStripeOptions = {}): Promise<
     url,
     port,
     faults: core.faults,
+    lateEvents: {
+      set: (setting) => late.set(setting),
+      get pending() {
+        return late.pending;
+      },
+      log: late.log,
+    },
     clock: {
       now: () => clock.now(),
       nowMs: () => clock.nowMs(),
@@ -163,6 +186,7 @@ export async function startFakeStripe(options: FakeStripeOptions = {}): Promise<
       const version = input.apiVersion ?? FAKE_STRIPE_API_VERSION;
       const state = new AccountState(id, input.livemode === true, version);
       state.deliveries = deliveries;
+      state.late = late;
       core.accounts.set(id, state);
       const control = new FakeStripeAccountControl(state, clock, router);
       controls.set(id, control);

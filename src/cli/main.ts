@@ -98,7 +98,7 @@ const commands: Record<string, Command> = {
     },
   },
   'fake stripe': {
-    usage: 'tributary fake stripe [--port 9102] [--customers 100] [--connected 0] [--seed 1] [--no-rate-limit]',
+    usage: 'tributary fake stripe [--port 9102] [--customers 100] [--connected 0] [--seed 1] [--no-rate-limit] [--late-events SHARE:MS]',
     summary: 'run the local fake Stripe with a generated account (for trying Tributary without a Stripe account)',
     options: {
       port: { type: 'string' },
@@ -106,8 +106,10 @@ const commands: Record<string, Command> = {
       connected: { type: 'string' },
       seed: { type: 'string' },
       'no-rate-limit': { type: 'boolean' },
+      'late-events': { type: 'string' },
     },
     async run(values) {
+      const late = lateEventsArg(values['late-events']);
       const { runFakeStripeCli } = await fakes(() => import('../../fakes/stripe/cli.ts'));
       const fake = await runFakeStripeCli({
         port: wholeNumber(values, 'port', 9102),
@@ -115,6 +117,7 @@ const commands: Record<string, Command> = {
         connected: wholeNumber(values, 'connected', 0),
         seed: wholeNumber(values, 'seed', 1),
         ...(values['no-rate-limit'] ? { rateLimit: false as const } : {}),
+        ...(late ? { lateEvents: late } : {}),
       });
       const close = () => void fake.close().then(() => process.exit(0));
       process.on('SIGTERM', close);
@@ -306,4 +309,12 @@ export async function main(argv: string[]): Promise<number> {
     process.stderr.write(`tributary ${name}: ${(error as Error).message}\n`);
     return 1;
   }
+}
+
+/** `--late-events 0.1:3000`: a share of events (0–1) that Stripe's list shows up to that many ms late. */
+function lateEventsArg(value: unknown): { share: number; delayMs: number } | undefined {
+  if (value === undefined) return undefined;
+  const m = /^(0(?:\.\d+)?|1(?:\.0+)?):(\d{1,7})$/.exec(String(value));
+  if (!m || Number(m[2]) === 0) throw new UsageError('--late-events takes SHARE:MS, a share from 0 to 1 and a delay in ms above 0, e.g. 0.1:3000');
+  return { share: Number(m[1]), delayMs: Number(m[2]) };
 }

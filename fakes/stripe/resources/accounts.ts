@@ -30,6 +30,7 @@ function create({ ctx, params }: Call): StripeObject {
   const connected = new AccountState(id, platform.livemode, platform.apiVersion);
   connected.platform = platform;
   if (platform.deliveries) connected.deliveries = platform.deliveries;
+  if (platform.late) connected.late = platform.late;
   const custom = type === 'custom';
   const profile: StripeObject = {
     id,

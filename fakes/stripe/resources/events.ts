@@ -23,7 +23,9 @@ function list({ ctx, params }: Call): unknown {
   if (types && types.length > 20) throw invalidRequest('Array types exceeded maximum 20 allowed elements.', { param: 'types' });
   if (types && typeof params.type === 'string') throw invalidRequest('You may only specify one of these parameters: type, types.', { param: 'type' });
   const matchers = (types ?? (typeof params.type === 'string' ? [params.type] : [])).map(typeMatcher);
-  const filter = matchers.length > 0 ? (e: StripeObject) => matchers.some((m) => m(e.type as string)) : undefined;
+  const late = ctx.account.late;
+  // A late event is not listed yet, wherever newer ones already are (eventual consistency).
+  const filter = (e: StripeObject) => (!late || late.visible(e.id)) && (matchers.length === 0 || matchers.some((m) => m(e.type as string)));
   const col = ctx.col(EVENTS.name);
   return page(col.ordered(), {
     params,
@@ -31,13 +33,14 @@ function list({ ctx, params }: Call): unknown {
     noun: 'event',
     cursor: (id) => col.entry(id),
     notBefore: ctx.clock.now() - EVENT_RETENTION_SECONDS,
-    ...(filter ? { filter } : {}),
+    filter,
   });
 }
 
 function retrieve({ ctx, path }: Call): unknown {
   const event = ctx.get(EVENTS, path.id as string);
-  if (!event || (event.created as number) < ctx.clock.now() - EVENT_RETENTION_SECONDS) throw noSuch('event', path.id as string);
+  const hidden = event && ctx.account.late && !ctx.account.late.visible(event.id);
+  if (!event || hidden || (event.created as number) < ctx.clock.now() - EVENT_RETENTION_SECONDS) throw noSuch('event', path.id as string);
   return event;
 }
 
