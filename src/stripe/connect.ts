@@ -18,6 +18,7 @@ import { pause } from '../time.ts';
 import type { BackfillState } from './backfill.ts';
 import { type StripeClient, StripeError, type StripeObject } from './client.ts';
 import { CursorExpired, type EventsCursor, pollEvents } from './events.ts';
+import { LateEvents, type LateEventsOptions } from './late-events.ts';
 import { STRIPE_SCHEMAS } from './migrations.ts';
 import { nextPollGap } from './poll-gap.ts';
 import { CONNECTED_BACKFILL_PREFIX, stateKeys } from './scope.ts';
@@ -62,6 +63,8 @@ export interface ConnectedAccountsOptions {
   hooks?: SyncHooks;
   /** The sync's pings, which name the accounts deliveries came for. */
   pings?: Pings;
+  /** Each account's feed reads its trailing window again for late events (late-events.ts). */
+  lateEvents?: Omit<LateEventsOptions, 'logger'>;
 }
 
 /** The key may no longer act on the account: it was deleted, or its platform lost access. */
@@ -272,6 +275,7 @@ export class ConnectedAccounts {
         let gap = 0;
         // The first read after a backfill finds what happened during it: no test of push either.
         let timed = false;
+        const late = new LateEvents({ ...this.options.lateEvents, logger });
         while (!signal.aborted) {
           // Made before the read: a wake during it ends the pause after it.
           const woken = new AbortController();
@@ -281,13 +285,14 @@ export class ConnectedAccounts {
           worker.woken = false;
           const polled = await this.polls(async () => {
             await this.pollTurn(signal);
-            return pollEvents(client, db, cursor);
+            // The window on its own schedule: a push wakes this read at every delivery.
+            return pollEvents(client, db, cursor, { late: { reader: late, now: false } });
           });
           cursor = polled.cursor;
           failures = 0;
           worker.polledFrom = from;
           this.notify();
-          if (polled.events > 0) lastEventAt = Date.now();
+          if (polled.events + polled.late > 0) lastEventAt = Date.now();
           // Events found on the timer that no delivery announced (a delivery may lag a few seconds).
           if (onTimer && polled.events > 0 && polled.cursor.created < Date.now() / 1000 - 10) {
             this.push.missed();

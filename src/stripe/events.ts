@@ -9,6 +9,7 @@ import { type ApplyResult, applyChanges, type Change } from './store.ts';
 import { numberedCustomers } from './sequence.ts';
 import { markUpcoming } from './upcoming.ts';
 import { uneventedOf } from './unevented.ts';
+import type { LateEvents } from './late-events.ts';
 
 export const EVENTS_KEY = stateKeys(null).events;
 
@@ -50,8 +51,16 @@ export function changeOf(event: StripeEvent): Change {
 
 export interface PollResult {
   cursor: EventsCursor;
+  /** Events read after the cursor, and events listed late found behind it (late-events.ts). */
   events: number;
+  late: number;
   applied: ApplyResult;
+}
+
+export interface PollOptions {
+  nowS?: number;
+  /** The feed's reader of the trailing window, and whether to read it now (someone waits). */
+  late?: { reader: LateEvents; now: boolean };
 }
 
 /**
@@ -63,33 +72,59 @@ export interface PollResult {
  * payment methods used unattached, child lists past their first page) is fetched first and
  * written in the same transaction (unevented.ts).
  */
-export async function pollEvents(client: StripeClient, db: pg.Pool, cursor: EventsCursor, nowS = Date.now() / 1000): Promise<PollResult> {
+export async function pollEvents(client: StripeClient, db: pg.Pool, cursor: EventsCursor, options: PollOptions = {}): Promise<PollResult> {
+  const nowS = options.nowS ?? Date.now() / 1000;
   if (cursor.created < nowS - RETENTION_S + RETENTION_MARGIN_S) {
     throw new CursorExpired(`the events cursor (${new Date(cursor.created * 1000).toISOString()}) is older than Stripe's 30-day event retention`);
   }
-  const total: PollResult = { cursor, events: 0, applied: { written: 0, deleted: 0, stale: 0, unknown: 0 } };
+  const total: PollResult = { cursor, events: 0, late: 0, applied: { written: 0, deleted: 0, stale: 0, unknown: 0 } };
   for (;;) {
     const batch = cursor.id ? await newerThan(client, cursor.id) : await since(client, cursor.created);
-    if (batch.events.length === 0) return total;
+    if (batch.events.length === 0) break;
     const newest = batch.events.at(-1)!;
     const next: EventsCursor = { id: newest.id, created: newest.created };
-    const changes = [...(await inPinnedVersion(client, batch.events)), ...(await numberedCustomers(client, batch.events))];
-    // The events themselves, as read: the `event` table, the account's audit trail.
-    const recorded = batch.events.map((event): Change => ({ object: event as unknown as StripeObject, version: event.created * 1000 + 999 }));
-    const unevented = await uneventedOf(client, db, changes);
-    const account = client.account;
-    const applied = await inTransaction(db, async (tx) => {
-      const result = await applyChanges(tx, [...changes, ...unevented.changes, ...recorded], unevented.lists, account);
-      // Upcoming invoices are previewed for the key's own customers only.
-      if (account === null) await markUpcoming(tx, batch.events);
-      await saveState(tx, STRIPE_SCHEMAS, stateKeys(account).events, next);
-      return result;
-    });
+    const applied = await applyEvents(client, db, batch.events, await inPinnedVersion(client, batch.events), next);
     total.events += batch.events.length;
-    for (const k of ['written', 'deleted', 'stale', 'unknown'] as const) total.applied[k] += applied[k];
+    addApplied(total.applied, applied);
     total.cursor = cursor = next;
-    if (!batch.more) return total;
+    if (!batch.more) break;
   }
+  // After what is new, so that the window reaches the newest cursor.
+  if (options.late) {
+    const late = await options.late.reader.check(client, db, cursor, options.late.now);
+    total.late = late.found;
+    if (late.applied) addApplied(total.applied, late.applied);
+  }
+  return total;
+}
+
+export function addApplied(total: ApplyResult, more: ApplyResult): void {
+  for (const k of ['written', 'deleted', 'stale', 'unknown'] as const) total[k] += more[k];
+}
+
+/**
+ * Applies events, oldest first, as `changes` (their objects, or those objects fetched again),
+ * in one transaction with the cursor when one is given.
+ */
+export async function applyEvents(
+  client: StripeClient,
+  db: pg.Pool,
+  events: StripeEvent[],
+  objectChanges: Change[],
+  next: EventsCursor | undefined,
+): Promise<ApplyResult> {
+  const changes = [...objectChanges, ...(await numberedCustomers(client, events))];
+  // The events themselves, as read: the `event` table, the account's audit trail.
+  const recorded = events.map((event): Change => ({ object: event as unknown as StripeObject, version: event.created * 1000 + 999 }));
+  const unevented = await uneventedOf(client, db, changes);
+  const account = client.account;
+  return inTransaction(db, async (tx) => {
+    const result = await applyChanges(tx, [...changes, ...unevented.changes, ...recorded], unevented.lists, account);
+    // Upcoming invoices are previewed for the key's own customers only.
+    if (account === null) await markUpcoming(tx, events);
+    if (next) await saveState(tx, STRIPE_SCHEMAS, stateKeys(account).events, next);
+    return result;
+  });
 }
 
 /** Where an object of a table can be fetched by id: its top-level list path plus the id. */

@@ -11,7 +11,10 @@ import { StripeRunner, type StripeRunnerOptions } from './runner.ts';
 import { stripeTables, UPCOMING } from './tables.ts';
 
 /** Stripe tunables: how often the events feed is read (tests), how often unreadable lists are tried again. */
-export type StripeTunables = Pick<StripeRunnerOptions, 'pollIntervalMs' | 'recheckSkippedMs' | 'discoverAccountsMs' | 'pushedPollMs' | 'connectPollsPerSecond'>;
+export type StripeTunables = Pick<
+  StripeRunnerOptions,
+  'pollIntervalMs' | 'recheckSkippedMs' | 'discoverAccountsMs' | 'pushedPollMs' | 'connectPollsPerSecond' | 'lateEvents'
+>;
 
 const upcomingKeys = new Map<string, string>(Object.values(UPCOMING).map((u) => [u.table, u.key]));
 

@@ -13,6 +13,7 @@ import { BACKFILL_KEY, type BackfillResult, type BackfillState, beginBackfill, r
 import { IncompleteLists } from './incomplete.ts';
 import { StripeClient, StripeError, stripeQuotaKey, stripeRule } from './client.ts';
 import { CursorExpired, EVENTS_KEY, type EventsCursor, pollEvents } from './events.ts';
+import { LateEvents, type LateEventsOptions } from './late-events.ts';
 import { loadState, saveState } from '../sync/state.ts';
 import { ensureTables } from './tables.ts';
 import { markAllUpcoming, refreshUpcoming } from './upcoming.ts';
@@ -50,6 +51,8 @@ export interface StripeRunnerOptions {
   pushedPollMs?: number;
   /** Reads of connected accounts' feeds a second, all together (default: half the sync's share). */
   connectPollsPerSecond?: number;
+  /** The trailing window read again for events Stripe lists late (defaults in late-events.ts). */
+  lateEvents?: Omit<LateEventsOptions, 'logger'>;
 }
 
 /** Lists skipped as unreadable (a permission the key lacks) are tried again this often: a granted permission ends its warning. */
@@ -91,6 +94,8 @@ export class StripeRunner {
   /** The warnings of the last backfill's skipped lists, and of connected accounts: the status shows both. */
   private warnings: { skipped: string[]; connect: string[] } = { skipped: [], connect: [] };
   private lastSettings: { at: number; value: StripeSettings } | undefined;
+  /** The key's own feed's reads of its trailing window. */
+  private readonly late: LateEvents;
 
   constructor(private readonly options: StripeRunnerOptions) {
     this.status = new StatusReporter({
@@ -100,6 +105,7 @@ export class StripeRunner {
       syncId: options.syncId,
       logger: options.logger,
     });
+    this.late = new LateEvents({ ...options.lateEvents, logger: options.logger });
     this.incomplete = new IncompleteLists((lists) => this.status.incomplete(lists), options.logger);
     const requests = options.passRequests;
     const pings: Pings | undefined =
@@ -116,6 +122,7 @@ export class StripeRunner {
       db: options.target,
       logger: options.logger,
       pollIntervalMs: options.pollIntervalMs ?? 500,
+      ...(options.lateEvents ? { lateEvents: options.lateEvents } : {}),
       pollsPerSecond: async () =>
         options.connectPollsPerSecond ?? Math.floor(syncShare(options.key.reveal(), (await this.settings(SETTINGS_FRESH_MS)).turbo) / 2),
       ...(options.discoverAccountsMs !== undefined ? { discoverEveryMs: options.discoverAccountsMs } : {}),
@@ -296,16 +303,16 @@ export class StripeRunner {
       const pass = await this.status.passStarted();
       const started = new Date();
       const client = this.client(await this.settings(), signal);
-      const polled = await pollEvents(client, this.options.target, cursor);
+      const polled = await pollEvents(client, this.options.target, cursor, { late: { reader: this.late, now: pass.wanted } });
       cursor = polled.cursor;
       // Someone waits: the pass also covers every connected account's feed, read from now on.
       if (pass.wanted) await this.connected.caughtUp(started.getTime(), signal);
-      if (polled.events > 0) {
+      if (polled.events + polled.late > 0) {
         lastEventAt = Date.now();
         this.upcomingMarked = true;
         this.endUpcomingPause?.();
       }
-      if (polled.events > 0 || Date.now() - lastMeta >= META_EVERY_MS) {
+      if (polled.events + polled.late > 0 || Date.now() - lastMeta >= META_EVERY_MS) {
         await this.status.cycleStarted(started);
         await this.status.cycleCompleted(started, new Date(), pass);
         lastMeta = Date.now();
