@@ -38,6 +38,7 @@ export const FAULT_KINDS = [
   'control-db-crash',
   'kafka-restart',
   'webhook-receiver-down',
+  'stripe-late-events',
 ] as const;
 export type FaultKind = (typeof FAULT_KINDS)[number];
 
@@ -91,6 +92,13 @@ export async function strike(kind: FaultKind, t: FaultTargets, random: Random, s
     }
     case 'kafka-restart':
       if (t.kafka) await t.kafka.restart();
+      break;
+    case 'stripe-late-events':
+      // Stripe's events list is eventually consistent: for a while, a share of the events is
+      // listed seconds late, behind newer ones (within the feed's one-minute window).
+      await t.upstreams.stripeLateEvents({ share: 0.3, delayMs: random.between(2000, 10_000), seed: random.int(1_000_000) });
+      await pause(Math.max(20_000, 120_000 * scale), signal);
+      await t.upstreams.stripeLateEvents(null);
       break;
     case 'webhook-receiver-down':
       t.receiver.mode = 'down';

@@ -2,13 +2,19 @@
  * `npm run simulate -- --minutes N --seed S [--upstream stripe|airtable] [--no-kafka] [--no-pings]`: the
  * whole service under simulated account traffic and injected faults, invariants checked, a
  * summary printed. Exits 1 when any invariant was violated (the seed reproduces the run).
+ * `--ci`: the CI profile (test/simulation.test.ts). `--first K,K`: these fault kinds strike
+ * first, in that order. `--seeds N`: N seeds in turn (from --seed, else random), the logs of
+ * those that fail kept under sim-runs/ (sim/seeds.ts).
  */
 import { parseArgs } from 'node:util';
 import { createLogger, logProcessWarnings } from '../src/log.ts';
-import { simulate } from './run.ts';
+import { FAULT_KINDS, type FaultKind } from './faults.ts';
+import { CI_PROFILE, simulate } from './run.ts';
+import { runSeeds } from './seeds.ts';
 import { summarize } from './summary.ts';
 
-const USAGE = 'usage: npm run simulate -- --minutes N --seed S [--upstream stripe|airtable] [--no-kafka] [--no-pings]';
+const USAGE =
+  'usage: npm run simulate -- [--minutes N | --ci] [--seed S] [--seeds N] [--first KIND,KIND] [--upstream stripe|airtable] [--no-kafka] [--no-pings]';
 
 async function main(): Promise<number> {
   // The Kafka check's kafkajs client draws the same harmless Node warning as the service's.
@@ -19,6 +25,9 @@ async function main(): Promise<number> {
       options: {
         minutes: { type: 'string', default: '5' },
         seed: { type: 'string' },
+        seeds: { type: 'string' },
+        ci: { type: 'boolean', default: false },
+        first: { type: 'string' },
         upstream: { type: 'string' },
         'no-kafka': { type: 'boolean', default: false },
         'no-pings': { type: 'boolean', default: false },
@@ -34,10 +43,19 @@ async function main(): Promise<number> {
     process.stdout.write(`${USAGE}\n`);
     return 0;
   }
-  const minutes = Number(values.minutes);
+  const minutes = values.ci ? CI_PROFILE.minutes : Number(values.minutes);
   const seed = values.seed === undefined ? Math.floor(Math.random() * 2 ** 31) : Number(values.seed);
-  if (!(minutes > 0) || !Number.isInteger(seed) || seed < 0) {
-    process.stderr.write(`--minutes must be a positive number and --seed a whole number ≥ 0\n${USAGE}\n`);
+  const seeds = values.seeds === undefined ? undefined : Number(values.seeds);
+  if (!(minutes > 0) || !Number.isInteger(seed) || seed < 0 || (seeds !== undefined && !(Number.isInteger(seeds) && seeds >= 1))) {
+    process.stderr.write(`--minutes must be a positive number, --seed a whole number ≥ 0 and --seeds one ≥ 1\n${USAGE}\n`);
+    return 2;
+  }
+  const first = values.first === undefined ? [] : values.first.split(',');
+  const unknown = first.filter((k) => !(FAULT_KINDS as readonly string[]).includes(k));
+  if (unknown.length > 0) {
+    process.stderr.write(
+      `--first names fault kinds: ${unknown.join(', ')} ${unknown.length === 1 ? 'is' : 'are'} not one (${FAULT_KINDS.join(', ')})\n${USAGE}\n`,
+    );
     return 2;
   }
   if (values.upstream !== undefined && values.upstream !== 'stripe' && values.upstream !== 'airtable') {
@@ -45,6 +63,16 @@ async function main(): Promise<number> {
     return 2;
   }
   const started = Date.now();
+  if (seeds !== undefined) {
+    const passOn = process.argv.slice(2).filter((a, i, all) => !['--seeds', '--seed'].includes(a) && !['--seeds', '--seed'].includes(all[i - 1] ?? ''));
+    const list = Array.from({ length: seeds }, (_, i) => seed + i);
+    const runs = await runSeeds(list, passOn, 'sim-runs', (line) => process.stderr.write(`${line}\n`));
+    const failed = runs.filter((r) => !r.ok);
+    process.stdout.write(`${runs.length - failed.length} passed, ${failed.length} failed\n`);
+    for (const r of failed)
+      process.stdout.write(`seed ${r.seed} failed; replay: npm run simulate -- ${[...passOn, '--seed', String(r.seed)].join(' ')}\n${r.why}\n`);
+    return failed.length === 0 ? 0 : 1;
+  }
   const log = (line: string) => process.stderr.write(`[${((Date.now() - started) / 1000).toFixed(0).padStart(5)} s] ${line}\n`);
   const report = await simulate({
     seed,
@@ -53,7 +81,9 @@ async function main(): Promise<number> {
     kafka: !values['no-kafka'],
     pings: !values['no-pings'],
     // The long faults (a webhook receiver down for minutes) at full length in a soak only.
-    faultScale: Math.min(1, minutes / 30),
+    faultScale: values.ci ? CI_PROFILE.faultScale : Math.min(1, minutes / 30),
+    ...(values.ci ? { quietMinutes: CI_PROFILE.quietMinutes } : {}),
+    ...(first.length > 0 ? { first: first as FaultKind[] } : {}),
     log,
   });
   process.stdout.write(summarize(report));

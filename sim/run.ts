@@ -36,6 +36,8 @@ export interface SimulationOptions {
   upstreams: Array<'stripe' | 'airtable'>;
   /** Faults to strike, in turn, spread over the run; default all of them. */
   faults?: FaultKind[];
+  /** Kinds that strike first, in this order (the rest follow in the seed's order). */
+  first?: FaultKind[];
   /** With a broker: events also through Kafka, and the broker restarted as a fault. */
   kafka: boolean;
   /** Shortens the long faults (a webhook receiver down for minutes): 1 in a soak. */
@@ -69,6 +71,9 @@ export interface SimulationReport {
   /** The upstreams' process: how late its event loop ran (ms). */
   upstreamsLoopDelayMs?: { p99: number; max: number };
 }
+
+/** The CI profile (test/simulation.test.ts, `npm run simulate -- --ci`): two minutes, short faults. */
+export const CI_PROFILE = { minutes: 2, faultScale: 0.1, quietMinutes: 4 } as const;
 
 const AIRTABLE_TOKEN = `patSIMULATION0000.${'0123456789abcdef'.repeat(4)}`;
 const BASE_ID = 'appSIMULATION0001';
@@ -239,7 +244,14 @@ export async function simulate(options: SimulationOptions): Promise<SimulationRe
       const reader = new pg.Pool({ connectionString: sync.reader, max: 2 });
       reader.on('error', () => undefined);
       readers.push(reader);
-      const clientOptions = { random: random.fork(100 + i), reader, wait: wait(sync.id), violations, log };
+      const clientOptions = {
+        random: random.fork(100 + i),
+        reader,
+        wait: wait(sync.id),
+        violations,
+        log,
+        ...(sync.kind === 'stripe' ? { listedAfter: (id: string, atMs: number) => upstreams.stripeListedAfter(id, atMs) } : {}),
+      };
       if (sync.kind === 'stripe') {
         const url = new URL(upstreams.stripeUrl);
         const stripe = new Stripe(stripeKey, { host: url.hostname, port: Number(url.port), protocol: 'http', maxNetworkRetries: 0 });
@@ -304,6 +316,8 @@ export async function simulate(options: SimulationOptions): Promise<SimulationRe
       const j = random.int(i + 1);
       [order[i], order[j]] = [order[j]!, order[i]!];
     }
+    const first = (options.first ?? []).filter((k) => order.includes(k));
+    order.splice(0, order.length, ...first, ...order.filter((k) => !first.includes(k)));
     // At most a minute between faults: a long run strikes every kind several times.
     const gapMs = Math.max(5000, Math.min(60_000, (options.minutes * 60_000) / Math.max(1, order.length + 1)));
     let next = 0;

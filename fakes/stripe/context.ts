@@ -87,7 +87,7 @@ export class Ctx {
       ...(previous ? { previous } : {}),
       ...(this.account.platform ? { account: this.account.id } : {}),
     });
-    this.account.late?.onEvent(event.id);
+    this.account.late?.onEvent(event.id, object.id);
     this.account.deliveries?.emitted(this.account, event);
     this.col('events').insert(event);
   }

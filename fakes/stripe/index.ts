@@ -36,7 +36,7 @@ import { type FakeStripeAccount, FakeStripeAccountControl } from './control.ts';
 import { accountById, type Core } from './core.ts';
 import { Deliveries, type DeliveryStats } from './deliveries.ts';
 import { type FaultInjector, stripeFaults } from './faults.ts';
-import { LateEvents, type LateEventsSetting } from './late-events.ts';
+import { type LateEvent, LateEvents, type LateEventsSetting } from './late-events.ts';
 import { accountId } from './ids.ts';
 import { ROUTES } from './resources/index.ts';
 import { Router } from './router.ts';
@@ -48,7 +48,7 @@ import type { Refusal } from '../shared/stats.ts';
 export type { ControlParams, FakeStripeAccount } from './control.ts';
 export type { StripeEvent } from './events.ts';
 export type { FaultInjector, FaultRule } from './faults.ts';
-export type { LateEventsSetting } from './late-events.ts';
+export type { LateEvent, LateEventsSetting } from './late-events.ts';
 export type { GenerateInput, GenerateSummary } from './generator.ts';
 export type { StripeObject } from './store.ts';
 export { StripeApiError } from './errors.ts';
@@ -107,12 +107,14 @@ export interface FakeStripe {
   /**
    * Eventual consistency of `GET /v1/events`: `set({share, delayMs})` lists that share of the
    * events made from then on only after a delay of up to delayMs, behind newer ones; `set()`
-   * turns it off. `pending` counts late events not yet listed; `log` has every late event.
+   * turns it off. `pending` counts late events not yet listed; `log` has every late event;
+   * `listedAfter(objectId, ms)` says whether an event about the object was listed after then.
    */
   lateEvents: {
     set(setting?: LateEventsSetting): void;
     readonly pending: number;
-    readonly log: ReadonlyArray<{ id: string; madeAtMs: number; visibleAtMs: number }>;
+    readonly log: ReadonlyArray<LateEvent>;
+    listedAfter(object: string, atMs: number): boolean;
   };
   /** `holdSecond()` keeps every `created` at the current second until `releaseSecond()` (same-second events). */
   clock: { now(): number; nowMs(): number; advance(ms: number): void; holdSecond(): number; releaseSecond(): void };
@@ -153,6 +155,7 @@ export async function startFakeStripe(options: FakeStripeOptions = {}): Promise<
         return late.pending;
       },
       log: late.log,
+      listedAfter: (object, atMs) => late.listedAfter(object, atMs),
     },
     clock: {
       now: () => clock.now(),

@@ -16,12 +16,20 @@ export interface LateEventsSetting {
   seed?: number;
 }
 
+/** One event made late: its id, the object it is about, when it was made and when listed. */
+export interface LateEvent {
+  id: string;
+  object: string;
+  madeAtMs: number;
+  visibleAtMs: number;
+}
+
 export class LateEvents {
   private setting: LateEventsSetting | undefined;
   private readonly hiddenUntil = new Map<string, number>();
   private count = 0;
   /** Every event made late so far, with when it was listed (undefined while it is not). */
-  readonly log: Array<{ id: string; madeAtMs: number; visibleAtMs: number }> = [];
+  readonly log: LateEvent[] = [];
 
   constructor(private readonly clock: Clock) {}
 
@@ -34,7 +42,7 @@ export class LateEvents {
   }
 
   /** Called for each event as it is made: decides whether it is late, and until when. */
-  onEvent(id: string): void {
+  onEvent(id: string, object: string): void {
     const setting = this.setting;
     this.count++;
     if (!setting || setting.share === 0) return;
@@ -43,7 +51,7 @@ export class LateEvents {
     const delay = Math.max(1, Math.ceil((hash(seed, this.count, 2) / 4294967296) * setting.delayMs));
     const now = this.clock.nowMs();
     this.hiddenUntil.set(id, now + delay);
-    this.log.push({ id, madeAtMs: now, visibleAtMs: now + delay });
+    this.log.push({ id, object, madeAtMs: now, visibleAtMs: now + delay });
   }
 
   /** Whether the list (and a retrieval by id) shows the event yet. */
@@ -53,6 +61,15 @@ export class LateEvents {
     if (this.clock.nowMs() < until) return false;
     this.hiddenUntil.delete(id);
     return true;
+  }
+
+  /** Whether an event about the object was listed only after `atMs` (a reader could not see it then). */
+  listedAfter(object: string, atMs: number): boolean {
+    for (let i = this.log.length - 1; i >= 0; i--) {
+      const entry = this.log[i]!;
+      if (entry.object === object && entry.visibleAtMs > atMs) return true;
+    }
+    return false;
   }
 
   /** Late events not listed yet. */

@@ -19,9 +19,21 @@ export interface ClientOptions {
   reader: pg.Pool;
   /** `GET {api}/api/wait/:id` with the account's token; true when it answered ok. */
   wait(): Promise<boolean>;
+  /**
+   * Whether an upstream event about the record was listed only after `atMs` (Stripe's late
+   * events): a wait sent at `atMs` could not see it, and the change must arrive by itself.
+   */
+  listedAfter?(id: string, atMs: number): Promise<boolean>;
   violations: Violation[];
   log(message: string): void;
 }
+
+/**
+ * How soon a change whose event Stripe listed late is in the database, from the wait that
+ * could not see it: the longest delay the simulation makes (10 s), the feed's window read
+ * (every 5 s) and a margin for a busy machine.
+ */
+const LATE_BOUND_MS = 30_000;
 
 /** One record's sequence of writes: what the database must show at least. */
 interface Tracked {
@@ -47,13 +59,33 @@ abstract class ClientActor implements TrafficActor {
   protected abstract update(id: string, seq: number, proxied: boolean): Promise<void>;
   protected abstract remove(id: string, proxied: boolean): Promise<void>;
 
-  /** After a write was answered (or waited for): the row shows it, or a later one. */
-  private async expect(what: string, id: string, seq: number | 'gone'): Promise<void> {
+  /**
+   * After a write was answered (or waited for): the row shows it, or a later one. `waitSentAt`:
+   * a wait's ok, which cannot cover an event the upstream listed only after the wait was sent
+   * (docs/stripe.md, "Events Stripe lists late"); such a change must arrive within LATE_BOUND_MS.
+   */
+  private async expect(what: string, id: string, seq: number | 'gone', waitSentAt?: number): Promise<void> {
     this.checked++;
     this.doing = `reading ${id} back after ${what}`;
     const held = await this.readSeq(id);
-    const older = seq === 'gone' ? held !== undefined : held === undefined || held < seq;
-    if (older) {
+    const older = (h: number | undefined) => (seq === 'gone' ? h !== undefined : h === undefined || h < seq);
+    if (older(held) && waitSentAt !== undefined && (await this.options.listedAfter?.(id, waitSentAt))) {
+      this.counts.ok('wait.ok before a late event was listed');
+      this.doing = `waiting for ${id}'s change, listed late`;
+      const deadline = Date.now() + LATE_BOUND_MS;
+      let now = held;
+      while (older(now) && Date.now() < deadline) {
+        await pause(250);
+        now = await this.readSeq(id);
+      }
+      if (!older(now)) return;
+      this.options.violations.push({
+        check: 'late event applied',
+        detail: `${this.name}: ${id} (seq ${seq}) was changed by an event Stripe listed late, and ${LATE_BOUND_MS / 1000} s after the wait the database still showed ${now === undefined ? 'no row' : `seq ${now}`}`,
+      });
+      return;
+    }
+    if (older(held)) {
       this.options.violations.push({
         check: 'read-after-write',
         detail: `${this.name}: after ${what} of ${id} (seq ${seq}) the database showed ${held === undefined ? 'no row' : `seq ${held}`}`,
@@ -111,10 +143,11 @@ abstract class ClientActor implements TrafficActor {
           if (await this.attempt('direct.update', () => this.update(record.id, next, false), signal)) {
             record.seq = next;
             this.doing = 'waiting for the sync (the wait endpoint)';
+            const sentAt = Date.now();
             const ok = await this.options.wait().catch(() => false);
             if (ok) {
               this.counts.ok('wait.ok');
-              await this.expect("the wait endpoint's ok after a direct update", record.id, next);
+              await this.expect("the wait endpoint's ok after a direct update", record.id, next, sentAt);
             } else this.counts.no('wait.ok');
           }
         } else {

@@ -73,7 +73,12 @@ async function handle(request: HostRequest): Promise<unknown> {
     case 'clear-faults':
       airtable?.faults.clear();
       stripe?.faults.clear();
+      stripe?.lateEvents.set(undefined);
       return undefined;
+    case 'late-events':
+      return stripe?.lateEvents.set(request.setting ?? undefined);
+    case 'listed-after':
+      return stripe?.lateEvents.listedAfter(request.object, request.atMs) ?? false;
     case 'stats':
       return {
         stripe: stripe ? stripe.stats.byAccount(account!.id) : NONE,

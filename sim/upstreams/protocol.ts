@@ -1,4 +1,5 @@
 import type { Refusal } from '../../fakes/shared/stats.ts';
+import type { LateEventsSetting } from '../../fakes/stripe/index.ts';
 
 /** What the upstreams' process is started with. */
 export interface HostSetUp {
@@ -30,6 +31,10 @@ export interface UpstreamFault {
 export type HostRequest =
   | { op: 'fault'; fault: UpstreamFault }
   | { op: 'clear-faults' }
+  /** Stripe's events listed late (the fake's setting); null turns it off. */
+  | { op: 'late-events'; setting: LateEventsSetting | null }
+  /** Whether an event about the Stripe object was listed only after `atMs`. */
+  | { op: 'listed-after'; object: string; atMs: number }
   | { op: 'stats' }
   | { op: 'users-start'; salt: number }
   | { op: 'users-stop' }

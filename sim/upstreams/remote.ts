@@ -3,6 +3,7 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { OpCounts, type TrafficActor, type Violation } from '../types.ts';
 import type { HostReady, HostRequest, HostSetUp, UpstreamFault, UpstreamStats, UserCounts } from './protocol.ts';
+import type { LateEventsSetting } from '../../fakes/stripe/index.ts';
 
 const HOST = path.join(path.dirname(fileURLToPath(import.meta.url)), 'host.ts');
 const ROOT = path.resolve(path.dirname(HOST), '..', '..');
@@ -69,6 +70,14 @@ class UpstreamHost implements HostReady {
 
   clearFaults(): Promise<void> {
     return this.call({ op: 'clear-faults' });
+  }
+
+  lateEvents(setting: LateEventsSetting | null): Promise<void> {
+    return this.call({ op: 'late-events', setting });
+  }
+
+  listedAfter(object: string, atMs: number): Promise<boolean> {
+    return this.call({ op: 'listed-after', object, atMs });
   }
 
   stats(): Promise<UpstreamStats> {
@@ -139,6 +148,16 @@ export class Upstreams implements HostReady {
 
   async clearFaults(): Promise<void> {
     await Promise.all([this.stripe.clearFaults(), this.airtable.clearFaults()]);
+  }
+
+  /** Stripe lists a share of its events late (the fake's eventual consistency); null: none. */
+  stripeLateEvents(setting: LateEventsSetting | null): Promise<void> {
+    return this.stripe.lateEvents(setting);
+  }
+
+  /** Whether an event about the Stripe object was listed only after `atMs` (a wait then could not see it). */
+  stripeListedAfter(object: string, atMs: number): Promise<boolean> {
+    return this.stripe.listedAfter(object, atMs);
   }
 
   async stats(): Promise<UpstreamStats> {
