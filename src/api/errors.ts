@@ -1,5 +1,6 @@
 import type { Middleware } from 'koa';
 import { ERROR_CODES, TributaryError, toError, type ErrorCode } from '../errors.ts';
+import { AWAY_RETRY_AFTER_S, databaseAway } from '../db/transient.ts';
 import { holdRefusal } from '../http/refusal-hold.ts';
 import type { Logger } from '../log.ts';
 import { z } from './zod.ts';
@@ -43,7 +44,9 @@ export function errorMiddleware(logger: Logger): Middleware {
         throw new TributaryError('not_found', `no route for ${ctx.method} ${ctx.path}`);
       }
     } catch (thrown) {
-      const error = toError(thrown);
+      const away = databaseAway(thrown);
+      if (away) logger.warn({ method: ctx.method, path: ctx.path, error: (thrown as Error).message }, 'request answered 503: a database it needs is away');
+      const error = away ?? toError(thrown);
       const httpStatus = (error as { status?: unknown }).status;
       if (error instanceof TributaryError && error.expose) {
         ctx.status = error.status;
@@ -61,7 +64,7 @@ export function errorMiddleware(logger: Logger): Middleware {
       if (error instanceof TributaryError && error.expose && error.retryAfterSeconds !== undefined) {
         ctx.set('Retry-After', String(error.retryAfterSeconds));
         await holdRefusal(error);
-      }
+      } else if (ctx.status === 503) ctx.set('Retry-After', String(AWAY_RETRY_AFTER_S)); // every 503 says when to try again
     } finally {
       logger.debug({ method: ctx.method, path: ctx.path, status: ctx.status, ms: Math.round(performance.now() - started) }, 'request');
     }

@@ -1,6 +1,7 @@
 import Router from '@koa/router';
 import Koa from 'koa';
 import { ConsoleSessions } from '../control/console-sessions.ts';
+import { AWAY_RETRY_AFTER_S } from '../db/transient.ts';
 import { TributaryError } from '../errors.ts';
 import { clientAddress } from '../http/client-address.ts';
 import { withConsoleSessions } from './auth.ts';
@@ -63,8 +64,8 @@ export function createApiApp(api: ApiAppOptions): ApiApp {
     try {
       await api.pool.query('SELECT 1');
       ctx.body = { ok: true };
-    } catch {
-      throw new TributaryError('unavailable', 'the control database is unreachable');
+    } catch (cause) {
+      throw new TributaryError('unavailable', 'the control database is unreachable', { cause, expose: true, retryAfterSeconds: AWAY_RETRY_AFTER_S });
     }
   });
   accountRoutes(router, api, doc);

@@ -1,3 +1,4 @@
+import { TributaryError } from '../errors.ts';
 import { type Backoff, retry, type RetryOptions } from '../retry.ts';
 
 /**
@@ -20,6 +21,25 @@ export function isTransientDbError(error: unknown): boolean {
   return /Connection terminated|timeout exceeded when trying to connect|Client has encountered a connection error|the database system is (starting up|shutting down|in recovery mode)/.test(
     message,
   );
+}
+
+/** How long a client is asked to wait (Retry-After) when a database a request needs is away. */
+export const AWAY_RETRY_AFTER_S = 2;
+
+/**
+ * A request that failed because a database it needs is away (the control database, or a
+ * sync's server, down or restarting): a 503 with Retry-After that says so, not a 500. Lock
+ * and serialization conflicts are not "away" and keep their own handling.
+ */
+export function databaseAway(error: unknown): TributaryError | undefined {
+  if (error instanceof TributaryError || !isTransientDbError(error)) return undefined;
+  const code = (error as { code?: unknown }).code;
+  if (code === '40001' || code === '40P01' || code === '55P03') return undefined;
+  return new TributaryError('unavailable', 'a database this request needs is unreachable for now; try again shortly', {
+    cause: error,
+    expose: true,
+    retryAfterSeconds: AWAY_RETRY_AFTER_S,
+  });
 }
 
 /** The wait between attempts at a database that is away: 200 ms, doubling to 2 s. */

@@ -1,5 +1,6 @@
 import type http from 'node:http';
 import { TributaryError, toError } from '../../errors.ts';
+import { AWAY_RETRY_AFTER_S, databaseAway } from '../../db/transient.ts';
 import { refuseNulInJson } from '../../http/nul.ts';
 import type { Logger } from '../../log.ts';
 
@@ -71,12 +72,19 @@ export function sendJson(res: http.ServerResponse, status: number, body: unknown
  * their message; anything else is logged and answers a bare 500.
  */
 export function sendError(res: http.ServerResponse, thrown: unknown, logger: Logger, request: { method?: string; path: string }): void {
-  const error = toError(thrown);
+  const away = databaseAway(thrown);
+  if (away)
+    logger.warn(
+      { method: request.method, path: request.path, error: (thrown as Error).message },
+      'event REST request answered 503: a database it needs is away',
+    );
+  const error = away ?? toError(thrown);
   if (error instanceof TributaryError && error.expose) {
     const headers: Record<string, string> = {};
     if (error.status === 401) headers['www-authenticate'] = 'Basic realm="tributary events", charset="UTF-8"';
     if (error.status === 413) headers.connection = 'close';
     if (error.retryAfterSeconds !== undefined) headers['retry-after'] = String(error.retryAfterSeconds);
+    else if (error.status === 503) headers['retry-after'] = String(AWAY_RETRY_AFTER_S); // every 503 says when to try again
     const allow = (error as { allow?: string[] }).allow;
     if (error.status === 405 && allow) headers.allow = allow.join(', ');
     sendJson(res, error.status, { error: error.message, status: error.status }, headers);
