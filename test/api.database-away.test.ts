@@ -76,9 +76,9 @@ test.after(async () => {
 /** The route's path with the sync's ids in it; undefined for a parameter it has no value for. */
 function filled(p: string): string | undefined {
   const values: Record<string, string> = { id: s.syncId, wid: webhookId, webhookId, bid: backfillId, backfillId };
-  let missing = false;
-  const out = p.replace(/\{([^}]+)\}/g, (_, name: string) => values[name] ?? ((missing = true), ''));
-  return missing ? undefined : out;
+  const names = [...p.matchAll(/\{([^}]+)\}/g)].map((m) => m[1]!);
+  if (names.some((name) => values[name] === undefined)) return undefined;
+  return p.replace(/\{([^}]+)\}/g, (_, name: string) => values[name]!);
 }
 
 /**
