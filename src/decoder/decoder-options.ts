@@ -33,6 +33,8 @@ export interface DecoderOptions {
   pools?: IdlePools;
   partitions?: number;
   now?: () => Date;
+  /** Whether the sync is still active: a stream that fails once its delete began is routine. */
+  active?: () => Promise<boolean>;
 }
 
 export interface OpenTransaction {

@@ -86,6 +86,7 @@ export function decoderFactory(options: DecoderFactoryOptions): (syncId: string)
       logger,
       partitions: options.partitions,
       pools,
+      active: async () => (await options.store.get(sync.id))?.state === 'active',
       ...options.tunables,
     });
     // The first sync's own delivery is ready before the lease counts as taken, as before.

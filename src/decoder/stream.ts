@@ -12,6 +12,7 @@ import { ReplicationStream } from './replication.ts';
 import { markReached } from './wait.ts';
 import { DecoderMembers, type Member } from './members.ts';
 import type { DecoderOptions, OpenTransaction } from './decoder-options.ts';
+import { logUnlessDeleted } from '../sync/routine-failure.ts';
 
 export type { DecoderOptions };
 
@@ -96,7 +97,7 @@ export class Decoder {
         await this.stream();
       } catch (error) {
         if (this.stopped) break;
-        this.options.logger.warn({ err: toError(error) }, 'decoder stream failed; resuming from the slot');
+        await logUnlessDeleted(this.options.active ?? (async () => true), this.options.logger)(error, 'decoder stream failed; resuming from the slot');
       }
       if (this.stopped) break;
       if (this.loggedCommit !== before) failures.reset();

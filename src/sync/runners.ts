@@ -11,6 +11,7 @@ import type { PassRequests } from './passes.ts';
 import { guardReader } from './reader-guard.ts';
 import type { Runner } from '../lease/worker.ts';
 import { schemasOf } from '../syncdb/schemas.ts';
+import { logUnlessDeleted } from './routine-failure.ts';
 
 export interface RunnerFactoryOptions {
   control: pg.Pool;
@@ -60,9 +61,10 @@ function rateLimitCounter(control: pg.Pool, syncId: string, logger: Logger): (no
  */
 const SYNC_DB_IDLE_MS = 60_000;
 
-function targetPool(url: string, logger: Logger): pg.Pool {
+function targetPool(url: string, active: () => Promise<boolean>, logger: Logger): pg.Pool {
   const pool = new pg.Pool({ ...connectionConfig(url), max: 4, idleTimeoutMillis: SYNC_DB_IDLE_MS });
-  pool.on('error', (err) => logger.warn({ err }, 'idle sync-database connection failed'));
+  const failed = logUnlessDeleted(active, logger);
+  pool.on('error', (err) => void failed(err, 'idle sync-database connection failed'));
   // A connection the server ends while it is checked out (the database dropped WITH FORCE as
   // the sync is deleted mid-cycle) can emit 'error' twice; pg-pool listens once, and an
   // unheard 'error' would end the process. The failure still reaches the query that ran.
@@ -77,7 +79,8 @@ export function runnerFactory(options: RunnerFactoryOptions): (syncId: string) =
     if (sync?.state !== 'active') throw new Error(`sync ${syncId} is not active`);
     const kind = options.kinds.get(sync.kind);
     const logger = options.logger.child({ sync: sync.id });
-    const target = targetPool(await options.syncService.adminUrl(sync), logger);
+    const active = async () => (await options.store.get(sync.id))?.state === 'active';
+    const target = targetPool(await options.syncService.adminUrl(sync), active, logger);
     const schemas = schemasOf(sync.schema);
     // A database made by an older release gets the bookkeeping steps it lacks before the runner reads it.
     await migrateSyncDatabase(target, schemaOf(kind), schemas, logger).catch(async (error: unknown) => {
@@ -123,7 +126,8 @@ export function upstreamCleanup(options: Pick<RunnerFactoryOptions, 'kinds' | 's
   return async (sync: SyncRecord): Promise<void> => {
     const kind = options.kinds.get(sync.kind);
     if (!kind.cleanup) return;
-    const target = targetPool(await options.syncService.adminUrl(sync), options.logger);
+    // The sync is being deleted: a connection lost here is part of that.
+    const target = targetPool(await options.syncService.adminUrl(sync), async () => false, options.logger);
     try {
       await kind.cleanup({
         sync,
