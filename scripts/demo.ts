@@ -175,7 +175,7 @@ async function main(): Promise<void> {
       `  curl -s ${quote(`${proxy}/api.stripe.com/v1/customers?limit=3`)} -u ${quote(`${DEFAULT_FAKE_STRIPE_KEY}:`)}`,
       '',
       'Wait until the database and its events have caught up with everything upstream had (read-after-write):',
-      `  curl -s ${quote(`${api}/api/wait/${airtableSync.id}?timeout=30000`)} -H ${quote(`Authorization: Bearer ${state.token}`)}`,
+      `  curl -s ${quote(`${api}/api/wait/${airtableSync.id}?timeout=60000`)} -H ${quote(`Authorization: Bearer ${state.token}`)}`,
       '',
       'Events of the Projects table (REST, Upstash Kafka shapes; topics svc.<sync id>.<collection>):',
       `  curl -s ${quote(`${rest}/fetch`)} -u ${quote(`${state.eventsUsername}:${state.eventsPassword}`)} -H ${quote('Content-Type: application/json')} -d ${quote(JSON.stringify({ topic, partition: 0, offset: 0 }))}`,

@@ -178,7 +178,10 @@ test('timeouts: 0 and 1 answer at once; the answer says timeout', async () => {
   assert.equal(answer.body, { ok: false, reason: 'timeout' });
   assert.ok(ms < 2000, `${ms} ms`);
   const short = await wait(airtableSync, account.token, '?timeout=1');
-  assert.equal(short.body, { ok: false, reason: 'timeout' });
+  assert.is(short.body.ok, false);
+  assert.is(short.body.reason, 'timeout');
+  assert.is(short.body.waited_for, 'pass', 'it says what it waited for');
+  assert.match(short.body.detail, /no pass of the sync that started after the request completed within 1 ms/);
 });
 
 test('bad timeouts are 400; no token 401; unknown and foreign syncs 404 alike', async () => {
@@ -209,6 +212,19 @@ test('a sync deleted during a wait ends it with 404', async () => {
   await new Promise((r) => setTimeout(r, 300));
   await request(svc.api, 'DELETE', `/api/syncs/${created.body.id}`, { token: other.token });
   assert.is((await pending).status, 404);
+});
+
+test('a wait that times out while the upstream refuses the sync says so', async () => {
+  // Airtable's answer to a base over its limit: 429 to every request, for 30 s.
+  svc.airtable.faults.add({ match: { path: new RegExp(`/${base.id}/`) }, kind: 'status', status: 429, times: Infinity });
+  try {
+    const answer = await wait(airtableSync, account.token, '?timeout=4000');
+    assert.is(answer.body.ok, false, answer.text);
+    assert.is(answer.body.waited_for, 'pass');
+    assert.match(answer.body.detail, /the upstream is limiting the sync: .*429/);
+  } finally {
+    svc.airtable.faults.clear();
+  }
 });
 
 test.run();

@@ -33,7 +33,19 @@ const waitQuery = z.object({
 const waitAnswer = z
   .union([
     z.object({ ok: z.literal(true), lsn: z.string().describe('The WAL position the event log has reached') }).strict(),
-    z.object({ ok: z.literal(false), reason: z.literal('timeout') }).strict(),
+    z
+      .object({
+        ok: z.literal(false),
+        reason: z.literal('timeout'),
+        waited_for: z
+          .enum(['pass', 'decoder'])
+          .optional()
+          .describe(
+            'What had not happened in time: a pass of the sync that started after the request (`pass`), or the decoder logging its changes (`decoder`)',
+          ),
+        detail: z.string().optional().describe('Why, where the service knows: the upstream limiting the sync, its last error'),
+      })
+      .strict(),
   ])
   .openapi('WaitResult');
 
@@ -64,7 +76,7 @@ export function waitRoutes(router: Router, api: ApiOptions & WaitApiOptions, doc
     const bus = api.bus;
     if (!bus) throw new TributaryError('unavailable', 'waiting is not available: this process runs without the event bus');
     ctx.set('Cache-Control', 'no-store');
-    const timedOut: z.infer<typeof waitAnswer> = { ok: false, reason: 'timeout' };
+    const timedOut = { ok: false, reason: 'timeout' } as const;
     // No pass that starts after the request can have completed in no time.
     if (timeoutMs === 0) {
       ctx.body = timedOut;
@@ -88,7 +100,7 @@ export function waitRoutes(router: Router, api: ApiOptions & WaitApiOptions, doc
     if (api.passes?.signal.aborted) throw new TributaryError('unavailable', 'the service is shutting down');
     const left = timeoutMs - (Date.now() - began);
     if (!passed || left <= 0) {
-      ctx.body = timedOut;
+      ctx.body = { ...timedOut, waited_for: 'pass', detail: await whyNoPass(api, sync.id, timeoutMs) } satisfies z.infer<typeof waitAnswer>;
       return;
     }
     // The pass's writes committed before it was confirmed; the marker goes into the WAL after them.
@@ -99,6 +111,27 @@ export function waitRoutes(router: Router, api: ApiOptions & WaitApiOptions, doc
       timeoutMs: left,
       pools: api.markerPools,
     });
-    ctx.body = reached ? { ok: true, lsn: reached.lsn } : timedOut;
+    ctx.body = reached
+      ? { ok: true, lsn: reached.lsn }
+      : ({ ...timedOut, waited_for: 'decoder', detail: 'the sync had caught up, but the decoder had not logged its changes in time' } satisfies z.infer<
+          typeof waitAnswer
+        >);
   });
+}
+
+/** What held the sync's pass up, as far as the control database knows: the upstream's limit, an error. */
+async function whyNoPass(api: ApiOptions, syncId: string, timeoutMs: number): Promise<string> {
+  const { rows } = await api.pool
+    .query<{ slowed_by: string | null; slowed_recently: boolean; last_error: string | null; error_recent: boolean }>(
+      `SELECT slowed_by, coalesce(slowed_at > now() - make_interval(secs => $2::float8 / 1000 + 60), false) AS slowed_recently,
+              last_error, coalesce(last_error_at > now() - make_interval(secs => $2::float8 / 1000 + 60), false) AS error_recent
+         FROM syncs WHERE id = $1`,
+      [syncId, timeoutMs],
+    )
+    .catch(() => ({ rows: [] }));
+  const row = rows[0];
+  const parts = [`no pass of the sync that started after the request completed within ${timeoutMs} ms`];
+  if (row?.slowed_recently && row.slowed_by) parts.push(`the upstream is limiting the sync: ${row.slowed_by}`);
+  if (row?.error_recent && row.last_error) parts.push(`its last error: ${row.last_error}`);
+  return parts.join('; ');
 }
