@@ -9,7 +9,7 @@ import diagnostics from 'node:diagnostics_channel';
 import type { IncomingMessage } from 'node:http';
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
-import { indicatorOf } from '../src/control/status.ts';
+import { indicatorOf, indicatorReason } from '../src/control/status.ts';
 import { CyclePace } from '../src/airtable/pace.ts';
 import { withDatabase } from '../src/db/sql.ts';
 import { waitForCycle, waitForRows } from './harness/airtable.ts';
@@ -144,6 +144,24 @@ test('the indicator measures a paced cycle against its own target', () => {
   assert.is(indicatorOf({ ...running, pacedCycleSeconds: 60 }, now), 'normal', '40 s into a cycle paced over 60 s');
   assert.is(indicatorOf({ ...running, pacedCycleSeconds: null }, now), 'yellow', '40 s into a cycle that usually takes 2 s');
   assert.is(indicatorOf({ ...running, pacedCycleSeconds: 60 }, new Date('2026-11-26T12:01:40Z')), 'yellow', 'past 1.5 times its target');
+});
+
+test("a new sync's status says its first sync is under way, not that it syncs as usual", () => {
+  const now = new Date('2026-11-26T12:00:40Z');
+  const first = {
+    startedAt: new Date('2026-11-26T12:00:30Z'),
+    completedAt: null,
+    durationLastSeconds: null,
+    durationUsualSeconds: null,
+    lastError: null,
+    lastErrorAt: null,
+    lastErrorKind: null,
+    progress: null,
+    pacedCycleSeconds: null,
+  };
+  assert.is(indicatorOf(first, now), 'normal');
+  assert.is(indicatorReason(first, now), 'first sync under way: the database is not complete yet');
+  assert.is(indicatorReason({ ...first, completedAt: new Date('2026-11-26T12:00:35Z'), durationLastSeconds: 5 }, now), 'syncing as usual');
 });
 
 /** A CyclePace of a 60 s paced cycle, its first cycle (of four requests) done: the next one is paced. */

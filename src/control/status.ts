@@ -51,6 +51,7 @@ export function indicatorOf(status: SyncStatusFields, now: Date): Indicator {
 /** Why the indicator is what it is, in words for the console's hover text. */
 export function indicatorReason(status: SyncStatusFields, now: Date): string {
   const indicator = indicatorOf(status, now);
+  if (indicator === 'normal' && !status.completedAt) return 'first sync under way: the database is not complete yet';
   if (indicator === 'normal') return slowedBy(status, now) ? 'syncing, slowed by an upstream limit' : 'syncing as usual';
   if (status.lastError && status.lastErrorKind === 'fatal') return `stopped: ${status.lastError}`;
   if (status.lastError && status.lastErrorAt && status.lastErrorAt.getTime() > (status.completedAt?.getTime() ?? 0)) {
