@@ -11,6 +11,7 @@ import { test } from 'uvu';
 import * as assert from 'uvu/assert';
 import { indicatorOf, indicatorReason } from '../src/control/status.ts';
 import { CyclePace } from '../src/airtable/pace.ts';
+import { CONFIRM_EVERY_MS } from '../src/sync/status-reporter.ts';
 import { withDatabase } from '../src/db/sql.ts';
 import { waitForCycle, waitForRows } from './harness/airtable.ts';
 import { query, serverAdminUrl } from './harness/postgres.ts';
@@ -73,9 +74,11 @@ test('with change capture proven, cycles are spread out, still under way, and no
   const indicators = new Set<string>();
   let running = 0;
   let samples = 0;
+  const lags: number[] = [];
   while (Date.now() - from < 2 * PACED_MS) {
     const s = await status();
     indicators.add(s.indicator);
+    lags.push(s.lag_seconds);
     samples++;
     if (Date.parse(s.started_at) > Date.parse(s.completed_at ?? 0)) running++;
     await new Promise((r) => setTimeout(r, 500));
@@ -85,6 +88,8 @@ test('with change capture proven, cycles are spread out, still under way, and no
   assert.ok(pages >= 5 && pages <= 16, `${pages} page requests in ${2 * PACED_MS} ms`);
   assert.ok(running / samples > 0.8, `a cycle was under way in ${running} of ${samples} samples`);
   assert.equal([...indicators], ['normal'], 'a paced cycle is not slower than usual');
+  // Lag counts from change capture's reads (recorded every 5 s), not from the paced cycle's start.
+  assert.ok(Math.max(...lags) <= CONFIRM_EVERY_MS / 1000 + 3, `lag_seconds while paced: ${lags.join(', ')}`);
   const [meta] = await query<{ s: number }>(reader, 'SELECT extract(epoch FROM duration_last)::float8 AS s FROM _sync_meta');
   assert.ok(meta!.s > (PACED_MS / 1000) * 0.5, `_sync_meta says a cycle took ${meta!.s} s`);
 });

@@ -61,12 +61,15 @@ export function indicatorReason(status: SyncStatusFields, now: Date): string {
 }
 
 /**
- * Lag is the age of the oldest data the database may still show: the time since the
- * last completed cycle began (its completion time minus its duration).
+ * Lag is the age of the oldest change the database may still miss, by whichever path brings
+ * changes: the time since the latest pass known complete began (a read of the Stripe feed or
+ * of Airtable's change capture, recorded every few seconds), or since the last completed cycle
+ * began (its completion time minus its duration), whichever is later.
  */
 function lagSeconds(status: SyncStatusFields, now: Date): number | null {
   if (!status.completedAt) return null;
-  const began = status.completedAt.getTime() - (status.durationLastSeconds ?? 0) * 1000;
+  const cycleBegan = status.completedAt.getTime() - (status.durationLastSeconds ?? 0) * 1000;
+  const began = Math.max(cycleBegan, status.confirmedThrough?.getTime() ?? 0);
   return Math.max(0, Math.round((now.getTime() - began) / 100) / 10);
 }
 

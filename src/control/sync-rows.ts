@@ -27,6 +27,7 @@ export interface SyncRow {
   duration_usual_s: number | null;
   slowed_by: string | null;
   slowed_at: Date | null;
+  confirmed_through: Date | null;
   paced_cycle_s: number | null;
   incomplete: IncompleteList[];
   upstream_name: string | null;
@@ -46,7 +47,7 @@ export const columns = `id, account_id, kind, base_id, upstream_account_id, sett
   database_name, database_role, schema, database_of, database_server_enc IS NOT NULL AS custom_server, server_id,
   (SELECT region FROM servers v WHERE v.id = syncs.server_id) AS region,
   started_at, completed_at, extract(epoch FROM duration_last)::float8 AS duration_last_s,
-  last_error, last_error_at, last_error_kind, extract(epoch FROM duration_usual)::float8 AS duration_usual_s, slowed_by, slowed_at, paced_cycle_s, incomplete,
+  last_error, last_error_at, last_error_kind, extract(epoch FROM duration_usual)::float8 AS duration_usual_s, slowed_by, slowed_at, confirmed_through, paced_cycle_s, incomplete,
   upstream_name, upstream_warnings, progress, created_at, updated_at, reader_connection_limit,
   reader_statement_timeout_ms, reader_idle_in_transaction_timeout_ms, reader_temp_file_limit_mb,
   (SELECT seq FROM decoder_progress d WHERE d.sync_id = syncs.id) AS events_logged,
@@ -79,6 +80,7 @@ export const toRecord = (row: SyncRow): SyncRecord => ({
     progress: row.progress,
     slowedBy: row.slowed_by,
     slowedAt: row.slowed_at,
+    confirmedThrough: row.confirmed_through,
     pacedCycleSeconds: row.paced_cycle_s,
     incomplete: row.incomplete,
   },

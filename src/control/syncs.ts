@@ -25,6 +25,8 @@ export interface SyncStatusFields {
   /** An upstream limit shared with other syncs that held this one back, in words, and when last seen. */
   slowedBy?: string | null;
   slowedAt?: Date | null;
+  /** The start of the latest pass known complete (a feed read, a capture read, a cycle): the database holds what upstream had then. */
+  confirmedThrough?: Date | null;
   /** Seconds a paced cycle is spread over (see sql/22_sweep_pace.sql); null: full pace. */
   pacedCycleSeconds?: number | null;
   /** Lists the sync cannot read completely right now, and why (see sql/23_incomplete_lists.sql). */

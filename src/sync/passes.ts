@@ -47,12 +47,12 @@ export async function passStarted(control: pg.Pool, syncId: string): Promise<Pas
   return rows[0]!;
 }
 
-/** Records a completed pass (only moves forward) and wakes the waiters. */
+/** Records a completed pass (only moves forward) and, when someone waits for it, wakes the waiters. */
 export async function confirmPass(control: pg.Pool, syncId: string, pass: PassStart): Promise<void> {
   await control.query(
     `WITH c AS (UPDATE syncs SET confirmed_through = GREATEST(confirmed_through, $2::timestamptz) WHERE id = $1 RETURNING id)
-     SELECT pg_notify('${PASSES_CHANNEL}', id) FROM c`,
-    [syncId, pass.at],
+     SELECT pg_notify('${PASSES_CHANNEL}', id) FROM c WHERE $3`,
+    [syncId, pass.at, pass.wanted],
   );
 }
 

@@ -9,6 +9,12 @@ export type ErrorKind = 'transient' | 'fatal';
 
 /** How often a sync adds a sample to its cycle history (sync_cycles, the console's chart). */
 export const HISTORY_EVERY_MS = 5_000;
+/**
+ * How often a pass nobody waits for is still recorded (confirmed_through): the status's lag is
+ * measured from it, so a sync whose changes arrive by its feed or change capture shows the age
+ * of those reads, not of its last full sweep. A write every few seconds, not one a pass.
+ */
+export const CONFIRM_EVERY_MS = 5_000;
 /** Failed cycle attempts a sync keeps in sync_errors (the console shows the last 20). */
 export const MAX_RECENT_ERRORS = 100;
 
@@ -25,6 +31,7 @@ export class StatusReporter {
   /** Progress of work beside the cycles (Stripe's connected accounts): a completed cycle keeps it. */
   private standing: Record<string, unknown> = {};
   private waitingWrite: Promise<unknown> | undefined;
+  private confirmedAt = 0;
   private readonly history = { previousStart: undefined as Date | undefined, cycles: 0, lagSeconds: 0, durationSeconds: 0, writtenAt: 0 };
 
   constructor(private readonly options: { control: pg.Pool; target: pg.Pool; schemas: SyncSchemas; syncId: string; logger: Logger }) {}
@@ -42,9 +49,14 @@ export class StatusReporter {
     return passStarted(this.options.control, this.options.syncId);
   }
 
-  /** A pass that left the database holding everything upstream had at its start; written only when someone waits. */
+  /**
+   * A pass that left the database holding everything upstream had at its start: written at once
+   * when someone waits, else every CONFIRM_EVERY_MS (the status's lag is read from it).
+   */
   async passCompleted(pass: PassStart): Promise<void> {
-    if (pass.wanted) await confirmPass(this.options.control, this.options.syncId, pass);
+    if (!pass.wanted && Date.now() - this.confirmedAt < CONFIRM_EVERY_MS) return;
+    this.confirmedAt = Date.now();
+    await confirmPass(this.options.control, this.options.syncId, pass);
   }
 
   /**
