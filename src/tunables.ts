@@ -23,8 +23,8 @@ export interface Tunables {
 /**
  * Tunables from the environment: the time scale of benchmarks that run the service as a child
  * process, the operator's share of an Airtable user's quota for syncs, and how long a paced
- * Airtable cycle takes (0: never paced), and how often a Stripe sync tries again the lists its
- * key could not read.
+ * Airtable cycle takes (0: never paced), how often a Stripe sync tries again the lists its
+ * key could not read, and how far back its feed reads again for events listed late (0: not).
  */
 export function tunablesFromEnv(env: NodeJS.ProcessEnv): Tunables {
   const scale = Number(env.TRIBUTARY_BENCH_TIME_SCALE || 1);
@@ -47,8 +47,16 @@ export function tunablesFromEnv(env: NodeJS.ProcessEnv): Tunables {
   if (recheck !== undefined && recheck !== '' && !(/^\d+$/.test(recheck) && Number(recheck) >= 10 && Number(recheck) <= 86_400)) {
     throw new Error(`TRIBUTARY_STRIPE_RECHECK_S: expected a whole number of seconds from 10 to 86400, got ${JSON.stringify(recheck)}`);
   }
+  const late = env.TRIBUTARY_STRIPE_LATE_WINDOW_S;
+  if (late !== undefined && late !== '' && !(/^\d+$/.test(late) && Number(late) <= 3600)) {
+    throw new Error(`TRIBUTARY_STRIPE_LATE_WINDOW_S: expected a whole number of seconds from 0 (off) to 3600, got ${JSON.stringify(late)}`);
+  }
+  const stripe = {
+    ...(recheck ? { recheckSkippedMs: Number(recheck) * 1000 } : {}),
+    ...(late ? { lateEvents: { windowS: Number(late) } } : {}),
+  };
   return {
     ...(Object.keys(airtable).length === 0 ? {} : { airtable }),
-    ...(recheck ? { stripe: { recheckSkippedMs: Number(recheck) * 1000 } } : {}),
+    ...(Object.keys(stripe).length === 0 ? {} : { stripe }),
   };
 }

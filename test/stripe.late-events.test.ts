@@ -13,6 +13,8 @@ import { foldEvents } from '../sim/check/events.ts';
 import { query } from './harness/postgres.ts';
 import { waitFor } from './harness/process.ts';
 import { waitOk } from './harness/service.ts';
+import { tunablesFromEnv } from '../src/main.ts';
+import { LATE_WINDOW_S } from '../src/stripe/late-events.ts';
 import { backfilledStripeSync, type StripeSyncSetUp } from './harness/stripe-sync.ts';
 
 const CUSTOMERS = 8;
@@ -97,6 +99,19 @@ test('every late event reaches the database at its newest version, the event tab
   for (const [id, name] of upstreamNames) assert.is(streamed.get(id)?.name, name, `the stream's last word on ${id}`);
   const view = (await s.view()).status;
   assert.is(view.last_error, null);
+});
+
+test("the operator sets the window's reach, 0 to turn it off; bad values stop the start", () => {
+  assert.is(LATE_WINDOW_S, 60);
+  assert.equal(tunablesFromEnv({ TRIBUTARY_STRIPE_LATE_WINDOW_S: '300' }), { stripe: { lateEvents: { windowS: 300 } } });
+  assert.equal(tunablesFromEnv({ TRIBUTARY_STRIPE_LATE_WINDOW_S: '0' }), { stripe: { lateEvents: { windowS: 0 } } });
+  for (const bad of ['-1', '1.5', 'a minute', '3601']) {
+    assert.throws(
+      () => tunablesFromEnv({ TRIBUTARY_STRIPE_LATE_WINDOW_S: bad }),
+      /TRIBUTARY_STRIPE_LATE_WINDOW_S: expected a whole number of seconds from 0/,
+      bad,
+    );
+  }
 });
 
 test.run();

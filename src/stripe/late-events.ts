@@ -27,6 +27,7 @@ export const LATE_WINDOW_S = 60;
 export const LATE_EVERY_MS = 5_000;
 
 export interface LateEventsOptions {
+  /** How far back the window reaches (default LATE_WINDOW_S); 0 reads no window. */
   windowS?: number;
   everyMs?: number;
   logger: Logger;
@@ -54,7 +55,7 @@ export class LateEvents {
     const windowS = this.options.windowS ?? LATE_WINDOW_S;
     const nowMs = Date.now();
     const from = Math.floor(nowMs / 1000) - windowS;
-    if (cursor.id === null || cursor.created < from) return { found: 0 };
+    if (windowS === 0 || cursor.id === null || cursor.created < from) return { found: 0 };
     if (!now && nowMs - this.lastAt < (this.options.everyMs ?? LATE_EVERY_MS)) return { found: 0 };
     this.lastAt = nowMs;
     this.stats.reads++;
