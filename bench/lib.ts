@@ -1,4 +1,5 @@
 /** Shared set-up for benchmarks: a real PostgreSQL, the service as a child process, timing helpers. */
+import type pg from 'pg';
 import { spawn, type ChildProcess } from 'node:child_process';
 import { readdirSync, readFileSync } from 'node:fs';
 import { mkdtemp, rm } from 'node:fs/promises';
@@ -239,4 +240,40 @@ export async function postmasterOf(url: string): Promise<number> {
     const stat = readFileSync(`/proc/${rows[0]!.pid}/stat`, 'utf8');
     return Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]);
   });
+}
+
+/**
+ * Change lag, as a customer sees it: each change sets a customer's name upstream and is put in
+ * `pending` with the time its answer came; the watch reads the rows every 20 ms and records,
+ * for each row that shows its name, the time since then.
+ */
+export function watchCustomerNames(reader: pg.Pool): { pending: Map<string, { name: string; at: number }>; lags: number[]; stop(): Promise<void> } {
+  const pending = new Map<string, { name: string; at: number }>();
+  const lags: number[] = [];
+  let finished = false;
+  const watching = (async () => {
+    while (!finished) {
+      if (pending.size > 0) {
+        const { rows } = await reader.query<{ id: string; name: string | null }>('SELECT id, name FROM public.customer WHERE id = ANY($1)', [
+          [...pending.keys()],
+        ]);
+        for (const row of rows) {
+          const want = pending.get(row.id);
+          if (want && row.name === want.name) {
+            lags.push(Date.now() - want.at);
+            pending.delete(row.id);
+          }
+        }
+      }
+      await sleep(20);
+    }
+  })();
+  return {
+    pending,
+    lags,
+    stop: async () => {
+      finished = true;
+      await watching;
+    },
+  };
 }

@@ -16,7 +16,7 @@ import pg from 'pg';
 import Stripe from 'stripe';
 import { startFakeStripe } from '../fakes/stripe/index.ts';
 import { STRIPE_API_VERSION } from '../src/stripe/catalog.ts';
-import { api, arg, percentile, sleep, startPostgres, startServiceProcess } from './lib.ts';
+import { api, arg, percentile, sleep, startPostgres, startServiceProcess, watchCustomerNames } from './lib.ts';
 
 const KEY = 'sk_test_BENCHCONNECTLAG00000000';
 /** Reads of connected feeds a second: half the sync's share of test mode's 25. */
@@ -71,26 +71,7 @@ async function measure(accounts: number, push: boolean): Promise<void> {
     await sleep(35_000);
     const requestsBefore = fake.stats.requests;
     const started = Date.now();
-    const pending = new Map<string, { name: string; at: number }>();
-    const lags: number[] = [];
-    let finished = false;
-    const watching = (async () => {
-      while (!finished) {
-        if (pending.size > 0) {
-          const { rows } = await reader.query<{ id: string; name: string | null }>('SELECT id, name FROM public.customer WHERE id = ANY($1)', [
-            [...pending.keys()],
-          ]);
-          for (const row of rows) {
-            const want = pending.get(row.id);
-            if (want && row.name === want.name) {
-              lags.push(Date.now() - want.at);
-              pending.delete(row.id);
-            }
-          }
-        }
-        await sleep(20);
-      }
-    })();
+    const { pending, lags, stop } = watchCustomerNames(reader);
     for (let i = 0; i < changes; i++) {
       const target = customers[Math.floor(Math.random() * customers.length)]!;
       if (pending.has(target.id)) continue;
@@ -101,8 +82,7 @@ async function measure(accounts: number, push: boolean): Promise<void> {
     }
     const deadline = Date.now() + 120_000;
     while (pending.size > 0 && Date.now() < deadline) await sleep(100);
-    finished = true;
-    await watching;
+    await stop();
     const seconds = (Date.now() - started) / 1000;
     const perSecond = (fake.stats.requests - requestsBefore) / seconds;
     const s = (ms: number) => `${(ms / 1000).toFixed(2)} s`;

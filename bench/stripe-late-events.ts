@@ -15,7 +15,7 @@ import pg from 'pg';
 import Stripe from 'stripe';
 import { startFakeStripe } from '../fakes/stripe/index.ts';
 import { STRIPE_API_VERSION } from '../src/stripe/catalog.ts';
-import { api, arg, percentile, sleep, startPostgres, startServiceProcess } from './lib.ts';
+import { api, arg, percentile, sleep, startPostgres, startServiceProcess, watchCustomerNames } from './lib.ts';
 
 const KEY = 'sk_test_BENCHLATEEVENTS000000000';
 const changes = arg('changes', 60);
@@ -63,26 +63,7 @@ async function measure(windowOn: boolean, late: boolean): Promise<void> {
     if (late) fake.lateEvents.set({ share: lateShare, delayMs, seed: 9 });
     const before = fake.stats.byPath('/v1/events').requests;
     const started = Date.now();
-    const pending = new Map<string, { name: string; at: number }>();
-    const lags: number[] = [];
-    let finished = false;
-    const watching = (async () => {
-      while (!finished) {
-        if (pending.size > 0) {
-          const { rows } = await reader.query<{ id: string; name: string | null }>('SELECT id, name FROM public.customer WHERE id = ANY($1)', [
-            [...pending.keys()],
-          ]);
-          for (const row of rows) {
-            const want = pending.get(row.id);
-            if (want && row.name === want.name) {
-              lags.push(Date.now() - want.at);
-              pending.delete(row.id);
-            }
-          }
-        }
-        await sleep(20);
-      }
-    })();
+    const { pending, lags, stop } = watchCustomerNames(reader);
     for (let i = 0; i < changes; i++) {
       const target = customers[i % customers.length]!;
       if (pending.has(target)) continue;
@@ -94,8 +75,7 @@ async function measure(windowOn: boolean, late: boolean): Promise<void> {
     // Long enough for the latest late event to be listed and read again.
     const deadline = Date.now() + delayMs + 20_000;
     while (pending.size > 0 && Date.now() < deadline) await sleep(100);
-    finished = true;
-    await watching;
+    await stop();
     fake.lateEvents.set(undefined);
     const seconds = (Date.now() - started) / 1000;
     const feed = (fake.stats.byPath('/v1/events').requests - before) / seconds;
