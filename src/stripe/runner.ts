@@ -242,8 +242,11 @@ export class StripeRunner {
     );
     await saveState(this.options.target, STRIPE_SCHEMAS, EVENTS_KEY, state.eventsCursor);
     await markAllUpcoming(this.options.target);
-    await this.status.cycleCompleted(started, new Date(), fresh ? pass : undefined);
+    // What the backfill could not read is in the status before it says the backfill completed:
+    // a reader of the completed status must not find it without its warnings.
     await this.warnSkipped(result);
+    await this.incomplete.settled();
+    await this.status.cycleCompleted(started, new Date(), fresh ? pass : undefined);
   }
 
   /** The warnings are the lists skipped now: those of the creation check, or of a list read since, go. */

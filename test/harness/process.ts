@@ -49,7 +49,7 @@ export function spawnTributary(args: string[], env: NodeJS.ProcessEnv, input?: s
   return { child, output: () => output, exited };
 }
 
-export async function waitFor<T>(what: string, probe: () => Promise<T | undefined>, timeoutMs = 60_000): Promise<T> {
+export async function waitFor<T>(what: string, probe: () => Promise<T | undefined>, timeoutMs = 60_000, everyMs = 200): Promise<T> {
   const deadline = Date.now() + timeoutMs;
   for (;;) {
     try {
@@ -59,7 +59,7 @@ export async function waitFor<T>(what: string, probe: () => Promise<T | undefine
       // not yet
     }
     if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 200));
+    await new Promise((r) => setTimeout(r, everyMs));
   }
 }
 
