@@ -57,6 +57,18 @@ async function applySettings(admin: pg.Client, role: string, settings: RoleSetti
   for (const setting of settings) await admin.query(`ALTER ROLE ${ident(role)} SET ${setting.name} = ${pg.escapeLiteral(setting.value)}`);
 }
 
+/** The advisory-lock class of reader-role changes (the second key is the role's name). */
+const ROLE_LOCK_CLASS = 0x726f6c;
+
+/**
+ * One change of a reader role at a time (the reader guard's restore, the API changing its
+ * limits or connection limit): two ALTER ROLE at once fail on the role's catalog rows ("tuple
+ * concurrently updated", a unique violation on pg_db_role_setting). Held until `admin` ends.
+ */
+export async function lockRole(admin: pg.ClientBase, role: string): Promise<void> {
+  await admin.query('SELECT pg_advisory_lock($1, hashtext($2))', [ROLE_LOCK_CLASS, role]);
+}
+
 /**
  * Puts a reader role back as provisioned, with the sync's current limits. PostgreSQL lets every
  * role change its own password and its own defaults (`ALTER ROLE current_user SET …`, also `IN
@@ -69,6 +81,7 @@ async function applySettings(admin: pg.Client, role: string, settings: RoleSetti
 export async function restoreReaderRole(db: SyncDatabase, password: string, limits: ReaderLimits): Promise<ReaderCheck> {
   const role = ident(db.role);
   return withClient(db.adminUrl, async (admin) => {
+    await lockRole(admin, db.role);
     const superuser = await isSuperuser(admin);
     const expected = settingsFor(limits, superuser);
     const { rows } = await admin.query<{ database: string | null; config: string[] }>(

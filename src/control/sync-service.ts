@@ -11,6 +11,7 @@ import {
   checkServer,
   dropDatabase,
   dropSchema,
+  lockRole,
   provisionDatabase,
   provisionSchema,
   type ReaderCheck,
@@ -297,7 +298,10 @@ export class SyncService {
     this.ownReader(record, 'reader_connection_limit');
     const db = await this.database(record);
     await this.options.store.setReaderConnectionLimit(record, limit, () =>
-      withClient(db.adminUrl, (admin) => admin.query(`ALTER ROLE ${ident(db.role)} CONNECTION LIMIT ${Math.trunc(limit)}`)).then(() => undefined),
+      withClient(db.adminUrl, async (admin) => {
+        await lockRole(admin, db.role);
+        await admin.query(`ALTER ROLE ${ident(db.role)} CONNECTION LIMIT ${Math.trunc(limit)}`);
+      }),
     );
     this.options.logger.info({ sync: record.id, reader_connection_limit: limit }, 'reader connection limit changed');
   }
