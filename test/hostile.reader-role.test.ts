@@ -72,15 +72,16 @@ test("a reader that lifts its own timeout and work_mem is put back, with the ope
   const client = new pg.Client({ connectionString: reader });
   await client.connect();
   // PostgreSQL refuses an ALTER ROLE while another of the same role commits ("tuple
-  // concurrently updated", or "deleted" when that one removed the setting): the service's own
-  // check of the new reader may be putting it back right then. The hostile reader simply
-  // tries again, as anyone would.
+  // concurrently updated", "deleted" when that one removed the setting, or a unique violation
+  // on pg_db_role_setting when both add the role's first setting): the service's own check of
+  // the new reader may be putting it back right then. The hostile reader simply tries again,
+  // as anyone would.
   const alter = async (statement: string) => {
     for (let attempt = 1; ; attempt++) {
       try {
         return await client.query(statement);
       } catch (error) {
-        if (attempt >= 5 || !/tuple concurrently (updated|deleted)/.test((error as Error).message)) throw error;
+        if (attempt >= 5 || !/tuple concurrently (updated|deleted)|pg_db_role_setting_databaseid_rol_index/.test((error as Error).message)) throw error;
         await new Promise((resolve) => setTimeout(resolve, 100));
       }
     }
