@@ -8,6 +8,7 @@ interface SyncMetricRow {
   started_at: Date | null;
   completed_at: Date | null;
   duration_last_s: number | null;
+  confirmed_through: Date | null;
   events_logged: string | null;
   slot_lag_bytes: string | null;
   upstream_429s: string;
@@ -21,7 +22,7 @@ interface SyncMetricRow {
 export async function syncFamilies(pool: pg.Pool, now = new Date()): Promise<Family[]> {
   const { rows } = await pool.query<SyncMetricRow>(
     `SELECT s.id, s.kind, s.started_at, s.completed_at, extract(epoch FROM s.duration_last)::float8 AS duration_last_s,
-            d.seq AS events_logged, d.slot_lag_bytes, s.upstream_429s
+            s.confirmed_through, d.seq AS events_logged, d.slot_lag_bytes, s.upstream_429s
        FROM syncs s LEFT JOIN decoder_progress d ON d.sync_id = s.id
       WHERE s.state = 'active'
       ORDER BY s.id`,
@@ -39,6 +40,7 @@ export async function syncFamilies(pool: pg.Pool, now = new Date()): Promise<Fam
         startedAt: row.started_at,
         completedAt: row.completed_at,
         durationLastSeconds: row.duration_last_s,
+        confirmedThrough: row.confirmed_through,
         lastError: null,
         lastErrorAt: null,
         lastErrorKind: null,
@@ -57,7 +59,7 @@ export async function syncFamilies(pool: pg.Pool, now = new Date()): Promise<Fam
     {
       name: 'tributary_sync_lag_seconds',
       type: 'gauge',
-      help: 'Seconds since the last completed sync cycle began (the age of the oldest data the database may show).',
+      help: 'Seconds since the latest complete pass began, by any path (the age of the oldest change the database may still miss).',
       samples: lag,
     },
     { name: 'tributary_sync_cycle_duration_seconds', type: 'gauge', help: 'Duration of the last completed sync cycle, in seconds.', samples: duration },
