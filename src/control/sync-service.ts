@@ -1,3 +1,4 @@
+import { pause } from '../time.ts';
 import { TributaryError } from '../errors.ts';
 import { newDatabaseName, newPassword, newSyncId } from '../ids.ts';
 import type { KindContext, SourceKind, UpstreamFacts } from '../kinds/kind.ts';
@@ -64,6 +65,9 @@ export interface SyncServiceOptions {
   upstreamCleanup?: (sync: SyncRecord) => Promise<void>;
   logger: Logger;
 }
+
+/** How long a delete waits for the sync's work to stop before it drops the database anyway. */
+const RELEASE_WAIT_MS = 10_000;
 
 export class SyncService {
   private readonly serverAttempts = new AttemptLimiter();
@@ -256,6 +260,11 @@ export class SyncService {
     await this.options
       .upstreamCleanup?.(record)
       .catch((err: unknown) => this.options.logger.warn({ err, sync: record.id }, 'upstream cleanup failed; continuing the delete'));
+    // The sync's runner and decoder stop when their workers see it is being deleted (a tick,
+    // 2 s by default): its database is dropped after that, not under them. A worker that died
+    // holds its lease until it lapses; the delete waits RELEASE_WAIT_MS at most.
+    const until = Date.now() + RELEASE_WAIT_MS;
+    while (Date.now() < until && !(await this.options.store.released(record.id))) await pause(100);
     await this.destroy({ ...record, keepDatabase });
     this.options.logger.info({ sync: record.id, keepDatabase }, 'sync deleted');
   }

@@ -310,6 +310,16 @@ export class SyncStore {
     });
   }
 
+  /** Whether no process holds the sync's work (its runner, its decoder) any more. */
+  async released(id: string): Promise<boolean> {
+    const { rows } = await this.pool.query<{ free: boolean }>(
+      `SELECT (lease_owner IS NULL OR lease_until < now()) AND (decoder_lease_owner IS NULL OR decoder_lease_until < now()) AS free
+         FROM syncs WHERE id = $1`,
+      [id],
+    );
+    return rows[0]?.free ?? true;
+  }
+
   async updateSettings(id: string, settings: SyncSettings): Promise<SyncRecord | undefined> {
     const { rows } = await this.pool.query<SyncRow>(
       `UPDATE syncs SET settings = $2, updated_at = now() WHERE id = $1 AND state = 'active' RETURNING ${columns}`,

@@ -121,6 +121,8 @@ export class LeaseWorker {
       this.runners.delete(id);
       this.options.logger.info({ sync: id }, 'sync deleted or taken over; stopping it here');
       await runner.stop();
+      // Stopped: a delete waiting for it drops the database now, not under a running sync.
+      await control.query(`UPDATE syncs SET ${owner} = NULL, ${until} = NULL WHERE id = $1 AND ${owner} = $2`, [id, workerId]).catch(() => undefined);
     }
     if (this.stopped) return;
     const room = (this.options.maxSyncs ?? DEFAULT_MAX_SYNCS) - this.runners.size;
