@@ -97,8 +97,10 @@ test('a forged, unsigned or misaddressed ping is refused and wakes nothing', asy
   assert.is(unknown.status, 404);
   const otherKind = await post(`/hooks/stripe/${syncId}`, {});
   assert.is(otherKind.status, 404);
-  const tooLarge = await post(`/hooks/airtable/${syncId}`, {}, 'x'.repeat(70_000));
+  // A body past 64 KiB is a 413 before it is read; without a MAC it is refused on its headers first.
+  const tooLarge = await post(`/hooks/airtable/${syncId}`, { 'x-airtable-content-mac': `hmac-sha256=${forgedMac}` }, 'x'.repeat(70_000));
   assert.is(tooLarge.status, 413);
+  assert.is((await post(`/hooks/airtable/${syncId}`, {}, 'x'.repeat(70_000))).status, 401);
   // None of them woke the runner: at most the timer's read (every 6 s) fell in between.
   const reads = svc.airtable.stats.byBase(base.id).requests - before;
   assert.ok(reads <= 1, `${reads} reads after forged pings`);

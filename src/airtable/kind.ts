@@ -1,7 +1,7 @@
 import { z } from 'zod';
 import { AIRTABLE_DEFAULT_SETTINGS, type AirtableSettings, airtableSettingsSchema } from './settings.ts';
 import type { CleanupContext, RunnerContext, SourceKind } from '../kinds/kind.ts';
-import { verifyPing } from './ping.ts';
+import { pingSigned, verifyPing } from './ping.ts';
 import { airtableCheck } from './check.ts';
 import { AirtableClient } from './client.ts';
 import { TokenOwners } from './owners.ts';
@@ -67,7 +67,7 @@ export const airtableKind: SourceKind = {
     });
   },
   // Webhook pings (TRIBUTARY_PUBLIC_URL set): signed with the webhook's MAC secret.
-  inbound: { verify: verifyPing },
+  inbound: { signed: pingSigned, verify: verifyPing },
   // A base may only have 10 webhooks: a deleted sync's goes with it.
   async cleanup(context: CleanupContext) {
     const state = await loadWebhookState(context.target, context.schemas);

@@ -74,6 +74,11 @@ export interface SourceKind {
 }
 
 export interface KindInbound {
+  /**
+   * Whether the headers carry a signature of the kind's form (and, where it signs a time, a
+   * fresh one): a notification without is refused before its body is read.
+   */
+  signed(headers: InboundDelivery['headers']): boolean;
   verify(delivery: InboundDelivery): boolean;
   /** What part of the sync has news, by the signed notification (a Stripe connected account): only it is read. */
   partOf?(delivery: InboundDelivery): string | undefined;

@@ -44,16 +44,26 @@ function parse(header: unknown): Signature | undefined {
  * v1 entries may match (Stripe sends one per secret while a secret is being rolled).
  */
 export function verifyStripeSignature(header: unknown, body: Buffer, secret: string, nowS = Date.now() / 1000): boolean {
-  const signature = parse(header);
-  if (!signature || Math.abs(nowS - signature.t) > SIGNATURE_TOLERANCE_S) return false;
-  const expected = createHmac('sha256', secret).update(`${signature.t}.`).update(body).digest();
-  return signature.v1.some((v) => timingSafeEqual(expected, Buffer.from(v, 'hex')));
+  return verifiedSignature(header, body, secret, nowS) !== undefined;
 }
 
-const header = (delivery: InboundDelivery) => delivery.headers['stripe-signature'];
+/** The header's signature that matches, as `<t> <v1>`: what names the delivery itself. */
+function verifiedSignature(header: unknown, body: Buffer, secret: string, nowS = Date.now() / 1000): string | undefined {
+  const signature = parse(header);
+  if (!signature || Math.abs(nowS - signature.t) > SIGNATURE_TOLERANCE_S) return undefined;
+  const expected = createHmac('sha256', secret).update(`${signature.t}.`).update(body).digest();
+  const match = signature.v1.find((v) => timingSafeEqual(expected, Buffer.from(v, 'hex')));
+  return match && `${signature.t} ${match}`;
+}
+
+const header = (delivery: Pick<InboundDelivery, 'headers'>) => delivery.headers['stripe-signature'];
 
 /** The hooks route's part: Stripe's signature; the connected account a delivery names; its replay key. */
 export const stripeInbound: KindInbound = {
+  signed(headers) {
+    const signature = parse(header({ headers }));
+    return signature !== undefined && Math.abs(Date.now() / 1000 - signature.t) <= SIGNATURE_TOLERANCE_S;
+  },
   verify: (delivery) => verifyStripeSignature(header(delivery), delivery.body, delivery.secret.reveal()),
   partOf(delivery) {
     try {
@@ -63,10 +73,9 @@ export const stripeInbound: KindInbound = {
       return undefined;
     }
   },
-  replayKey(delivery) {
-    const signature = parse(header(delivery));
-    return signature && `${signature.t} ${signature.v1[0]}`;
-  },
+  // The timestamp and the signature that verified, not the header's first: entries that match
+  // nothing may be added in front of a real one, making the same delivery look new each time.
+  replayKey: (delivery) => verifiedSignature(header(delivery), delivery.body, delivery.secret.reveal()),
 };
 
 /** The endpoint the sync registered, as kept in its database. */

@@ -28,6 +28,21 @@ export async function pingRunner(control: pg.Pool, syncId: string, part?: string
   await control.query(`SELECT pg_notify('${PING_CHANNEL}', $1)`, [part ? `${syncId} ${part}` : syncId]);
 }
 
+/**
+ * Wakes the sync's runner for a signed notification seen for the first time by any API process
+ * (`key` names the delivery); false when it was taken already (a replay). Keys are kept for
+ * `windowMs`, past the signature's own tolerance.
+ */
+export async function pingRunnerOnce(control: pg.Pool, syncId: string, key: string, windowMs: number, part?: string): Promise<boolean> {
+  const { rowCount } = await control.query(
+    `WITH pruned AS (DELETE FROM hook_replays WHERE seen_at < now() - $3 * interval '1 millisecond'),
+          taken AS (INSERT INTO hook_replays (key) VALUES ($1) ON CONFLICT (key) DO NOTHING RETURNING 1)
+     SELECT pg_notify('${PING_CHANNEL}', $2) FROM taken`,
+    [key, part ? `${syncId} ${part}` : syncId, windowMs],
+  );
+  return rowCount === 1;
+}
+
 /** Where a pass began: the control database's clock (ISO 8601, microseconds), and whether a waiter wants it. */
 export interface PassStart {
   at: string;

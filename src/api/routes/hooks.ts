@@ -2,7 +2,7 @@ import type Router from '@koa/router';
 import { trimOldest } from '../../bounded-map.ts';
 import type { Secret } from '../../control/secrets.ts';
 import { TributaryError } from '../../errors.ts';
-import { pingRunner } from '../../sync/passes.ts';
+import { pingRunner, pingRunnerOnce } from '../../sync/passes.ts';
 import { readBody } from '../body.ts';
 import type { ApiOptions } from '../context.ts';
 import type { ApiDocument } from '../openapi.ts';
@@ -17,8 +17,8 @@ const CACHE_MAX = 10_000;
 const REREAD_MS = 5_000;
 /**
  * Signed notifications seen lately (kinds that sign a time, which they refuse when older than
- * five minutes): the same one again is a replay. Per API process; one replayed to another
- * process costs one read of the part it names, nothing more.
+ * five minutes): the same one again is a replay. Kept in each API process, and in the control
+ * database for a replay sent to another process (hook_replays).
  */
 const REPLAY_WINDOW_MS = 10 * 60_000;
 const REPLAY_MAX = 100_000;
@@ -89,6 +89,11 @@ export function hookRoutes(router: Router, api: ApiOptions, doc: ApiDocument): v
     const known = kind?.inbound && /^syn_[a-z0-9]{1,64}$/.test(id);
     let hook = known ? await lookup(id) : undefined;
     if (!kind?.inbound || !hook || hook.kind !== kindName) throw new TributaryError('not_found', `no sync ${id} takes ${kindName} notifications`);
+    // Unsigned or stale: refused before the body is read, and the connection closed rather than drained.
+    if (!kind.inbound.signed(ctx.headers)) {
+      ctx.set('Connection', 'close');
+      throw new TributaryError('unauthorized', 'the notification is not signed by this sync’s hook');
+    }
     const body = await readBody(ctx, HOOK_BODY_LIMIT);
     const signed = () => hook !== undefined && kind.inbound!.verify({ headers: ctx.headers, body, hookId: hook.hookId, secret: hook.secret });
     // A runner that made a new hook has a new secret: the cached one is read again, at most every few seconds.
@@ -97,8 +102,16 @@ export function hookRoutes(router: Router, api: ApiOptions, doc: ApiDocument): v
     }
     const delivery = { headers: ctx.headers, body, hookId: hook!.hookId, secret: hook!.secret };
     const replay = kind.inbound.replayKey?.(delivery);
-    if (replay !== undefined && !firstTime(`${id} ${replay}`)) throw new TributaryError('unauthorized', 'this notification was received already');
-    await controlDatabase(() => pingRunner(api.pool, id, kind.inbound!.partOf?.(delivery)));
+    const part = kind.inbound.partOf?.(delivery);
+    if (replay === undefined) {
+      await controlDatabase(() => pingRunner(api.pool, id, part));
+    } else {
+      // This process's memory refuses a replay at no cost; the control database, one sent to another process.
+      const key = `${id} ${replay}`;
+      if (!firstTime(key) || !(await controlDatabase(() => pingRunnerOnce(api.pool, id, key, REPLAY_WINDOW_MS, part)))) {
+        throw new TributaryError('unauthorized', 'this notification was received already');
+      }
+    }
     ctx.body = { ok: true };
   });
 }
