@@ -233,6 +233,22 @@ test('the document is served without a token: OpenAPI 3.1, Tributary at the pack
   conforms(answer, 'get', '/api/openapi.json');
 });
 
+test('the document is served as built once: the same bytes each time, and a 304 to a client that has them', async () => {
+  const first = await fetch(`${svc.api}/api/openapi.json`);
+  const bytes = await first.text();
+  const etag = first.headers.get('etag');
+  assert.ok(etag, 'an ETag');
+  const again = await fetch(`${svc.api}/api/openapi.json`);
+  assert.is(await again.text(), bytes);
+  assert.is(again.headers.get('etag'), etag);
+  const cached = await fetch(`${svc.api}/api/openapi.json`, { headers: { 'if-none-match': etag! } });
+  assert.is(cached.status, 304);
+  assert.is(await cached.text(), '');
+  const stale = await fetch(`${svc.api}/api/openapi.json`, { headers: { 'if-none-match': '"other"' } });
+  assert.is(stale.status, 200);
+  assert.is(await stale.text(), bytes);
+});
+
 test('every route the router registers is documented with its parameters, request, success and error answers', () => {
   const routes = routesOf(layers());
   assert.ok(routes.length >= 25, `the router has ${routes.length} routes`);

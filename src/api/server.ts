@@ -1,3 +1,4 @@
+import { createHash } from 'node:crypto';
 import Router from '@koa/router';
 import Koa from 'koa';
 import { ConsoleSessions } from '../control/console-sessions.ts';
@@ -91,9 +92,18 @@ export function createApiApp(api: ApiAppOptions): ApiApp {
     access: 'public',
     answers: { 200: { description: 'The OpenAPI 3.1 document of this API', schema: z.object({ openapi: z.literal('3.1.0') }).passthrough() } },
   });
-  // Built once, after every route has described itself.
-  const document = doc.build();
+  // Built and serialised once, after every route has described itself: the route takes no
+  // token, so a request must cost no more than sending ~100 KB (or a 304 to a client that has it).
+  const document = Buffer.from(JSON.stringify(doc.build()));
+  const etag = `"${createHash('sha256').update(document).digest('base64url').slice(0, 27)}"`;
   router.get('/api/openapi.json', (ctx) => {
+    ctx.set('ETag', etag);
+    ctx.set('Cache-Control', 'public, max-age=300');
+    if (ctx.get('If-None-Match') === etag) {
+      ctx.status = 304;
+      return;
+    }
+    ctx.type = 'application/json';
     ctx.body = document;
   });
 
