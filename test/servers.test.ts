@@ -295,7 +295,7 @@ test('placement follows free capacity; a draining server gets no new sync; a ful
   refused(
     await newSync(airtableBody('appCCCCCCCCCCCCCC', { region: 'us-west-2' })),
     422,
-    /^region us-west-2: there is no server in this region \(regions: eu\)$/,
+    /^region us-west-2: there is no server in this region$/,
     'an unknown region',
   );
   refused(await newSync(airtableBody('appCCCCCCCCCCCCCC', { region: 'Mars!' })), 400, /^region: must be lower-case letters/, 'a bad region name');
@@ -426,7 +426,7 @@ test('a server leaves the pool only once it holds no sync; a deleted sync leaves
   const firstGone = await admin('DELETE', `/api/servers/${firstId}`);
   assert.is(firstGone.status, 200, firstGone.text);
   assert.equal((await admin('GET', '/api/servers')).body.data, []);
-  refused(await newSync(stripeSyncBody()), 422, /^region eu: there is no server in this region \(regions: none\)$/, 'an empty pool');
+  refused(await newSync(stripeSyncBody()), 422, /^region eu: there is no server in this region$/, 'an empty pool');
 });
 
 test.run();

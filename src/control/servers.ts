@@ -81,11 +81,8 @@ async function regionMembers(db: pg.Pool | pg.PoolClient, region: string): Promi
 /** The member a new sync of `region` goes to, or a 422 naming the region. */
 async function choose(db: pg.Pool | pg.PoolClient, region: string): Promise<ServerRecord> {
   const members = await regionMembers(db, region);
-  if (members.length === 0) {
-    const { rows } = await db.query<{ region: string }>('SELECT DISTINCT region FROM servers ORDER BY region');
-    const known = rows.map((r) => r.region).join(', ') || 'none';
-    throw new TributaryError('unprocessable', `region ${region}: there is no server in this region (regions: ${known})`);
-  }
+  // The deployment's other regions are not named: an account learns nothing of it but its own.
+  if (members.length === 0) throw new TributaryError('unprocessable', `region ${region}: there is no server in this region`);
   const open = members.find((server) => !server.draining && freeOf(server) > 0);
   if (!open) throw new TributaryError('unprocessable', `region ${region}: no server in this region has room for another sync`);
   return open;
