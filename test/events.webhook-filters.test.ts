@@ -195,6 +195,8 @@ test('a filter naming an unknown kind or column, or past its bounds, is a 400 na
     [{ changed: many(51) }, /filter\.changed: must list at most 50 columns/],
     [{ where: Object.fromEntries(many(51).map((c) => [c, 1])) }, /filter\.where: must have at most 50 conditions/],
     [{ changed: ['x'.repeat(64)] }, /filter\.changed\.0: must be a column name \(at most 63 characters\)/],
+    // Each part within its bounds, the whole past them: 50 columns of 100 values of 1,000 characters would be 5 MB.
+    [{ where: { status: { in: many(20, (i) => `${i}`.padEnd(1000, 'v')) } } }, /filter: must be at most 16 KiB as JSON/],
   ];
   for (const [filter, message] of cases) {
     const answer = await request(world.apiUrl, 'POST', `/api/syncs/${syncId}/webhooks`, {

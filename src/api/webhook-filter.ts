@@ -8,6 +8,8 @@ import { z } from './zod.ts';
 export const MAX_FILTER_COLUMNS = 50;
 export const MAX_IN_VALUES = 100;
 const MAX_VALUE_LENGTH = 1000;
+/** A filter is kept in the control database and shown in every listing of its webhooks: its whole size is bounded too. */
+export const MAX_FILTER_BYTES = 16 * 1024;
 
 /** A column as the database names it (PostgreSQL keeps at most 63 bytes of a name). */
 const column = z.string().min(1, 'must name a column').max(63, 'must be a column name (at most 63 characters)');
@@ -61,6 +63,7 @@ export const webhookFilterSchema = z
   })
   .strict()
   .refine((filter) => filter.events || filter.changed || filter.where, 'must have events, changed or where (null removes the filter)')
+  .refine((filter) => Buffer.byteLength(JSON.stringify(filter)) <= MAX_FILTER_BYTES, `must be at most ${MAX_FILTER_BYTES / 1024} KiB as JSON`)
   .describe('Only matching events are sent; the others are skipped and leave no delivery')
   .openapi('WebhookFilter');
 
