@@ -326,6 +326,17 @@ test('recover refuses a time in the future, past the retention, or not a time; a
     [{ since: 1714564800 }, 400, /since: must be an ISO 8601 time with a zone/],
     [{}, 400, /since: must be an ISO 8601 time/],
     [{ since: new Date().toISOString(), from: 1 }, 400, /Unrecognized key\(s\) in object: 'from'/],
+    // The odd forms: zones no clock has, a leap second, years out of range, a number, nothing.
+    [{ since: '2026-12-01T22:00:00+24:00' }, 400, /since: must be a real time: a zone is at most 23:59 from UTC/],
+    [{ since: '2026-12-01T22:00:00+99:99' }, 400, /since: must be a real time/],
+    [{ since: '2026-12-01T22:00:00+2400' }, 400, /since: must be a real time/],
+    [{ since: '2016-12-31T23:59:60Z' }, 400, /since: must be an ISO 8601 time with a zone/],
+    [{ since: '2026-02-30T00:00:00Z' }, 400, /since: must be an ISO 8601 time with a zone/],
+    [{ since: '0000-01-01T00:00:00Z' }, 422, /since: 0000-01-01T00:00:00\.000Z is older than the event log keeps events/],
+    [{ since: '10000-01-01T00:00:00Z' }, 400, /since: must be an ISO 8601 time with a zone/],
+    [{ since: '' }, 400, /since: must be an ISO 8601 time with a zone/],
+    [{ since: null }, 400, /since: must be an ISO 8601 time with a zone/],
+    [{ since: 0 }, 400, /since: must be an ISO 8601 time with a zone/],
   ];
   for (const [body, status, message] of cases) {
     const answer = await call('POST', path, body);

@@ -22,6 +22,16 @@ export interface EventEndpoints {
 }
 
 export const time = z.string().datetime();
+
+const INSTANT_FORM = 'must be an ISO 8601 time with a zone, such as 2024-05-01T12:00:00Z';
+/**
+ * A time a client gives: ISO 8601 with a zone, one that names a real instant. The form alone
+ * lets through zones no clock has (`+24:00`, `+99:99`), which would reach SQL as NaN.
+ */
+export const instantInput = z
+  .string({ errorMap: () => ({ message: INSTANT_FORM }) })
+  .datetime({ offset: true, message: INSTANT_FORM })
+  .refine((text) => Number.isFinite(Date.parse(text)), 'must be a real time: a zone is at most 23:59 from UTC');
 const eventEndpoints = {
   rest_url: z.string().describe('`{rest_url}`: the event REST interface (Upstash Kafka REST shapes)'),
   kafka_brokers: z.array(z.string()).describe('Kafka bootstrap brokers; empty when the deployment runs without Kafka'),

@@ -7,7 +7,7 @@ import { assertPublicDestination } from '../../http/address.ts';
 import { readJson, validate } from '../body.ts';
 import type { ApiOptions } from '../context.ts';
 import type { ApiDocument } from '../openapi.ts';
-import { time } from '../views.ts';
+import { instantInput, time } from '../views.ts';
 import { checkFilterColumns, normalFilter } from '../webhook-filter.ts';
 import { z } from '../zod.ts';
 import { SYNC_NOT_FOUND, findSync } from './syncs.ts';
@@ -56,10 +56,7 @@ const rotatedAnswer = z
 
 const recoverBody = z
   .object({
-    since: z
-      .string({ errorMap: () => ({ message: 'must be an ISO 8601 time with a zone, such as 2024-05-01T12:00:00Z' }) })
-      .datetime({ offset: true, message: 'must be an ISO 8601 time with a zone, such as 2024-05-01T12:00:00Z' })
-      .describe('Every event of its topics logged at or after this time is sent again'),
+    since: instantInput.describe('Every event of its topics logged at or after this time is sent again'),
   })
   .strict()
   .openapi('RecoverWebhook');
