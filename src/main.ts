@@ -15,6 +15,7 @@ import { ServerPool } from './control/servers.ts';
 import { SyncService } from './control/sync-service.ts';
 import { SyncStore } from './control/syncs.ts';
 import { authenticator } from './api/auth.ts';
+import { knownGoodInDatabase } from './credentials/known-good.ts';
 import { FailedCredentials } from './credentials/throttle.ts';
 import { createApiApp, type ApiApp } from './api/server.ts';
 import type { EventEndpoints } from './api/views.ts';
@@ -242,7 +243,12 @@ export async function startService(config: Config, logger: Logger, tunables: Tun
 
     // One throttle for the API and the event REST interface of this process: an address's
     // failures count against one allowance, whichever interface they were tried on.
-    const throttle = new FailedCredentials({ logger: logger.child({ part: 'credentials' }), limits: config.failedCredentials });
+    const throttle = new FailedCredentials({
+      logger: logger.child({ part: 'credentials' }),
+      limits: config.failedCredentials,
+      store: knownGoodInDatabase(pool),
+    });
+    await throttle.start();
 
     let apiRouter: ApiApp['router'] | undefined;
     if (config.roles.includes('api')) {

@@ -12,6 +12,8 @@ import http from 'node:http';
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
 import { clientAddress } from '../src/http/client-address.ts';
+import { query } from './harness/postgres.ts';
+import { waitFor } from './harness/process.ts';
 import { createAccount, loudSetUp, startTestService, type TestAccount, type TestService } from './harness/service.ts';
 
 let svc: TestService;
@@ -148,17 +150,22 @@ test('console sign-in on its own: 10 wrong tokens from one address, then 429', a
   assert.is(lines[0]!.via, 'console sign-in');
 });
 
-test('a spread over many addresses is stopped per account (30), and unknown usernames alike', async () => {
+test('a spread over many addresses is stopped per account (30) at those addresses, and unknown usernames alike', async () => {
   const { eventsUsername, eventsPassword } = accounts.carol!;
   // carol's consumer is at work before the attack.
   assert.is((await topics('127.0.0.39', eventsUsername, eventsPassword)).status, 200);
   let tries = 0;
-  for (const from of ['127.0.0.31', '127.0.0.32', '127.0.0.33', '127.0.0.34']) {
+  const spread = ['127.0.0.31', '127.0.0.32', '127.0.0.33', '127.0.0.34'];
+  for (const from of spread) {
     for (let i = 0; i < 8 && tries < 30; i++, tries++) assert.is((await topics(from, eventsUsername, `spread-${tries}`)).status, 401, `try ${tries + 1}`);
   }
-  const fresh = await topics('127.0.0.35', eventsUsername, 'spread-fresh-address');
-  assert.is(fresh.status, 429, `a fresh address is refused for carol: ${fresh.text}`);
-  retryAfter(fresh, 'per account');
+  // Each of the attacker's addresses is under its own allowance, but not under carol's. At
+  // once: each refusal is held for its Retry-After, in which carol's allowance refills a little.
+  const again = await Promise.all(spread.map((from) => topics(from, eventsUsername, 'spread-again')));
+  for (const [i, answer] of again.entries()) {
+    assert.is(answer.status, 429, `${spread[i]} is refused for carol: ${answer.text}`);
+    retryAfter(answer, 'per account');
+  }
   const line = throttleLines().find((entry) => entry.account === eventsUsername);
   assert.ok(line, 'the throttled account is logged');
   assert.is(line.source, undefined, 'the account line names no single address');
@@ -167,10 +174,58 @@ test('a spread over many addresses is stopped per account (30), and unknown user
 
   // The same for a username no account has: the throttle tells nothing about existence.
   tries = 0;
-  for (const from of ['127.0.0.36', '127.0.0.37', '127.0.0.38', '127.0.0.40']) {
+  const others = ['127.0.0.36', '127.0.0.37', '127.0.0.38', '127.0.0.40'];
+  for (const from of others) {
     for (let i = 0; i < 8 && tries < 30; i++, tries++) assert.is((await topics(from, 'ev_nosuchuser0', `x${tries}`)).status, 401);
   }
-  assert.is((await topics('127.0.0.41', 'ev_nosuchuser0', 'x')).status, 429);
+  assert.is((await topics(others[0]!, 'ev_nosuchuser0', 'x')).status, 429);
+});
+
+test('strangers spreading wrong passwords over many addresses cannot lock an account out from a new address', async () => {
+  const { eventsUsername, eventsPassword } = accounts.bob!;
+  // 20 wrong passwords a second, spread over four addresses, for three seconds: past bob's 30.
+  const attackers = ['127.0.0.81', '127.0.0.82', '127.0.0.83', '127.0.0.84'];
+  const statuses: number[] = [];
+  for (let second = 0; second < 3; second++) {
+    const started = Date.now();
+    const answers = await Promise.all(Array.from({ length: 20 }, (_, i) => topics(attackers[i % attackers.length]!, eventsUsername, `lockout-${second}-${i}`)));
+    statuses.push(...answers.map((answer) => answer.status));
+    await new Promise((resolve) => setTimeout(resolve, Math.max(0, 1000 - (Date.now() - started))));
+  }
+  assert.ok(statuses.includes(429), 'the attack itself is throttled');
+  assert.not.ok(statuses.includes(200), 'no guess got through');
+  // bob, who never used his password before, from addresses of his own: let in every time.
+  for (let i = 0; i < 8; i++) {
+    const answer = await topics(`127.0.0.${90 + i}`, eventsUsername, eventsPassword);
+    assert.is(answer.status, 200, `bob from a new address, try ${i + 1}: ${answer.text}`);
+  }
+});
+
+test('a credential that passed before a restart still goes through a throttled address after it', async () => {
+  const secretKeyBase64 = Buffer.alloc(32, 3).toString('base64');
+  const before = await startTestService({ config: { secretKeyBase64 } });
+  let after: TestService | undefined;
+  try {
+    const erin = await createAccount(before, 'erin');
+    const restOf = (service: TestService) => `http://127.0.0.1:${service.service.eventsPort}/topics`;
+    const from = '127.0.0.75';
+    assert.is((await send(restOf(before), { from, headers: basic(erin.eventsUsername, erin.eventsPassword) })).status, 200);
+    // Kept in the control database, not awaited by the check that passed.
+    await waitFor(
+      'the credential kept',
+      async () => ((await query(before.controlUrl, 'SELECT 1 FROM credentials_known_good')).length > 0 ? true : undefined),
+      5000,
+    );
+    await before.stop();
+    after = await startTestService({ config: { secretKeyBase64, databaseUrl: before.controlUrl } });
+    // Someone behind the same address as erin's consumer spends the address's allowance.
+    for (let i = 0; i < 10; i++) assert.is((await send(restOf(after), { from, headers: basic(erin.eventsUsername, `nat-${i}`) })).status, 401);
+    assert.is((await send(restOf(after), { from, headers: basic(erin.eventsUsername, 'nat-again') })).status, 429, 'the address is throttled');
+    const consumer = await send(restOf(after), { from, headers: basic(erin.eventsUsername, erin.eventsPassword) });
+    assert.is(consumer.status, 200, `erin's consumer, known good from before the restart: ${consumer.text}`);
+  } finally {
+    await after?.stop();
+  }
 });
 
 test('guesses sent all at once cannot overdraw the allowance', async () => {

@@ -35,7 +35,16 @@ export interface FailedCredentialsOptions {
   maxKeys?: number;
   /** How long a credential that passed stays exempt from a throttled address or account. */
   goodForMs?: number;
+  /** Where credentials that passed are kept across restarts (the control database); memory only without. */
+  store?: KnownGoodStore;
   now?: () => number;
+}
+
+/** Credentials that passed lately, by fingerprint, kept where a restart finds them. */
+export interface KnownGoodStore {
+  /** Those still good at `now`, with when each stops being so. */
+  load(now: number): Promise<Array<[fingerprint: string, until: number]>>;
+  save(fingerprint: string, until: number): Promise<void>;
 }
 
 /** SHA-256 of a credential: kept in memory in its place, never the credential itself. */
@@ -47,14 +56,26 @@ export const credentialFingerprint = (...parts: string[]) => createHash('sha256'
  * a burst of that many, then one every 60/N seconds). Past that, 429 with Retry-After before
  * the credential is even looked at, and one warning a minute per throttled key.
  *
+ * The address comes first. An account's empty bucket refuses only addresses that have failed
+ * for that account within the window: what the addresses' own buckets do not explain. So
+ * strangers spreading wrong guesses over many addresses cannot keep the account's right
+ * credential out when it comes from another address; their own addresses are refused.
+ *
  * Success is never slowed: a check spends an allowance only until it passes, and credentials
  * that passed in the last `goodForMs` go through even from a throttled address or account
- * (a consumer behind the attacker's NAT, the account under attack itself).
+ * (a consumer behind the attacker's NAT, the account under attack itself). With a `store`,
+ * that list survives a restart.
  */
 export class FailedCredentials {
   private readonly sources: TokenBuckets;
   private readonly accounts: TokenBuckets;
   private readonly good = new Map<string, number>();
+  /** When each credential's exemption was last written to the store: rewritten once half of it has passed. */
+  private readonly saved = new Map<string, number>();
+  /** The last failure of each address for each account (`account NUL address`), within the window. */
+  private readonly failedFor = new Map<string, number>();
+  private readonly windowMs: number;
+  private readonly store: KnownGoodStore | undefined;
   /** Checks under way, by credential: the same credential's other checks wait for the first. */
   private readonly pending = new Map<string, Promise<unknown>>();
   private readonly logger: Logger;
@@ -71,6 +92,18 @@ export class FailedCredentials {
     this.logger = options.logger;
     this.now = options.now ?? Date.now;
     this.goodForMs = options.goodForMs ?? 15 * 60_000;
+    this.windowMs = windowMs;
+    this.store = options.store;
+  }
+
+  /** Loads the credentials that passed before a restart and are still good. */
+  async start(): Promise<void> {
+    if (!this.store) return;
+    for (const [fingerprint, until] of await this.store.load(this.now())) {
+      this.good.set(fingerprint, Math.max(until, this.good.get(fingerprint) ?? 0));
+      this.saved.set(fingerprint, until - this.goodForMs);
+    }
+    trimOldest(this.good, this.maxKeys);
   }
 
   /**
@@ -109,6 +142,7 @@ export class FailedCredentials {
     } finally {
       const now = this.now();
       if (outcome === 'passed') this.remember(attempt.fingerprint, now);
+      if (outcome === 'failed') this.markFailed(attempt, now);
       if (outcome === 'failed' && exempt) this.spend(attempt, now);
       if (outcome !== 'failed' && !exempt) this.refund(attempt, now);
     }
@@ -117,7 +151,7 @@ export class FailedCredentials {
   private take(attempt: CredentialAttempt): void {
     const now = this.now();
     const bySource = this.sources.waitSeconds(attempt.source, now);
-    const byAccount = attempt.account === undefined ? 0 : this.accounts.waitSeconds(attempt.account, now);
+    const byAccount = attempt.account === undefined || !this.failedLately(attempt, now) ? 0 : this.accounts.waitSeconds(attempt.account, now);
     if (bySource === 0 && byAccount === 0) {
       this.spend(attempt, now);
       return;
@@ -145,6 +179,19 @@ export class FailedCredentials {
     if (attempt.account !== undefined) this.accounts.refund(attempt.account, now);
   }
 
+  private markFailed(attempt: CredentialAttempt, now: number): void {
+    if (attempt.account === undefined) return;
+    const key = `${attempt.account}\u0000${attempt.source}`;
+    this.failedFor.delete(key);
+    this.failedFor.set(key, now);
+    trimOldest(this.failedFor, this.maxKeys);
+  }
+
+  private failedLately(attempt: CredentialAttempt, now: number): boolean {
+    const at = this.failedFor.get(`${attempt.account}\u0000${attempt.source}`);
+    return at !== undefined && now - at < this.windowMs;
+  }
+
   private knownGood(fingerprint: string): boolean {
     const until = this.good.get(fingerprint);
     return until !== undefined && until > this.now();
@@ -154,5 +201,15 @@ export class FailedCredentials {
     this.good.delete(fingerprint);
     this.good.set(fingerprint, now + this.goodForMs);
     trimOldest(this.good, this.maxKeys);
+    const savedAt = this.saved.get(fingerprint);
+    if (!this.store || (savedAt !== undefined && now - savedAt < this.goodForMs / 2)) return;
+    this.saved.delete(fingerprint);
+    this.saved.set(fingerprint, now);
+    trimOldest(this.saved, this.maxKeys);
+    // Not awaited: a check never waits on bookkeeping; a lost write costs the exemption after a restart, no more.
+    this.store.save(fingerprint, now + this.goodForMs).catch((error: unknown) => {
+      this.saved.delete(fingerprint);
+      this.logger.warn({ err: error }, 'could not keep a credential that passed for after a restart');
+    });
   }
 }
