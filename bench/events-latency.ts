@@ -79,6 +79,9 @@ async function main(): Promise<void> {
     env: {
       KAFKA_BROKERS: broker.brokers.join(','),
       TRIBUTARY_WEBHOOK_ALLOW_PRIVATE: '1',
+      // 2,000 changes a second to one receiver of the operator's own: past the default per-host bound.
+      TRIBUTARY_WEBHOOK_MAX_PER_HOST_PER_SECOND: '10000',
+      TRIBUTARY_WEBHOOK_MAX_PER_ACCOUNT_PER_SECOND: '10000',
       ...(process.env.SVC_NODE_OPTIONS ? { NODE_OPTIONS: process.env.SVC_NODE_OPTIONS } : {}),
     },
   });

@@ -1,5 +1,6 @@
 import path from 'node:path';
 import { DEFAULT_CREDENTIAL_LIMITS, type CredentialLimits } from './credentials/throttle.ts';
+import { DEFAULT_DELIVERY_BOUNDS, type DeliveryBounds } from './events/webhooks/shared-rates.ts';
 import { DEFAULT_MAX_SYNCS } from './lease/worker.ts';
 import { DEFAULT_TENANT_LIMITS, type TenantLimits } from './tenancy/limits.ts';
 
@@ -62,6 +63,12 @@ export interface Config {
   webhookMaxExhausted: number;
   /** A webhook whose every attempt has failed this long is disabled (TRIBUTARY_WEBHOOK_DISABLE_AFTER_HOURS, default 120: 5 days). */
   webhookDisableAfterMs: number;
+  /**
+   * Webhook attempts a second per process, across webhooks: to one destination host, of one
+   * account (TRIBUTARY_WEBHOOK_MAX_PER_HOST_PER_SECOND, default 1,000;
+   * TRIBUTARY_WEBHOOK_MAX_PER_ACCOUNT_PER_SECOND, default 2,000).
+   */
+  webhookBounds: DeliveryBounds;
   /** Upstream host -> base URL overrides, e.g. api.airtable.com -> http://127.0.0.1:9101. */
   upstreams: Map<string, string>;
   roles: Role[];
@@ -193,6 +200,10 @@ export function loadConfig(env: Env = process.env, overrides: Partial<Config> = 
     consumerGroupRetentionMs: positive(env, 'TRIBUTARY_CONSUMER_GROUP_RETENTION_HOURS', 7 * 24) * 3_600_000,
     webhookMaxExhausted: positive(env, 'TRIBUTARY_WEBHOOK_MAX_EXHAUSTED', 10_000),
     webhookDisableAfterMs: positive(env, 'TRIBUTARY_WEBHOOK_DISABLE_AFTER_HOURS', 120) * 3_600_000,
+    webhookBounds: {
+      perHost: positive(env, 'TRIBUTARY_WEBHOOK_MAX_PER_HOST_PER_SECOND', DEFAULT_DELIVERY_BOUNDS.perHost),
+      perAccount: positive(env, 'TRIBUTARY_WEBHOOK_MAX_PER_ACCOUNT_PER_SECOND', DEFAULT_DELIVERY_BOUNDS.perAccount),
+    },
     upstreams: parseUpstreams(env.TRIBUTARY_UPSTREAMS),
     roles: parseRoles(env.TRIBUTARY_ROLES),
     maxSyncsPerProcess: positive(env, 'TRIBUTARY_MAX_SYNCS_PER_PROCESS', DEFAULT_MAX_SYNCS),

@@ -30,6 +30,7 @@ import { EventBus } from './events/bus.ts';
 import { dropExpiredEventPartitions } from './events/log.ts';
 import { decoderFactory } from './decoder/runner.ts';
 import { webhookRunner } from './events/webhooks/runner.ts';
+import { SharedRates } from './events/webhooks/shared-rates.ts';
 import { backfillRunner } from './backfill/runner.ts';
 import { accountGrants, createKafkaPublisher, KafkaAccess, kafkaRelayRunner } from './events/kafka/index.ts';
 import { kafkaAccessHooks } from './events/kafka/hooks.ts';
@@ -307,6 +308,8 @@ export async function startService(config: Config, logger: Logger, tunables: Tun
       const { leaseMs, ...decoderTunables } = tunables.decoder ?? {};
       const publisher = kafkaOn ? createKafkaPublisher({ brokers: config.kafkaBrokers, logger: logger.child({ part: 'kafka' }) }) : undefined;
       if (publisher) closers.push(() => publisher.close());
+      // One set for every sync's webhooks in this process: the bounds are across webhooks.
+      const webhookRates = new SharedRates(config.webhookBounds);
       const decoders = new LeaseWorker({
         control: pool,
         maxSyncs: config.maxSyncsPerProcess,
@@ -327,6 +330,7 @@ export async function startService(config: Config, logger: Logger, tunables: Tun
             webhookRunner({
               pool,
               box,
+              rates: webhookRates,
               reader: new EventLogReader(pool),
               bus,
               logger,

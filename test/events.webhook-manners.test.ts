@@ -6,9 +6,11 @@
  */
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
+import { loadConfig } from '../src/config.ts';
 import { laneOf } from '../src/events/webhooks/lanes.ts';
 import { parseRetryAfter } from '../src/events/webhooks/send.ts';
-import { FAST_SCHEDULE, FAST_TUNING, pause, request, startWebhookWorld, until, type Received, type WebhookWorld } from './harness/webhooks.ts';
+import { SharedRates } from '../src/events/webhooks/shared-rates.ts';
+import { FAST_SCHEDULE, FAST_TUNING, pause, type Receiver, request, startWebhookWorld, until, type Received, type WebhookWorld } from './harness/webhooks.ts';
 
 let world: WebhookWorld;
 
@@ -122,6 +124,72 @@ test('max_per_second bounds attempts across all lanes, and a change applies to t
   );
   await until('forty more', () => receiver.accepted.length === 56, 10_000);
   assert.ok(Date.now() - from < 4_000, `unlimited: ${Date.now() - from} ms for 40 (8 s at 5 a second)`);
+});
+
+/** The most attempts that arrived within any one second, over every receiver given. */
+const mostInASecond = (...receivers: Receiver[]) => {
+  const times = receivers.flatMap((r) => r.requests.map((q) => q.at)).sort((a, b) => a - b);
+  return Math.max(...times.map((t) => times.filter((u) => u >= t && u < t + 1000).length));
+};
+
+test('attempts to one host are bounded across webhooks of every sync, recovery included', async () => {
+  const rates = new SharedRates({ perHost: 20, perAccount: 10_000 });
+  const [first, second] = [await world.newSync(), await world.newSync()];
+  const [a, b] = [await world.receiver(), await world.receiver()];
+  const hookA = await world.createWebhook(first, { url: a.url, topics: [topic(first)] });
+  await world.createWebhook(second, { url: b.url, topics: [topic(second)] });
+  world.deliver(first, { rates });
+  world.deliver(second, { rates });
+  const since = new Date(Date.now() - 1000).toISOString();
+  const started = Date.now();
+  await world.log(
+    first,
+    Array.from({ length: 30 }, (_, i) => ({ id: `h${i}` })),
+  );
+  await world.log(
+    second,
+    Array.from({ length: 30 }, (_, i) => ({ id: `h${i}` })),
+  );
+  await until('all sixty', () => a.accepted.length + b.accepted.length === 60, 15_000);
+  const took = Date.now() - started;
+  // 20 a second to 127.0.0.1 and a burst of 2: sixty take at least 2.9 s, whichever webhook sends.
+  assert.ok(took >= 2_800, `60 attempts to one host at 20 a second took ${took} ms`);
+  assert.ok(mostInASecond(a, b) <= 23, `${mostInASecond(a, b)} attempts to one host within one second`);
+  // A recovery sends its backlog through the same bound.
+  const recovered = await request(world.apiUrl, 'POST', `/api/syncs/${first}/webhooks/${hookA.id}/recover`, { token: world.account.token, body: { since } });
+  assert.is(recovered.status, 202, recovered.text);
+  const from = Date.now();
+  await until('thirty again', () => a.accepted.length === 60, 15_000);
+  assert.ok(Date.now() - from >= 1_300, `a recovery of 30 at 20 a second took ${Date.now() - from} ms`);
+  assert.ok(mostInASecond(a, b) <= 23, `${mostInASecond(a, b)} attempts within one second, recovery included`);
+});
+
+test("attempts of one account are bounded across its webhooks' hosts", async () => {
+  const rates = new SharedRates({ perHost: 10_000, perAccount: 20 });
+  const syncId = await world.newSync();
+  const receiver = await world.receiver();
+  // Two hosts for one receiver: the account's bound counts both.
+  await world.createWebhook(syncId, { url: receiver.url, topics: [topic(syncId)] });
+  await world.createWebhook(syncId, { url: receiver.url.replace('127.0.0.1', 'localhost'), topics: [topic(syncId)] });
+  world.deliver(syncId, { rates });
+  const started = Date.now();
+  await world.log(
+    syncId,
+    Array.from({ length: 30 }, (_, i) => ({ id: `p${i}` })),
+  );
+  await until('both webhooks, thirty each', () => receiver.accepted.length === 60, 15_000);
+  assert.ok(Date.now() - started >= 2_800, `60 attempts of one account at 20 a second took ${Date.now() - started} ms`);
+  assert.ok(mostInASecond(receiver) <= 23, `${mostInASecond(receiver)} attempts of one account within one second`);
+});
+
+test("the bounds across webhooks are the operator's: 1,000 a host and 2,000 an account unless the environment says", () => {
+  assert.equal(loadConfig({}, {}).webhookBounds, { perHost: 1_000, perAccount: 2_000 });
+  const set = loadConfig({ TRIBUTARY_WEBHOOK_MAX_PER_HOST_PER_SECOND: '50', TRIBUTARY_WEBHOOK_MAX_PER_ACCOUNT_PER_SECOND: '80' }, {});
+  assert.equal(set.webhookBounds, { perHost: 50, perAccount: 80 });
+  assert.throws(
+    () => loadConfig({ TRIBUTARY_WEBHOOK_MAX_PER_HOST_PER_SECOND: '0' }, {}),
+    /TRIBUTARY_WEBHOOK_MAX_PER_HOST_PER_SECOND must be a whole number of at least 1/,
+  );
 });
 
 test('an endless answer is read only to 4 KiB and the connection closed; one that never comes times out', async () => {

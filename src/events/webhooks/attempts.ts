@@ -32,6 +32,8 @@ export interface AttempterOptions {
   /** Since when every attempt has failed, as saved; and for how long that may go on. */
   failingSince: Date | null;
   disableAfterMs: number;
+  /** Limits shared with other webhooks (per destination host, per account), waited for after its own. */
+  shared?: RateLimit[];
 }
 
 /**
@@ -68,6 +70,7 @@ export class Attempter {
 
   async attempt(item: Item, signal: AbortSignal): Promise<AttemptResult> {
     await this.limit?.take(signal);
+    for (const limit of this.options.shared ?? []) await limit.take(signal);
     const at = new Date();
     const headers = this.sign(item.eventKey, item.value, at.getTime());
     const sent = await this.options.sender.send(this.options.url, headers, item.value, signal);

@@ -14,6 +14,7 @@ import { DestinationWorker } from './destination-worker.ts';
 import { DEFAULT_TUNING, type DelivererTuning } from './tuning.ts';
 import { retrySchedule, type RetrySchedule } from './schedule.ts';
 import { createSender } from './send.ts';
+import type { SharedRates } from './shared-rates.ts';
 import { sleep } from './wait.ts';
 
 export interface SupervisorTuning {
@@ -50,6 +51,8 @@ export interface WebhookDelivererOptions {
   schedule?: Partial<RetrySchedule>;
   tuning?: Partial<DelivererTuning & SupervisorTuning>;
   signal?: AbortSignal;
+  /** Attempts per second shared across the process's webhooks, per destination host and per account. */
+  rates?: SharedRates;
   /** Name resolution for the public-address check (tests). */
   lookup?: LookupAll;
   random?: () => number;
@@ -88,7 +91,7 @@ export function startWebhookDeliverer(options: WebhookDelivererOptions): Webhook
   if (options.signal?.aborted) controller.abort();
 
   /** Per destination: its worker, the replay generation it has looked at, and what it was started and set with. */
-  const workers = new Map<string, { worker: DestinationWorker; generation: string; restart: string; settings: string }>();
+  const workers = new Map<string, { worker: DestinationWorker; generation: string; restart: string; settings: string; release?: () => void }>();
   const unusable = new Set<string>();
   const stopping = new Set<Promise<void>>();
 
@@ -96,7 +99,10 @@ export function startWebhookDeliverer(options: WebhookDelivererOptions): Webhook
     const running = workers.get(id);
     if (!running) return;
     workers.delete(id);
-    const done = running.worker.stop().finally(() => stopping.delete(done));
+    const done = running.worker
+      .stop()
+      .finally(() => running.release?.())
+      .finally(() => stopping.delete(done));
     stopping.add(done);
     if (removed) logger.info({ destination: id }, 'webhook destination removed; its deliveries stopped');
   };
@@ -118,7 +124,7 @@ export function startWebhookDeliverer(options: WebhookDelivererOptions): Webhook
       const disabled = destination.disabledAt !== null;
       if (!running.worker.hasStopped && !disabled && running.restart === restartKey(destination)) continue;
       workers.delete(destination.id);
-      await running.worker.stop();
+      await running.worker.stop().finally(() => running.release?.());
       stopped = true;
       if (disabled) logger.info({ destination: destination.id, reason: destination.disabledReason }, 'webhook destination disabled; its deliveries stopped');
     }
@@ -157,6 +163,7 @@ export function startWebhookDeliverer(options: WebhookDelivererOptions): Webhook
         continue;
       }
       unusable.delete(row.id);
+      const shared = options.rates?.acquire(destination.url, row.accountId);
       const worker = new DestinationWorker({
         syncId,
         destination,
@@ -169,9 +176,16 @@ export function startWebhookDeliverer(options: WebhookDelivererOptions): Webhook
         schedule,
         tuning,
         logger,
+        ...(shared ? { shared: shared.limits } : {}),
         ...(options.random ? { random: options.random } : {}),
       });
-      workers.set(row.id, { worker, generation: row.replayGeneration, restart: restartKey(row), settings: settingsKey(row) });
+      workers.set(row.id, {
+        worker,
+        generation: row.replayGeneration,
+        restart: restartKey(row),
+        settings: settingsKey(row),
+        ...(shared ? { release: shared.release } : {}),
+      });
       worker.start();
       logger.debug({ destination: row.id, cursor: row.cursorSeq }, 'delivering to webhook destination');
     }

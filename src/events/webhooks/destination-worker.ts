@@ -19,6 +19,7 @@ import type { Sender } from './send.ts';
 import type { DelivererTuning } from './tuning.ts';
 import { Notifier, Stopped } from './wait.ts';
 import { BackoffWakeups } from './backoff-wakeups.ts';
+import type { RateLimit } from './rate-limit.ts';
 
 export interface DestinationWorkerOptions {
   syncId: string;
@@ -32,6 +33,8 @@ export interface DestinationWorkerOptions {
   schedule: RetrySchedule;
   tuning: DelivererTuning;
   logger: Logger;
+  /** Limits shared with the process's other webhooks (SharedRates). */
+  shared?: RateLimit[];
   random?: () => number;
 }
 
@@ -80,7 +83,12 @@ export class DestinationWorker {
       BigInt(destination.cursorSeq),
     );
     this.lanes = Array.from({ length: tuning.lanes }, (_, index) => newLane(index));
-    this.attempter = new Attempter({ ...destination, sender: options.sender, disableAfterMs: tuning.disableAfterMs });
+    this.attempter = new Attempter({
+      ...destination,
+      sender: options.sender,
+      disableAfterMs: tuning.disableAfterMs,
+      ...(options.shared ? { shared: options.shared } : {}),
+    });
     this.progress = new WorkerProgress(
       {
         id: destination.id,
