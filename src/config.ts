@@ -1,4 +1,5 @@
 import path from 'node:path';
+import { type BackfillLimits, DEFAULT_BACKFILL_LIMITS } from './backfill/limits.ts';
 import { DEFAULT_CREDENTIAL_LIMITS, type CredentialLimits } from './credentials/throttle.ts';
 import { DEFAULT_DELIVERY_BOUNDS, type DeliveryBounds } from './events/webhooks/shared-rates.ts';
 import { DEFAULT_MAX_SYNCS } from './lease/worker.ts';
@@ -69,6 +70,8 @@ export interface Config {
    * TRIBUTARY_WEBHOOK_MAX_PER_ACCOUNT_PER_SECOND, default 2,000).
    */
   webhookBounds: DeliveryBounds;
+  /** What one account's backfills may do (TRIBUTARY_BACKFILLS_PER_HOUR_PER_ACCOUNT, TRIBUTARY_BACKFILL_ROWS_PER_*_PER_ACCOUNT). */
+  backfillLimits: BackfillLimits;
   /** Upstream host -> base URL overrides, e.g. api.airtable.com -> http://127.0.0.1:9101. */
   upstreams: Map<string, string>;
   roles: Role[];
@@ -200,6 +203,11 @@ export function loadConfig(env: Env = process.env, overrides: Partial<Config> = 
     consumerGroupRetentionMs: positive(env, 'TRIBUTARY_CONSUMER_GROUP_RETENTION_HOURS', 7 * 24) * 3_600_000,
     webhookMaxExhausted: positive(env, 'TRIBUTARY_WEBHOOK_MAX_EXHAUSTED', 10_000),
     webhookDisableAfterMs: positive(env, 'TRIBUTARY_WEBHOOK_DISABLE_AFTER_HOURS', 120) * 3_600_000,
+    backfillLimits: {
+      perHour: positive(env, 'TRIBUTARY_BACKFILLS_PER_HOUR_PER_ACCOUNT', DEFAULT_BACKFILL_LIMITS.perHour),
+      rowsPerDay: positive(env, 'TRIBUTARY_BACKFILL_ROWS_PER_DAY_PER_ACCOUNT', DEFAULT_BACKFILL_LIMITS.rowsPerDay),
+      rowsPerSecond: positive(env, 'TRIBUTARY_BACKFILL_ROWS_PER_SECOND_PER_ACCOUNT', DEFAULT_BACKFILL_LIMITS.rowsPerSecond),
+    },
     webhookBounds: {
       perHost: positive(env, 'TRIBUTARY_WEBHOOK_MAX_PER_HOST_PER_SECOND', DEFAULT_DELIVERY_BOUNDS.perHost),
       perAccount: positive(env, 'TRIBUTARY_WEBHOOK_MAX_PER_ACCOUNT_PER_SECOND', DEFAULT_DELIVERY_BOUNDS.perAccount),

@@ -285,6 +285,7 @@ export async function startService(config: Config, logger: Logger, tunables: Tun
         syncTables,
         tenantScope,
         caps: new TenantCaps(config.tenantLimits),
+        backfillLimits: config.backfillLimits,
       });
       apiRouter = app.router;
       await serve('api', app.callback(), config.apiPort);
@@ -308,8 +309,6 @@ export async function startService(config: Config, logger: Logger, tunables: Tun
       const { leaseMs, ...decoderTunables } = tunables.decoder ?? {};
       const publisher = kafkaOn ? createKafkaPublisher({ brokers: config.kafkaBrokers, logger: logger.child({ part: 'kafka' }) }) : undefined;
       if (publisher) closers.push(() => publisher.close());
-      // One set for every sync's webhooks in this process: the bounds are across webhooks.
-      const webhookRates = new SharedRates(config.webhookBounds);
       const decoders = new LeaseWorker({
         control: pool,
         maxSyncs: config.maxSyncsPerProcess,
@@ -326,11 +325,11 @@ export async function startService(config: Config, logger: Logger, tunables: Tun
           tunables: decoderTunables,
           alongside: [
             // Each of these names its own part (and sync) in its log lines.
-            backfillRunner({ control: pool, syncs, syncService, kinds, bus, logger, tuning: tunables.backfills }),
+            backfillRunner({ control: pool, syncs, syncService, kinds, bus, logger, tuning: tunables.backfills, limits: config.backfillLimits }),
             webhookRunner({
               pool,
               box,
-              rates: webhookRates,
+              rates: new SharedRates(config.webhookBounds), // one for every sync's webhooks in this process
               reader: new EventLogReader(pool),
               bus,
               logger,

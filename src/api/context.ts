@@ -1,3 +1,4 @@
+import type { BackfillLimits } from '../backfill/limits.ts';
 import type { EventAccessHooks } from '../events/kafka/hooks.ts';
 import type pg from 'pg';
 import type { AccountStore } from '../control/accounts.ts';
@@ -38,4 +39,6 @@ export interface ApiOptions {
   tenantScope?: TenantScope;
   /** Reads of the sync databases, shared and pooled (createApiApp makes one when not given). */
   syncTables?: SyncTables;
+  /** What one account's backfills may do (the defaults when not given). */
+  backfillLimits?: BackfillLimits;
 }

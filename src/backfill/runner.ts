@@ -12,6 +12,8 @@ import type { Logger } from '../log.ts';
 import { type Backoff, FailureCount, retry } from '../retry.ts';
 import { schemasOf } from '../syncdb/schemas.ts';
 import { emitChunk } from './chunk.ts';
+import { AccountPaces, type BackfillLimits, DEFAULT_BACKFILL_LIMITS } from './limits.ts';
+import type { RateLimit } from '../events/webhooks/rate-limit.ts';
 import { type Backfill, BackfillStore } from './store.ts';
 
 export interface BackfillTuning {
@@ -43,6 +45,8 @@ export interface BackfillRunnerOptions {
   bus: EventBus;
   logger: Logger;
   tuning?: Partial<BackfillTuning>;
+  /** What one account's backfills may do (Config.backfillLimits). */
+  limits?: BackfillLimits;
 }
 
 /** A chunk that failed: 200 ms doubling to 5 s. */
@@ -57,12 +61,15 @@ const LOOP_BACKOFF: Backoff = { initialMs: 1_000, maxMs: 30_000 };
  */
 export function backfillRunner(options: BackfillRunnerOptions): (syncId: string) => Promise<Runner> {
   const tuning = { ...DEFAULT_BACKFILL_TUNING, ...options.tuning };
-  const store = new BackfillStore(options.control);
+  const limits = options.limits ?? DEFAULT_BACKFILL_LIMITS;
+  const store = new BackfillStore(options.control, limits);
+  // One pace per account for every sync's backfills in this process.
+  const paces = new AccountPaces(limits.rowsPerSecond);
   return async (syncId) => {
     const controller = new AbortController();
     const logger = options.logger.child({ part: 'backfills', sync: syncId });
     let running: Promise<void> | undefined;
-    const work = new BackfillWork({ ...options, tuning, store, syncId, logger, signal: controller.signal });
+    const work = new BackfillWork({ ...options, tuning, limits, paces, store, syncId, logger, signal: controller.signal });
     return {
       start: () => {
         running ??= work.loop();
@@ -75,8 +82,10 @@ export function backfillRunner(options: BackfillRunnerOptions): (syncId: string)
   };
 }
 
-interface WorkOptions extends Omit<BackfillRunnerOptions, 'tuning'> {
+interface WorkOptions extends Omit<BackfillRunnerOptions, 'tuning' | 'limits'> {
   tuning: BackfillTuning;
+  limits: BackfillLimits;
+  paces: AccountPaces;
   store: BackfillStore;
   syncId: string;
   signal: AbortSignal;
@@ -117,8 +126,9 @@ class BackfillWork {
     pool.on('error', (err) => logger.debug({ err }, 'backfill connection to the sync database ended'));
     const log = logger.child({ backfill: backfill.id });
     log.info({ collections: backfill.collections, from: backfill.position, destination: backfill.destinationId }, 'backfill running');
+    const { pace, release } = this.options.paces.acquire(backfill.accountId);
     try {
-      const outcome = await this.read(pool, sync, backfill);
+      const outcome = await this.read(pool, sync, backfill, pace);
       if (outcome === 'done') {
         await store.finish(backfill.id, 'done');
         log.info('backfill done');
@@ -132,21 +142,25 @@ class BackfillWork {
       log.warn({ err: toError(error) }, 'backfill failed');
       await store.finish(backfill.id, 'failed', message);
     } finally {
+      release();
       await pool.end().catch(() => undefined);
     }
   }
 
   /** Reads every collection from where the backfill stands; 'stopped' when it was canceled meanwhile. */
-  private async read(pool: pg.Pool, sync: SyncRecord, backfill: Backfill): Promise<'done' | 'stopped'> {
+  private async read(pool: pg.Pool, sync: SyncRecord, backfill: Backfill, pace: RateLimit): Promise<'done' | 'stopped'> {
     const { store, tuning, signal } = this.options;
     const tables = await this.tablesOf(pool, sync);
     const schema = schemasOf(sync.schema).live;
     const unlogged: string[] = [];
     let after = backfill.lastKey;
+    const budget = new DayBudget(store, backfill, this.options.limits.rowsPerDay);
     for (let position = backfill.position; position < backfill.collections.length; position++, after = null) {
       const target = tables.get(backfill.collections[position]!);
       // A collection whose table went (upstream deleted it) has nothing left to read.
       while (target) {
+        await budget.check();
+        await pace.take(signal, tuning.chunkRows);
         const request = { backfillId: backfill.id, destinationId: backfill.destinationId, schema, ...target, after, limit: tuning.chunkRows };
         const chunk = await retry(() => emitChunk(pool, request), {
           backoff: CHUNK_BACKOFF,
@@ -164,6 +178,7 @@ class BackfillWork {
         if (signal.aborted) throw new Stopped();
         if (!chunk || chunk.rows === 0) break;
         after = chunk.lastKey;
+        budget.spent(chunk.rows);
         if (!(await store.advance(backfill.id, chunk.rows, position, after))) return 'stopped';
         unlogged.push(chunk.lsn!);
         while (unlogged.length > tuning.chunksAhead) await this.logged(unlogged.shift()!);
@@ -202,5 +217,39 @@ class BackfillWork {
       await bus.changedSince(syncId, mark, 1_000, signal);
     }
     throw new Stopped();
+  }
+}
+
+/**
+ * The rows an account's backfills may still read today, looked up again when this backfill
+ * has used what was left or every RECHECK_ROWS (backfills of the account's other syncs read too).
+ */
+class DayBudget {
+  private static readonly RECHECK_ROWS = 10_000;
+  private left: number | undefined;
+  private sinceCheck = 0;
+
+  constructor(
+    private readonly store: BackfillStore,
+    private readonly backfill: Backfill,
+    private readonly rowsPerDay: number,
+  ) {}
+
+  spent(rows: number): void {
+    if (this.left !== undefined) this.left -= rows;
+    this.sinceCheck += rows;
+  }
+
+  /** Throws, ending the backfill as failed, once the account has read its day's rows. */
+  async check(): Promise<void> {
+    if (this.left === undefined || this.left <= 0 || this.sinceCheck >= DayBudget.RECHECK_ROWS) {
+      this.left = await this.store.rowsLeftToday(this.backfill.accountId);
+      this.sinceCheck = 0;
+    }
+    if (this.left <= 0) {
+      throw new Error(
+        `stopped: this account's backfills have read their ${this.rowsPerDay} rows of the last day (TRIBUTARY_BACKFILL_ROWS_PER_DAY_PER_ACCOUNT); ask again later`,
+      );
+    }
   }
 }

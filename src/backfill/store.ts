@@ -3,6 +3,7 @@ import { inTransaction } from '../db/sql.ts';
 import { TributaryError } from '../errors.ts';
 import { randomLowerAlnum } from '../ids.ts';
 import { wakeDeliverer } from '../events/webhooks/destinations.ts';
+import { type BackfillLimits, DEFAULT_BACKFILL_LIMITS } from './limits.ts';
 
 export type BackfillState = 'running' | 'done' | 'canceled' | 'failed';
 export const BACKFILL_STATES: readonly BackfillState[] = ['running', 'done', 'canceled', 'failed'];
@@ -66,16 +67,26 @@ export const MAX_KEPT_PER_SYNC = 100;
 /** Finished backfills older than this go when a new one is made. */
 const KEPT_MS = 7 * 86_400_000;
 
-/** Advisory-lock class of backfill creation ('bf'), keyed by sync. */
+/** Advisory-lock classes of backfill creation ('bf', 'bA'), keyed by sync and by account. */
 const LOCK_CLASS = 0x6266;
+const ACCOUNT_LOCK_CLASS = 0x6241;
 
 /** Backfills in the control database: what the API makes and shows, and what the runner works. */
 export class BackfillStore {
-  constructor(private readonly pool: pg.Pool) {}
+  constructor(
+    private readonly pool: pg.Pool,
+    private readonly limits: BackfillLimits = DEFAULT_BACKFILL_LIMITS,
+  ) {}
 
-  /** A new running backfill; 409 when the sync has MAX_RUNNING_PER_SYNC unfinished ones. Wakes the runner. */
+  /**
+   * A new running backfill; 409 when the sync has MAX_RUNNING_PER_SYNC unfinished ones, 429 when
+   * the account is past its backfills an hour or rows a day. Wakes the runner.
+   */
   async create(input: { syncId: string; accountId: string; collections: string[]; destinationId: string | null }): Promise<Backfill> {
     const made = await inTransaction(this.pool, async (client) => {
+      // The account's first, then the sync's: one create of an account at a time cannot pass the counts together.
+      await client.query('SELECT pg_advisory_xact_lock($1, hashtext($2))', [ACCOUNT_LOCK_CLASS, input.accountId]);
+      await this.withinAccountLimits(client, input.accountId);
       await client.query('SELECT pg_advisory_xact_lock($1, hashtext($2))', [LOCK_CLASS, input.syncId]);
       const { rows: counts } = await client.query<{ running: number }>(
         `SELECT count(*)::int AS running FROM backfills WHERE sync_id = $1 AND state = 'running'`,
@@ -103,6 +114,45 @@ export class BackfillStore {
     });
     await wakeDeliverer(this.pool, input.syncId);
     return made;
+  }
+
+  /** A 429 when the account may ask for no backfill now (checked again, under a lock, by create). */
+  async withinAccountLimits(client: pg.Pool | pg.PoolClient, accountId: string): Promise<void> {
+    const { rows } = await client.query<{ last_hour: number; hour_frees_in: number | null; rows_day: string; day_frees_in: number | null }>(
+      `SELECT count(*) FILTER (WHERE created_at > now() - interval '1 hour')::int AS last_hour,
+              ceil(extract(epoch FROM min(created_at) FILTER (WHERE created_at > now() - interval '1 hour') + interval '1 hour' - now()))::int AS hour_frees_in,
+              COALESCE(sum(rows) FILTER (WHERE created_at > now() - interval '1 day'), 0)::text AS rows_day,
+              ceil(extract(epoch FROM min(created_at) FILTER (WHERE created_at > now() - interval '1 day') + interval '1 day' - now()))::int AS day_frees_in
+         FROM backfills WHERE account_id = $1`,
+      [accountId],
+    );
+    const used = rows[0]!;
+    const { perHour, rowsPerDay } = this.limits;
+    if (used.last_hour >= perHour) {
+      const retryAfterSeconds = Math.max(1, used.hour_frees_in ?? 1);
+      throw new TributaryError(
+        'too_many_requests',
+        `this account has asked for ${perHour} backfills in the last hour, its bound (TRIBUTARY_BACKFILLS_PER_HOUR_PER_ACCOUNT); retry in ${retryAfterSeconds} s`,
+        { retryAfterSeconds },
+      );
+    }
+    if (Number(used.rows_day) >= rowsPerDay) {
+      const retryAfterSeconds = Math.max(1, used.day_frees_in ?? 1);
+      throw new TributaryError(
+        'too_many_requests',
+        `this account's backfills have read ${used.rows_day} rows in the last day, its bound is ${rowsPerDay} (TRIBUTARY_BACKFILL_ROWS_PER_DAY_PER_ACCOUNT); retry in ${retryAfterSeconds} s`,
+        { retryAfterSeconds },
+      );
+    }
+  }
+
+  /** Rows the account's backfills may still read today (0 or less: none). */
+  async rowsLeftToday(accountId: string): Promise<number> {
+    const { rows } = await this.pool.query<{ rows_day: string }>(
+      `SELECT COALESCE(sum(rows), 0)::text AS rows_day FROM backfills WHERE account_id = $1 AND created_at > now() - interval '1 day'`,
+      [accountId],
+    );
+    return this.limits.rowsPerDay - Number(rows[0]!.rows_day);
   }
 
   async list(syncId: string, limit = MAX_KEPT_PER_SYNC + MAX_RUNNING_PER_SYNC): Promise<Backfill[]> {

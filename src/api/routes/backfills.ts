@@ -104,7 +104,7 @@ export async function backfillCollections(api: ApiOptions, sync: SyncRecord, nam
 }
 
 export function backfillRoutes(router: Router, api: ApiOptions & WebhookApiOptions, doc: ApiDocument): void {
-  const store = new BackfillStore(api.pool);
+  const store = new BackfillStore(api.pool, api.backfillLimits);
 
   const findBackfill = async (ctx: Context) => {
     const principal = await api.authenticate(ctx);
@@ -130,6 +130,7 @@ export function backfillRoutes(router: Router, api: ApiOptions & WebhookApiOptio
       400: 'A collection the sync does not have, or one the webhook does not take',
       404: `${SYNC_NOT_FOUND}; or no such webhook of it`,
       409: 'The sync has no tables yet, or 10 backfills running or waiting',
+      429: 'The account has asked for its backfills of the last hour, or its backfills have read their rows of the last day (the message names the bound; Retry-After says when)',
       503: 'A webhook was named and webhooks are not configured on this server',
     },
   });

@@ -188,6 +188,7 @@ export function webhookRoutes(router: Router, api: ApiOptions & WebhookApiOption
       400: "A topic that is not `svc.<this sync id>.<collection>`, or a filter naming an unknown event kind or a column none of the topics' collections has",
       404: SYNC_NOT_FOUND,
       409: `The sync has ${MAX_WEBHOOKS_PER_SYNC} webhooks already, or the account its \`max_webhooks\` (100 by default); or \`backfill\` and none of the topics has a table yet`,
+      429: '`backfill`, and the account is past its backfills of the last hour or rows of the last day (nothing is made)',
       422: "The URL's host has no public address (or could not be resolved)",
       503: `${UNCONFIGURED}; or the sync database could not be read to check the filter's columns`,
     },
@@ -201,8 +202,11 @@ export function webhookRoutes(router: Router, api: ApiOptions & WebhookApiOption
     const filter = input.filter ? normalFilter(input.filter) : null;
     await checkFilterColumns(api, sync, topics, filter);
     if (!api.webhookAllowPrivate) await assertPublicDestination(new URL(input.url), api.webhookLookup);
-    // Checked before anything is made: a backfill with nothing to read is a 409, and no webhook.
+    // Checked before anything is made: a backfill with nothing to read is a 409, and no webhook;
+    // one past the account's backfill bounds a 429, and no webhook.
+    const backfills = new BackfillStore(api.pool, api.backfillLimits);
     const collections = input.backfill ? await backfillCollections(api, sync, undefined, topics) : undefined;
+    if (collections) await backfills.withinAccountLimits(api.pool, sync.accountId);
     const created = await webhooks.create({
       syncId: sync.id,
       accountId: sync.accountId,
@@ -213,8 +217,7 @@ export function webhookRoutes(router: Router, api: ApiOptions & WebhookApiOption
       maxPerSecond: input.max_per_second ?? null,
     });
     const backfill =
-      collections &&
-      (await new BackfillStore(api.pool).create({ syncId: sync.id, accountId: sync.accountId, collections, destinationId: created.destination.id }));
+      collections && (await backfills.create({ syncId: sync.id, accountId: sync.accountId, collections, destinationId: created.destination.id }));
     api.logger.info({ sync: sync.id, webhook: created.destination.id, backfill: backfill?.id }, 'webhook created');
     ctx.status = 201;
     // The only answer that carries the secret.

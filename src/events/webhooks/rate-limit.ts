@@ -29,10 +29,10 @@ export class RateLimit {
     return this.perSecond;
   }
 
-  /** Resolves when an attempt may be made, or at once when `signal` aborts. */
-  async take(signal: AbortSignal): Promise<void> {
+  /** Resolves when an attempt (or `n` units: rows) may be made, or at once when `signal` aborts. */
+  async take(signal: AbortSignal, n = 1): Promise<void> {
     this.refill();
-    this.tokens -= 1;
+    this.tokens -= n;
     if (this.tokens >= 0) return;
     await sleep(Math.ceil((-this.tokens * 1000) / this.perSecond), signal);
   }
