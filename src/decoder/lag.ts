@@ -39,12 +39,13 @@ export class SlotLagReport {
     const members = syncIds.join(',');
     if (last && last.members === members && Date.now() - last.at < UNCHANGED_REWRITE_MS && near(last, ackedLsn, lag)) return;
     // Every sync of the database reads through the one slot: each is as far behind as it.
-    await this.options.control.query('UPDATE decoder_progress SET acked_lsn = $2, slot_lag_bytes = $3, lag_at = now() WHERE sync_id = ANY($1)', [
-      syncIds,
-      ackedLsn,
-      lag,
-    ]);
-    this.last = { members, acked: ackedLsn, lag, at: Date.now() };
+    const { rowCount } = await this.options.control.query(
+      'UPDATE decoder_progress SET acked_lsn = $2, slot_lag_bytes = $3, lag_at = now() WHERE sync_id = ANY($1)',
+      [syncIds, ackedLsn, lag],
+    );
+    // A sync whose first event is not logged yet has no row to write to: nothing was written
+    // for it, so the next report writes again rather than taking the figures as known.
+    this.last = (rowCount ?? 0) >= syncIds.length ? { members, acked: ackedLsn, lag, at: Date.now() } : undefined;
   }
 
   /** Closes the kept connection (the decoder stopped; its database may be dropped next). */

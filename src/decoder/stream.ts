@@ -131,7 +131,10 @@ export class Decoder {
       // 0/0: the server starts at the slot's confirmed position.
       command: `START_REPLICATION SLOT ${ident(this.options.slot)} LOGICAL 0/0 (proto_version '1', publication_names '${PUBLICATION}', messages 'true')`,
       handlers: {
-        data: (payload) => this.handle(this.parser.parse(payload)),
+        data: (payload) => {
+          if (replication.arrived === 1) this.options.logger.debug({ sync: this.options.syncId }, 'decoder session streaming: its first change arrived');
+          return this.handle(this.parser.parse(payload));
+        },
         keepalive: (lsn, replyRequested) => {
           this.idleCandidate = { lsn, upTo: replication.arrived };
           if (!this.confirmIdle() && replyRequested) void this.acknowledge(this.ackedLsn);
@@ -149,6 +152,7 @@ export class Decoder {
     const stopping = new Promise<void>((resolve) => (this.stopStream = resolve));
     try {
       if (this.stopped) return;
+      this.options.logger.debug({ sync: this.options.syncId, slot: this.options.slot, from: String(this.loggedCommit) }, 'decoder session starting');
       const running = replication.run();
       running.catch(() => undefined); // settled late, after a stop: nothing waits for it
       await Promise.race([running, stopping]);
