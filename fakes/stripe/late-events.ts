@@ -3,7 +3,7 @@
  * some time after it was made, in its place by `created`, behind newer events already listed.
  * A reader that only asks for what comes after the last id it saw skips such an event for good.
  * Off by default; `share` of the events made while it is on are late, each by a delay drawn
- * from (0, delayMs], both decided by a seeded hash of the event's number so a run repeats.
+ * from (minDelayMs, delayMs], both decided by a seeded hash of the event's number so a run repeats.
  */
 import { hash } from '../shared/hash.ts';
 import type { Clock } from './clock.ts';
@@ -13,6 +13,8 @@ export interface LateEventsSetting {
   share: number;
   /** The longest delay before a late event is listed. */
   delayMs: number;
+  /** The shortest (default 0): a test that reads the list within it is sure the event is not there yet. */
+  minDelayMs?: number;
   seed?: number;
 }
 
@@ -35,8 +37,9 @@ export class LateEvents {
 
   /** Turns it on (or changes it), or off with undefined; events already late stay late. */
   set(setting: LateEventsSetting | undefined): void {
-    if (setting && !(setting.share >= 0 && setting.share <= 1 && setting.delayMs > 0)) {
-      throw new Error(`late events: share must be 0–1 and delayMs above 0, not ${JSON.stringify(setting)}`);
+    const min = setting?.minDelayMs ?? 0;
+    if (setting && !(setting.share >= 0 && setting.share <= 1 && setting.delayMs > 0 && min >= 0 && min <= setting.delayMs)) {
+      throw new Error(`late events: share must be 0–1, delayMs above 0 and minDelayMs from 0 to delayMs, not ${JSON.stringify(setting)}`);
     }
     this.setting = setting;
   }
@@ -48,7 +51,8 @@ export class LateEvents {
     if (!setting || setting.share === 0) return;
     const seed = setting.seed ?? 1;
     if (hash(seed, this.count, 1) / 4294967296 >= setting.share) return;
-    const delay = Math.max(1, Math.ceil((hash(seed, this.count, 2) / 4294967296) * setting.delayMs));
+    const min = setting.minDelayMs ?? 0;
+    const delay = Math.max(1, min + Math.ceil((hash(seed, this.count, 2) / 4294967296) * (setting.delayMs - min)));
     const now = this.clock.nowMs();
     this.hiddenUntil.set(id, now + delay);
     this.log.push({ id, object, madeAtMs: now, visibleAtMs: now + delay });
