@@ -249,7 +249,7 @@ export async function startService(config: Config, logger: Logger, tunables: Tun
       limits: config.failedCredentials,
       store: knownGoodInDatabase(pool),
     });
-    await throttle.start();
+    if (config.roles.includes('api') || config.roles.includes('events')) await throttle.start(); // only they check credentials
 
     let apiRouter: ApiApp['router'] | undefined;
     if (config.roles.includes('api')) {

@@ -1,5 +1,3 @@
-import { RateLimit } from '../events/webhooks/rate-limit.ts';
-
 /**
  * What one account's backfills may do. Each read becomes an event kept in the shared log for
  * its retention (a week by default), so without them two tiny syncs with a backfill posted
@@ -15,28 +13,3 @@ export interface BackfillLimits {
 }
 
 export const DEFAULT_BACKFILL_LIMITS: BackfillLimits = { perHour: 60, rowsPerDay: 1_000_000, rowsPerSecond: 50_000 };
-
-/** The rows-a-second pace of each account's backfills in this process, kept while a backfill runs. */
-export class AccountPaces {
-  private readonly paces = new Map<string, { limit: RateLimit; users: number }>();
-
-  constructor(private readonly rowsPerSecond: number) {}
-
-  /** The account's pace for a running backfill; `release` when it ends. */
-  acquire(accountId: string): { pace: RateLimit; release(): void } {
-    let entry = this.paces.get(accountId);
-    if (!entry) this.paces.set(accountId, (entry = { limit: new RateLimit(this.rowsPerSecond), users: 0 }));
-    entry.users += 1;
-    const held = entry;
-    let released = false;
-    return {
-      pace: held.limit,
-      release: () => {
-        if (released) return;
-        released = true;
-        held.users -= 1;
-        if (held.users === 0 && this.paces.get(accountId) === held) this.paces.delete(accountId);
-      },
-    };
-  }
-}

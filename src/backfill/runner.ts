@@ -12,8 +12,8 @@ import type { Logger } from '../log.ts';
 import { type Backoff, FailureCount, retry } from '../retry.ts';
 import { schemasOf } from '../syncdb/schemas.ts';
 import { emitChunk } from './chunk.ts';
-import { AccountPaces, type BackfillLimits, DEFAULT_BACKFILL_LIMITS } from './limits.ts';
-import type { RateLimit } from '../events/webhooks/rate-limit.ts';
+import { type BackfillLimits, DEFAULT_BACKFILL_LIMITS } from './limits.ts';
+import { KeyedRateLimits, type RateLimit } from '../events/webhooks/rate-limit.ts';
 import { type Backfill, BackfillStore } from './store.ts';
 
 export interface BackfillTuning {
@@ -64,7 +64,7 @@ export function backfillRunner(options: BackfillRunnerOptions): (syncId: string)
   const limits = options.limits ?? DEFAULT_BACKFILL_LIMITS;
   const store = new BackfillStore(options.control, limits);
   // One pace per account for every sync's backfills in this process.
-  const paces = new AccountPaces(limits.rowsPerSecond);
+  const paces = new KeyedRateLimits(limits.rowsPerSecond);
   return async (syncId) => {
     const controller = new AbortController();
     const logger = options.logger.child({ part: 'backfills', sync: syncId });
@@ -85,7 +85,7 @@ export function backfillRunner(options: BackfillRunnerOptions): (syncId: string)
 interface WorkOptions extends Omit<BackfillRunnerOptions, 'tuning' | 'limits'> {
   tuning: BackfillTuning;
   limits: BackfillLimits;
-  paces: AccountPaces;
+  paces: KeyedRateLimits;
   store: BackfillStore;
   syncId: string;
   signal: AbortSignal;
@@ -126,7 +126,7 @@ class BackfillWork {
     pool.on('error', (err) => logger.debug({ err }, 'backfill connection to the sync database ended'));
     const log = logger.child({ backfill: backfill.id });
     log.info({ collections: backfill.collections, from: backfill.position, destination: backfill.destinationId }, 'backfill running');
-    const { pace, release } = this.options.paces.acquire(backfill.accountId);
+    const { limit: pace, release } = this.options.paces.acquire(backfill.accountId);
     try {
       const outcome = await this.read(pool, sync, backfill, pace);
       if (outcome === 'done') {

@@ -117,30 +117,22 @@ export class BackfillStore {
   }
 
   /** A 429 when the account may ask for no backfill now (checked again, under a lock, by create). */
-  async withinAccountLimits(client: pg.Pool | pg.PoolClient, accountId: string): Promise<void> {
-    const { rows } = await client.query<{ last_hour: number; hour_frees_in: number | null; rows_day: string; day_frees_in: number | null }>(
-      `SELECT count(*) FILTER (WHERE created_at > now() - interval '1 hour')::int AS last_hour,
-              ceil(extract(epoch FROM min(created_at) FILTER (WHERE created_at > now() - interval '1 hour') + interval '1 hour' - now()))::int AS hour_frees_in,
-              COALESCE(sum(rows) FILTER (WHERE created_at > now() - interval '1 day'), 0)::text AS rows_day,
-              ceil(extract(epoch FROM min(created_at) FILTER (WHERE created_at > now() - interval '1 day') + interval '1 day' - now()))::int AS day_frees_in
-         FROM backfills WHERE account_id = $1`,
-      [accountId],
-    );
-    const used = rows[0]!;
+  async withinAccountLimits(db: pg.Pool | pg.PoolClient, accountId: string): Promise<void> {
+    const used = await this.usage(db, accountId);
     const { perHour, rowsPerDay } = this.limits;
-    if (used.last_hour >= perHour) {
-      const retryAfterSeconds = Math.max(1, used.hour_frees_in ?? 1);
+    if (used.lastHour >= perHour) {
+      const retryAfterSeconds = Math.max(1, used.hourFreesIn ?? 1);
       throw new TributaryError(
         'too_many_requests',
         `this account has asked for ${perHour} backfills in the last hour, its bound (TRIBUTARY_BACKFILLS_PER_HOUR_PER_ACCOUNT); retry in ${retryAfterSeconds} s`,
         { retryAfterSeconds },
       );
     }
-    if (Number(used.rows_day) >= rowsPerDay) {
-      const retryAfterSeconds = Math.max(1, used.day_frees_in ?? 1);
+    if (used.rowsDay >= rowsPerDay) {
+      const retryAfterSeconds = Math.max(1, used.dayFreesIn ?? 1);
       throw new TributaryError(
         'too_many_requests',
-        `this account's backfills have read ${used.rows_day} rows in the last day, its bound is ${rowsPerDay} (TRIBUTARY_BACKFILL_ROWS_PER_DAY_PER_ACCOUNT); retry in ${retryAfterSeconds} s`,
+        `this account's backfills have read ${used.rowsDay} rows in the last day, its bound is ${rowsPerDay} (TRIBUTARY_BACKFILL_ROWS_PER_DAY_PER_ACCOUNT); retry in ${retryAfterSeconds} s`,
         { retryAfterSeconds },
       );
     }
@@ -148,11 +140,21 @@ export class BackfillStore {
 
   /** Rows the account's backfills may still read today (0 or less: none). */
   async rowsLeftToday(accountId: string): Promise<number> {
-    const { rows } = await this.pool.query<{ rows_day: string }>(
-      `SELECT COALESCE(sum(rows), 0)::text AS rows_day FROM backfills WHERE account_id = $1 AND created_at > now() - interval '1 day'`,
+    return this.limits.rowsPerDay - (await this.usage(this.pool, accountId)).rowsDay;
+  }
+
+  /** The account's backfills of the last hour and rows of the last day, and when the oldest of each leaves its window (s). */
+  private async usage(db: pg.Pool | pg.PoolClient, accountId: string) {
+    const { rows } = await db.query<{ last_hour: number; hour_frees_in: number | null; rows_day: string; day_frees_in: number | null }>(
+      `SELECT count(*) FILTER (WHERE created_at > now() - interval '1 hour')::int AS last_hour,
+              ceil(extract(epoch FROM min(created_at) FILTER (WHERE created_at > now() - interval '1 hour') + interval '1 hour' - now()))::int AS hour_frees_in,
+              COALESCE(sum(rows) FILTER (WHERE created_at > now() - interval '1 day'), 0)::text AS rows_day,
+              ceil(extract(epoch FROM min(created_at) FILTER (WHERE created_at > now() - interval '1 day') + interval '1 day' - now()))::int AS day_frees_in
+         FROM backfills WHERE account_id = $1`,
       [accountId],
     );
-    return this.limits.rowsPerDay - Number(rows[0]!.rows_day);
+    const row = rows[0]!;
+    return { lastHour: row.last_hour, hourFreesIn: row.hour_frees_in, rowsDay: Number(row.rows_day), dayFreesIn: row.day_frees_in };
   }
 
   async list(syncId: string, limit = MAX_KEPT_PER_SYNC + MAX_RUNNING_PER_SYNC): Promise<Backfill[]> {

@@ -43,3 +43,31 @@ export class RateLimit {
     this.at = now;
   }
 }
+
+/**
+ * One RateLimit per key (a destination host, an account), shared by every holder and
+ * forgotten once none holds it, so keys that come and go leave nothing behind.
+ */
+export class KeyedRateLimits {
+  private readonly held = new Map<string, { limit: RateLimit; users: number }>();
+
+  constructor(private readonly perSecond: number) {}
+
+  /** The key's limit; `release` once the holder stops (a second call does nothing). */
+  acquire(key: string): { limit: RateLimit; release(): void } {
+    let entry = this.held.get(key);
+    if (!entry) this.held.set(key, (entry = { limit: new RateLimit(this.perSecond), users: 0 }));
+    entry.users += 1;
+    const taken = entry;
+    let released = false;
+    return {
+      limit: taken.limit,
+      release: () => {
+        if (released) return;
+        released = true;
+        taken.users -= 1;
+        if (taken.users === 0 && this.held.get(key) === taken) this.held.delete(key);
+      },
+    };
+  }
+}

@@ -1,4 +1,4 @@
-import { RateLimit } from './rate-limit.ts';
+import { KeyedRateLimits, type RateLimit } from './rate-limit.ts';
 
 /**
  * Attempts per second in one process across every webhook: to one destination host (of
@@ -13,44 +13,25 @@ export interface DeliveryBounds {
 
 export const DEFAULT_DELIVERY_BOUNDS: DeliveryBounds = { perHost: 1_000, perAccount: 2_000 };
 
-interface Shared {
-  limit: RateLimit;
-  users: number;
-}
-
 /** The shared limits of one process's webhook workers, kept while some worker uses them. */
 export class SharedRates {
-  private readonly hosts = new Map<string, Shared>();
-  private readonly accounts = new Map<string, Shared>();
+  private readonly hosts: KeyedRateLimits;
+  private readonly accounts: KeyedRateLimits;
 
-  constructor(private readonly bounds: DeliveryBounds = DEFAULT_DELIVERY_BOUNDS) {}
+  constructor(bounds: DeliveryBounds = DEFAULT_DELIVERY_BOUNDS) {
+    this.hosts = new KeyedRateLimits(bounds.perHost);
+    this.accounts = new KeyedRateLimits(bounds.perAccount);
+  }
 
   /** The limits a webhook's attempts wait for, beside its own; `release` once its worker stops. */
   acquire(url: URL, accountId: string): { limits: RateLimit[]; release(): void } {
-    const host = this.take(this.hosts, url.hostname.toLowerCase(), this.bounds.perHost);
-    const account = this.take(this.accounts, accountId, this.bounds.perAccount);
-    let released = false;
+    const host = this.hosts.acquire(url.hostname.toLowerCase());
+    const account = this.accounts.acquire(accountId);
     return {
-      limits: [host.shared.limit, account.shared.limit],
+      limits: [host.limit, account.limit],
       release: () => {
-        if (released) return;
-        released = true;
         host.release();
         account.release();
-      },
-    };
-  }
-
-  private take(map: Map<string, Shared>, key: string, perSecond: number): { shared: Shared; release(): void } {
-    let shared = map.get(key);
-    if (!shared) map.set(key, (shared = { limit: new RateLimit(perSecond), users: 0 }));
-    shared.users += 1;
-    const held = shared;
-    return {
-      shared: held,
-      release: () => {
-        held.users -= 1;
-        if (held.users === 0 && map.get(key) === held) map.delete(key);
       },
     };
   }
