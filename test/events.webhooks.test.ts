@@ -202,7 +202,9 @@ interface Received {
   status: number;
 }
 
-type Behaviour = (req: http.IncomingMessage, body: string) => number | 'hang' | { status: number; body?: string; headers?: Record<string, string> };
+type Answer = number | 'hang' | { status: number; body?: string; headers?: Record<string, string> };
+/** What the receiver answers; a promise holds the answer back until it settles. */
+type Behaviour = (req: http.IncomingMessage, body: string) => Answer | Promise<Answer>;
 
 /** A real HTTP receiver on loopback that can answer, fail, hang or be switched off. */
 class Receiver {
@@ -224,9 +226,9 @@ class Receiver {
     const server = http.createServer((req, res) => {
       const chunks: Buffer[] = [];
       req.on('data', (c: Buffer) => chunks.push(c));
-      req.on('end', () => {
+      req.on('end', async () => {
         const body = Buffer.concat(chunks).toString('utf8');
-        const answer = this.behaviour(req, body);
+        const answer = await this.behaviour(req, body);
         if (answer === 'hang') return;
         const { status, body: text, headers } = typeof answer === 'number' ? { status: answer, body: undefined, headers: undefined } : answer;
         this.requests.push({
@@ -493,6 +495,49 @@ test('a destination answering again cuts short the back-off of its waiting deliv
   await until('the waiting delivery delivered', () => receiver.accepted.some((r) => r.id === waitingKey), 10_000);
   assert.ok(Date.now() - started < 10_000, `delivered ${Date.now() - started} ms after the destination answered again`);
   assert.is(receiver.accepted.length, 2);
+});
+
+test('a 2xx that comes while another delivery is failing still cuts short that one’s back-off', async () => {
+  // Seen once in CI: the other event was delivered while the waiting one's 503 was still on its
+  // way back, so no lane was failing yet and the 2xx woke nobody; the delivery then waited out
+  // its full minute. The receiver here holds the 503 until the other event has been taken.
+  const syncId = await newSync(alice.id);
+  const log = new Log(syncId, alice.id);
+  const receiver = await new Receiver().start();
+  await createWebhook(syncId, receiver.url);
+  deliver(syncId, { schedule: { ...fast, initialDelayMs: 60_000, maxDelayMs: 60_000 }, random: () => 0.999 });
+  const waiting = 'w1';
+  const other = ['x1', 'x2', 'x3', 'x4', 'x5', 'x6'].find((id) => laneOf(id, tuning.lanes) !== laneOf(waiting, tuning.lanes))!;
+  let otherTaken!: () => void;
+  const taken = new Promise<void>((resolve) => (otherTaken = resolve));
+  let firstSeen!: () => void;
+  const seen = new Promise<void>((resolve) => (firstSeen = resolve));
+  let calls = 0;
+  receiver.behaviour = async (req) => {
+    if (String(req.headers['webhook-id']) !== waitingKey) {
+      otherTaken();
+      return 200;
+    }
+    if (++calls > 1) return 200;
+    firstSeen();
+    await taken;
+    return 503;
+  };
+  const [waitingKey] = await log.append([waiting]);
+  await seen;
+  const started = Date.now();
+  const [otherKey] = await log.append([other]);
+  await until('the new event delivered', () => receiver.accepted.some((r) => r.id === otherKey));
+  await until('the waiting delivery delivered', () => receiver.accepted.some((r) => r.id === waitingKey), 10_000);
+  assert.ok(Date.now() - started < 10_000, `delivered ${Date.now() - started} ms after the destination answered again`);
+  assert.equal(
+    receiver.requests.map((r) => [r.id, r.status]),
+    [
+      [otherKey, 200],
+      [waitingKey, 503],
+      [waitingKey, 200],
+    ],
+  );
 });
 
 test('a replay request also retries now the deliveries waiting out a back-off', async () => {

@@ -6,8 +6,9 @@ const ANSWERED_AGAIN_GAP_MS = 5_000;
 /**
  * What ends a lane's back-off early: the destination answering 2xx again (at most once per
  * ANSWERED_AGAIN_GAP_MS, so a flapping destination is not sent every waiting lane per
- * success), or a replay someone asked for. A waiting lane notes both counts, waits on
- * `notifier`, and compares.
+ * success), or a replay someone asked for. A lane notes both counts before it acts (the
+ * answers when its attempt begins, the replays before it reads its queue), waits on
+ * `notifier`, and compares: a 2xx that came while its own attempt was failing still counts.
  */
 export class BackoffWakeups {
   readonly notifier = new Notifier();
@@ -15,9 +16,8 @@ export class BackoffWakeups {
   retryRequests = 0;
   private lastAnsweredAgainAt = 0;
 
-  /** A 2xx from the destination; `lanesWaiting`: some lane waits out a back-off. */
-  answered(lanesWaiting: boolean): void {
-    if (!lanesWaiting) return;
+  /** A 2xx from the destination. */
+  answered(): void {
     const now = Date.now();
     if (now - this.lastAnsweredAgainAt < ANSWERED_AGAIN_GAP_MS) return;
     this.lastAnsweredAgainAt = now;

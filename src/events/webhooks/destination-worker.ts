@@ -234,6 +234,7 @@ export class DestinationWorker {
         await lane.wakeup.wait(tuning.idleMs);
         continue;
       }
+      lane.answersSeen = this.wakeups.answeredAgain;
       const outcome = await this.attempt(head);
       if (this.signal.aborted) return;
       if (outcome.ok) {
@@ -242,7 +243,7 @@ export class DestinationWorker {
         lane.notBefore = 0;
         this.progress.delivered += 1;
         this.roomFreed.notify();
-        this.wakeups.answered(this.lanes.some((lane) => lane.failingSince !== undefined));
+        this.wakeups.answered();
         continue;
       }
       lane.failingSince ??= outcome.at.getTime();
@@ -284,6 +285,7 @@ export class DestinationWorker {
       return;
     }
     const parkedBefore = lane.lastParkNo;
+    lane.retriesSeen = this.wakeups.retryRequests;
     const rows = await this.db(() => log.queued(this.id, lane.index, tuning.queuePage));
     if (rows.length === 0) {
       // Nothing queued, and nothing parked while we looked: back to working from memory.
@@ -305,16 +307,21 @@ export class DestinationWorker {
     while (!this.signal.aborted) {
       const wait = nextAt - Date.now();
       if (wait > 0) {
-        const seen = this.wakeups.answeredAgain;
-        const asked = this.wakeups.retryRequests;
-        await this.wakeups.notifier.wait(wait);
-        // The destination answers again: try now rather than at the end of a back-off that may
-        // be an hour, but not before the head's Retry-After.
-        if (this.wakeups.answeredAgain !== seen) nextAt = lane.notBefore;
-        // A replay was asked for: the row may have been moved to now.
-        else if (this.wakeups.retryRequests !== asked) nextAt = (await this.db(() => log.nextAttemptAt(row.id)))?.getTime() ?? 0;
+        const { wakeups } = this;
+        if (wakeups.answeredAgain === lane.answersSeen && wakeups.retryRequests === lane.retriesSeen) await wakeups.notifier.wait(wait);
+        if (wakeups.answeredAgain !== lane.answersSeen) {
+          // The destination answers again: try now rather than at the end of a back-off that
+          // may be an hour, but not before the head's Retry-After.
+          lane.answersSeen = wakeups.answeredAgain;
+          nextAt = lane.notBefore;
+        } else if (wakeups.retryRequests !== lane.retriesSeen) {
+          // A replay was asked for: the row may have been moved to now.
+          lane.retriesSeen = wakeups.retryRequests;
+          nextAt = (await this.db(() => log.nextAttemptAt(row.id)))?.getTime() ?? 0;
+        }
         continue;
       }
+      lane.answersSeen = this.wakeups.answeredAgain;
       const outcome = await this.attempt(item);
       if (this.signal.aborted) return;
       attempts += 1;
@@ -323,7 +330,7 @@ export class DestinationWorker {
         lane.failingSince = undefined;
         lane.notBefore = 0;
         this.progress.delivered += 1;
-        this.wakeups.answered(this.lanes.some((lane) => lane.failingSince !== undefined));
+        this.wakeups.answered();
         return;
       }
       firstAttemptAt ??= outcome.at;

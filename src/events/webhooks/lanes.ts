@@ -73,6 +73,13 @@ export interface Lane {
   failingSince: number | undefined;
   /** The head's next attempt is not before this (ms), as its Retry-After asked; 0 when none. */
   notBefore: number;
+  /**
+   * The destination's answered-again count when the lane's last attempt began: a 2xx from
+   * another lane after that (even while this attempt was still in flight) ends its back-off.
+   */
+  answersSeen: number;
+  /** The replay-request count when the lane last read its queue. */
+  retriesSeen: number;
   wakeup: Notifier;
 }
 
@@ -85,6 +92,8 @@ export function newLane(index: number): Lane {
     queueRequested: false,
     failingSince: undefined,
     notBefore: 0,
+    answersSeen: 0,
+    retriesSeen: 0,
     wakeup: new Notifier(),
   };
 }
