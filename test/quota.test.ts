@@ -2,6 +2,7 @@ import { test } from 'uvu';
 import * as assert from 'uvu/assert';
 import pg from 'pg';
 import { migrateControlDatabase } from '../src/db/migrate.ts';
+import { TributaryError } from '../src/errors.ts';
 import { QuotaLimiter } from '../src/quota/limiter.ts';
 import { freshDatabase } from './harness/postgres.ts';
 import { peak } from './harness/quota.ts';
@@ -78,13 +79,18 @@ test('urgent sync requests (change capture) go before queued sweep requests', as
   assert.ok(order.indexOf('urgent') <= 1, order.join(','));
 });
 
-test('a bounded wait gives up with a clear error', async () => {
+test('a bounded wait gives up with a clear error: a 503 the API shows, with Retry-After', async () => {
   for (let i = 0; i < 5; i++) await limiters[0]!.acquire('appFULL', rule, { kind: 'client' });
   try {
     await limiters[0]!.acquire('appFULL', rule, { kind: 'client', maxWaitMs: 100 });
     assert.unreachable('should have given up');
   } catch (error) {
     assert.match((error as Error).message, /quota for appFULL is exhausted/);
+    // A key check that found its base's share full answered a bare 500 (found with four syncs of one base).
+    assert.instance(error, TributaryError);
+    const refused = error as TributaryError;
+    assert.equal([refused.status, refused.expose], [503, true]);
+    assert.ok(refused.retryAfterSeconds !== undefined && refused.retryAfterSeconds >= 1 && refused.retryAfterSeconds <= 2, String(refused.retryAfterSeconds));
   }
 });
 

@@ -21,8 +21,8 @@ export interface CaptureHost {
   readonly signal: AbortSignal;
   readonly status: StatusReporter;
   readonly queue: RefetchQueue;
-  /** A client for requests someone waits on (they go before sweep pages). */
-  client(urgent: true): AirtableClient;
+  /** A client; `urgent`: for requests someone waits on (they go before sweep pages). */
+  client(urgent: boolean): AirtableClient;
   /** Fetches records by id and writes them, one fetch at a time. */
   refetch(client: AirtableClient, tableId: string, ids: string[]): Promise<void>;
   isPass(failuresAtStart: number, kind: 'poll'): boolean;
@@ -118,12 +118,15 @@ export class ChangeCapture {
       );
       this.captureParked = false;
       if (!this.ready || this.host.signal.aborted) continue;
+      // Only a poll someone waits on goes before the cycles: polls on a timer of every sync of
+      // a base would otherwise fill the syncs' share and hold schema changes back for minutes.
+      const waitedOn = this.requestPending;
       // Marked before the poll starts, so a request that arrives during it wakes the next one.
       this.captureMark = passRequests?.requestMark(syncId) ?? 0;
       pingMark = passRequests?.pingMark?.(syncId) ?? 0;
       lastStart = Date.now();
       try {
-        await this.pollOnce(this.host.client(true));
+        await this.pollOnce(this.host.client(waitedOn));
         this.lastGoodPollAt = Date.now();
       } catch (thrown) {
         if (this.host.signal.aborted) break;

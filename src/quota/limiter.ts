@@ -146,7 +146,11 @@ export class QuotaLimiter {
         }
         announced = waiter !== undefined;
         if (options.maxWaitMs !== undefined && Date.now() - started + decision.retryInMs > options.maxWaitMs) {
-          throw new TributaryError('unavailable', `upstream quota for ${decision.heldByAlso ? options.also!.key : key} is exhausted; retry later`);
+          // Exposed: an API request that checks a key answers 503 with Retry-After, not a bare 500.
+          throw new TributaryError('unavailable', `upstream quota for ${decision.heldByAlso ? options.also!.key : key} is exhausted; retry later`, {
+            expose: true,
+            retryAfterSeconds: Math.max(1, Math.ceil(decision.retryInMs / 1000)),
+          });
         }
         const pausedAt = Date.now();
         await pause(decision.retryInMs, options.signal);
