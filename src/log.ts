@@ -29,6 +29,16 @@ const redactPaths = [
   '*.secret',
 ];
 
+/** Properties of an error that are live objects, not facts about it: node-postgres attaches its client (a few KB of state). */
+const LIVE_PROPERTIES = ['client'];
+
+/** Pino's error serializer, less the live objects some libraries hang on their errors. */
+function errorOf(error: unknown): unknown {
+  const serialized = pino.stdSerializers.err(error as Error) as unknown as Record<string, unknown>;
+  if (serialized && typeof serialized === 'object') for (const key of LIVE_PROPERTIES) delete serialized[key];
+  return serialized;
+}
+
 export interface LogOptions {
   level?: string;
   /** Destination stream; defaults to stdout. Tests pass a collector to inspect every line. */
@@ -37,7 +47,10 @@ export interface LogOptions {
 
 export function createLogger(options: LogOptions = {}): Logger {
   const level = options.level ?? process.env.TRIBUTARY_LOG_LEVEL ?? 'info';
-  return pino({ level, base: undefined, redact: { paths: redactPaths, censor: '[redacted]' } }, options.destination ?? process.stdout);
+  return pino(
+    { level, base: undefined, redact: { paths: redactPaths, censor: '[redacted]' }, serializers: { err: errorOf } },
+    options.destination ?? process.stdout,
+  );
 }
 
 /**

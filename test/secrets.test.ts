@@ -1,9 +1,12 @@
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
+import { Writable } from 'node:stream';
 import { inspect } from 'node:util';
+import pg from 'pg';
+import { createLogger } from '../src/log.ts';
 import { Secret, SecretBox } from '../src/control/secrets.ts';
 import { newSecretKey } from '../src/ids.ts';
-import { query } from './harness/postgres.ts';
+import { query, serverAdminUrl } from './harness/postgres.ts';
 import { airtableSyncBody, createAccount, request, startTestService, stripeSyncBody, type TestService } from './harness/service.ts';
 
 let svc: TestService;
@@ -47,6 +50,34 @@ test('no secret is stored in plain text in the control database', async () => {
 test('no secret appears in any log line', async () => {
   assert.ok(svc.logs.lines.length > 5, 'the service logged (at debug level)');
   for (const [what, value] of secrets) assert.not.ok(svc.logs.text.includes(value), `${what} found in the log`);
+});
+
+test('a database error logs as a fact, not with the live client node-postgres hangs on it', async () => {
+  // Seen in a test log: an idle connection's error carried its pg client, a few KB of driver
+  // state (statement texts, type tables) in every such line.
+  const lines: string[] = [];
+  const sink = new Writable({
+    write(chunk, _encoding, done) {
+      lines.push(String(chunk));
+      done();
+    },
+  });
+  const logger = createLogger({ level: 'info', destination: sink });
+  const pool = new pg.Pool({ connectionString: serverAdminUrl(), max: 1 });
+  const failed = new Promise<Error>((resolve) => pool.once('error', resolve));
+  const client = await pool.connect();
+  const pid = (await client.query<{ pid: number }>('SELECT pg_backend_pid() AS pid')).rows[0]!.pid;
+  client.release();
+  await query(serverAdminUrl(), 'SELECT pg_terminate_backend($1)', [pid]);
+  const error = await failed;
+  assert.ok('client' in error, 'node-postgres still attaches its client (else this test proves nothing)');
+  logger.warn({ err: error }, 'idle connection failed');
+  await pool.end();
+  const logged = JSON.parse(lines[0]!);
+  assert.is(logged.err.code, '57P01');
+  assert.match(logged.err.message, /terminating connection/);
+  assert.not.ok('client' in logged.err, Object.keys(logged.err).join(', '));
+  assert.ok(lines[0]!.length < 4_000, `${lines[0]!.length} characters`);
 });
 
 test('no upstream key or token comes back after creation', async () => {
