@@ -25,6 +25,21 @@ export class BackoffWakeups {
     this.notifier.notify();
   }
 
+  /**
+   * Waits up to `ms` for a wake-up the lane has not seen yet (none if one came already), and
+   * says which came; the lane has seen it from then on.
+   */
+  async waitOut(lane: { answersSeen: number; retriesSeen: number }, ms: number): Promise<'answered' | 'retry' | undefined> {
+    if (this.answeredAgain === lane.answersSeen && this.retryRequests === lane.retriesSeen) await this.notifier.wait(ms);
+    if (this.answeredAgain !== lane.answersSeen) {
+      lane.answersSeen = this.answeredAgain;
+      return 'answered';
+    }
+    if (this.retryRequests === lane.retriesSeen) return undefined;
+    lane.retriesSeen = this.retryRequests;
+    return 'retry';
+  }
+
   /** Replays were requested: lanes waiting out a back-off look again at when to try. */
   retryRequested(): void {
     this.retryRequests += 1;

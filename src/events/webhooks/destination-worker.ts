@@ -307,18 +307,12 @@ export class DestinationWorker {
     while (!this.signal.aborted) {
       const wait = nextAt - Date.now();
       if (wait > 0) {
-        const { wakeups } = this;
-        if (wakeups.answeredAgain === lane.answersSeen && wakeups.retryRequests === lane.retriesSeen) await wakeups.notifier.wait(wait);
-        if (wakeups.answeredAgain !== lane.answersSeen) {
-          // The destination answers again: try now rather than at the end of a back-off that
-          // may be an hour, but not before the head's Retry-After.
-          lane.answersSeen = wakeups.answeredAgain;
-          nextAt = lane.notBefore;
-        } else if (wakeups.retryRequests !== lane.retriesSeen) {
-          // A replay was asked for: the row may have been moved to now.
-          lane.retriesSeen = wakeups.retryRequests;
-          nextAt = (await this.db(() => log.nextAttemptAt(row.id)))?.getTime() ?? 0;
-        }
+        const woken = await this.wakeups.waitOut(lane, wait);
+        // The destination answers again: try now rather than at the end of a back-off that may
+        // be an hour, but not before the head's Retry-After.
+        if (woken === 'answered') nextAt = lane.notBefore;
+        // A replay was asked for: the row may have been moved to now.
+        else if (woken === 'retry') nextAt = (await this.db(() => log.nextAttemptAt(row.id)))?.getTime() ?? 0;
         continue;
       }
       lane.answersSeen = this.wakeups.answeredAgain;
