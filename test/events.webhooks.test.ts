@@ -513,8 +513,9 @@ test('a 2xx that comes while another delivery is failing still cuts short that o
   let firstSeen!: () => void;
   const seen = new Promise<void>((resolve) => (firstSeen = resolve));
   let calls = 0;
-  receiver.behaviour = async (req) => {
-    if (String(req.headers['webhook-id']) !== waitingKey) {
+  // By the record in the body: the delivery may come before append() has answered with its key.
+  receiver.behaviour = async (_req, body) => {
+    if ((JSON.parse(body) as { id: string }).id !== waiting) {
       otherTaken();
       return 200;
     }
