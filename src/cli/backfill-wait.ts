@@ -17,8 +17,9 @@ export function backfillLine(backfill: BackfillRow): string {
   const of = `${collections.length} ${collections.length === 1 ? 'collection' : 'collections'}`;
   if (state === 'running') {
     const at = backfill.collection ? collections.indexOf(backfill.collection) : -1;
-    // No collection yet: queued behind another backfill of the sync, or not picked up yet.
-    const where = at >= 0 ? `${backfill.collection} (${at + 1} of ${collections.length})` : `not started (${of})`;
+    // No collection: every one is read, and the backfill waits for its last reads to reach the
+    // event log before it says done. (Queued or not picked up yet, it names its first.)
+    const where = at >= 0 ? `${backfill.collection} (${at + 1} of ${collections.length})` : `finishing (${of} read)`;
     return `${id}  running  ${where}  ${rowsText(backfill.rows)}`;
   }
   const took = backfill.finished_at ? ` in ${shortDuration((Date.parse(backfill.finished_at) - Date.parse(backfill.created_at)) / 1000)}` : '';
