@@ -34,8 +34,10 @@ const LIVE_PROPERTIES = ['client'];
 
 /** Pino's error serializer, less the live objects some libraries hang on their errors. */
 function errorOf(error: unknown): unknown {
-  const serialized = pino.stdSerializers.err(error as Error) as unknown as Record<string, unknown>;
-  if (serialized && typeof serialized === 'object') for (const key of LIVE_PROPERTIES) delete serialized[key];
+  const serialized = pino.stdSerializers.err(error as Error) as unknown;
+  // Anything but an error comes back as it was: the caller's own object, not ours to change.
+  if (serialized === error || serialized === null || typeof serialized !== 'object') return serialized;
+  for (const key of LIVE_PROPERTIES) delete (serialized as Record<string, unknown>)[key];
   return serialized;
 }
 

@@ -27,7 +27,7 @@ import { STRIPE_API_VERSION } from '../src/stripe/catalog.ts';
 import { syncShare } from '../src/stripe/runner.ts';
 import { stripeRule } from '../src/stripe/client.ts';
 import { type FakeProcess, startFakeProcess } from './harness/fake-process.ts';
-import { peak, peakWindow, refusalsExplained } from './harness/quota.ts';
+import { grantsLogged, peak, peakWindow, refusalsExplained } from './harness/quota.ts';
 import { createAccount, loudSetUp, request, startTestService, type TestAccount, type TestService, waitBackfilled } from './harness/service.ts';
 
 const KEY = 'sk_test_SHARESHARESHARE0123456789';
@@ -118,7 +118,7 @@ test('the sync keeps to its share as Stripe counts it; a customer keeping to the
   // limiter's own log already held too many (its decision) or the requests came together
   // after it (sent late together, or stamped late together by a starved fake).
   if (peak(sync, 1000) > share) {
-    const logged = await grantsLogged(sync.length);
+    const logged = await grantsLogged(svc!.controlUrl, 'stripe%', sync.length);
     assert.unreachable(
       `the fake counted ${peak(sync, 1000)} of the sync's requests in one second; its share is ${share} (${summary}); they arrived at ${peakWindow(sync, 1000)} ms; ${logged}`,
     );
@@ -129,20 +129,6 @@ test('the sync keeps to its share as Stripe counts it; a customer keeping to the
   if (seen.some((a) => a.status === 429)) assert.unreachable(`refused with 429: ${await refusalsExplained(seen, svc!.controlUrl, 'stripe%')}`);
   assert.is((await fake.stats()).rateLimited, refusedBefore, 'no 429 from the fake');
 });
-
-/** The limiter's log of the sync's grants (as restamped when sent late), against the arrivals: for a failure's message. */
-async function grantsLogged(arrived: number): Promise<string> {
-  const pool = new pg.Pool({ connectionString: svc!.controlUrl, max: 1 });
-  try {
-    const { rows } = await pool.query<{ ms: number }>(
-      "SELECT extract(epoch FROM at) * 1000 AS ms FROM quota_requests WHERE kind IN ('sync', 'urgent') AND key LIKE 'stripe%' ORDER BY at",
-    );
-    const times = rows.map((r) => Number(r.ms));
-    return `the limiter logged ${times.length} grants (${arrived} arrived), at most ${peak(times, 1000)} in one second, its busiest at ${peakWindow(times, 1000)} ms`;
-  } finally {
-    await pool.end();
-  }
-}
 
 test('the limiter: a share kept with the margin opens its next slot a window and the margin after its oldest grant', async () => {
   const pool = new pg.Pool({ connectionString: svc!.controlUrl });

@@ -78,6 +78,11 @@ test('a database error logs as a fact, not with the live client node-postgres ha
   assert.match(logged.err.message, /terminating connection/);
   assert.not.ok('client' in logged.err, Object.keys(logged.err).join(', '));
   assert.ok(lines[0]!.length < 4_000, `${lines[0]!.length} characters`);
+  // Not an error (no message): logged as given, and the caller's object left as it was.
+  const notAnError = { client: 'kept', code: 7 };
+  logger.warn({ err: notAnError }, 'odd');
+  assert.equal(notAnError, { client: 'kept', code: 7 });
+  assert.equal(JSON.parse(lines[1]!).err, { client: 'kept', code: 7 });
 });
 
 test('no upstream key or token comes back after creation', async () => {

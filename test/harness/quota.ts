@@ -1,5 +1,5 @@
-import pg from 'pg';
 import type { Arrival } from './fake-process.ts';
+import { query } from './postgres.ts';
 
 /** The most requests that fell into any window of `ms` milliseconds (times in ms). */
 export function peak(times: number[], ms: number): number {
@@ -35,28 +35,34 @@ export function peakWindow(times: number[], ms: number): string {
  * together by a starved fake).
  */
 export async function refusalsExplained(arrivals: Arrival[], controlUrl: string, keyPattern: string): Promise<string> {
-  const refused = arrivals.filter((a) => a.status === 429).slice(0, 3);
-  const pool = new pg.Pool({ connectionString: controlUrl, max: 1 });
-  try {
-    const parts: string[] = [];
-    for (const r of refused) {
-      const second = arrivals.filter((a) => a.at > r.at - 1000 && a.at <= r.at);
-      const bySender = countBy(second, (a) => (a.agent.startsWith('Tributary/') ? 'service' : 'customer'));
-      const offsets = second.filter((a) => a.agent.startsWith('Tributary/')).map((a) => `+${Math.round(a.at - second[0]!.at)}`);
-      const { rows } = await pool.query<{ kind: string; n: number }>(
-        `SELECT kind, count(*)::int AS n FROM quota_requests WHERE key LIKE $1
-            AND at > to_timestamp($2 / 1000.0) - interval '1 second' AND at <= to_timestamp($2 / 1000.0) GROUP BY kind ORDER BY kind`,
-        [keyPattern, r.at],
-      );
-      const logged = rows.map((row) => `${row.kind} ${row.n}`).join(', ');
-      parts.push(
-        `${r.agent.split(' ')[0]} ${r.method} ${r.path} refused; the second before it: ${JSON.stringify(bySender)} at the fake (the service's at ${offsets.join(' ')} ms), ${logged || 'nothing'} in the limiter's log`,
-      );
-    }
-    return parts.join('; ');
-  } finally {
-    await pool.end();
+  const parts: string[] = [];
+  for (const r of arrivals.filter((a) => a.status === 429).slice(0, 3)) {
+    const second = arrivals.filter((a) => a.at > r.at - 1000 && a.at <= r.at);
+    const bySender = countBy(second, (a) => (a.agent.startsWith('Tributary/') ? 'service' : 'customer'));
+    const offsets = second.filter((a) => a.agent.startsWith('Tributary/')).map((a) => `+${Math.round(a.at - second[0]!.at)}`);
+    const rows = await query<{ kind: string; n: number }>(
+      controlUrl,
+      `SELECT kind, count(*)::int AS n FROM quota_requests WHERE key LIKE $1
+          AND at > to_timestamp($2 / 1000.0) - interval '1 second' AND at <= to_timestamp($2 / 1000.0) GROUP BY kind ORDER BY kind`,
+      [keyPattern, r.at],
+    );
+    const logged = rows.map((row) => `${row.kind} ${row.n}`).join(', ');
+    parts.push(
+      `${r.agent.split(' ')[0]} ${r.method} ${r.path} refused; the second before it: ${JSON.stringify(bySender)} at the fake (the service's at ${offsets.join(' ')} ms), ${logged || 'nothing'} in the limiter's log`,
+    );
   }
+  return parts.join('; ');
+}
+
+/** The limiter's log of the service's grants (restamped when sent late) under a key pattern, against what arrived: for a failure's message. */
+export async function grantsLogged(controlUrl: string, keyPattern: string, arrived: number): Promise<string> {
+  const rows = await query<{ ms: number }>(
+    controlUrl,
+    "SELECT extract(epoch FROM at) * 1000 AS ms FROM quota_requests WHERE kind IN ('sync', 'urgent') AND key LIKE $1 ORDER BY at",
+    [keyPattern],
+  );
+  const times = rows.map((r) => Number(r.ms));
+  return `the limiter logged ${times.length} grants (${arrived} arrived), at most ${peak(times, 1000)} in one second, its busiest at ${peakWindow(times, 1000)} ms`;
 }
 
 function countBy<T>(items: T[], key: (item: T) => string): Record<string, number> {

@@ -234,8 +234,7 @@ export class DestinationWorker {
         await lane.wakeup.wait(tuning.idleMs);
         continue;
       }
-      lane.answersSeen = this.wakeups.answeredAgain;
-      const outcome = await this.attempt(head);
+      const outcome = await this.attempt(lane, head);
       if (this.signal.aborted) return;
       if (outcome.ok) {
         lane.memory.shift();
@@ -315,8 +314,7 @@ export class DestinationWorker {
         else if (woken === 'retry') nextAt = (await this.db(() => log.nextAttemptAt(row.id)))?.getTime() ?? 0;
         continue;
       }
-      lane.answersSeen = this.wakeups.answeredAgain;
-      const outcome = await this.attempt(item);
+      const outcome = await this.attempt(lane, item);
       if (this.signal.aborted) return;
       attempts += 1;
       if (outcome.ok) {
@@ -356,7 +354,9 @@ export class DestinationWorker {
    * failed for days, is disabled here: the worker stops, the event stays unsent (before the
    * cursor), and re-enabling sends it again.
    */
-  private async attempt(item: Item): Promise<AttemptResult> {
+  private async attempt(lane: Lane, item: Item): Promise<AttemptResult> {
+    // A 2xx from here on, even one that comes while this attempt is still failing, ends its back-off.
+    lane.answersSeen = this.wakeups.answeredAgain;
     const result = await this.attempter.attempt(item, this.signal);
     if (this.signal.aborted) return result;
     if (!result.ok) this.progress.failedAttempts += 1;
