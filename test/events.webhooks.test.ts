@@ -474,6 +474,49 @@ test('a receiver that refuses, then answers 500, gets every event once it is bac
   assert.is((await deliveries.list(webhook.id, { limit: 1000 })).data.length, before);
 });
 
+test('a failing destination costs a row per lane, not per event, and loses nothing across a restart', async () => {
+  // Found by a hostile tenant: ten webhooks to a refusing address, each recovered an hour back,
+  // wrote every queued event into webhook_deliveries (190k rows, ~1 GB) through the shared pool.
+  const syncId = await newSync(alice.id);
+  const log = new Log(syncId, alice.id);
+  const receiver = await new Receiver().start();
+  receiver.behaviour = () => 503;
+  const webhook = await createWebhook(syncId, receiver.url);
+  let deliverer = deliver(syncId);
+  const records = Array.from({ length: 40 }, (_, i) => `rec${i}`);
+  for (let round = 0; round < 25; round++) await log.append(round % 2 ? records : [...records].reverse());
+  const total = records.length * 25;
+  const counted = async (table: string) =>
+    (await pool.query<{ n: number }>(`SELECT count(*)::int AS n FROM ${table} WHERE destination_id = $1`, [webhook.id])).rows[0]!.n;
+  // Every lane's head fails: the cursor still reaches the log's end, the events wait in the log.
+  await until('cursor past every event', async () => (await store.get(syncId, webhook.id))!.cursorSeq === (await reader.lastSeq(syncId)));
+  await until('every lane failing', () => new Set(receiver.requests.map((r) => laneOf(JSON.parse(r.body).id, tuning.lanes))).size === tuning.lanes);
+  assert.ok((await counted('webhook_deliveries')) <= tuning.lanes, `${await counted('webhook_deliveries')} rows for ${total} events`);
+  assert.ok((await counted('webhook_lanes')) <= tuning.lanes);
+
+  // Back, and restarted midway: each event arrives, and never before an earlier one of its record.
+  receiver.behaviour = () => 200;
+  await until('some delivered', () => receiver.accepted.length >= total / 4);
+  await deliverer.stop();
+  deliverer = deliver(syncId);
+  await until('every event delivered', () => new Set(receiver.accepted.map((r) => r.id)).size === total, 30_000);
+  const seen = new Map<string, number>();
+  for (const r of receiver.accepted) {
+    const event = JSON.parse(r.body) as { id: string; data: { n: number } };
+    const expected = [...log.values.values()].filter((v) => v.recordId === event.id).map((v) => v.n);
+    const index = expected.indexOf(event.data.n);
+    assert.ok(index <= (seen.get(event.id) ?? -1) + 1, `${event.id}: ${event.data.n} came before the events ahead of it`);
+    seen.set(event.id, Math.max(seen.get(event.id) ?? -1, index));
+  }
+  assert.ok((await counted('webhook_deliveries')) <= tuning.lanes, 'only the failed heads left rows (delivered now)');
+  await until('lanes caught up', async () => (await counted('webhook_lanes')) === 0);
+  // And the lanes work from memory again: new events leave no rows.
+  const rowsBefore = await counted('webhook_deliveries');
+  const keys = await log.append(records);
+  await until('new ones', () => keys.every((key) => receiver.accepted.some((r) => r.id === key)));
+  assert.is(await counted('webhook_deliveries'), rowsBefore);
+});
+
 test('a destination answering again cuts short the back-off of its waiting deliveries', async () => {
   // Found by the traffic simulation: after receiver outages of minutes, deliveries waited
   // out back-offs of tens of minutes although the receiver had long been taking new events.

@@ -1,5 +1,6 @@
 import type pg from 'pg';
 import { ident } from '../db/sql.ts';
+import { LANE_SQL } from './lane-hash.ts';
 
 /** One event as the log keeps it (sql/5_event_log.sql). `value` is the event JSON, as delivered. */
 export interface LoggedEvent {
@@ -76,6 +77,24 @@ export class EventLogReader {
         WHERE sync_id = $1 AND seq > $2 AND ($3::text[] IS NULL OR topic = ANY($3))
         ORDER BY seq LIMIT $4`,
       [syncId, afterSeq, options.topics ?? null, options.limit ?? 1000],
+    );
+    return rows.map(toEvent);
+  }
+
+  /**
+   * The events of one webhook lane (records whose laneOf over `lanes` is `lane`) after
+   * `afterSeq` and up to `upToSeq`, in log order: what a lane that fell behind reads itself.
+   */
+  async ofLane(
+    syncId: string,
+    range: { afterSeq: string; upToSeq: string },
+    options: { topics: string[]; lane: number; lanes: number; limit: number },
+  ): Promise<LoggedEvent[]> {
+    const { rows } = await this.pool.query<EventRow>(
+      `SELECT ${COLUMNS} FROM events
+        WHERE sync_id = $1 AND seq > $2 AND seq <= $3 AND topic = ANY($4) AND ${LANE_SQL('record_id', '$6')} = $5
+        ORDER BY seq LIMIT $7`,
+      [syncId, range.afterSeq, range.upToSeq, options.topics, options.lane, options.lanes, options.limit],
     );
     return rows.map(toEvent);
   }

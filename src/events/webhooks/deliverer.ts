@@ -11,6 +11,7 @@ import { WebhookStore } from './destinations.ts';
 import { DestinationControls } from './destination-controls.ts';
 import { restartKey, settingsKey, settingsOf, workerDestination, type WorkerDestination } from './destination-settings.ts';
 import { DestinationWorker } from './destination-worker.ts';
+import { LaneCursors } from './lane-cursors.ts';
 import { DEFAULT_TUNING, type DelivererTuning } from './tuning.ts';
 import { retrySchedule, type RetrySchedule } from './schedule.ts';
 import { createSender } from './send.ts';
@@ -77,6 +78,7 @@ export function startWebhookDeliverer(options: WebhookDelivererOptions): Webhook
   const store = new WebhookStore(pool, box);
   const controls = new DestinationControls(pool, box);
   const log = new DeliveryLog(pool);
+  const cursors = new LaneCursors(pool);
   const sender = createSender({
     allowPrivate: options.allowPrivate,
     timeoutMs: schedule.timeoutMs,
@@ -170,6 +172,7 @@ export function startWebhookDeliverer(options: WebhookDelivererOptions): Webhook
         store,
         controls,
         log,
+        cursors,
         reader,
         bus,
         sender,

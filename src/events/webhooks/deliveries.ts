@@ -95,6 +95,13 @@ const toRecord = (row: DeliveryRow): DeliveryRecord => ({
   createdAt: row.created_at,
 });
 
+/** A lane that reads its own events from the log, every one of them up to `afterSeq` accounted for. */
+export interface LaneBehind {
+  lane: number;
+  lanes: number;
+  afterSeq: string;
+}
+
 export interface AttemptOutcome {
   statusCode: number | undefined;
   error: string | undefined;
@@ -177,26 +184,35 @@ export class DeliveryLog {
   // ── for the deliverer ────────────────────────────────────────────────────
 
   /**
-   * Parks events in the queue in one statement. A row already there is left as it is. Nothing
-   * is parked for a worker of an older cursor generation: its destination was recovered, and
-   * these events are sent again from the moved-back cursor.
+   * Parks events in the queue in one statement. A row already there is left as it is. With
+   * `behind`, the same statement notes that the lane reads its own events from the log after
+   * `afterSeq` (webhook_lanes): the rows and the lane's position are written together, so a
+   * crash between them cannot send an event twice or lose one. Nothing is written for a worker
+   * of an older cursor generation: its destination was recovered, and these events are sent
+   * again from the moved-back cursor.
    */
-  async park(destinationId: string, items: NewDelivery[], generation: string): Promise<void> {
-    if (items.length === 0) return;
+  async park(destinationId: string, items: NewDelivery[], generation: string, behind?: LaneBehind): Promise<void> {
+    if (items.length === 0 && !behind) return;
     const col = <K extends keyof NewDelivery>(key: K) => items.map((item) => item[key]);
     await this.pool.query(
-      `INSERT INTO webhook_deliveries (destination_id, seq, lane, topic, record_id, event_key, event_created_at, value, status,
-                                       attempts, last_status_code, last_error, first_attempt_at, last_attempt_at, next_attempt_at,
-                                       finished_at)
-       SELECT $1, u.seq, u.lane, u.topic, u.record_id, u.event_key, u.event_created_at, u.value, u.status, u.attempts,
-              u.last_status_code, u.last_error, u.first_attempt_at, u.last_attempt_at, u.next_attempt_at,
-              CASE WHEN u.status = 'exhausted' THEN u.last_attempt_at END
-         FROM unnest($2::bigint[], $3::int[], $4::text[], $5::text[], $6::text[], $7::timestamptz[], $8::text[], $9::text[],
-                     $10::int[], $11::int[], $12::text[], $13::timestamptz[], $14::timestamptz[], $15::timestamptz[])
-              AS u(seq, lane, topic, record_id, event_key, event_created_at, value, status, attempts, last_status_code,
-                   last_error, first_attempt_at, last_attempt_at, next_attempt_at)
-        WHERE EXISTS (SELECT 1 FROM webhook_destinations WHERE id = $1 AND cursor_generation = $16)
-       ON CONFLICT (destination_id, seq) DO NOTHING`,
+      `WITH current AS (SELECT 1 FROM webhook_destinations WHERE id = $1 AND cursor_generation = $16),
+       parked AS (
+         INSERT INTO webhook_deliveries (destination_id, seq, lane, topic, record_id, event_key, event_created_at, value, status,
+                                         attempts, last_status_code, last_error, first_attempt_at, last_attempt_at, next_attempt_at,
+                                         finished_at)
+         SELECT $1, u.seq, u.lane, u.topic, u.record_id, u.event_key, u.event_created_at, u.value, u.status, u.attempts,
+                u.last_status_code, u.last_error, u.first_attempt_at, u.last_attempt_at, u.next_attempt_at,
+                CASE WHEN u.status = 'exhausted' THEN u.last_attempt_at END
+           FROM unnest($2::bigint[], $3::int[], $4::text[], $5::text[], $6::text[], $7::timestamptz[], $8::text[], $9::text[],
+                       $10::int[], $11::int[], $12::text[], $13::timestamptz[], $14::timestamptz[], $15::timestamptz[])
+                AS u(seq, lane, topic, record_id, event_key, event_created_at, value, status, attempts, last_status_code,
+                     last_error, first_attempt_at, last_attempt_at, next_attempt_at)
+          WHERE EXISTS (SELECT 1 FROM current)
+         ON CONFLICT (destination_id, seq) DO NOTHING)
+       INSERT INTO webhook_lanes (destination_id, lane, lane_count, after_seq)
+       SELECT $1, $17, $18, $19 WHERE $17::int IS NOT NULL AND EXISTS (SELECT 1 FROM current)
+       ON CONFLICT (destination_id, lane) DO UPDATE
+         SET after_seq = GREATEST(webhook_lanes.after_seq, EXCLUDED.after_seq), lane_count = EXCLUDED.lane_count, released = false`,
       [
         destinationId,
         col('seq'),
@@ -214,6 +230,9 @@ export class DeliveryLog {
         col('lastAttemptAt'),
         col('nextAttemptAt'),
         generation,
+        behind?.lane ?? null,
+        behind?.lanes ?? null,
+        behind?.afterSeq ?? null,
       ],
     );
   }

@@ -120,6 +120,8 @@ export class DestinationControls {
         [id, from.toString()],
       );
       await client.query('DELETE FROM webhook_deliveries WHERE destination_id = $1 AND seq > $2', [id, before.toString()]);
+      // Lanes start again from the moved-back cursor, but for those further behind still.
+      await client.query('DELETE FROM webhook_lanes WHERE destination_id = $1 AND (released OR after_seq >= $2)', [id, from.toString()]);
       return { fromSeq: (from + 1n).toString() };
     });
     if (recovered) await wakeDeliverer(this.pool, syncId);

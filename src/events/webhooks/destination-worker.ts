@@ -2,7 +2,7 @@ import { setMaxListeners } from 'node:events';
 import { toError } from '../../errors.ts';
 import type { Logger } from '../../log.ts';
 import type { EventBus } from '../bus.ts';
-import type { EventLogReader, LoggedEvent } from '../log.ts';
+import { type EventLogReader, isFor, type LoggedEvent } from '../log.ts';
 import { Attempter, type AttemptResult } from './attempts.ts';
 import { bookkeeping } from './bookkeeping.ts';
 import type { AttemptOutcome, DeliveryLog, QueuedDelivery } from './deliveries.ts';
@@ -11,7 +11,8 @@ import type { WebhookStore } from './destinations.ts';
 import type { DestinationSettings, WorkerDestination } from './destination-settings.ts';
 import { compileFilter, type EventMatcher } from './filter.ts';
 import { type Item, itemOfEvent, itemOfRow, type Lane, laneOf, newLane } from './lanes.ts';
-import { Parking } from './parking.ts';
+import type { LaneCursors } from './lane-cursors.ts';
+import { deliveryRow, type ParkState, Parking } from './parking.ts';
 import { WorkerProgress } from './progress.ts';
 import { ReadAhead } from './read-ahead.ts';
 import { isExhausted, retryAfterFloor, retryDelay, type RetrySchedule } from './schedule.ts';
@@ -27,6 +28,8 @@ export interface DestinationWorkerOptions {
   store: WebhookStore;
   controls: DestinationControls;
   log: DeliveryLog;
+  /** Where the destination's lanes that fell behind got to. */
+  cursors: LaneCursors;
   reader: EventLogReader;
   bus: EventBus;
   sender: Sender;
@@ -97,6 +100,7 @@ export class DestinationWorker {
         log: options.log,
         lanes: this.lanes,
         parking: this.parking,
+        cursors: options.cursors,
         readSeq: () => this.reading.seq,
         failingSince: () => this.attempter.failingSince,
         roomFreed: this.roomFreed,
@@ -112,7 +116,6 @@ export class DestinationWorker {
       this.flushWakeup,
       this.parking.written,
       this.roomFreed,
-      this.reading.caughtUpWakeup,
       this.wakeups.notifier,
       this.progress.saved,
       ...this.lanes.map((lane) => lane.wakeup),
@@ -174,8 +177,7 @@ export class DestinationWorker {
     const { log, tuning } = this.options;
     try {
       await this.db(() => log.relane(this.id, tuning.lanes));
-      for (const index of await this.db(() => log.queuedLanes(this.id))) this.lanes[index]!.mode = 'queue';
-      await this.reading.markCatchUp();
+      await this.loadLanes();
       // One loop failing stops the others; the deliverer starts the worker afresh.
       const loops = [this.reading.loop(), this.progress.loop(this.signal), ...this.lanes.map((lane) => this.laneLoop(lane))].map((loop) =>
         loop.catch((error: unknown) => {
@@ -195,6 +197,50 @@ export class DestinationWorker {
     }
   }
 
+  /**
+   * Lanes that had fallen behind start where their rows say; so do lanes with queued rows
+   * (replays) and no row of their own, from the cursor, once a row says so. After a change of
+   * the lane count every lane starts from the least position an old one had.
+   */
+  private async loadLanes(): Promise<void> {
+    const { cursors, log, tuning } = this.options;
+    const { cursorSeq, cursorGeneration: generation } = this.options.destination;
+    const cursor = BigInt(cursorSeq);
+    const rows = await this.db(() => cursors.load(this.id));
+    if (rows.some((row) => row.laneCount !== tuning.lanes)) {
+      const least = rows.reduce((min, row) => (!row.released && row.afterSeq < min ? row.afterSeq : min), cursor);
+      await this.db(() => cursors.restart(this.id, generation, tuning.lanes, least));
+      for (const lane of this.lanes) this.behind(lane, least);
+      return;
+    }
+    for (const row of rows) {
+      const lane = this.lanes[row.lane];
+      if (!lane) continue;
+      if (row.released && row.afterSeq <= cursor) {
+        // Caught up before the stop: its row goes at the next flush.
+        lane.row = 'released';
+        lane.afterSeq = row.afterSeq;
+      } else {
+        this.behind(lane, row.afterSeq);
+        // A released row not yet passed by the cursor is behind again: saved so before the cursor moves.
+        lane.moved = row.released;
+      }
+    }
+    for (const index of await this.db(() => log.queuedLanes(this.id))) {
+      const lane = this.lanes[index];
+      if (!lane || lane.mode === 'queue') continue;
+      await this.db(() => log.park(this.id, [], generation, { lane: index, lanes: tuning.lanes, afterSeq: cursorSeq }));
+      this.behind(lane, cursor);
+    }
+  }
+
+  private behind(lane: Lane, afterSeq: bigint): void {
+    lane.mode = 'queue';
+    lane.afterSeq = afterSeq;
+    lane.row = 'behind';
+    lane.memory = [];
+  }
+
   // ── what the reading hands over ─────────────────────────────────────────
 
   private pending(): number {
@@ -207,13 +253,10 @@ export class DestinationWorker {
     // Not the destination's: neither sent nor parked, so it holds nothing back.
     if (this.matches && !this.matches(event.value)) return;
     const lane = this.lanes[laneOf(event.recordId, this.lanes.length)]!;
-    const item = itemOfEvent(event);
-    if (lane.mode === 'memory') {
-      lane.memory.push(item);
-      lane.wakeup.notify();
-    } else {
-      this.parking.park(lane, item, { status: 'pending' });
-    }
+    // A lane that fell behind reads its own events from the log when it gets there.
+    if (lane.mode === 'queue') return;
+    lane.memory.push(itemOfEvent(event));
+    lane.wakeup.notify();
   }
 
   // ── lanes ───────────────────────────────────────────────────────────────
@@ -226,7 +269,7 @@ export class DestinationWorker {
         continue;
       }
       if (lane.queueRequested) {
-        this.toQueue(lane);
+        await this.fallBehind(lane);
         continue;
       }
       const head = lane.memory[0];
@@ -254,46 +297,122 @@ export class DestinationWorker {
       }
       const next = new Date(Date.now() + this.retryWait(lane, 1, outcome));
       this.logger.debug({ eventId: head.eventKey, error: outcome.error }, 'webhook delivery failed; queued for retry');
-      this.toQueue(lane, { outcome, next });
+      await this.fallBehind(lane, { status: 'retrying', outcome, next });
     }
   }
 
-  /** Parks the lane's memory (the head possibly as a failed first attempt) and works from the queue. */
-  private toQueue(lane: Lane, failedHead?: { outcome: AttemptOutcome; next: Date }): void {
-    const items = lane.memory;
-    lane.memory = [];
-    for (const [i, item] of items.entries()) {
-      this.parking.park(lane, item, i === 0 && failedHead ? { status: 'retrying', ...failedHead } : { status: 'pending' });
+  /**
+   * The lane falls behind: its failed head (if any) is written as a retrying row, together with
+   * the lane's row saying how far it got; what its memory held is read again from the log later.
+   */
+  private async fallBehind(lane: Lane, failedHead?: ParkState): Promise<void> {
+    const { log, tuning } = this.options;
+    // Exhausted rows of the lane parked in memory mode are written first: they come before.
+    while (this.parking.hasUnwritten(lane) && !this.signal.aborted) {
+      this.flushWakeup.notify();
+      await this.parking.written.wait(tuning.idleMs);
     }
-    lane.mode = 'queue';
+    const head = lane.memory[0];
+    const afterSeq = failedHead && head ? head.seq : head ? head.seq - 1n : this.reading.seq;
+    const rows = failedHead && head ? [deliveryRow(lane, head, failedHead)] : [];
     lane.queueRequested = false;
+    await this.db(() =>
+      log.park(this.id, rows, this.options.destination.cursorGeneration, { lane: lane.index, lanes: tuning.lanes, afterSeq: afterSeq.toString() }),
+    );
+    // Whatever the reader handed the lane meanwhile comes after afterSeq: read again from the log.
+    this.behind(lane, afterSeq);
+    // A flush under way may be saving this lane as released: the next one says behind.
+    lane.moved = true;
     this.roomFreed.notify();
   }
 
   private async workQueue(lane: Lane): Promise<void> {
     const { tuning, log } = this.options;
-    if (!this.reading.isCaughtUp) {
-      // After a restart, events re-read from the log may belong before rows already queued.
-      await this.reading.caughtUpWakeup.wait(tuning.idleMs);
-      return;
-    }
     if (this.parking.hasUnwritten(lane)) {
-      // Rows of this lane are still on their way to the table: load nothing before them.
       this.flushWakeup.notify();
       await this.parking.written.wait(tuning.idleMs);
       return;
     }
-    const parkedBefore = lane.lastParkNo;
     lane.retriesSeen = this.wakeups.retryRequests;
     const rows = await this.db(() => log.queued(this.id, lane.index, tuning.queuePage));
-    if (rows.length === 0) {
-      // Nothing queued, and nothing parked while we looked: back to working from memory.
-      if (lane.lastParkNo === parkedBefore) lane.mode = 'memory';
+    if (rows.length > 0) {
+      for (const row of rows) {
+        await this.deliverQueued(lane, row);
+        if (this.signal.aborted) return;
+      }
       return;
     }
-    for (const row of rows) {
-      await this.deliverQueued(lane, row);
-      if (this.signal.aborted) return;
+    await this.readBehind(lane);
+  }
+
+  /** Nothing queued: the lane's own events from the log, up to where the reader has got. */
+  private async readBehind(lane: Lane): Promise<void> {
+    const { tuning, reader, syncId, destination } = this.options;
+    const upTo = this.reading.seq;
+    if (lane.afterSeq >= upTo) {
+      // Caught up with the reader: what it reads from here on comes to the lane's memory.
+      lane.mode = 'memory';
+      if (lane.row === 'behind') lane.row = 'released';
+      lane.moved = true;
+      return;
+    }
+    const range = { afterSeq: lane.afterSeq.toString(), upToSeq: upTo.toString() };
+    const events = await this.db(() => reader.ofLane(syncId, range, { topics: destination.topics, lane: lane.index, lanes: tuning.lanes, limit: tuning.queuePage }));
+    for (const event of events) {
+      if (isFor(event, this.id) && (!this.matches || this.matches(event.value))) {
+        const movedOn = await this.deliverBehind(lane, itemOfEvent(event));
+        if (!movedOn || this.signal.aborted) return;
+      }
+      lane.afterSeq = BigInt(event.seq);
+      lane.moved = true;
+    }
+    if (events.length < tuning.queuePage) {
+      lane.afterSeq = upTo;
+      lane.moved = true;
+    }
+  }
+
+  /**
+   * One event read from the log by a lane that fell behind. Delivered, or exhausted: the lane
+   * moves on (true). Failed: written as the lane's retrying row, worked from the queue (false).
+   */
+  private async deliverBehind(lane: Lane, item: Item): Promise<boolean> {
+    const { schedule, log, tuning } = this.options;
+    const outcome = await this.attempt(lane, item);
+    if (this.signal.aborted) return false;
+    if (outcome.ok) {
+      lane.failingSince = undefined;
+      lane.notBefore = 0;
+      this.progress.delivered += 1;
+      this.wakeups.answered();
+      return true;
+    }
+    lane.failingSince ??= outcome.at.getTime();
+    const exhausted = isExhausted(schedule, 1, lane.failingSince);
+    if (exhausted) await this.countersSaved();
+    const state: ParkState = exhausted ? { status: 'exhausted', outcome } : { status: 'retrying', outcome, next: new Date(Date.now() + this.retryWait(lane, 1, outcome)) };
+    await this.db(() =>
+      log.park(this.id, [deliveryRow(lane, item, state)], this.options.destination.cursorGeneration, {
+        lane: lane.index,
+        lanes: tuning.lanes,
+        afterSeq: item.seq.toString(),
+      }),
+    );
+    lane.afterSeq = item.seq;
+    if (exhausted) this.logExhausted(item.eventKey, 1, outcome);
+    return exhausted;
+  }
+
+  /**
+   * The destination's counters first: whoever sees a delivery exhausted sees its attempts
+   * counted. (A flush already under way may have read the counters before this attempt: then
+   * one more.)
+   */
+  private async countersSaved(): Promise<void> {
+    for (let round = 0; round < 2 && this.progress.failedAttempts > 0 && !this.signal.aborted; round++) {
+      const saved = this.progress.saved.wait(this.options.tuning.flushMs * 5 + 1000);
+      this.flushWakeup.notify();
+      await saved;
     }
   }
 
@@ -329,13 +448,7 @@ export class DestinationWorker {
       lane.failingSince ??= (row.attempts > 0 && row.firstAttemptAt ? row.firstAttemptAt : outcome.at).getTime();
       if (isExhausted(schedule, attempts, lane.failingSince)) {
         const first = firstAttemptAt;
-        // The destination's counters first: whoever sees the delivery exhausted sees its attempts counted.
-        // (A flush already under way may have read the counters before this attempt: then one more.)
-        for (let round = 0; round < 2 && this.progress.failedAttempts > 0 && !this.signal.aborted; round++) {
-          const saved = this.progress.saved.wait(this.options.tuning.flushMs * 5 + 1000);
-          this.flushWakeup.notify();
-          await saved;
-        }
+        await this.countersSaved();
         await this.db(() => log.failed(row.id, attempts, outcome, first, null));
         this.logExhausted(row.eventKey, attempts, outcome);
         return;

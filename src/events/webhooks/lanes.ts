@@ -1,24 +1,8 @@
-import crypto from 'node:crypto';
 import type { LoggedEvent } from '../log.ts';
 import type { QueuedDelivery } from './deliveries.ts';
 import { Notifier } from './wait.ts';
 
-/**
- * Per-record order: every event of a record goes through the same lane, and a lane
- * delivers one event at a time, in log order. The lane of a record is the first 32 bits
- * of md5(record id) modulo the lane count, computed the same way in SQL (LANE_SQL) so
- * that queued rows can be moved when the lane count changes.
- */
-export function laneOf(recordId: string, lanes: number): number {
-  return md5(recordId).readUInt32BE(0) % lanes;
-}
-
-// The one-shot crypto.hash (Node 20.12 and later) costs less than a Hash object per event.
-const md5: (text: string) => Buffer =
-  typeof crypto.hash === 'function' ? (text) => crypto.hash('md5', text, 'buffer') : (text) => crypto.createHash('md5').update(text, 'utf8').digest();
-
-/** The same as laneOf, as an SQL expression over a text column and an int parameter. */
-export const LANE_SQL = (column: string, lanes: string) => `((('x' || substr(md5(${column}), 1, 8))::bit(32)::bigint % ${lanes}::int)::int)`;
+export { LANE_SQL, laneOf } from '../lane-hash.ts';
 
 /** An event read from the log, waiting in a lane's memory. */
 export interface Item {
@@ -53,18 +37,28 @@ export function itemOfRow(row: QueuedDelivery): Item {
 }
 
 /**
- * A lane delivers one event at a time. In `memory` mode it works from events read from
- * the log, writing nothing for an event delivered at its first attempt. When its head
- * fails, the head (retrying) and everything behind it (pending) are parked in
- * webhook_deliveries and the lane switches to `queue` mode: it works the queued rows in
- * log order (new events for it are parked too) until none are left, then goes back to
- * memory mode. Other lanes are not held up, and memory stays bounded however long a
- * destination fails.
+ * A lane delivers one event at a time. In `memory` mode it takes the events the destination's
+ * reader hands it, writing nothing for an event delivered at its first attempt. When its head
+ * fails, the head is written to webhook_deliveries (retrying) together with the lane's row in
+ * webhook_lanes, and the lane falls behind (`queue` mode): it works its queued rows (the
+ * retrying head, replays) in log order, then reads its own events from the log after
+ * `afterSeq`, until it reaches the reader and goes back to memory mode. Other lanes are not held
+ * up, events behind a failing head are not copied anywhere (they wait in the log), and memory
+ * stays bounded however long a destination fails.
  */
 export interface Lane {
   index: number;
   mode: 'memory' | 'queue';
   memory: Item[];
+  /** Queue mode: every event of the lane up to here is delivered, or has a row in webhook_deliveries. */
+  afterSeq: bigint;
+  /**
+   * The lane's row in webhook_lanes: none; `behind` (queue mode reads the log from its
+   * after_seq); `released` (caught up; the row goes once the destination's cursor passes it).
+   */
+  row: 'none' | 'behind' | 'released';
+  /** afterSeq or the row's state changed since the last flush wrote them. */
+  moved: boolean;
   /** The number of the last park() that included an event of this lane. */
   lastParkNo: number;
   /** Replayed rows are waiting: switch to queue mode after the current attempt. */
@@ -88,6 +82,9 @@ export function newLane(index: number): Lane {
     index,
     mode: 'memory',
     memory: [],
+    afterSeq: 0n,
+    row: 'none',
+    moved: false,
     lastParkNo: 0,
     queueRequested: false,
     failingSince: undefined,

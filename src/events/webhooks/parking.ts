@@ -21,6 +21,27 @@ export interface ParkBatch {
   upTo: number;
 }
 
+/** The delivery-log row of an event of `lane`, as parked. */
+export function deliveryRow(lane: Lane, item: Item, state: ParkState): NewDelivery {
+  const { outcome } = state;
+  return {
+    seq: item.seq.toString(),
+    lane: lane.index,
+    topic: item.topic,
+    recordId: item.recordId,
+    eventKey: item.eventKey,
+    eventCreatedAt: item.createdAt,
+    value: item.value,
+    status: state.status,
+    attempts: outcome ? 1 : 0,
+    lastStatusCode: outcome?.statusCode ?? null,
+    lastError: outcome?.error ?? null,
+    firstAttemptAt: outcome?.at ?? null,
+    lastAttemptAt: outcome?.at ?? null,
+    nextAttemptAt: state.next ?? null,
+  };
+}
+
 /**
  * A destination's events on their way into webhook_deliveries, written in batches by its
  * worker's flush. Until its batch is written, a parked event holds the cursor back, and its
@@ -48,29 +69,9 @@ export class Parking {
   }
 
   park(lane: Lane, item: Item, state: ParkState): void {
-    const { outcome } = state;
     this.parkNo += 1;
     lane.lastParkNo = this.parkNo;
-    this.buffer.push({
-      lane,
-      seq: item.seq,
-      row: {
-        seq: item.seq.toString(),
-        lane: lane.index,
-        topic: item.topic,
-        recordId: item.recordId,
-        eventKey: item.eventKey,
-        eventCreatedAt: item.createdAt,
-        value: item.value,
-        status: state.status,
-        attempts: outcome ? 1 : 0,
-        lastStatusCode: outcome?.statusCode ?? null,
-        lastError: outcome?.error ?? null,
-        firstAttemptAt: outcome?.at ?? null,
-        lastAttemptAt: outcome?.at ?? null,
-        nextAttemptAt: state.next ?? null,
-      },
-    });
+    this.buffer.push({ lane, seq: item.seq, row: deliveryRow(lane, item, state) });
     if (this.buffer.length >= 500) this.full.notify();
   }
 

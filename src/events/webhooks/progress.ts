@@ -1,5 +1,6 @@
 import type { DeliveryLog } from './deliveries.ts';
 import type { WebhookStore } from './destinations.ts';
+import type { LaneCursor, LaneCursors } from './lane-cursors.ts';
 import type { Lane } from './lanes.ts';
 import type { Parking } from './parking.ts';
 import { Notifier } from './wait.ts';
@@ -12,6 +13,7 @@ export interface ProgressOptions {
   log: DeliveryLog;
   lanes: Lane[];
   parking: Parking;
+  cursors: LaneCursors;
   /** How far the worker has read: every event up to here has been handed to a lane, or passed over. */
   readSeq: () => bigint;
   /** Since when every attempt has failed, saved with the cursor. */
@@ -25,9 +27,10 @@ export interface ProgressOptions {
 }
 
 /**
- * A destination worker's durable progress: parked events written in batches, then the
- * cursor (just before the oldest event neither delivered nor written) and the counters,
- * one statement per flush whatever the number of events.
+ * A destination worker's durable progress: parked events written in batches, where the lanes
+ * that fell behind got to, then the cursor (just before the oldest event of a lane in memory
+ * mode neither delivered nor written) and the counters: a statement each per flush, whatever
+ * the number of events.
  */
 export class WorkerProgress {
   /** Counted since the last flush. */
@@ -74,6 +77,8 @@ export class WorkerProgress {
       parking.wrote(batch);
       this.options.roomFreed.notify();
     }
+    // Before the cursor: the cursor may pass events that only a lane's row accounts for.
+    await this.saveLanes();
     const cursor = this.cursor();
     const delivered = this.delivered;
     const failed = this.failedAttempts;
@@ -84,6 +89,32 @@ export class WorkerProgress {
       this.failedAttempts -= failed;
     }
     this.saved.notify();
+  }
+
+  /**
+   * Lanes whose position or state changed; and released rows the saved cursor has passed,
+   * which go. The cursor used is the one saved already, never the one about to be.
+   */
+  private async saveLanes(): Promise<void> {
+    const { lanes, db, cursors, id, generation } = this.options;
+    const moved: Array<LaneCursor & { of: Lane }> = [];
+    let passed = false;
+    for (const lane of lanes) {
+      if (lane.row === 'none') continue;
+      if (lane.moved) moved.push({ lane: lane.index, laneCount: lanes.length, afterSeq: lane.afterSeq, released: lane.row === 'released', of: lane });
+      else if (lane.row === 'released' && lane.afterSeq <= this.savedCursor) passed = true;
+    }
+    if (moved.length === 0 && !passed) return;
+    for (const m of moved) m.of.moved = false;
+    const gone = await db(() => cursors.save(id, generation, moved, this.savedCursor));
+    for (const m of moved) {
+      // Changed again while being saved: saved at the next flush.
+      if (m.of.afterSeq !== m.afterSeq || (m.of.row === 'released') !== m.released) m.of.moved = true;
+    }
+    for (const index of gone) {
+      const lane = lanes[index];
+      if (lane && lane.row === 'released' && lane.mode === 'memory' && !lane.moved) lane.row = 'none';
+    }
   }
 
   /** At the stop, best effort: whatever is not saved here is delivered again after the restart. */

@@ -31,11 +31,6 @@ export interface ReadAheadOptions {
  */
 export class ReadAhead {
   private readSeq: bigint;
-  /** After a restart, queued lanes wait until the log has been re-read up to here. */
-  private catchUpSeq = 0n;
-  private caughtUp = false;
-  /** Notified when the read position reaches catchUpSeq. */
-  readonly caughtUpWakeup = new Notifier();
   private skippedAt = 0;
   private readonly topics: Set<string>;
 
@@ -50,17 +45,6 @@ export class ReadAhead {
   /** Every event up to here has been handed over (or is not of the destination's topics). */
   get seq(): bigint {
     return this.readSeq;
-  }
-
-  get isCaughtUp(): boolean {
-    return this.caughtUp;
-  }
-
-  /** Notes how far the log goes now: what is queued waits until the reading gets there. */
-  async markCatchUp(): Promise<void> {
-    const { db, reader, syncId } = this.options;
-    this.catchUpSeq = BigInt(await db(() => reader.lastSeq(syncId)));
-    this.caughtUp = this.readSeq >= this.catchUpSeq;
   }
 
   async loop(): Promise<void> {
@@ -81,10 +65,6 @@ export class ReadAhead {
         const fed = readLog ? undefined : feed.take(this.readSeq, limit);
         const full = fed === undefined ? await this.readLog(limit) : fed !== 'caught-up' && this.readFed(fed, limit);
         readLog = false;
-        if (!this.caughtUp && this.readSeq >= this.catchUpSeq) {
-          this.caughtUp = true;
-          this.caughtUpWakeup.notify();
-        }
         if (full) continue;
         const started = Date.now();
         const changed = await bus.changedSince(syncId, mark, tuning.idleMs, signal);
