@@ -21,8 +21,8 @@ export interface CaptureHost {
   readonly signal: AbortSignal;
   readonly status: StatusReporter;
   readonly queue: RefetchQueue;
-  /** A client; `urgent`: for requests someone waits on (they go before sweep pages). */
-  client(urgent: boolean): AirtableClient;
+  /** A client; `urgent`: for requests someone waits on (they go before sweep pages), asked at each request. */
+  client(urgent: boolean | (() => boolean)): AirtableClient;
   /** Fetches records by id and writes them, one fetch at a time. */
   refetch(client: AirtableClient, tableId: string, ids: string[]): Promise<void>;
   isPass(failuresAtStart: number, kind: 'poll'): boolean;
@@ -40,6 +40,8 @@ export class ChangeCapture {
   private endCapturePause: (() => void) | undefined;
   /** The wait-request mark taken when the latest poll started. */
   private captureMark = 0;
+  /** The request mark at the start of the latest pass that completed (a cycle's or a poll's): requests up to it are answered. */
+  private servedMark = 0;
   /** A poll someone waited on could not count as a pass: poll again once that may have changed. */
   pollWanted = false;
   /** The loop pauses while polls cannot run (first load, no webhook yet): a cycle's end ends that pause. */
@@ -86,6 +88,17 @@ export class ChangeCapture {
     return (this.host.options.passRequests?.requestMark(this.host.options.syncId) ?? 0) !== this.captureMark;
   }
 
+  /**
+   * A cycle that began at request mark `mark` completed as a pass: the wait requests up to
+   * there are answered, and the next poll is not made urgent for them. (Seen in a test on a
+   * busy machine: the waits of a new sync, answered by its first cycle, made the first capture
+   * poll after it urgent, with nobody waiting any more.)
+   */
+  served(mark: number): void {
+    if (mark > this.captureMark) this.captureMark = mark;
+    if (mark > this.servedMark) this.servedMark = mark;
+  }
+
   /** Starts the next capture poll now (if polls can run; else as soon as they can). */
   pollSoon(): void {
     this.endCapturePause?.();
@@ -123,10 +136,12 @@ export class ChangeCapture {
       const waitedOn = this.requestPending;
       // Marked before the poll starts, so a request that arrives during it wakes the next one.
       this.captureMark = passRequests?.requestMark(syncId) ?? 0;
+      const mark = this.captureMark;
       pingMark = passRequests?.pingMark?.(syncId) ?? 0;
       lastStart = Date.now();
       try {
-        await this.pollOnce(this.host.client(waitedOn));
+        // Asked again at each of its requests: once another pass has answered the waiter, the rest wait their turn.
+        await this.pollOnce(this.host.client(() => waitedOn && mark > this.servedMark), mark);
         this.lastGoodPollAt = Date.now();
       } catch (thrown) {
         if (this.host.signal.aborted) break;
@@ -141,7 +156,7 @@ export class ChangeCapture {
    * written: nothing held back by debounce or by a table being rebuilt, and nothing that only
    * a full cycle can catch (see needsCycle).
    */
-  private async pollOnce(client: AirtableClient): Promise<void> {
+  private async pollOnce(client: AirtableClient, mark: number): Promise<void> {
     const pass = await this.host.status.passStarted();
     const failuresAtStart = this.host.queue.failures;
     // Refreshed here, not only per cycle: a cycle of a large base can outlast a short-lived webhook.
@@ -156,7 +171,10 @@ export class ChangeCapture {
       await saveWebhookState(this.host.options.target, this.host.options.schemas, this.state.webhook);
     }
     const settled = this.host.isPass(failuresAtStart, 'poll');
-    if (settled) await this.host.status.passCompleted(pass);
+    if (settled) {
+      await this.host.status.passCompleted(pass);
+      if (mark > this.servedMark) this.servedMark = mark;
+    }
     // Someone waits: poll again once the cycle or the debounced writes that hold it up are done.
     this.pollWanted = pass.wanted && !settled;
     if (this.pollWanted && this.state.needsCycle !== 0) this.host.endGap();

@@ -133,8 +133,11 @@ export class AirtableRunner {
     return this.abort.signal;
   }
 
-  /** `urgent`: change capture, which someone is waiting on, goes before sweep pages. */
-  client(urgent = false): AirtableClient {
+  /**
+   * `urgent`: change capture, which someone is waiting on, goes before sweep pages. As a
+   * function it is asked at each request (a waiter may have been answered meanwhile).
+   */
+  client(urgent: boolean | (() => boolean) = false): AirtableClient {
     const settings = this.state.settings!;
     return new AirtableClient({
       baseUrl: this.options.baseUrl,
@@ -145,7 +148,14 @@ export class AirtableRunner {
       // the customer's, who may write to Airtable directly (then wait): requests the quota
       // never sees, so the share must hold as Airtable counts arrivals (a 429 locks the base
       // out for 30 s).
-      quota: { kind: 'sync', syncLimit: settings.turbo ? 5 : 3, urgent, shareMargin: true },
+      quota: {
+        kind: 'sync',
+        syncLimit: settings.turbo ? 5 : 3,
+        get urgent() {
+          return typeof urgent === 'function' ? urgent() : urgent;
+        },
+        shareMargin: true,
+      },
       signal: this.signal,
       onRateLimited: this.options.onRateLimited,
       // A sync made before users were recorded learns its token's user at its first request.
@@ -225,6 +235,7 @@ export class AirtableRunner {
    */
   private async cycle(client: AirtableClient): Promise<void> {
     const settings = this.state.settings!;
+    const requestMark = this.options.passRequests?.requestMark(this.options.syncId) ?? 0;
     const pass = await this.status.passStarted();
     const number = ++this.state.cyclesBegun;
     const failuresAtStart = this.queue.failures;
@@ -322,7 +333,9 @@ export class AirtableRunner {
     this.pace.end();
     this.state.loading = false;
     if (this.state.needsCycle !== 0 && number >= this.state.needsCycle) this.state.needsCycle = 0;
-    await this.status.cycleCompleted(started, new Date(), this.isPass(failuresAtStart, 'cycle') ? pass : undefined);
+    const isPass = this.isPass(failuresAtStart, 'cycle');
+    await this.status.cycleCompleted(started, new Date(), isPass ? pass : undefined);
+    if (isPass) this.capture.served(requestMark);
     if (this.capture.captureParked || this.capture.pollWanted || this.capture.requestPending) this.capture.pollSoon();
   }
 
