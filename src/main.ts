@@ -40,6 +40,7 @@ import { createProxyHandler } from './proxy/server.ts';
 import { ServiceMetrics } from './metrics/index.ts';
 import { PassSignals } from './sync/pass-signals.ts';
 import { SyncTables } from './api/sync-tables.ts';
+import { asAccountWork } from './tenancy/account-work.ts';
 import { FairPool } from './tenancy/fair-pool.ts';
 import { TenantCaps } from './tenancy/limits.ts';
 import { TenantScope } from './tenancy/scope.ts';
@@ -338,7 +339,7 @@ export async function startService(config: Config, logger: Logger, tunables: Tun
               tuning: { maxExhausted: config.webhookMaxExhausted, disableAfterMs: config.webhookDisableAfterMs, ...tunables.webhooks?.tuning },
             }),
             ...(publisher ? [kafkaRelayRunner({ pool, reader: new EventLogReader(pool), bus, kafka: publisher, logger })] : []),
-          ],
+          ].map((make) => asAccountWork(tenantScope, async (id) => (await syncs.get(id))?.accountId, make)),
         }),
         tickMs: tunables.workerTickMs,
         leaseMs,

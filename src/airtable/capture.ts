@@ -141,7 +141,10 @@ export class ChangeCapture {
       lastStart = Date.now();
       try {
         // Asked again at each of its requests: once another pass has answered the waiter, the rest wait their turn.
-        await this.pollOnce(this.host.client(() => waitedOn && mark > this.servedMark), mark);
+        await this.pollOnce(
+          this.host.client(() => waitedOn && mark > this.servedMark),
+          mark,
+        );
         this.lastGoodPollAt = Date.now();
       } catch (thrown) {
         if (this.host.signal.aborted) break;

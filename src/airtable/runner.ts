@@ -9,7 +9,7 @@ import { StatusReporter } from '../sync/status-reporter.ts';
 import { backoffDelay, CYCLE_BACKOFF, FATAL_PAUSE_MS } from '../retry.ts';
 import { pause } from '../time.ts';
 import { pruneMarks } from '../writer/marks.ts';
-import { AIRTABLE_RULE, AIRTABLE_USER_SYNC_SHARE, AirtableClient, AirtableError } from './client.ts';
+import { AIRTABLE_RULE, AIRTABLE_USER_SYNC_SHARE, AirtableClient, AirtableError, syncQuota } from './client.ts';
 import { planMigration } from './plan.ts';
 import { mapBase, type TableMapping } from './schema.ts';
 import { sweepTable, type SweepContext } from './sweep.ts';
@@ -133,10 +133,7 @@ export class AirtableRunner {
     return this.abort.signal;
   }
 
-  /**
-   * `urgent`: change capture, which someone is waiting on, goes before sweep pages. As a
-   * function it is asked at each request (a waiter may have been answered meanwhile).
-   */
+  /** `urgent` (asked at each request when a function): change capture someone waits on goes before sweep pages. */
   client(urgent: boolean | (() => boolean) = false): AirtableClient {
     const settings = this.state.settings!;
     return new AirtableClient({
@@ -148,14 +145,7 @@ export class AirtableRunner {
       // the customer's, who may write to Airtable directly (then wait): requests the quota
       // never sees, so the share must hold as Airtable counts arrivals (a 429 locks the base
       // out for 30 s).
-      quota: {
-        kind: 'sync',
-        syncLimit: settings.turbo ? 5 : 3,
-        get urgent() {
-          return typeof urgent === 'function' ? urgent() : urgent;
-        },
-        shareMargin: true,
-      },
+      quota: syncQuota(settings.turbo ? 5 : 3, urgent),
       signal: this.signal,
       onRateLimited: this.options.onRateLimited,
       // A sync made before users were recorded learns its token's user at its first request.

@@ -47,6 +47,16 @@ export class TenantScope {
     }
   }
 
+  /**
+   * Starts an account's background work (a sync's webhook delivery, backfills, Kafka relay):
+   * whatever `start` sets going runs as the account's, so the control pool gives it the
+   * account's share of connections, which its requests share too. Without it, one account's
+   * deliveries to failing destinations held the pool and every tenant's requests waited.
+   */
+  runAs<T>(accountId: string, start: () => T): T {
+    return this.storage.run({ key: `account:${accountId}`, holding: 0, admitted: true, onEnd: [] }, start);
+  }
+
   /** The scope of the request running now, if any. */
   current(): RequestTenant | undefined {
     return this.storage.getStore();

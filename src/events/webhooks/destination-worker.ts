@@ -5,13 +5,12 @@ import type { EventBus } from '../bus.ts';
 import { type EventLogReader, isFor, type LoggedEvent } from '../log.ts';
 import { Attempter, type AttemptResult } from './attempts.ts';
 import { bookkeeping } from './bookkeeping.ts';
-import type { AttemptOutcome, DeliveryLog, QueuedDelivery } from './deliveries.ts';
+import type { AttemptOutcome, DeliveryLog } from './deliveries.ts';
 import type { DestinationControls } from './destination-controls.ts';
 import type { WebhookStore } from './destinations.ts';
 import type { DestinationSettings, WorkerDestination } from './destination-settings.ts';
 import { compileFilter, type EventMatcher } from './filter.ts';
-import { type Item, itemOfEvent, itemOfRow, type Lane, laneOf, newLane } from './lanes.ts';
-import type { LaneCursors } from './lane-cursors.ts';
+import { type Item, itemOfEvent, type Lane, laneOf, newLane, putBehind } from './lanes.ts';
 import { deliveryRow, type ParkState, Parking } from './parking.ts';
 import { WorkerProgress } from './progress.ts';
 import { ReadAhead } from './read-ahead.ts';
@@ -20,6 +19,8 @@ import type { Sender } from './send.ts';
 import type { DelivererTuning } from './tuning.ts';
 import { Notifier, Stopped } from './wait.ts';
 import { BackoffWakeups } from './backoff-wakeups.ts';
+import { type LaneCursors, startLanes } from './lane-cursors.ts';
+import { deliverBehind, deliverQueued, type LaneHost } from './lane-deliveries.ts';
 import type { RateLimit } from './rate-limit.ts';
 
 export interface DestinationWorkerOptions {
@@ -47,24 +48,24 @@ export interface DestinationWorkerOptions {
  * written. The cursor is saved (every flushMs) only up to just before the oldest event
  * that is neither, so a crash re-delivers from there: at-least-once, same webhook-id.
  */
-export class DestinationWorker {
+export class DestinationWorker implements LaneHost {
   private readonly controller = new AbortController();
-  private readonly signal = this.controller.signal;
+  readonly signal = this.controller.signal;
   private readonly lanes: Lane[];
   private readonly logger: Logger;
   private readonly reading: ReadAhead;
-  private readonly progress: WorkerProgress;
-  private readonly flushWakeup = new Notifier();
+  readonly progress: WorkerProgress;
+  readonly flushWakeup = new Notifier();
   private readonly parking = new Parking(this.flushWakeup);
   private readonly roomFreed = new Notifier();
   /** Ends back-offs early: the destination answering again, or replays asked for. */
-  private readonly wakeups = new BackoffWakeups();
+  readonly wakeups = new BackoffWakeups();
   private running: Promise<void> | undefined;
   private readonly attempter: Attempter;
   private matches: EventMatcher | undefined;
   private disabling: Promise<void> | undefined;
 
-  constructor(private readonly options: DestinationWorkerOptions) {
+  constructor(readonly options: DestinationWorkerOptions) {
     this.logger = options.logger.child({ destination: options.destination.id });
     // Every lane waits on this signal.
     setMaxListeners(0, this.signal);
@@ -177,7 +178,7 @@ export class DestinationWorker {
     const { log, tuning } = this.options;
     try {
       await this.db(() => log.relane(this.id, tuning.lanes));
-      await this.loadLanes();
+      await startLanes(this.lanes, { id: this.id, ...this.options, db: (work) => this.db(work) });
       // One loop failing stops the others; the deliverer starts the worker afresh.
       const loops = [this.reading.loop(), this.progress.loop(this.signal), ...this.lanes.map((lane) => this.laneLoop(lane))].map((loop) =>
         loop.catch((error: unknown) => {
@@ -195,50 +196,6 @@ export class DestinationWorker {
     } finally {
       await this.progress.last();
     }
-  }
-
-  /**
-   * Lanes that had fallen behind start where their rows say; so do lanes with queued rows
-   * (replays) and no row of their own, from the cursor, once a row says so. After a change of
-   * the lane count every lane starts from the least position an old one had.
-   */
-  private async loadLanes(): Promise<void> {
-    const { cursors, log, tuning } = this.options;
-    const { cursorSeq, cursorGeneration: generation } = this.options.destination;
-    const cursor = BigInt(cursorSeq);
-    const rows = await this.db(() => cursors.load(this.id));
-    if (rows.some((row) => row.laneCount !== tuning.lanes)) {
-      const least = rows.reduce((min, row) => (!row.released && row.afterSeq < min ? row.afterSeq : min), cursor);
-      await this.db(() => cursors.restart(this.id, generation, tuning.lanes, least));
-      for (const lane of this.lanes) this.behind(lane, least);
-      return;
-    }
-    for (const row of rows) {
-      const lane = this.lanes[row.lane];
-      if (!lane) continue;
-      if (row.released && row.afterSeq <= cursor) {
-        // Caught up before the stop: its row goes at the next flush.
-        lane.row = 'released';
-        lane.afterSeq = row.afterSeq;
-      } else {
-        this.behind(lane, row.afterSeq);
-        // A released row not yet passed by the cursor is behind again: saved so before the cursor moves.
-        lane.moved = row.released;
-      }
-    }
-    for (const index of await this.db(() => log.queuedLanes(this.id))) {
-      const lane = this.lanes[index];
-      if (!lane || lane.mode === 'queue') continue;
-      await this.db(() => log.park(this.id, [], generation, { lane: index, lanes: tuning.lanes, afterSeq: cursorSeq }));
-      this.behind(lane, cursor);
-    }
-  }
-
-  private behind(lane: Lane, afterSeq: bigint): void {
-    lane.mode = 'queue';
-    lane.afterSeq = afterSeq;
-    lane.row = 'behind';
-    lane.memory = [];
   }
 
   // ── what the reading hands over ─────────────────────────────────────────
@@ -320,7 +277,7 @@ export class DestinationWorker {
       log.park(this.id, rows, this.options.destination.cursorGeneration, { lane: lane.index, lanes: tuning.lanes, afterSeq: afterSeq.toString() }),
     );
     // Whatever the reader handed the lane meanwhile comes after afterSeq: read again from the log.
-    this.behind(lane, afterSeq);
+    putBehind(lane, afterSeq);
     // A flush under way may be saving this lane as released: the next one says behind.
     lane.moved = true;
     this.roomFreed.notify();
@@ -337,7 +294,7 @@ export class DestinationWorker {
     const rows = await this.db(() => log.queued(this.id, lane.index, tuning.queuePage));
     if (rows.length > 0) {
       for (const row of rows) {
-        await this.deliverQueued(lane, row);
+        await deliverQueued(this, lane, row);
         if (this.signal.aborted) return;
       }
       return;
@@ -357,10 +314,12 @@ export class DestinationWorker {
       return;
     }
     const range = { afterSeq: lane.afterSeq.toString(), upToSeq: upTo.toString() };
-    const events = await this.db(() => reader.ofLane(syncId, range, { topics: destination.topics, lane: lane.index, lanes: tuning.lanes, limit: tuning.queuePage }));
+    const events = await this.db(() =>
+      reader.ofLane(syncId, range, { topics: destination.topics, lane: lane.index, lanes: tuning.lanes, limit: tuning.queuePage }),
+    );
     for (const event of events) {
       if (isFor(event, this.id) && (!this.matches || this.matches(event.value))) {
-        const movedOn = await this.deliverBehind(lane, itemOfEvent(event));
+        const movedOn = await deliverBehind(this, lane, itemOfEvent(event));
         if (!movedOn || this.signal.aborted) return;
       }
       lane.afterSeq = BigInt(event.seq);
@@ -372,94 +331,6 @@ export class DestinationWorker {
     }
   }
 
-  /**
-   * One event read from the log by a lane that fell behind. Delivered, or exhausted: the lane
-   * moves on (true). Failed: written as the lane's retrying row, worked from the queue (false).
-   */
-  private async deliverBehind(lane: Lane, item: Item): Promise<boolean> {
-    const { schedule, log, tuning } = this.options;
-    const outcome = await this.attempt(lane, item);
-    if (this.signal.aborted) return false;
-    if (outcome.ok) {
-      lane.failingSince = undefined;
-      lane.notBefore = 0;
-      this.progress.delivered += 1;
-      this.wakeups.answered();
-      return true;
-    }
-    lane.failingSince ??= outcome.at.getTime();
-    const exhausted = isExhausted(schedule, 1, lane.failingSince);
-    if (exhausted) await this.countersSaved();
-    const state: ParkState = exhausted ? { status: 'exhausted', outcome } : { status: 'retrying', outcome, next: new Date(Date.now() + this.retryWait(lane, 1, outcome)) };
-    await this.db(() =>
-      log.park(this.id, [deliveryRow(lane, item, state)], this.options.destination.cursorGeneration, {
-        lane: lane.index,
-        lanes: tuning.lanes,
-        afterSeq: item.seq.toString(),
-      }),
-    );
-    lane.afterSeq = item.seq;
-    if (exhausted) this.logExhausted(item.eventKey, 1, outcome);
-    return exhausted;
-  }
-
-  /**
-   * The destination's counters first: whoever sees a delivery exhausted sees its attempts
-   * counted. (A flush already under way may have read the counters before this attempt: then
-   * one more.)
-   */
-  private async countersSaved(): Promise<void> {
-    for (let round = 0; round < 2 && this.progress.failedAttempts > 0 && !this.signal.aborted; round++) {
-      const saved = this.progress.saved.wait(this.options.tuning.flushMs * 5 + 1000);
-      this.flushWakeup.notify();
-      await saved;
-    }
-  }
-
-  private async deliverQueued(lane: Lane, row: QueuedDelivery): Promise<void> {
-    const { schedule, log } = this.options;
-    let attempts = row.attempts;
-    let firstAttemptAt = row.firstAttemptAt;
-    let nextAt = row.nextAttemptAt?.getTime() ?? 0;
-    const item = itemOfRow(row);
-    while (!this.signal.aborted) {
-      const wait = nextAt - Date.now();
-      if (wait > 0) {
-        const woken = await this.wakeups.waitOut(lane, wait);
-        // The destination answers again: try now rather than at the end of a back-off that may
-        // be an hour, but not before the head's Retry-After.
-        if (woken === 'answered') nextAt = lane.notBefore;
-        // A replay was asked for: the row may have been moved to now.
-        else if (woken === 'retry') nextAt = (await this.db(() => log.nextAttemptAt(row.id)))?.getTime() ?? 0;
-        continue;
-      }
-      const outcome = await this.attempt(lane, item);
-      if (this.signal.aborted) return;
-      attempts += 1;
-      if (outcome.ok) {
-        await this.db(() => log.delivered(row.id, attempts, outcome));
-        lane.failingSince = undefined;
-        lane.notBefore = 0;
-        this.progress.delivered += 1;
-        this.wakeups.answered();
-        return;
-      }
-      firstAttemptAt ??= outcome.at;
-      lane.failingSince ??= (row.attempts > 0 && row.firstAttemptAt ? row.firstAttemptAt : outcome.at).getTime();
-      if (isExhausted(schedule, attempts, lane.failingSince)) {
-        const first = firstAttemptAt;
-        await this.countersSaved();
-        await this.db(() => log.failed(row.id, attempts, outcome, first, null));
-        this.logExhausted(row.eventKey, attempts, outcome);
-        return;
-      }
-      const next = new Date(Date.now() + this.retryWait(lane, attempts, outcome));
-      const first = firstAttemptAt;
-      await this.db(() => log.failed(row.id, attempts, outcome, first, next));
-      nextAt = next.getTime();
-    }
-  }
-
   // ── one attempt ─────────────────────────────────────────────────────────
 
   /**
@@ -467,7 +338,7 @@ export class DestinationWorker {
    * failed for days, is disabled here: the worker stops, the event stays unsent (before the
    * cursor), and re-enabling sends it again.
    */
-  private async attempt(lane: Lane, item: Item): Promise<AttemptResult> {
+  async attempt(lane: Lane, item: Item): Promise<AttemptResult> {
     // A 2xx from here on, even one that comes while this attempt is still failing, ends its back-off.
     lane.answersSeen = this.wakeups.answeredAgain;
     const result = await this.attempter.attempt(item, this.signal);
@@ -488,13 +359,13 @@ export class DestinationWorker {
   }
 
   /** The back-off after a failed attempt: no shorter than a 429's or 503's Retry-After, which the destination answering elsewhere does not cut short. */
-  private retryWait(lane: Lane, failures: number, outcome: AttemptResult): number {
+  retryWait(lane: Lane, failures: number, outcome: AttemptResult): number {
     const floor = retryAfterFloor(this.options.schedule, outcome.statusCode, outcome.retryAfterMs);
     lane.notBefore = floor > 0 ? Date.now() + floor : 0;
     return Math.max(retryDelay(this.options.schedule, failures, this.options.random), floor);
   }
 
-  private logExhausted(eventKey: string, attempts: number, outcome: AttemptOutcome): void {
+  logExhausted(eventKey: string, attempts: number, outcome: AttemptOutcome): void {
     this.logger.warn(
       { eventId: eventKey, attempts, status: outcome.statusCode, error: outcome.error },
       'webhook delivery exhausted; it stays in the delivery log and can be replayed',
@@ -502,7 +373,7 @@ export class DestinationWorker {
   }
 
   /** Bookkeeping in the control database, retried until it succeeds or the worker stops. */
-  private db<T>(work: () => Promise<T>): Promise<T> {
+  db<T>(work: () => Promise<T>): Promise<T> {
     return bookkeeping(work, this.signal, this.logger);
   }
 }

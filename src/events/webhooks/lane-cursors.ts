@@ -1,4 +1,7 @@
 import type pg from 'pg';
+import type { DeliveryLog } from './deliveries.ts';
+import type { WorkerDestination } from './destination-settings.ts';
+import { type Lane, putBehind } from './lanes.ts';
 
 /** A lane's row in webhook_lanes (sql/29_webhook_lanes.sql). */
 export interface LaneCursor {
@@ -70,5 +73,45 @@ export class LaneCursors {
        ON CONFLICT (destination_id, lane) DO UPDATE SET lane_count = EXCLUDED.lane_count, after_seq = EXCLUDED.after_seq, released = false`,
       [destinationId, generation, lanes, afterSeq.toString()],
     );
+  }
+}
+
+/**
+ * Where a worker's lanes start. Lanes that had fallen behind start where their rows say; so do
+ * lanes with queued rows (replays) and no row of their own, from the cursor, once a row says
+ * so. After a change of the lane count every lane starts from the least position an old one had.
+ */
+export async function startLanes(
+  lanes: Lane[],
+  w: { id: string; cursors: LaneCursors; log: DeliveryLog; destination: WorkerDestination; db: <T>(work: () => Promise<T>) => Promise<T> },
+): Promise<void> {
+  const { id, cursors, log, db } = w;
+  const { cursorSeq, cursorGeneration: generation } = w.destination;
+  const cursor = BigInt(cursorSeq);
+  const rows = await db(() => cursors.load(id));
+  if (rows.some((row) => row.laneCount !== lanes.length)) {
+    const least = rows.reduce((min, row) => (!row.released && row.afterSeq < min ? row.afterSeq : min), cursor);
+    await db(() => cursors.restart(id, generation, lanes.length, least));
+    for (const lane of lanes) putBehind(lane, least);
+    return;
+  }
+  for (const row of rows) {
+    const lane = lanes[row.lane];
+    if (!lane) continue;
+    if (row.released && row.afterSeq <= cursor) {
+      // Caught up before the stop: its row goes at the next flush.
+      lane.row = 'released';
+      lane.afterSeq = row.afterSeq;
+    } else {
+      putBehind(lane, row.afterSeq);
+      // A released row not yet passed by the cursor is behind again: saved so before the cursor moves.
+      lane.moved = row.released;
+    }
+  }
+  for (const index of await db(() => log.queuedLanes(id))) {
+    const lane = lanes[index];
+    if (!lane || lane.mode === 'queue') continue;
+    await db(() => log.park(id, [], generation, { lane: index, lanes: lanes.length, afterSeq: cursorSeq }));
+    putBehind(lane, cursor);
   }
 }

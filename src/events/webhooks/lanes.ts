@@ -94,3 +94,11 @@ export function newLane(index: number): Lane {
     wakeup: new Notifier(),
   };
 }
+
+/** The lane falls behind at `afterSeq`: it reads its own events from the log from there on. */
+export function putBehind(lane: Lane, afterSeq: bigint): void {
+  lane.mode = 'queue';
+  lane.afterSeq = afterSeq;
+  lane.row = 'behind';
+  lane.memory = [];
+}

@@ -1,7 +1,7 @@
 import type { EventBus } from '../bus.ts';
 import { type EventLogReader, isFor, type LoggedEvent } from '../log.ts';
 import type { DelivererTuning } from './tuning.ts';
-import { Notifier, sleep } from './wait.ts';
+import { type Notifier, sleep } from './wait.ts';
 
 const SKIP_AHEAD_MS = 1_000;
 
