@@ -15,8 +15,9 @@ export interface FairPoolOptions {
  * before it is known whose) hold at most `perTenant` of its connections at once, and wait in
  * their own line for more. Without it a flood of one account's requests, or its long polls
  * queued on one consumer group's lock, took all ten, and every other tenant's request waited
- * behind them. Work outside a request (sync runners, the decoder) and the operator's requests
- * are not limited.
+ * behind them. An account's background work (webhook delivery, backfills, the Kafka relay:
+ * TenantScope.runAs) shares the account's places with its requests. Sync runners, the decoder
+ * and the operator's requests are not limited.
  *
  * Every checkout goes through connect(): pg-pool's query() calls it with a callback and
  * releases the client when the statement ends; a bare connect() is a transaction's client, held
