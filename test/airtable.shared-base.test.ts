@@ -83,7 +83,8 @@ test('polls nobody waits on take their turn with the cycles; a waiter’s poll g
     );
   }
   const unasked = await grants(quiet);
-  assert.ok((unasked.sync ?? 0) >= 6, `polls and cycles went on: ${JSON.stringify(unasked)}`);
+  // Each sync read upstream to get the record: the window is not empty of requests.
+  assert.ok((unasked.sync ?? 0) >= syncs.length, `polls and cycles went on: ${JSON.stringify(unasked)}`);
   assert.is(unasked.urgent ?? 0, 0, `no request nobody waits on is urgent: ${JSON.stringify(unasked)}`);
 
   // A wait request's poll is urgent.
