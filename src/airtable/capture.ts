@@ -89,8 +89,8 @@ export class ChangeCapture {
   }
 
   /**
-   * A cycle that began at request mark `mark` completed as a pass: the wait requests up to
-   * there are answered, and the next poll is not made urgent for them. (Seen in a test on a
+   * A pass (a cycle's or a poll's) that began at request mark `mark` completed: the wait
+   * requests up to there are answered, and no poll is urgent for them any more. (Seen in a test on a
    * busy machine: the waits of a new sync, answered by its first cycle, made the first capture
    * poll after it urgent, with nobody waiting any more.)
    */
@@ -176,7 +176,7 @@ export class ChangeCapture {
     const settled = this.host.isPass(failuresAtStart, 'poll');
     if (settled) {
       await this.host.status.passCompleted(pass);
-      if (mark > this.servedMark) this.servedMark = mark;
+      this.served(mark);
     }
     // Someone waits: poll again once the cycle or the debounced writes that hold it up are done.
     this.pollWanted = pass.wanted && !settled;

@@ -20,7 +20,7 @@ import type { DelivererTuning } from './tuning.ts';
 import { Notifier, Stopped } from './wait.ts';
 import { BackoffWakeups } from './backoff-wakeups.ts';
 import { type LaneCursors, startLanes } from './lane-cursors.ts';
-import { deliverBehind, deliverQueued, type LaneHost } from './lane-deliveries.ts';
+import { answered, deliverBehind, deliverQueued, type LaneHost } from './lane-deliveries.ts';
 import type { RateLimit } from './rate-limit.ts';
 
 export interface DestinationWorkerOptions {
@@ -238,11 +238,8 @@ export class DestinationWorker implements LaneHost {
       if (this.signal.aborted) return;
       if (outcome.ok) {
         lane.memory.shift();
-        lane.failingSince = undefined;
-        lane.notBefore = 0;
-        this.progress.delivered += 1;
+        answered(this, lane);
         this.roomFreed.notify();
-        this.wakeups.answered();
         continue;
       }
       lane.failingSince ??= outcome.at.getTime();
@@ -265,10 +262,7 @@ export class DestinationWorker implements LaneHost {
   private async fallBehind(lane: Lane, failedHead?: ParkState): Promise<void> {
     const { log, tuning } = this.options;
     // Exhausted rows of the lane parked in memory mode are written first: they come before.
-    while (this.parking.hasUnwritten(lane) && !this.signal.aborted) {
-      this.flushWakeup.notify();
-      await this.parking.written.wait(tuning.idleMs);
-    }
+    await this.parkedWritten(lane);
     const head = lane.memory[0];
     const afterSeq = failedHead && head ? head.seq : head ? head.seq - 1n : this.reading.seq;
     const rows = failedHead && head ? [deliveryRow(lane, head, failedHead)] : [];
@@ -285,11 +279,9 @@ export class DestinationWorker implements LaneHost {
 
   private async workQueue(lane: Lane): Promise<void> {
     const { tuning, log } = this.options;
-    if (this.parking.hasUnwritten(lane)) {
-      this.flushWakeup.notify();
-      await this.parking.written.wait(tuning.idleMs);
-      return;
-    }
+    // Rows of this lane still on their way to the table come before anything loaded now.
+    await this.parkedWritten(lane);
+    if (this.signal.aborted) return;
     lane.retriesSeen = this.wakeups.retryRequests;
     const rows = await this.db(() => log.queued(this.id, lane.index, tuning.queuePage));
     if (rows.length > 0) {
@@ -300,6 +292,14 @@ export class DestinationWorker implements LaneHost {
       return;
     }
     await this.readBehind(lane);
+  }
+
+  /** Until the lane's parked rows are written (flushed sooner for it), or the worker stops. */
+  private async parkedWritten(lane: Lane): Promise<void> {
+    while (this.parking.hasUnwritten(lane) && !this.signal.aborted) {
+      this.flushWakeup.notify();
+      await this.parking.written.wait(this.options.tuning.idleMs);
+    }
   }
 
   /** Nothing queued: the lane's own events from the log, up to where the reader has got. */

@@ -23,6 +23,14 @@ export interface LaneHost {
   db<T>(work: () => Promise<T>): Promise<T>;
 }
 
+/** A 2xx on `lane`: its run of failures ends, it is counted, and lanes waiting out a back-off may try now. */
+export function answered(w: Pick<LaneHost, 'progress' | 'wakeups'>, lane: Lane): void {
+  lane.failingSince = undefined;
+  lane.notBefore = 0;
+  w.progress.delivered += 1;
+  w.wakeups.answered();
+}
+
 /**
  * One event read from the log by a lane that fell behind. Delivered, or exhausted: the lane
  * moves on (true). Failed: written as the lane's retrying row, worked from the queue (false).
@@ -32,10 +40,7 @@ export async function deliverBehind(w: LaneHost, lane: Lane, item: Item): Promis
   const outcome = await w.attempt(lane, item);
   if (w.signal.aborted) return false;
   if (outcome.ok) {
-    lane.failingSince = undefined;
-    lane.notBefore = 0;
-    w.progress.delivered += 1;
-    w.wakeups.answered();
+    answered(w, lane);
     return true;
   }
   lane.failingSince ??= outcome.at.getTime();
@@ -91,10 +96,7 @@ export async function deliverQueued(w: LaneHost, lane: Lane, row: QueuedDelivery
     attempts += 1;
     if (outcome.ok) {
       await w.db(() => log.delivered(row.id, attempts, outcome));
-      lane.failingSince = undefined;
-      lane.notBefore = 0;
-      w.progress.delivered += 1;
-      w.wakeups.answered();
+      answered(w, lane);
       return;
     }
     firstAttemptAt ??= outcome.at;
