@@ -1,7 +1,7 @@
 import path from 'node:path';
 import { type BackfillLimits, DEFAULT_BACKFILL_LIMITS } from './backfill/limits.ts';
 import { DEFAULT_CREDENTIAL_LIMITS, type CredentialLimits } from './credentials/throttle.ts';
-import { DEFAULT_DELIVERY_BOUNDS, type DeliveryBounds } from './events/webhooks/shared-rates.ts';
+import { DEFAULT_DELIVERY_BOUNDS, type DeliveryBounds } from './events/webhooks/shared-bounds.ts';
 import { DEFAULT_MAX_SYNCS } from './lease/worker.ts';
 import { DEFAULT_TENANT_LIMITS, type TenantLimits } from './tenancy/limits.ts';
 
@@ -211,6 +211,7 @@ export function loadConfig(env: Env = process.env, overrides: Partial<Config> = 
     webhookBounds: {
       perHost: positive(env, 'TRIBUTARY_WEBHOOK_MAX_PER_HOST_PER_SECOND', DEFAULT_DELIVERY_BOUNDS.perHost),
       perAccount: positive(env, 'TRIBUTARY_WEBHOOK_MAX_PER_ACCOUNT_PER_SECOND', DEFAULT_DELIVERY_BOUNDS.perAccount),
+      heldPerAccount: positive(env, 'TRIBUTARY_WEBHOOK_MAX_HELD_EVENTS_PER_ACCOUNT', DEFAULT_DELIVERY_BOUNDS.heldPerAccount),
     },
     upstreams: parseUpstreams(env.TRIBUTARY_UPSTREAMS),
     roles: parseRoles(env.TRIBUTARY_ROLES),

@@ -30,7 +30,7 @@ import { EventBus } from './events/bus.ts';
 import { dropExpiredEventPartitions } from './events/log.ts';
 import { decoderFactory } from './decoder/runner.ts';
 import { webhookRunner } from './events/webhooks/runner.ts';
-import { SharedRates } from './events/webhooks/shared-rates.ts';
+import { SharedBounds } from './events/webhooks/shared-bounds.ts';
 import { backfillRunner } from './backfill/runner.ts';
 import { accountGrants, createKafkaPublisher, KafkaAccess, kafkaRelayRunner } from './events/kafka/index.ts';
 import { kafkaAccessHooks } from './events/kafka/hooks.ts';
@@ -330,7 +330,7 @@ export async function startService(config: Config, logger: Logger, tunables: Tun
             webhookRunner({
               pool,
               box,
-              rates: new SharedRates(config.webhookBounds), // one for every sync's webhooks in this process
+              bounds: new SharedBounds(config.webhookBounds), // one for every sync's webhooks in this process
               reader: new EventLogReader(pool),
               bus,
               logger,

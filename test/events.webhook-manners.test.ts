@@ -4,12 +4,14 @@
  * elsewhere), max_per_second bounds attempts across all lanes, and an answer is read only so
  * far and waited for only so long.
  */
+import { setFlagsFromString } from 'node:v8';
+import { runInNewContext } from 'node:vm';
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
 import { loadConfig } from '../src/config.ts';
 import { laneOf } from '../src/events/webhooks/lanes.ts';
 import { parseRetryAfter } from '../src/events/webhooks/send.ts';
-import { SharedRates } from '../src/events/webhooks/shared-rates.ts';
+import { SharedBounds } from '../src/events/webhooks/shared-bounds.ts';
 import { peak } from './harness/quota.ts';
 import { FAST_SCHEDULE, FAST_TUNING, pause, type Receiver, request, startWebhookWorld, until, type Received, type WebhookWorld } from './harness/webhooks.ts';
 
@@ -25,6 +27,15 @@ test.after(async () => {
 
 const topic = (syncId: string) => `svc.${syncId}.customer`;
 const idOf = (r: Received) => (JSON.parse(r.body) as { id: string }).id;
+
+// A full collection before each heap reading, so that it counts what is held, not garbage.
+setFlagsFromString('--expose-gc');
+const collect = runInNewContext('gc') as () => void;
+const settledHeap = () => {
+  collect();
+  collect();
+  return process.memoryUsage().heapUsed;
+};
 
 test('Retry-After: delay-seconds or an HTTP-date', () => {
   const now = Date.parse('2024-05-01T12:00:00Z');
@@ -135,13 +146,13 @@ const mostInASecond = (...receivers: Receiver[]) =>
   );
 
 test('attempts to one host are bounded across webhooks of every sync, recovery included', async () => {
-  const rates = new SharedRates({ perHost: 20, perAccount: 10_000 });
+  const bounds = new SharedBounds({ perHost: 20, perAccount: 10_000, heldPerAccount: 20_000 });
   const [first, second] = [await world.newSync(), await world.newSync()];
   const [a, b] = [await world.receiver(), await world.receiver()];
   const hookA = await world.createWebhook(first, { url: a.url, topics: [topic(first)] });
   await world.createWebhook(second, { url: b.url, topics: [topic(second)] });
-  world.deliver(first, { rates });
-  world.deliver(second, { rates });
+  world.deliver(first, { bounds });
+  world.deliver(second, { bounds });
   const since = new Date(Date.now() - 1000).toISOString();
   const started = Date.now();
   await world.log(
@@ -167,13 +178,13 @@ test('attempts to one host are bounded across webhooks of every sync, recovery i
 });
 
 test("attempts of one account are bounded across its webhooks' hosts", async () => {
-  const rates = new SharedRates({ perHost: 10_000, perAccount: 20 });
+  const bounds = new SharedBounds({ perHost: 10_000, perAccount: 20, heldPerAccount: 20_000 });
   const syncId = await world.newSync();
   const receiver = await world.receiver();
   // Two hosts for one receiver: the account's bound counts both.
   await world.createWebhook(syncId, { url: receiver.url, topics: [topic(syncId)] });
   await world.createWebhook(syncId, { url: receiver.url.replace('127.0.0.1', 'localhost'), topics: [topic(syncId)] });
-  world.deliver(syncId, { rates });
+  world.deliver(syncId, { bounds });
   const started = Date.now();
   await world.log(
     syncId,
@@ -184,14 +195,53 @@ test("attempts of one account are bounded across its webhooks' hosts", async () 
   assert.ok(mostInASecond(receiver) <= 23, `${mostInASecond(receiver)} attempts of one account within one second`);
 });
 
-test("the bounds across webhooks are the operator's: 1,000 a host and 2,000 an account unless the environment says", () => {
-  assert.equal(loadConfig({}, {}).webhookBounds, { perHost: 1_000, perAccount: 2_000 });
-  const set = loadConfig({ TRIBUTARY_WEBHOOK_MAX_PER_HOST_PER_SECOND: '50', TRIBUTARY_WEBHOOK_MAX_PER_ACCOUNT_PER_SECOND: '80' }, {});
-  assert.equal(set.webhookBounds, { perHost: 50, perAccount: 80 });
-  assert.throws(
-    () => loadConfig({ TRIBUTARY_WEBHOOK_MAX_PER_HOST_PER_SECOND: '0' }, {}),
-    /TRIBUTARY_WEBHOOK_MAX_PER_HOST_PER_SECOND must be a whole number of at least 1/,
+test("an account's webhooks hold only their parts of its bound in memory while their receivers stall, and lose nothing", async () => {
+  // Once, each webhook held 10,000 events while its receiver was slow: ten of one account's
+  // took the service from 225 MB to 1.3 GB. Now the account's webhooks share its bound.
+  const bounds = new SharedBounds({ perHost: 10_000, perAccount: 10_000, heldPerAccount: 100 });
+  const syncId = await world.newSync();
+  const receivers = [await world.receiver(), await world.receiver()];
+  for (const receiver of receivers) {
+    receiver.behaviour = () => 'hold';
+    await world.createWebhook(syncId, { url: receiver.url, topics: [topic(syncId)] });
+  }
+  // The held answers come long before a timeout: the lanes stay in memory mode, reading ahead.
+  world.deliver(syncId, { bounds, schedule: { ...FAST_SCHEDULE, timeoutMs: 120_000 } });
+  const heapBefore = settledHeap();
+  const total = 4_000;
+  const pad = 'x'.repeat(4096);
+  for (let from = 0; from < total; from += 500) {
+    await world.log(
+      syncId,
+      Array.from({ length: 500 }, (_, i) => ({ id: `m${from + i}`, data: { pad } })),
+    );
+  }
+  await until('every lane of both webhooks waiting on its receiver', () => receivers.every((r) => r.held === FAST_TUNING.lanes));
+  // Reading as far ahead as allowed takes a few reads of the log; unbounded, each webhook read all 4,000 (16 MB) in well under this.
+  await pause(2_000);
+  const grown = settledHeap() - heapBefore;
+  assert.ok(grown < 8 * 1024 * 1024, `the heap grew by ${(grown / 1024 / 1024).toFixed(1)} MB while two webhooks' receivers stalled`);
+  for (const receiver of receivers) {
+    receiver.behaviour = () => 204;
+    receiver.release();
+  }
+  await until('every event at both webhooks', () => receivers.every((r) => new Set(r.accepted.map(idOf)).size === total), 60_000);
+});
+
+test("the bounds across webhooks are the operator's: 1,000 a host, 2,000 an account and 20,000 held unless the environment says", () => {
+  assert.equal(loadConfig({}, {}).webhookBounds, { perHost: 1_000, perAccount: 2_000, heldPerAccount: 20_000 });
+  const set = loadConfig(
+    {
+      TRIBUTARY_WEBHOOK_MAX_PER_HOST_PER_SECOND: '50',
+      TRIBUTARY_WEBHOOK_MAX_PER_ACCOUNT_PER_SECOND: '80',
+      TRIBUTARY_WEBHOOK_MAX_HELD_EVENTS_PER_ACCOUNT: '500',
+    },
+    {},
   );
+  assert.equal(set.webhookBounds, { perHost: 50, perAccount: 80, heldPerAccount: 500 });
+  for (const name of ['TRIBUTARY_WEBHOOK_MAX_PER_HOST_PER_SECOND', 'TRIBUTARY_WEBHOOK_MAX_HELD_EVENTS_PER_ACCOUNT']) {
+    assert.throws(() => loadConfig({ [name]: '0' }, {}), new RegExp(`${name} must be a whole number of at least 1`));
+  }
 });
 
 test('an endless answer is read only to 4 KiB and the connection closed; one that never comes times out', async () => {

@@ -76,7 +76,7 @@ export class EventBus {
   }
 
   /** A feed of what this process's decoder logs for a sync from now on (logged-feed.ts); close it when done. */
-  subscribeLogged(syncId: string, maxEvents = 10_000): LoggedFeed {
+  subscribeLogged(syncId: string, maxEvents: number | (() => number) = 10_000): LoggedFeed {
     const set = this.feeds.get(syncId) ?? new Set<LoggedFeed>();
     this.feeds.set(syncId, set);
     const feed = new LoggedFeed(maxEvents, (closed) => {

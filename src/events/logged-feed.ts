@@ -20,8 +20,8 @@ export class LoggedFeed {
   private closed = false;
 
   constructor(
-    /** Events held at most; past it the oldest batches go (the reader then reads the log). */
-    private readonly maxEvents: number,
+    /** Events held at most (now); past it the oldest batches go (the reader then reads the log). */
+    private readonly maxEvents: number | (() => number),
     private readonly onClose: (feed: LoggedFeed) => void,
   ) {}
 
@@ -34,7 +34,8 @@ export class LoggedFeed {
     this.batches.push(events);
     this.held += events.length;
     this.lastSeq = BigInt(events[events.length - 1]!.seq);
-    while (this.held > this.maxEvents && this.batches.length > 1) this.held -= this.batches.shift()!.length;
+    const max = typeof this.maxEvents === 'number' ? this.maxEvents : this.maxEvents();
+    while (this.held > max && this.batches.length > 1) this.held -= this.batches.shift()!.length;
   }
 
   /** The decoder restarted: what it logs next may not follow the last batch seen here. */

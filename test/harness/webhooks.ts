@@ -59,16 +59,30 @@ export interface Received {
   at: number;
 }
 
-type Answer = number | 'hang' | 'stream' | { status: number; body?: string; headers?: Record<string, string> };
+type Answer = number | 'hang' | 'hold' | 'stream' | { status: number; body?: string; headers?: Record<string, string> };
 
-/** A real HTTP receiver on loopback that answers as `behaviour` says: a status, never, or an endless 200 body. */
+/**
+ * A real HTTP receiver on loopback that answers as `behaviour` says: a status, never, a 204
+ * once `release()` is called ('hold'), or an endless 200 body.
+ */
 export class Receiver {
   readonly requests: Received[] = [];
   behaviour: (body: string) => Answer = () => 204;
   /** Bytes an endless answer got out before the sender closed the connection, per request. */
   readonly streamed: Array<{ bytes: number; closed: boolean }> = [];
   private server: http.Server | undefined;
+  private readonly holding: Array<() => void> = [];
   port = 0;
+
+  /** Requests answered 'hold' waiting for release(). */
+  get held(): number {
+    return this.holding.length;
+  }
+
+  /** Answers every held request 204 (taken then, as a slow receiver's are). */
+  release(): void {
+    for (const answer of this.holding.splice(0)) answer();
+  }
 
   get url(): string {
     return `http://127.0.0.1:${this.port}/hook`;
@@ -87,19 +101,28 @@ export class Receiver {
         const body = Buffer.concat(chunks).toString('utf8');
         const answer = this.behaviour(body);
         if (answer === 'hang') return;
+        const taken = (status: number) =>
+          this.requests.push({
+            id: String(req.headers['webhook-id']),
+            timestamp: String(req.headers['webhook-timestamp']),
+            signature: String(req.headers['webhook-signature']),
+            body,
+            status,
+            at: Date.now(),
+          });
+        if (answer === 'hold') {
+          this.holding.push(() => {
+            taken(204);
+            res.writeHead(204).end();
+          });
+          return;
+        }
         const {
           status,
           body: text,
           headers,
         } = typeof answer === 'number' ? { status: answer, body: undefined, headers: undefined } : answer === 'stream' ? { status: 200 } : answer;
-        this.requests.push({
-          id: String(req.headers['webhook-id']),
-          timestamp: String(req.headers['webhook-timestamp']),
-          signature: String(req.headers['webhook-signature']),
-          body,
-          status,
-          at: Date.now(),
-        });
+        taken(status);
         if (answer === 'stream') return this.stream(res);
         res.writeHead(status, headers);
         res.end(text);

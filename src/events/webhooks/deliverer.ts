@@ -15,7 +15,7 @@ import { LaneCursors } from './lane-cursors.ts';
 import { DEFAULT_TUNING, type DelivererTuning } from './tuning.ts';
 import { retrySchedule, type RetrySchedule } from './schedule.ts';
 import { createSender } from './send.ts';
-import type { SharedRates } from './shared-rates.ts';
+import type { SharedBounds } from './shared-bounds.ts';
 import { sleep } from './wait.ts';
 
 export interface SupervisorTuning {
@@ -52,8 +52,8 @@ export interface WebhookDelivererOptions {
   schedule?: Partial<RetrySchedule>;
   tuning?: Partial<DelivererTuning & SupervisorTuning>;
   signal?: AbortSignal;
-  /** Attempts per second shared across the process's webhooks, per destination host and per account. */
-  rates?: SharedRates;
+  /** Bounds shared across the process's webhooks: attempts per host and per account, events held per account. */
+  bounds?: SharedBounds;
   /** Name resolution for the public-address check (tests). */
   lookup?: LookupAll;
   random?: () => number;
@@ -165,7 +165,7 @@ export function startWebhookDeliverer(options: WebhookDelivererOptions): Webhook
         continue;
       }
       unusable.delete(row.id);
-      const shared = options.rates?.acquire(destination.url, row.accountId);
+      const shared = options.bounds?.acquire(destination.url, row.accountId);
       const worker = new DestinationWorker({
         syncId,
         destination,
@@ -179,7 +179,7 @@ export function startWebhookDeliverer(options: WebhookDelivererOptions): Webhook
         schedule,
         tuning,
         logger,
-        ...(shared ? { shared: shared.limits } : {}),
+        ...(shared ? { shared: shared.limits, held: shared.held } : {}),
         ...(options.random ? { random: options.random } : {}),
       });
       workers.set(row.id, {

@@ -37,8 +37,10 @@ export interface DestinationWorkerOptions {
   schedule: RetrySchedule;
   tuning: DelivererTuning;
   logger: Logger;
-  /** Limits shared with the process's other webhooks (SharedRates). */
+  /** Limits shared with the process's other webhooks (SharedBounds). */
   shared?: RateLimit[];
+  /** The most events this worker may hold in memory now: its part of its account's (SharedBounds). */
+  held?: () => number;
   random?: () => number;
 }
 
@@ -80,6 +82,7 @@ export class DestinationWorker implements LaneHost {
         tuning,
         signal: this.signal,
         pending: () => this.pending(),
+        maxPending: () => Math.min(tuning.maxPending, options.held?.() ?? Number.POSITIVE_INFINITY),
         roomFreed: this.roomFreed,
         dispatch: (event) => this.dispatch(event),
         db: (work) => this.db(work),

@@ -1,3 +1,4 @@
+import { Keyed } from './keyed.ts';
 import { sleep } from './wait.ts';
 
 /**
@@ -44,30 +45,17 @@ export class RateLimit {
   }
 }
 
-/**
- * One RateLimit per key (a destination host, an account), shared by every holder and
- * forgotten once none holds it, so keys that come and go leave nothing behind.
- */
+/** One RateLimit per key (an account's backfills), shared by every holder (Keyed). */
 export class KeyedRateLimits {
-  private readonly held = new Map<string, { limit: RateLimit; users: number }>();
+  private readonly keyed: Keyed<RateLimit>;
 
-  constructor(private readonly perSecond: number) {}
+  constructor(perSecond: number) {
+    this.keyed = new Keyed(() => new RateLimit(perSecond));
+  }
 
   /** The key's limit; `release` once the holder stops (a second call does nothing). */
   acquire(key: string): { limit: RateLimit; release(): void } {
-    let entry = this.held.get(key);
-    if (!entry) this.held.set(key, (entry = { limit: new RateLimit(this.perSecond), users: 0 }));
-    entry.users += 1;
-    const taken = entry;
-    let released = false;
-    return {
-      limit: taken.limit,
-      release: () => {
-        if (released) return;
-        released = true;
-        taken.users -= 1;
-        if (taken.users === 0 && this.held.get(key) === taken) this.held.delete(key);
-      },
-    };
+    const { value, release } = this.keyed.acquire(key);
+    return { limit: value, release };
   }
 }

@@ -15,8 +15,10 @@ export interface ReadAheadOptions {
   bus: EventBus;
   tuning: DelivererTuning;
   signal: AbortSignal;
-  /** Events held in memory now: no more than tuning.maxPending are read. */
+  /** Events held in memory now: no more than maxPending() are read. */
   pending: () => number;
+  /** The most events the worker may hold now: tuning.maxPending, or less, its part of its account's. */
+  maxPending: () => number;
   /** Notified when events held in memory leave it. */
   roomFreed: Notifier;
   /** Takes each of the destination's events, in log order. */
@@ -50,13 +52,13 @@ export class ReadAhead {
   async loop(): Promise<void> {
     const { bus, syncId, tuning, signal } = this.options;
     // What the decoder in this process commits arrives here without a read of the log.
-    const feed = bus.subscribeLogged(syncId, tuning.maxPending);
+    const feed = bus.subscribeLogged(syncId, this.options.maxPending);
     // After a wait that timed out, the log is read whatever the feed says (a safety net).
     let readLog = true;
     try {
       while (!signal.aborted) {
         const mark = bus.mark(syncId);
-        const room = tuning.maxPending - this.options.pending();
+        const room = this.options.maxPending() - this.options.pending();
         if (room <= 0) {
           await this.options.roomFreed.wait(tuning.idleMs);
           continue;

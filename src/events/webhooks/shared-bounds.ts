@@ -1,37 +1,72 @@
-import { KeyedRateLimits, type RateLimit } from './rate-limit.ts';
+import { Keyed } from './keyed.ts';
+import { RateLimit } from './rate-limit.ts';
 
 /**
- * Attempts per second in one process across every webhook: to one destination host (of
- * every account), and of one account (to every host). Without them, webhooks made to point at
- * a third party (an account may have 100) and a recovery of each made the service a reflector:
- * 80,754 POSTs in ~11 s. A webhook's own `max_per_second` applies within these.
+ * What one process's webhook workers share across webhooks. Attempts per second: to one
+ * destination host (of every account), and of one account (to every host). Without them,
+ * webhooks made to point at a third party (an account may have 100) and a recovery of each
+ * made the service a reflector: 80,754 POSTs in ~11 s. A webhook's own `max_per_second`
+ * applies within these. And the events an account's webhooks hold in memory together: without
+ * that bound, ten webhooks to receivers that answered after 9 s held 10,000 events each, and
+ * the service's RSS went from 225 MB to 1.3 GB.
  */
 export interface DeliveryBounds {
   perHost: number;
   perAccount: number;
+  /** Events held in memory by an account's webhooks together, an equal part each. */
+  heldPerAccount: number;
 }
 
-export const DEFAULT_DELIVERY_BOUNDS: DeliveryBounds = { perHost: 1_000, perAccount: 2_000 };
+export const DEFAULT_DELIVERY_BOUNDS: DeliveryBounds = { perHost: 1_000, perAccount: 2_000, heldPerAccount: 20_000 };
 
-/** The shared limits of one process's webhook workers, kept while some worker uses them. */
-export class SharedRates {
-  private readonly hosts: KeyedRateLimits;
-  private readonly accounts: KeyedRateLimits;
+/** An account's webhook workers in this process, sharing its room in memory equally. */
+class HeldShare {
+  members = 0;
+
+  constructor(private readonly total: number) {}
+
+  /** A worker's part: the most events it may hold now (a newcomer shrinks the others' parts). */
+  get part(): number {
+    return Math.max(1, Math.floor(this.total / Math.max(1, this.members)));
+  }
+}
+
+/** What a webhook's worker takes of the shared bounds while it runs. */
+export interface TakenBounds {
+  /** Waited for beside the webhook's own rate: its host's and its account's. */
+  limits: RateLimit[];
+  /** The most events the worker may hold in memory now. */
+  held(): number;
+  release(): void;
+}
+
+/** The shared bounds of one process's webhook workers, kept while some worker uses them. */
+export class SharedBounds {
+  private readonly hosts: Keyed<RateLimit>;
+  private readonly accounts: Keyed<RateLimit>;
+  private readonly held: Keyed<HeldShare>;
 
   constructor(bounds: DeliveryBounds = DEFAULT_DELIVERY_BOUNDS) {
-    this.hosts = new KeyedRateLimits(bounds.perHost);
-    this.accounts = new KeyedRateLimits(bounds.perAccount);
+    this.hosts = new Keyed(() => new RateLimit(bounds.perHost));
+    this.accounts = new Keyed(() => new RateLimit(bounds.perAccount));
+    this.held = new Keyed(() => new HeldShare(bounds.heldPerAccount));
   }
 
-  /** The limits a webhook's attempts wait for, beside its own; `release` once its worker stops. */
-  acquire(url: URL, accountId: string): { limits: RateLimit[]; release(): void } {
+  /** What a webhook's worker works within; `release` once it stops. */
+  acquire(url: URL, accountId: string): TakenBounds {
     const host = this.hosts.acquire(url.hostname.toLowerCase());
     const account = this.accounts.acquire(accountId);
+    const held = this.held.acquire(accountId);
+    held.value.members += 1;
+    let released = false;
     return {
-      limits: [host.limit, account.limit],
+      limits: [host.value, account.value],
+      held: () => held.value.part,
       release: () => {
-        host.release();
-        account.release();
+        if (released) return;
+        released = true;
+        held.value.members -= 1;
+        for (const taken of [host, account, held]) taken.release();
       },
     };
   }
