@@ -15,4 +15,6 @@ export const MESSAGE_PREFIX = {
   read: 'tributary.read',
   /** Not transactional: a wait marker, answered once the decoder has read past it. */
   wait: 'tributary.wait',
+  /** Not transactional: written so that the commit after it flushes the WAL behind a proxied write (src/proxy/targets.ts). */
+  flush: 'tributary.flush',
 } as const;

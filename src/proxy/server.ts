@@ -232,12 +232,14 @@ export function createProxyHandler(options: ProxyOptions): ProxyHandler {
         const writeThrough = plan.writeThrough;
         // The client's read after the answer must see the write: a database that is away
         // for a moment (restart, failover, full slots) is waited for, within the patience.
-        outcome = await retryTransient(() => writeThrough(answer, { receivedAt, apiVersion, date }), {
-          patienceMs: writeThroughPatience,
-          onRetry: (error, attempt) =>
-            attempt === 1 &&
-            logger.warn({ host: route.host, path: route.path, error: toError(error).message }, 'write-through waits for the database to come back'),
-        });
+        outcome = await targets.writing(() =>
+          retryTransient(() => writeThrough(answer, { receivedAt, apiVersion, date }), {
+            patienceMs: writeThroughPatience,
+            onRetry: (error, attempt) =>
+              attempt === 1 &&
+              logger.warn({ host: route.host, path: route.path, error: toError(error).message }, 'write-through waits for the database to come back'),
+          }),
+        );
       } catch (error) {
         // The upstream change happened: the client gets its answer, marked; the sync brings the database in step.
         failed = true;
