@@ -212,6 +212,7 @@ export function loadConfig(env: Env = process.env, overrides: Partial<Config> = 
       perHost: positive(env, 'TRIBUTARY_WEBHOOK_MAX_PER_HOST_PER_SECOND', DEFAULT_DELIVERY_BOUNDS.perHost),
       perAccount: positive(env, 'TRIBUTARY_WEBHOOK_MAX_PER_ACCOUNT_PER_SECOND', DEFAULT_DELIVERY_BOUNDS.perAccount),
       heldPerAccount: positive(env, 'TRIBUTARY_WEBHOOK_MAX_HELD_EVENTS_PER_ACCOUNT', DEFAULT_DELIVERY_BOUNDS.heldPerAccount),
+      inFlightPerAccount: positive(env, 'TRIBUTARY_WEBHOOK_MAX_IN_FLIGHT_PER_ACCOUNT', DEFAULT_DELIVERY_BOUNDS.inFlightPerAccount),
     },
     upstreams: parseUpstreams(env.TRIBUTARY_UPSTREAMS),
     roles: parseRoles(env.TRIBUTARY_ROLES),

@@ -228,18 +228,19 @@ test("an account's webhooks hold only their parts of its bound in memory while t
   await until('every event at both webhooks', () => receivers.every((r) => new Set(r.accepted.map(idOf)).size === total), 60_000);
 });
 
-test("the bounds across webhooks are the operator's: 1,000 a host, 2,000 an account and 20,000 held unless the environment says", () => {
-  assert.equal(loadConfig({}, {}).webhookBounds, { perHost: 1_000, perAccount: 2_000, heldPerAccount: 20_000 });
+test("the bounds across webhooks are the operator's: 1,000 a host, 2,000 an account, 20,000 held and 256 in flight unless the environment says", () => {
+  assert.equal(loadConfig({}, {}).webhookBounds, { perHost: 1_000, perAccount: 2_000, heldPerAccount: 20_000, inFlightPerAccount: 256 });
   const set = loadConfig(
     {
       TRIBUTARY_WEBHOOK_MAX_PER_HOST_PER_SECOND: '50',
       TRIBUTARY_WEBHOOK_MAX_PER_ACCOUNT_PER_SECOND: '80',
       TRIBUTARY_WEBHOOK_MAX_HELD_EVENTS_PER_ACCOUNT: '500',
+      TRIBUTARY_WEBHOOK_MAX_IN_FLIGHT_PER_ACCOUNT: '32',
     },
     {},
   );
-  assert.equal(set.webhookBounds, { perHost: 50, perAccount: 80, heldPerAccount: 500 });
-  for (const name of ['TRIBUTARY_WEBHOOK_MAX_PER_HOST_PER_SECOND', 'TRIBUTARY_WEBHOOK_MAX_HELD_EVENTS_PER_ACCOUNT']) {
+  assert.equal(set.webhookBounds, { perHost: 50, perAccount: 80, heldPerAccount: 500, inFlightPerAccount: 32 });
+  for (const name of ['TRIBUTARY_WEBHOOK_MAX_PER_HOST_PER_SECOND', 'TRIBUTARY_WEBHOOK_MAX_HELD_EVENTS_PER_ACCOUNT', 'TRIBUTARY_WEBHOOK_MAX_IN_FLIGHT_PER_ACCOUNT']) {
     assert.throws(() => loadConfig({ [name]: '0' }, {}), new RegExp(`${name} must be a whole number of at least 1`));
   }
 });

@@ -11,6 +11,7 @@ import pg from 'pg';
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
 import { pause } from '../src/time.ts';
+import { DEFAULT_DELIVERY_BOUNDS } from '../src/events/webhooks/shared-bounds.ts';
 import { DEFAULT_TENANT_LIMITS } from '../src/tenancy/limits.ts';
 import { query } from './harness/postgres.ts';
 import { waitFor } from './harness/process.ts';
@@ -19,6 +20,9 @@ import { createAccount, createAirtableSync, loudSetUp, request, startTestService
 
 const WEBHOOKS = 10;
 const READS = 120;
+const HOST_PER_SECOND = 100;
+/** Attempts of an account in flight at once: fewer than a sync's 128 connections to one host. */
+const IN_FLIGHT = 64;
 let svc: TestService;
 let receiver: TestReceiver;
 let bob: TestAccount;
@@ -30,7 +34,8 @@ test.before(
   loudSetUp(
     async () => {
       svc = await startTestService({
-        config: { roles: ['api', 'sync', 'decoder', 'events'], webhookAllowPrivate: true },
+        // A host's bound low enough that Bob's backlog to the receiver's host lasts seconds.
+        config: { roles: ['api', 'sync', 'decoder', 'events'], webhookAllowPrivate: true, webhookBounds: { ...DEFAULT_DELIVERY_BOUNDS, perHost: HOST_PER_SECOND, inFlightPerAccount: IN_FLIGHT } },
         tunables: {
           airtable: { pollIntervalMs: 250, cycleGapMs: 250 },
           workerTickMs: 250,
@@ -117,6 +122,63 @@ test("a tenant's deliveries stuck in the control database hold its share of conn
     },
     90_000,
   );
+});
+
+/** Bob's reads at every webhook, by distinct delivery. */
+const bobsReads = () => {
+  let n = 0;
+  for (let i = 0; i < WEBHOOKS; i++) n += new Set(receiver.on(`/bob/${i}`).map((r) => r.id)).size;
+  return n;
+};
+
+test("another tenant's backlog to the same receiver host does not hold up a tenant's own deliveries", async () => {
+  // Tenants share receiver hosts (hooks.zapier.com). Once, one host's rate was a token bucket
+  // taken ahead in arrival order, so Alice's attempt waited behind every lane of Bob's ten
+  // webhooks (1,280 at 1,000 a second: 1.3 s; here 12.8 s); and the host's connections were
+  // one pool, so behind Bob's slow answers her POST queued until it timed out.
+  const made = await request(svc.api, 'POST', `/api/syncs/${aliceSync}/webhooks`, {
+    token: alice.token,
+    body: { url: `${receiver.origin}/alice/2`, topics: [`svc.${aliceSync}.notes`] },
+  });
+  assert.is(made.status, 201, made.text);
+  const base = svc.airtable.base(TEST_BASES[1]!);
+  // The time from the event (its created_at, when the decoder read the commit) to its arrival.
+  const alicesChange = async (label: string) => {
+    const before = receiver.on('/alice/2').length;
+    base.createRecords('Notes', [{}]);
+    const post = await waitFor(`Alice's change ${label}`, async () => receiver.on('/alice/2').slice(before).find((r) => (JSON.parse(r.body) as { event: string }).event === 'inserted'), 60_000);
+    return post.at - Date.parse((JSON.parse(post.body) as { created_at: string }).created_at);
+  };
+  await alicesChange('before'); // her webhook delivers
+  // Bob's backlog at full speed: his receivers answer at once, the host's rate is the limit.
+  const from = bobsReads();
+  const backfill = await request(svc.api, 'POST', `/api/syncs/${bobSync}/backfills`, { token: bob.token, body: {} });
+  assert.is(backfill.status, 202, backfill.text);
+  await waitFor("Bob's backlog going out", async () => (bobsReads() - from >= 2 * HOST_PER_SECOND ? true : undefined), 60_000);
+  for (let i = 0; i < 3; i++) {
+    const took = await alicesChange(`${i} beside Bob's backlog`);
+    assert.ok(bobsReads() - from < WEBHOOKS * READS, "Bob's backlog is still going out");
+    assert.ok(took < 2_000, `Alice's change reached her webhook ${took} ms after its event, behind Bob's backlog to the same host`);
+  }
+  await waitFor("Bob's backlog delivered", async () => (bobsReads() - from >= WEBHOOKS * READS ? true : undefined), 90_000);
+  // Bob's receivers slow: each answer after 6 s. His attempts in flight, each a socket and its
+  // buffers, stop at his account's bound (without it: 128 per sync and host, and 128 more per
+  // webhook to other hosts: 100 webhooks, past a process's file limit).
+  for (let i = 0; i < WEBHOOKS; i++) receiver.delays.set(`/bob/${i}`, 6_000);
+  try {
+    const again = bobsReads();
+    const second = await request(svc.api, 'POST', `/api/syncs/${bobSync}/backfills`, { token: bob.token, body: {} });
+    assert.is(second.status, 202, second.text);
+    await waitFor("Bob's attempts in flight up to his bound", async () => (receiver.delayed >= IN_FLIGHT ? true : undefined), 60_000);
+    for (let i = 0; i < 3; i++) {
+      const took = await alicesChange(`${i} beside Bob's slow receivers`);
+      assert.ok(took < 2_000, `Alice's change reached her webhook ${took} ms after its event, beside Bob's slow answers from the same host`);
+    }
+    assert.ok(bobsReads() - again < WEBHOOKS * READS, "Bob's slow backlog is still going out");
+    assert.ok(receiver.mostDelayed <= IN_FLIGHT, `${receiver.mostDelayed} of Bob's attempts in flight at once, over his account's ${IN_FLIGHT}`);
+  } finally {
+    receiver.delays.clear();
+  }
 });
 
 test.run();

@@ -8,12 +8,21 @@ export interface ReceivedPost {
   timestamp: string;
   signature: string;
   body: string;
+  /** When it arrived (Date.now()). */
+  at: number;
 }
 
-/** A webhook receiver on loopback: keeps every POST and answers 204, or what `answers` says for a path. */
+/**
+ * A webhook receiver on loopback: keeps every POST and answers 204, or what `answers` says
+ * for a path, after what `delays` says for it (ms).
+ */
 export class TestReceiver {
   readonly received: ReceivedPost[] = [];
   readonly answers = new Map<string, number>();
+  readonly delays = new Map<string, number>();
+  /** Answers being delayed now, and the most there were at once. */
+  delayed = 0;
+  mostDelayed = 0;
 
   private constructor(
     private readonly server: http.Server,
@@ -34,8 +43,17 @@ export class TestReceiver {
           timestamp: header('webhook-timestamp'),
           signature: header('webhook-signature'),
           body: Buffer.concat(chunks).toString('utf8'),
+          at: Date.now(),
         });
-        res.writeHead(receiver!.answers.get(path) ?? 204).end();
+        const answer = () => res.writeHead(receiver!.answers.get(path) ?? 204).end();
+        const delay = receiver!.delays.get(path);
+        if (!delay) return answer();
+        const self = receiver!;
+        self.mostDelayed = Math.max(self.mostDelayed, ++self.delayed);
+        setTimeout(() => {
+          self.delayed--;
+          answer();
+        }, delay);
       });
     });
     await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));

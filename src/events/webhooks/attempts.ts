@@ -4,6 +4,7 @@ import { DestinationHealth } from './health.ts';
 import type { Item } from './lanes.ts';
 import { RateLimit } from './rate-limit.ts';
 import type { Sender } from './send.ts';
+import type { AttemptBounds } from './shared-bounds.ts';
 import { type PreviousSecret, webhookSigner, type WebhookSigner } from './signature.ts';
 
 /** What a destination's deliveries are signed with: its secret, and for a while the one it replaced. */
@@ -32,8 +33,8 @@ export interface AttempterOptions {
   /** Since when every attempt has failed, as saved; and for how long that may go on. */
   failingSince: Date | null;
   disableAfterMs: number;
-  /** Limits shared with other webhooks (per destination host, per account), waited for after its own. */
-  shared?: RateLimit[];
+  /** Bounds shared with other webhooks (per destination host, per account), kept after its own rate. */
+  shared?: AttemptBounds;
 }
 
 /**
@@ -70,10 +71,14 @@ export class Attempter {
 
   async attempt(item: Item, signal: AbortSignal): Promise<AttemptResult> {
     await this.limit?.take(signal);
-    for (const limit of this.options.shared ?? []) await limit.take(signal);
-    const at = new Date();
-    const headers = this.sign(item.eventKey, item.value, at.getTime());
-    const sent = await this.options.sender.send(this.options.url, headers, item.value, signal);
+    const shared = this.options.shared;
+    for (const pace of shared?.paces ?? []) await pace.take(signal);
+    const send = () => {
+      const at = new Date();
+      const headers = this.sign(item.eventKey, item.value, at.getTime());
+      return this.options.sender.send(this.options.url, headers, item.value, signal).then((sent) => ({ at, sent }));
+    };
+    const { at, sent } = await (shared ? shared.inFlight(send) : send());
     const result: AttemptResult = { ok: sent.ok, statusCode: sent.status, error: sent.error, at, retryAfterMs: sent.retryAfterMs, gone: sent.status === 410 };
     // An attempt cut short by a stop says nothing about the destination.
     if (!signal.aborted) result.disable = this.health.record(result);

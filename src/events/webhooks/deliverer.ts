@@ -179,7 +179,7 @@ export function startWebhookDeliverer(options: WebhookDelivererOptions): Webhook
         schedule,
         tuning,
         logger,
-        ...(shared ? { shared: shared.limits, held: shared.held } : {}),
+        ...(shared ? { shared: shared.attempts, held: shared.held } : {}),
         ...(options.random ? { random: options.random } : {}),
       });
       workers.set(row.id, {

@@ -21,7 +21,7 @@ import { Notifier, Stopped } from './wait.ts';
 import { BackoffWakeups } from './backoff-wakeups.ts';
 import { type LaneCursors, startLanes } from './lane-cursors.ts';
 import { answered, deliverBehind, deliverQueued, type LaneHost } from './lane-deliveries.ts';
-import type { RateLimit } from './rate-limit.ts';
+import type { AttemptBounds } from './shared-bounds.ts';
 
 export interface DestinationWorkerOptions {
   syncId: string;
@@ -37,8 +37,8 @@ export interface DestinationWorkerOptions {
   schedule: RetrySchedule;
   tuning: DelivererTuning;
   logger: Logger;
-  /** Limits shared with the process's other webhooks (SharedBounds). */
-  shared?: RateLimit[];
+  /** Bounds shared with the process's other webhooks (SharedBounds). */
+  shared?: AttemptBounds;
   /** The most events this worker may hold in memory now: its part of its account's (SharedBounds). */
   held?: () => number;
   random?: () => number;
