@@ -1,4 +1,4 @@
-#!/usr/bin/env -S node --max-semi-space-size=16
+#!/usr/bin/env -S node --max-semi-space-size=16 --expose-gc
 // Runs the TypeScript sources directly through tsx: no build step between `npm install` and use.
 import { register } from 'tsx/esm/api';
 

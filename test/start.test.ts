@@ -58,7 +58,7 @@ test('npm start is `tributary run`, and every way to start the service has the s
   assert.is((await read('bin/tributary.js')).split('\n')[0], `#!/usr/bin/env -S node ${flags}`);
   // The image gives them through NODE_OPTIONS, so a Procfile line run as its command has them too.
   const dockerfile = await read('docker/Dockerfile');
-  assert.match(dockerfile, `NODE_OPTIONS=${flags} `);
+  assert.match(dockerfile, `NODE_OPTIONS="${flags}" `);
   assert.match(dockerfile, 'CMD ["node", "bin/tributary.js", "run"]');
 });
 

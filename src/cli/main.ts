@@ -1,6 +1,7 @@
 import { parseArgs } from 'node:util';
 import { loadConfig, parseRoles } from '../config.ts';
 import { createLogger, logProcessWarnings } from '../log.ts';
+import { startHeapTrim } from '../heap-trim.ts';
 import { type Service, startService, tunablesFromEnv } from '../main.ts';
 import { call } from './client.ts';
 import { booleanArg, client, clientOptions, type Command, jsonArg, jsonOptions, secretArg, UsageError, wholeNumber } from './command.ts';
@@ -54,6 +55,7 @@ const commands: Record<string, Command> = {
     async run(values) {
       const logger = createLogger();
       logProcessWarnings(logger);
+      startHeapTrim({ logger });
       const config = loadConfig(process.env, values.roles ? { roles: parseRoles(values.roles as string) } : {});
       // Handled from the start: the API answers before the other roles are up, and a signal in
       // between must still stop everything cleanly (the embedded PostgreSQL included), once started.

@@ -8,5 +8,7 @@
  * did grow that far: syncing a base of 1M records peaked at 326–370 MB resident, over the
  * 300 MB budget, against 219 MB with 8 MB semi-spaces and the same throughput
  * (bench/airtable-memory.ts). 16 MB is Node 20's ceiling.
+ *
+ * --expose-gc lets the process give a burst's memory back once it is over (heap-trim.ts).
  */
-export const SERVICE_NODE_FLAGS = ['--max-semi-space-size=16'] as const;
+export const SERVICE_NODE_FLAGS = ['--max-semi-space-size=16', '--expose-gc'] as const;

@@ -11,6 +11,7 @@ import { readFile, rm } from 'node:fs/promises';
 import path from 'node:path';
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
+import { SERVICE_NODE_FLAGS } from '../../src/cli/node-flags.ts';
 import { bindable } from '../harness/ports.ts';
 import { query } from '../harness/postgres.ts';
 import { repoRoot } from '../harness/process.ts';
@@ -76,7 +77,7 @@ test('the image holds the service alone, run as an unprivileged user with the No
   ].join('; ');
   const out = (await engine.exec(['run', '--rm', '--no-healthcheck', '--network', 'none', IMAGE, 'sh', '-c', script])).trim().split('\n');
   assert.is(out[0], '1000', 'runs as the node user');
-  assert.is(out[1], '--max-semi-space-size=16', 'every command gets the Node flag');
+  assert.is(out[1], SERVICE_NODE_FLAGS.join(' '), 'every command gets the Node flags');
   assert.is(out[2], 'bin node_modules package-lock.json package.json sql src', 'bin, src, sql and the installed packages only');
   assert.is(out[3], '.', `dev dependencies in the image: ${out.slice(3, -3).join(', ')}`);
   assert.is(out[4], 'read-only', 'the service cannot change its own code');
