@@ -13,7 +13,9 @@
  *
  * Phases: idle (B does nothing), then B's attack (`backfills` backfills of every row, and a
  * recovery of each webhook from an hour ago), then drain: B's receivers answer at once again
- * and everything B had queued is delivered. The service's RSS is sampled throughout.
+ * and everything B had queued is delivered, A probing through its first `seconds` (B's
+ * receivers and A's are on one host, so they share its bound). The service's RSS is sampled
+ * throughout.
  *
  * Printed: A's p50 (target: within 2× of idle) and p99 (target: under 1 s), its
  * change-to-webhook p99 (target: under 100 ms), B's attempts a second, and the RSS at idle,
@@ -186,6 +188,8 @@ async function main(): Promise<void> {
     slow.state.slow = false;
     dead = await startReceiver(deadPort);
     const drainStarted = performance.now();
+    // A, while B's backlog goes out at full speed to the same host as A's receiver.
+    const draining = await phase(SECONDS);
     const expected = RECORDS * (BACKFILLS + 1); // distinct webhook-ids: its inserts (the recovery re-sends them), every backfill's reads
     for (;;) {
       const counts = bHooks.map((_, i) => (i < 5 ? dead! : slow).seen.get(`/b${i}`)?.size ?? 0);
@@ -208,6 +212,7 @@ async function main(): Promise<void> {
     for (const [label, p] of [
       ['idle', idle],
       ['B attacking', attack],
+      ['B draining', draining],
     ] as const) {
       console.log(
         `| ${label} | ${ms(p.p50)} | ${ms(p.p99)} | ${(p.p50 / idle.p50).toFixed(1)}× | ${ms(p.hookP50)} | ${ms(p.hookP99)} | ${p.changes} (probes: ${p.probes}) |`,
