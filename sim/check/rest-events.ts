@@ -23,10 +23,13 @@ async function call<T>(creds: RestCredentials, method: string, path: string, bod
 /**
  * A consumer of a sync's topics with `/fetch`, from offset 0: each `next()` gives the events
  * logged since the last, per partition in offset order (records keep one partition, so
- * per-record order is the log's). `prefix` is `svc.<sync id>.`.
+ * per-record order is the log's). `prefix` is `svc.<sync id>.`. A `next()` that fails (the
+ * service down for a fault) moves no offset: the next one reads the same events again. It
+ * once kept the offsets of the pages read before the failure and dropped their events, and
+ * the simulation reported events on Kafka and webhooks missing from the log.
  */
 export class RestTail {
-  private readonly offsets = new Map<string, number>();
+  private offsets = new Map<string, number>();
 
   constructor(
     private readonly creds: RestCredentials,
@@ -36,12 +39,13 @@ export class RestTail {
   async next(): Promise<DeliveredEvent[]> {
     const topics = await call<Record<string, number>>(this.creds, 'GET', '/topics');
     const out: DeliveredEvent[] = [];
+    const offsets = new Map(this.offsets);
     for (const [topic, partitions] of Object.entries(topics).sort()) {
       if (!topic.startsWith(this.prefix)) continue;
       for (let partition = 0; partition < partitions; partition++) {
         const at = `${topic}/${partition}`;
         for (;;) {
-          const offset = this.offsets.get(at) ?? 0;
+          const offset = offsets.get(at) ?? 0;
           const page = await call<Array<{ offset: number; key: string; value: string }>>(this.creds, 'POST', '/fetch', {
             topic,
             partition,
@@ -50,10 +54,11 @@ export class RestTail {
           });
           if (page.length === 0) break;
           for (const m of page) out.push({ key: m.key, value: m.value, where: `rest ${topic}/${partition}@${m.offset}` });
-          this.offsets.set(at, page[page.length - 1]!.offset + 1);
+          offsets.set(at, page[page.length - 1]!.offset + 1);
         }
       }
     }
+    this.offsets = offsets;
     return out;
   }
 }
