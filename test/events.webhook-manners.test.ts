@@ -240,7 +240,11 @@ test("the bounds across webhooks are the operator's: 1,000 a host, 2,000 an acco
     {},
   );
   assert.equal(set.webhookBounds, { perHost: 50, perAccount: 80, heldPerAccount: 500, inFlightPerAccount: 32 });
-  for (const name of ['TRIBUTARY_WEBHOOK_MAX_PER_HOST_PER_SECOND', 'TRIBUTARY_WEBHOOK_MAX_HELD_EVENTS_PER_ACCOUNT', 'TRIBUTARY_WEBHOOK_MAX_IN_FLIGHT_PER_ACCOUNT']) {
+  for (const name of [
+    'TRIBUTARY_WEBHOOK_MAX_PER_HOST_PER_SECOND',
+    'TRIBUTARY_WEBHOOK_MAX_HELD_EVENTS_PER_ACCOUNT',
+    'TRIBUTARY_WEBHOOK_MAX_IN_FLIGHT_PER_ACCOUNT',
+  ]) {
     assert.throws(() => loadConfig({ [name]: '0' }, {}), new RegExp(`${name} must be a whole number of at least 1`));
   }
 });

@@ -17,7 +17,10 @@ interface Outcome {
 
 async function burst(flags: string[], args: string[] = []): Promise<Outcome> {
   const { stdout } = await run(process.execPath, [...flags, '--import', 'tsx', fixture, ...args], { cwd: repoRoot, timeout: 30_000 });
-  const lines = stdout.trim().split('\n').map((line) => JSON.parse(line) as Record<string, unknown>);
+  const lines = stdout
+    .trim()
+    .split('\n')
+    .map((line) => JSON.parse(line) as Record<string, unknown>);
   const result = lines.find((line) => line.result)?.result as Omit<Outcome, 'trims'>;
   assert.ok(result, `no result in ${stdout}`);
   const trims = lines.filter((line) => line.msg === 'heap trimmed after a burst') as unknown as Outcome['trims'];

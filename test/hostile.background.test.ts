@@ -35,7 +35,11 @@ test.before(
     async () => {
       svc = await startTestService({
         // A host's bound low enough that Bob's backlog to the receiver's host lasts seconds.
-        config: { roles: ['api', 'sync', 'decoder', 'events'], webhookAllowPrivate: true, webhookBounds: { ...DEFAULT_DELIVERY_BOUNDS, perHost: HOST_PER_SECOND, inFlightPerAccount: IN_FLIGHT } },
+        config: {
+          roles: ['api', 'sync', 'decoder', 'events'],
+          webhookAllowPrivate: true,
+          webhookBounds: { ...DEFAULT_DELIVERY_BOUNDS, perHost: HOST_PER_SECOND, inFlightPerAccount: IN_FLIGHT },
+        },
         tunables: {
           airtable: { pollIntervalMs: 250, cycleGapMs: 250 },
           workerTickMs: 250,
@@ -146,7 +150,15 @@ test("another tenant's backlog to the same receiver host does not hold up a tena
   const alicesChange = async (label: string) => {
     const before = receiver.on('/alice/2').length;
     base.createRecords('Notes', [{}]);
-    const post = await waitFor(`Alice's change ${label}`, async () => receiver.on('/alice/2').slice(before).find((r) => (JSON.parse(r.body) as { event: string }).event === 'inserted'), 60_000);
+    const post = await waitFor(
+      `Alice's change ${label}`,
+      async () =>
+        receiver
+          .on('/alice/2')
+          .slice(before)
+          .find((r) => (JSON.parse(r.body) as { event: string }).event === 'inserted'),
+      60_000,
+    );
     return post.at - Date.parse((JSON.parse(post.body) as { created_at: string }).created_at);
   };
   await alicesChange('before'); // her webhook delivers

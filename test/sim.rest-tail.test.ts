@@ -99,7 +99,10 @@ test('a read cut short by the service going away is read again in full', async (
   assert.equal(read.map((e) => e.key).sort(), [...logged].sort());
   // And from there on, only what is new.
   const more = await log('alpha', 2);
-  assert.equal((await tail.next()).map((e) => e.key), more);
+  assert.equal(
+    (await tail.next()).map((e) => e.key),
+    more,
+  );
 });
 
 test.run();
