@@ -26,7 +26,7 @@ import { type FakeAirtable, type FakeBase, startFakeAirtable } from '../fakes/ai
 import { newDatabaseName } from '../src/ids.ts';
 import { StatusReporter } from '../src/sync/status-reporter.ts';
 import { prepareRebuild, swapIn } from '../src/writer/swap.ts';
-import { upsertRows } from '../src/writer/upsert.ts';
+import { deleteRows, upsertRows } from '../src/writer/upsert.ts';
 import { freshDatabase, serverAdminUrl } from './harness/postgres.ts';
 import { waitFor } from './harness/process.ts';
 import { fileLogger } from './harness/test-log.ts';
@@ -82,6 +82,9 @@ test.before(async () => {
     queue,
     client: () => client(),
     refetch,
+    deleteInTurn: async (tableId, ids) => {
+      await deleteRows(target, shapeOf(state.live.get(tableId)!, 'public'), ids);
+    },
     isPass: (failures) => queue.quietSince(failures) && state.needsCycle === 0 && state.nothingRebuilding,
     endGap: () => void gapsEnded++,
   };

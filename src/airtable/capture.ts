@@ -1,12 +1,10 @@
 import { toError } from '../errors.ts';
 import { untilNextPass } from '../sync/passes.ts';
 import type { StatusReporter } from '../sync/status-reporter.ts';
-import { deleteRows } from '../writer/upsert.ts';
 import type { AirtableClient } from './client.ts';
 import type { RefetchQueue } from './refetch-queue.ts';
 import type { AirtableRunnerOptions } from './runner.ts';
 import { type AirtableSyncState, interruptible } from './sync-state.ts';
-import { shapeOf } from './tables.ts';
 import { needsRefresh, readPayloads, refreshWebhook, saveWebhookState, type WebhookPayload } from './webhook.ts';
 
 /**
@@ -25,6 +23,8 @@ export interface CaptureHost {
   client(urgent: boolean | (() => boolean)): AirtableClient;
   /** Fetches records by id and writes them, one fetch at a time. */
   refetch(client: AirtableClient, tableId: string, ids: string[]): Promise<void>;
+  /** Deletes rows in turn with the fetches by id, so none in flight writes them back after. */
+  deleteInTurn(tableId: string, ids: string[]): Promise<void>;
   isPass(failuresAtStart: number, kind: 'poll'): boolean;
   /** Ends the pause between cycles: a waiter needs a cycle. */
   endGap(): void;
@@ -212,8 +212,7 @@ export class ChangeCapture {
       for (const id of ids) this.host.queue.forget(tableId, id);
       const rebuildingSet = this.state.rebuilding.get(tableId);
       if (rebuildingSet) for (const id of ids) rebuildingSet.add(id);
-      const mapping = this.state.live.get(tableId);
-      if (mapping) await deleteRows(this.host.options.target, shapeOf(mapping, this.host.options.schemas.live), [...ids]);
+      await this.host.deleteInTurn(tableId, [...ids]);
     }
     for (const [tableId, ids] of changed) {
       const rebuildingSet = this.state.rebuilding.get(tableId);

@@ -9,12 +9,13 @@ import { StatusReporter } from '../sync/status-reporter.ts';
 import { backoffDelay, CYCLE_BACKOFF, FATAL_PAUSE_MS } from '../retry.ts';
 import { pause } from '../time.ts';
 import { pruneMarks } from '../writer/marks.ts';
+import { deleteRows } from '../writer/upsert.ts';
 import { AIRTABLE_RULE, AIRTABLE_USER_SYNC_SHARE, AirtableClient, AirtableError, syncQuota } from './client.ts';
 import { planMigration } from './plan.ts';
 import { mapBase, type TableMapping } from './schema.ts';
 import { sweepTable, type SweepContext } from './sweep.ts';
 import { dropTable, prepareRebuild, refreshComments } from '../writer/swap.ts';
-import { builtTable, loadBuilt } from './tables.ts';
+import { builtTable, loadBuilt, shapeOf } from './tables.ts';
 import { ensureWebhook } from './webhook.ts';
 import { ChangeCapture } from './capture.ts';
 import { fetchIntoTable } from './fetch-by-id.ts';
@@ -354,12 +355,27 @@ export class AirtableRunner {
    * two fetches of a record the later one is also written later.
    */
   refetch(client: AirtableClient, tableId: string, ids: string[]): Promise<void> {
+    return this.inTurn(tableId, ids, (mapping) => this.refetchInto(client, mapping, this.options.schemas.live, ids));
+  }
+
+  /**
+   * Rows change capture read were deleted upstream, deleted in turn with the fetches by id: a
+   * fetch still on its way (debounced or held, from the refetch queue) made before the delete
+   * would otherwise write the record back after it. Found by the traffic simulation: records
+   * deleted upstream stayed in the database, and a sweep keeps rows created in its last minute.
+   */
+  deleteInTurn(tableId: string, ids: string[]): Promise<void> {
+    return this.inTurn(tableId, ids, (mapping) => deleteRows(this.options.target, shapeOf(mapping, this.options.schemas.live), ids));
+  }
+
+  /** Runs `work` on a live table's rows after every fetch or delete asked for before it. */
+  private inTurn(tableId: string, ids: string[], work: (mapping: TableMapping) => Promise<unknown>): Promise<void> {
     const run = this.refetching
       .catch(() => undefined)
       .then(async () => {
         const mapping = this.state.live.get(tableId);
         if (!mapping || ids.length === 0) return;
-        await this.refetchInto(client, mapping, this.options.schemas.live, ids);
+        await work(mapping);
       });
     this.refetching = run;
     return run;
