@@ -9,16 +9,15 @@ import { StatusReporter } from '../sync/status-reporter.ts';
 import { backoffDelay, CYCLE_BACKOFF, FATAL_PAUSE_MS } from '../retry.ts';
 import { pause } from '../time.ts';
 import { pruneMarks } from '../writer/marks.ts';
-import { deleteRows } from '../writer/upsert.ts';
 import { AIRTABLE_RULE, AIRTABLE_USER_SYNC_SHARE, AirtableClient, AirtableError, syncQuota } from './client.ts';
 import { planMigration } from './plan.ts';
-import { mapBase, type TableMapping } from './schema.ts';
+import { mapBase } from './schema.ts';
 import { sweepTable, type SweepContext } from './sweep.ts';
 import { dropTable, prepareRebuild, refreshComments } from '../writer/swap.ts';
-import { builtTable, loadBuilt, shapeOf } from './tables.ts';
+import { builtTable, loadBuilt } from './tables.ts';
 import { ensureWebhook } from './webhook.ts';
 import { ChangeCapture } from './capture.ts';
-import { fetchIntoTable } from './fetch-by-id.ts';
+import { RecordTurns } from './record-turns.ts';
 import { CyclePace } from './pace.ts';
 import { RefetchQueue } from './refetch-queue.ts';
 import { AirtableSyncState, interruptible } from './sync-state.ts';
@@ -84,8 +83,8 @@ export class AirtableRunner {
   private readonly state = new AirtableSyncState();
   /** Change capture from the base's webhook payloads (capture.ts). */
   private readonly capture: ChangeCapture;
-  /** The latest fetch by id (refetch): the next one waits for it. */
-  private refetching: Promise<unknown> = Promise.resolve();
+  /** Fetches by id and capture's deletes, in turn. */
+  private readonly turns: RecordTurns;
   private running: Promise<void> | undefined;
   /** Ends the pause between cycles early, while there is one. */
   private endPause: (() => void) | undefined;
@@ -99,6 +98,7 @@ export class AirtableRunner {
   constructor(readonly options: AirtableRunnerOptions) {
     const { control, target, schemas, syncId, logger } = options;
     this.status = new StatusReporter({ control, target, schemas, syncId, logger });
+    this.turns = new RecordTurns({ state: this.state, target, schemas, queue: () => this.queue });
     this.queue = new RefetchQueue({
       fetch: (tableId, ids) => this.refetch(this.client(true), tableId, ids),
       // Left to the sweep, which no longer skips them: until a new cycle, no capture poll is a pass.
@@ -285,7 +285,7 @@ export class AirtableRunner {
               schemas,
               signal: this.signal,
               logger: this.options.logger,
-              refetch: (ids) => this.refetchInto(client, mapping, schemas.swap, ids),
+              refetch: (ids) => this.turns.refetchInto(client, mapping, schemas.swap, ids),
             },
             mapping,
             rebuildFrom,
@@ -349,58 +349,13 @@ export class AirtableRunner {
     await pruneMarks(target, schemas).catch((error: unknown) => logger.debug({ err: toError(error) }, 'could not prune write marks'));
   }
 
-  /**
-   * Fetches the records' current versions and writes them; those no longer there are deleted.
-   * For change capture, debounced and held records alike: one fetch by id at a time, so that of
-   * two fetches of a record the later one is also written later.
-   */
+  /** Change capture's and the cycle's fetches by id, and capture's deletes, one at a time (record-turns.ts). */
   refetch(client: AirtableClient, tableId: string, ids: string[]): Promise<void> {
-    return this.inTurn(tableId, ids, (mapping) => this.refetchInto(client, mapping, this.options.schemas.live, ids));
+    return this.turns.refetch(client, tableId, ids);
   }
 
-  /**
-   * Rows change capture read were deleted upstream, deleted in turn with the fetches by id: a
-   * fetch still on its way (debounced or held, from the refetch queue) made before the delete
-   * would otherwise write the record back after it. Found by the traffic simulation: records
-   * deleted upstream stayed in the database, and a sweep keeps rows created in its last minute.
-   */
   deleteInTurn(tableId: string, ids: string[]): Promise<void> {
-    return this.inTurn(tableId, ids, (mapping) => deleteRows(this.options.target, shapeOf(mapping, this.options.schemas.live), ids));
-  }
-
-  /** Runs `work` on a live table's rows after every fetch or delete asked for before it. */
-  private inTurn(tableId: string, ids: string[], work: (mapping: TableMapping) => Promise<unknown>): Promise<void> {
-    const run = this.refetching
-      .catch(() => undefined)
-      .then(async () => {
-        const mapping = this.state.live.get(tableId);
-        if (!mapping || ids.length === 0) return;
-        await work(mapping);
-      });
-    this.refetching = run;
-    return run;
-  }
-
-  /**
-   * Fetches records by id into the table in `schema` (live or swap); returns when the fetch began. Into a
-   * live table, records a proxied write may have overtaken are fetched again later (writer/fetched.ts);
-   * a rebuild's table is checked at its swap instead.
-   */
-  private async refetchInto(client: AirtableClient, mapping: TableMapping, schema: string, ids: string[]): Promise<number> {
-    const { target, schemas } = this.options;
-    const fetched = await fetchIntoTable({ client, target, schemas }, mapping, schema, ids);
-    if (fetched.tableGone) {
-      this.state.needCycle();
-      return fetched.fetchedAt;
-    }
-    this.queue.hold(mapping.tableId, fetched.held);
-    const heldSet = new Set(fetched.held);
-    for (const id of ids) {
-      if (heldSet.has(id)) continue;
-      this.state.touched(mapping.tableId, [id], fetched.fetchedAt);
-      this.queue.written(mapping.tableId, id);
-    }
-    return fetched.fetchedAt;
+    return this.turns.deleteInTurn(tableId, ids);
   }
 
   /**
