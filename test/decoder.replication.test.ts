@@ -195,17 +195,19 @@ test('fail() and a throwing handler end the session with their error; the slot i
       throw new Error('bad message');
     },
   });
-  const run2 = throwing.run();
+  // Its end is awaited from the start: the insert's change can reach the session, and end it,
+  // before the insert's own answer reaches the test.
+  const run2 = rejection(throwing.run());
   await pool.query("INSERT INTO t VALUES (100002, 'b')");
-  assert.match((await rejection(run2)).message, /bad message/);
+  assert.match((await run2).message, /bad message/);
 });
 
 test('a rejected handler promise ends the session with its error', async () => {
   const slot = await newSlot();
   const stream = streamOn(slot, { data: () => Promise.reject(new Error('flush failed')) });
-  const running = stream.run();
+  const running = rejection(stream.run()); // as above: it may end before the insert answers
   await pool.query("INSERT INTO t VALUES (100003, 'c')");
-  assert.match((await rejection(running)).message, /flush failed/);
+  assert.match((await running).message, /flush failed/);
 });
 
 test('a server that ends the session (slot dropped by an admin) is a failure, not a quiet end', async () => {
