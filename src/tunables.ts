@@ -10,7 +10,7 @@ export interface Tunables {
   airtable?: AirtableTunables;
   stripe?: StripeTunables;
   workerTickMs?: number;
-  decoder?: { flushMs?: number; maxBatch?: number; retryMs?: number; lagReportMs?: number; leaseMs?: number };
+  decoder?: { flushMs?: number; maxBatch?: number; retryMs?: number; lagReportMs?: number; leaseMs?: number; silenceMs?: number };
   backfills?: Partial<BackfillTuning>;
   webhooks?: { schedule?: Partial<RetrySchedule>; tuning?: WebhookDelivererOptions['tuning'] };
   /** The event REST interface's limits (consumer-group sweeps, session timeouts). */
@@ -18,6 +18,8 @@ export interface Tunables {
   proxy?: { writeThroughPatienceMs?: number };
   /** How often a running sync puts its reader role back as provisioned. */
   readerCheckMs?: number;
+  /** A sync's statement against its database unanswered this long fails (default 5 min). */
+  syncDbQueryTimeoutMs?: number;
 }
 
 /**
@@ -51,6 +53,14 @@ export function tunablesFromEnv(env: NodeJS.ProcessEnv): Tunables {
   if (late !== undefined && late !== '' && !(/^\d+$/.test(late) && Number(late) <= 3600)) {
     throw new Error(`TRIBUTARY_STRIPE_LATE_WINDOW_S: expected a whole number of seconds from 0 (off) to 3600, got ${JSON.stringify(late)}`);
   }
+  const silence = env.TRIBUTARY_DECODER_SILENCE_S;
+  if (silence !== undefined && silence !== '' && !(/^\d+$/.test(silence) && Number(silence) >= 5 && Number(silence) <= 3600)) {
+    throw new Error(`TRIBUTARY_DECODER_SILENCE_S: expected a whole number of seconds from 5 to 3600, got ${JSON.stringify(silence)}`);
+  }
+  const deadline = env.TRIBUTARY_SYNC_DB_QUERY_TIMEOUT_S;
+  if (deadline !== undefined && deadline !== '' && !(/^\d+$/.test(deadline) && Number(deadline) >= 10 && Number(deadline) <= 86_400)) {
+    throw new Error(`TRIBUTARY_SYNC_DB_QUERY_TIMEOUT_S: expected a whole number of seconds from 10 to 86400, got ${JSON.stringify(deadline)}`);
+  }
   const stripe = {
     ...(recheck ? { recheckSkippedMs: Number(recheck) * 1000 } : {}),
     ...(late ? { lateEvents: { windowS: Number(late) } } : {}),
@@ -58,5 +68,7 @@ export function tunablesFromEnv(env: NodeJS.ProcessEnv): Tunables {
   return {
     ...(Object.keys(airtable).length === 0 ? {} : { airtable }),
     ...(Object.keys(stripe).length === 0 ? {} : { stripe }),
+    ...(silence ? { decoder: { silenceMs: Number(silence) * 1000 } } : {}),
+    ...(deadline ? { syncDbQueryTimeoutMs: Number(deadline) * 1000 } : {}),
   };
 }

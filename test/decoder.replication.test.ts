@@ -179,6 +179,27 @@ test('a server with a session that confirms its keepalives stops at once (pg_ctl
   }
 });
 
+test('an idle session is pinged when silent, answers, and outlives its silence bound', async () => {
+  const slot = await newSlot();
+  let keepalives = 0;
+  const stream = new ReplicationStream({
+    databaseUrl: url,
+    command: command(slot),
+    silenceMs: 1500,
+    handlers: { data: () => undefined, keepalive: () => void keepalives++ },
+  });
+  let ended: string | undefined;
+  const running = stream.run().then(
+    () => (ended = 'resolved'),
+    (error: Error) => (ended = error.message),
+  );
+  await new Promise((r) => setTimeout(r, 5000));
+  assert.is(ended, undefined, `the idle session was given up (${keepalives} keepalives)`);
+  assert.ok(keepalives >= 3, `${keepalives} keepalives in 5 s`);
+  await stream.stop();
+  await running;
+});
+
 test('fail() and a throwing handler end the session with their error; the slot is free again', async () => {
   const slot = await newSlot();
   const failing = streamOn(slot);

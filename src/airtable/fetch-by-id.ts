@@ -44,10 +44,14 @@ export async function fetchIntoTable(
   } else {
     await ensureMarks(target, schemas);
     const db = await target.connect();
+    let failed = false;
     try {
       ({ held } = await writeFetched(db, shape, mapping.tableId, rows, fetchedAt));
+    } catch (error) {
+      failed = true; // the connection may be broken (a statement past its deadline): not back into the pool
+      throw error;
     } finally {
-      db.release();
+      db.release(failed);
     }
   }
   // Gone upstream when fetched: a proxied write cannot bring a deleted record back.

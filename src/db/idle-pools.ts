@@ -8,6 +8,12 @@ export interface IdlePoolsOptions {
   idleConnectionMs?: number;
   /** A database's pool unused this long is dropped (default 10 min): syncs get deleted. */
   idlePoolMs?: number;
+  /**
+   * A statement unanswered this long fails, and its connection is dropped (default 30 s):
+   * over a path that hangs without closing, it would otherwise wait as long as TCP retries,
+   * and every statement queued behind it too. These pools are for short statements.
+   */
+  queryTimeoutMs?: number;
   /** Session settings for every connection (`-c name=value …`). */
   sessionOptions?: string;
   /** An idle connection that failed (database restarted or deleted); it is replaced on the next use. */
@@ -43,6 +49,7 @@ export class IdlePools {
       max: this.options.max ?? 2,
       idleTimeoutMillis: this.options.idleConnectionMs ?? 30_000,
       connectionTimeoutMillis: 10_000,
+      query_timeout: this.options.queryTimeoutMs ?? 30_000,
       ...(this.options.sessionOptions ? { options: this.options.sessionOptions } : {}),
     });
     // A dropped connection (database restarted or deleted) is replaced on the next use.

@@ -39,6 +39,9 @@ export async function withClient<T>(url: string, fn: (client: pg.Client) => Prom
  */
 export async function inTransaction<T>(pool: pg.Pool, work: (client: pg.PoolClient) => Promise<T>, settings: string[] = []): Promise<T> {
   const client = await pool.connect();
+  // A connection whose ROLLBACK fails too (a statement past its deadline still holds it, a
+  // socket gone) is not put back into the pool for the next caller to hang on.
+  let broken = false;
   try {
     // One round trip: the settings ride with BEGIN.
     await client.query(['BEGIN', ...settings.map((setting) => `SET LOCAL ${setting}`)].join('; '));
@@ -46,9 +49,12 @@ export async function inTransaction<T>(pool: pg.Pool, work: (client: pg.PoolClie
     await client.query('COMMIT');
     return result;
   } catch (error) {
-    await client.query('ROLLBACK').catch(() => undefined);
+    broken = await client.query('ROLLBACK').then(
+      () => false,
+      () => true,
+    );
     throw error;
   } finally {
-    client.release();
+    client.release(broken);
   }
 }

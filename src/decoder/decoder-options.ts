@@ -27,6 +27,8 @@ export interface DecoderOptions {
   flushMs?: number;
   /** Pause before reconnecting after the stream or the control database failed. */
   retryMs?: number;
+  /** A replication session silent this long, a ping unanswered, is a hung path: failed and started again (default 30 s). */
+  silenceMs?: number;
   /** How often the slot's lag is read (and written to decoder_progress when it changed). */
   lagReportMs?: number;
   /** Where the connection that reads the slot's lag is kept; without it, a new one each time. */

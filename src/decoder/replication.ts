@@ -23,7 +23,17 @@ export interface ReplicationOptions {
   /** The START_REPLICATION command. */
   command: string;
   handlers: ReplicationHandlers;
+  /**
+   * A session from which nothing has come for this long, while nothing here holds it back,
+   * is taken as a hung path and failed (default 30 s); a third of it in, the server is pinged.
+   */
+  silenceMs?: number;
 }
+
+/** See ReplicationOptions.silenceMs. */
+export const REPLICATION_SILENCE_MS = 30_000;
+/** How long a close waits for the server's goodbye before the socket is destroyed. */
+const CLOSE_GRACE_MS = 2_000;
 
 /** The parts of pg's connection a replication session uses; pg's typings leave them out. */
 interface CopyConnection extends EventEmitter {
@@ -52,6 +62,15 @@ export class ReplicationStream {
   private end!: (error?: Error) => void;
   /** XLogData messages received so far (held back or handed over). */
   arrived = 0;
+  /** When a message last came, or the stream was last released after holding back. */
+  private heardAt = 0;
+  /** A ping was sent since anything last came. */
+  private pinged = false;
+  /** The position last reported to the server (a ping repeats it; 0: none yet, which the server ignores). */
+  private reported = 0n;
+  private watch: NodeJS.Timeout | undefined;
+  /** Given up for its silence: its server process (backendPid) may hold the slot a while yet. */
+  silent = false;
 
   constructor(private readonly options: ReplicationOptions) {
     this.ended = new Promise<void>((resolve, reject) => {
@@ -88,14 +107,22 @@ export class ReplicationStream {
     connection.on('copyData', (message: { chunk: Buffer }) => this.arrive(message.chunk));
     const streaming = client.query(this.options.command);
     streaming.catch(() => undefined);
+    this.watchSilence();
     try {
       await Promise.race([streaming, this.ended]);
     } catch (error) {
       if (!this.stopped || this.failure) throw this.failure ?? error;
       return;
+    } finally {
+      clearInterval(this.watch);
     }
     if (this.failure) throw this.failure;
     if (!this.stopped) throw new Error('replication stream ended');
+  }
+
+  /** The session's server process (its WAL sender), once connected. */
+  get backendPid(): number | undefined {
+    return (this.client as { processID?: number | null } | undefined)?.processID ?? undefined;
   }
 
   /** Ends the session; run() resolves. */
@@ -118,12 +145,50 @@ export class ReplicationStream {
     void this.close();
   }
 
-  /** Closes the connection, also one still being made (its socket is destroyed: end() would wait for it). */
+  /**
+   * Closes the connection, also one still being made (its socket is destroyed: end() would
+   * wait for it). Over a hung path the server's goodbye never comes, so end() has a grace.
+   */
   private async close(): Promise<void> {
+    clearInterval(this.watch);
     const client = this.client;
     if (!client) return;
-    if (this.connection) await client.end().catch(() => undefined);
-    else (client as unknown as { connection: CopyConnection }).connection.stream.destroy();
+    const socket = (client as unknown as { connection: CopyConnection }).connection.stream;
+    if (this.connection) {
+      let grace: NodeJS.Timeout | undefined;
+      await Promise.race([client.end().catch(() => undefined), new Promise<void>((resolve) => (grace = setTimeout(resolve, CLOSE_GRACE_MS)))]);
+      clearTimeout(grace);
+    }
+    socket.destroy();
+  }
+
+  /**
+   * A path that stops passing bytes without closing (a NAT that lost its state, a server that
+   * stopped answering) leaves the socket open for as long as TCP retries, a quarter of an hour.
+   * The server sends nothing while it has nothing to send and hears from us often enough, so
+   * silence alone proves nothing: after a third of the bound, a status update asks it to
+   * answer at once (the protocol's ping); with still nothing by the bound, the session fails
+   * and the decoder starts another from the slot, losing nothing.
+   */
+  private watchSilence(): void {
+    const bound = this.options.silenceMs ?? REPLICATION_SILENCE_MS;
+    this.heardAt = Date.now();
+    this.pinged = false;
+    this.watch = setInterval(
+      () => {
+        if (this.stopped || this.holding) return;
+        const silent = Date.now() - this.heardAt;
+        if (silent >= bound) {
+          this.silent = true;
+          this.fail(new Error(`replication stream silent for ${Math.round(silent / 1000)} s, a ping unanswered: the path to the server hangs`));
+        } else if (silent >= bound / 3 && !this.pinged) {
+          this.pinged = true;
+          this.send(this.reported, true);
+        }
+      },
+      Math.max(50, Math.min(1000, bound / 10)),
+    );
+    this.watch.unref();
   }
 
   /**
@@ -136,19 +201,28 @@ export class ReplicationStream {
   acknowledge(lsn: string): void {
     const connection = this.connection;
     if (!connection || this.stopped) return;
-    const next = lsnToBigInt(lsn);
+    this.reported = lsnToBigInt(lsn);
+    this.send(this.reported, false);
+  }
+
+  /** A standby status update: everything before `position` written, flushed and applied. */
+  private send(position: bigint, replyWanted: boolean): void {
+    const connection = this.connection;
+    if (!connection || this.stopped) return;
     const update = Buffer.alloc(34);
     update[0] = 0x72; // 'r'
-    update.writeBigUInt64BE(next, 1); // written
-    update.writeBigUInt64BE(next, 9); // flushed
-    update.writeBigUInt64BE(next, 17); // applied
+    update.writeBigUInt64BE(position, 1); // written
+    update.writeBigUInt64BE(position, 9); // flushed
+    update.writeBigUInt64BE(position, 17); // applied
     update.writeBigInt64BE(BigInt(Date.now()) * 1000n - PG_EPOCH_US, 25);
-    update[33] = 0; // no reply wanted
+    update[33] = replyWanted ? 1 : 0;
     connection.sendCopyFromChunk(update);
   }
 
   private arrive(chunk: Buffer): void {
     if (this.stopped) return;
+    this.heardAt = Date.now();
+    this.pinged = false;
     if (chunk[0] === 0x77 /* w: XLogData */) {
       this.arrived++;
       if (this.holding) this.held.push(chunk);
@@ -185,6 +259,11 @@ export class ReplicationStream {
       if (!next) break;
       this.hand(next);
     }
-    if (!this.holding && !this.stopped) this.connection?.stream.resume();
+    if (!this.holding && !this.stopped) {
+      // Time spent holding back is not the server's silence.
+      this.heardAt = Date.now();
+      this.pinged = false;
+      this.connection?.stream.resume();
+    }
   }
 }

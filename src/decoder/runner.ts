@@ -2,6 +2,7 @@ import type pg from 'pg';
 import type { SyncService } from '../control/sync-service.ts';
 import type { SyncStore } from '../control/syncs.ts';
 import { IdlePools } from '../db/idle-pools.ts';
+import { REPLICATION_SILENCE_MS } from './replication.ts';
 import { toError } from '../errors.ts';
 import type { EventBus } from '../events/bus.ts';
 import type { SourceKinds } from '../kinds/registry.ts';
@@ -19,7 +20,7 @@ export interface DecoderFactoryOptions {
   kinds: SourceKinds;
   /** Partitions of each new topic. */
   partitions?: number;
-  tunables?: Pick<DecoderOptions, 'flushMs' | 'maxBatch' | 'retryMs' | 'lagReportMs'>;
+  tunables?: Pick<DecoderOptions, 'flushMs' | 'maxBatch' | 'retryMs' | 'lagReportMs' | 'silenceMs'>;
   /** Whatever else runs per sync beside its decoder (the Kafka relay, webhook delivery). */
   alongside?: Array<(syncId: string) => Promise<Runner>>;
   /** How often the syncs of a database are looked up again for what runs beside the decoder (default 30 s). */
@@ -33,8 +34,9 @@ export interface DecoderFactoryOptions {
  * come and go: when the decoder meets their tables, and at least every `followMs`.
  */
 export function decoderFactory(options: DecoderFactoryOptions): (syncId: string) => Promise<Runner> {
-  // One kept connection per decoder for its slot-lag reads: kept past the report interval.
-  const pools = new IdlePools({ max: 1, idleConnectionMs: 60_000 });
+  // One kept connection per decoder for its slot-lag reads: kept past the report interval. A
+  // read that hangs (a dead path) is given up as the replication session's silence is.
+  const pools = new IdlePools({ max: 1, idleConnectionMs: 60_000, queryTimeoutMs: options.tunables?.silenceMs ?? REPLICATION_SILENCE_MS });
   return async (syncId) => {
     const sync = await options.store.get(syncId);
     if (sync?.state !== 'active') throw new Error(`sync ${syncId} is not active`);

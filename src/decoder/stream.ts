@@ -9,6 +9,7 @@ import { transactionalMessage } from './transactional-messages.ts';
 import { lsnToBigInt, type PgoutputMessage, PgoutputParser, type RawValue } from './pgoutput.ts';
 import { SlotLagReport } from './lag.ts';
 import { ReplicationStream } from './replication.ts';
+import { endStaleSession } from './stale-session.ts';
 import { markReached } from './wait.ts';
 import { DecoderMembers, type Member } from './members.ts';
 import type { DecoderOptions, OpenTransaction } from './decoder-options.ts';
@@ -61,6 +62,8 @@ export class Decoder {
   /** XLogData messages handled, to know when a keepalive's position is safe to confirm. */
   private handled = 0;
   private idleCandidate: { lsn: string; upTo: number } | undefined;
+  /** The server process of a session given up as hung (stale-session.ts). */
+  private stalePid: number | undefined;
 
   private readonly lag: SlotLagReport;
 
@@ -125,10 +128,17 @@ export class Decoder {
     this.previousFlush = Promise.resolve();
     this.inFlight = 0;
 
+    // A session given up as hung may still hold the slot from the server's side.
+    if (this.stalePid !== undefined) {
+      await endStaleSession(this.options, this.stalePid);
+      this.options.logger.info({ sync: this.options.syncId, pid: this.stalePid }, 'ended the hung session still holding the slot');
+      this.stalePid = undefined;
+    }
     const replication = new ReplicationStream({
       databaseUrl: this.options.databaseUrl,
       options: SESSION,
       // 0/0: the server starts at the slot's confirmed position.
+      silenceMs: this.options.silenceMs,
       command: `START_REPLICATION SLOT ${ident(this.options.slot)} LOGICAL 0/0 (proto_version '1', publication_names '${PUBLICATION}', messages 'true')`,
       handlers: {
         data: (payload) => {
@@ -161,6 +171,7 @@ export class Decoder {
       clearTimeout(this.flushTimer);
       this.flushTimer = undefined;
       await replication.stop();
+      if (replication.silent) this.stalePid = replication.backendPid;
       await this.flushing.catch(() => undefined);
       clearTimeout(this.ackTimer);
       this.ackTimer = undefined;

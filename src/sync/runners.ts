@@ -61,8 +61,16 @@ function rateLimitCounter(control: pg.Pool, syncId: string, logger: Logger): (no
  */
 const SYNC_DB_IDLE_MS = 60_000;
 
-function targetPool(url: string, active: () => Promise<boolean>, logger: Logger): pg.Pool {
-  const pool = new pg.Pool({ ...connectionConfig(url), max: 4, idleTimeoutMillis: SYNC_DB_IDLE_MS });
+/**
+ * A statement of a sync's own writes unanswered this long fails, and its connection is not
+ * used again. Over a path that hangs without closing, a statement (or a connection idle in
+ * the pool when the path died) would wait as long as TCP retries, about a quarter of an hour,
+ * and the sync with it. Generous: a rebuild's COPY or index of a large table may take minutes.
+ */
+export const SYNC_DB_QUERY_TIMEOUT_MS = 5 * 60_000;
+
+function targetPool(url: string, active: () => Promise<boolean>, logger: Logger, queryTimeoutMs: number): pg.Pool {
+  const pool = new pg.Pool({ ...connectionConfig(url), max: 4, idleTimeoutMillis: SYNC_DB_IDLE_MS, query_timeout: queryTimeoutMs });
   const failed = logUnlessDeleted(active, logger);
   pool.on('error', (err) => void failed(err, 'idle sync-database connection failed'));
   // A connection the server ends while it is checked out (the database dropped WITH FORCE as
@@ -80,7 +88,7 @@ export function runnerFactory(options: RunnerFactoryOptions): (syncId: string) =
     const kind = options.kinds.get(sync.kind);
     const logger = options.logger.child({ sync: sync.id });
     const active = async () => (await options.store.get(sync.id))?.state === 'active';
-    const target = targetPool(await options.syncService.adminUrl(sync), active, logger);
+    const target = targetPool(await options.syncService.adminUrl(sync), active, logger, (options.tunables?.syncDbQueryTimeoutMs as number | undefined) ?? SYNC_DB_QUERY_TIMEOUT_MS);
     const schemas = schemasOf(sync.schema);
     // A database made by an older release gets the bookkeeping steps it lacks before the runner reads it.
     await migrateSyncDatabase(target, schemaOf(kind), schemas, logger).catch(async (error: unknown) => {
@@ -127,7 +135,7 @@ export function upstreamCleanup(options: Pick<RunnerFactoryOptions, 'kinds' | 's
     const kind = options.kinds.get(sync.kind);
     if (!kind.cleanup) return;
     // The sync is being deleted: a connection lost here is part of that.
-    const target = targetPool(await options.syncService.adminUrl(sync), async () => false, options.logger);
+    const target = targetPool(await options.syncService.adminUrl(sync), async () => false, options.logger, SYNC_DB_QUERY_TIMEOUT_MS);
     try {
       await kind.cleanup({
         sync,
