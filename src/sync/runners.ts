@@ -88,7 +88,12 @@ export function runnerFactory(options: RunnerFactoryOptions): (syncId: string) =
     const kind = options.kinds.get(sync.kind);
     const logger = options.logger.child({ sync: sync.id });
     const active = async () => (await options.store.get(sync.id))?.state === 'active';
-    const target = targetPool(await options.syncService.adminUrl(sync), active, logger, (options.tunables?.syncDbQueryTimeoutMs as number | undefined) ?? SYNC_DB_QUERY_TIMEOUT_MS);
+    const target = targetPool(
+      await options.syncService.adminUrl(sync),
+      active,
+      logger,
+      (options.tunables?.syncDbQueryTimeoutMs as number | undefined) ?? SYNC_DB_QUERY_TIMEOUT_MS,
+    );
     const schemas = schemasOf(sync.schema);
     // A database made by an older release gets the bookkeeping steps it lacks before the runner reads it.
     await migrateSyncDatabase(target, schemaOf(kind), schemas, logger).catch(async (error: unknown) => {
