@@ -69,6 +69,7 @@ test('a Stripe sync takes settings and lists with its status', async () => {
     assert.equal(Object.keys(sync.status).sort(), [
       'completed_at',
       'duration_last',
+      'events_lag_seconds',
       'incomplete',
       'indicator',
       'lag_seconds',

@@ -114,6 +114,12 @@ test('a hung path to the sync server: the decoder notices, reconnects once it he
   await direct.query(`SELECT pg_logical_emit_message(false, 'hung-path-test', repeat('x', 2000000))`);
   await waitFor('a slot-lag report after the heal', async () => ((await lagAt()) > healedLag ? true : undefined), SILENCE_MS + 20_000);
   assert.ok(took < SILENCE_MS + 20_000, `${took} ms`);
+  // The status's events part: the log reaches the database again.
+  const view = await waitFor('the status to show the log caught up', async () => {
+    const v = await s.view();
+    return v.status.events_lag_seconds === 0 ? v : undefined;
+  });
+  assert.is(view.status.indicator, 'normal', view.status.reason);
 });
 
 test('a path hung longer than the bound: reconnects fail in time, not forever, and the stream resumes', async () => {

@@ -217,6 +217,10 @@ test('GET /metrics: per-sync values from the control database, for the operator 
     one(families, 'tributary_sync_events_logged_total', a)! <= Number(progress[0]!.seq) && one(families, 'tributary_sync_events_logged_total', a)! >= 3,
   );
   assert.ok(one(families, 'tributary_sync_slot_lag_bytes', a)! >= 0);
+  // The event log's lag, by the status's rule: the decoder has reported, and is caught up or nearly.
+  assert.is(families.get('tributary_sync_events_lag_seconds')!.type, 'gauge');
+  const eventsLag = one(families, 'tributary_sync_events_lag_seconds', a)!;
+  assert.ok(eventsLag >= 0 && eventsLag < 60, `events lag ${eventsLag} s`);
   assert.is(one(families, 'tributary_sync_upstream_429_total', s), 2);
   assert.is(one(families, 'tributary_sync_upstream_429_total', a), 0);
   assert.ok(families.has('tributary_proxy_requests_total'));

@@ -155,6 +155,10 @@ export const syncStatusAnswer = z
     completed_at: time.nullable().describe('When the latest cycle completed'),
     duration_last: z.number().nullable().describe('Seconds the latest completed cycle took'),
     lag_seconds: z.number().nullable().describe('Age of the oldest data the database may still show'),
+    events_lag_seconds: z
+      .number()
+      .nullable()
+      .describe('Age of the oldest committed change that may not be an event yet: 0 while the event log is caught up; null before the decoder first reported'),
     last_error: z.string().nullable(),
     progress: z
       .unknown()

@@ -14,6 +14,7 @@ export interface SyncStatus {
   slowed_by: string | null;
   paced_cycle_s: number | null;
   incomplete: IncompleteList[];
+  events_lag_seconds: number | null;
 }
 
 /** How long a sync may keep failing before yellow turns red. */
@@ -23,15 +24,61 @@ export const SLOW_FACTOR = 1.5;
 /** How long a sync's note that a shared limit slows it is shown after the runner last said so. */
 export const SLOWED_SHOWN_MS = 60_000;
 
+/** Events this far behind the database turn the indicator yellow; past RED_AFTER_MS, red. */
+export const EVENTS_BEHIND_YELLOW_MS = 2 * 60_000;
 /**
- * The indicator rule:
+ * A report this recent, with the log caught up at it, means caught up now: the decoder
+ * rewrites an unchanged report only once a minute (decoder/lag.ts), every few seconds
+ * otherwise.
+ */
+const REPORT_FRESH_MS = 90_000;
+/** The log reaching to within this of its report's time counts as caught up at the report. */
+const CAUGHT_UP_MS = 30_000;
+/** Bytes of WAL behind that still count as caught up (the report's own step). */
+const CAUGHT_UP_BYTES = 1024 * 1024;
+
+/**
+ * How far behind the database the event log is, in seconds: the age of the oldest committed
+ * change that may not be an event yet. 0 while the decoder's latest report found the log
+ * caught up and is recent; else the time since the log's reach (`logged_through`), which a
+ * stopped or stuck decoder leaves behind. Null before the decoder's first report.
+ */
+export function eventsLagSeconds(status: SyncStatusFields, now: Date): number | null {
+  const events = status.events;
+  if (!events?.reportedAt || !events.loggedThrough) return null;
+  const reported = events.reportedAt.getTime();
+  const through = events.loggedThrough.getTime();
+  const caughtUp = now.getTime() - reported <= REPORT_FRESH_MS && reported - through <= CAUGHT_UP_MS && (events.slotLagBytes ?? 0) < CAUGHT_UP_BYTES;
+  if (caughtUp) return 0;
+  return Math.max(0, Math.round((now.getTime() - through) / 1000));
+}
+
+/** The event log's share of the indicator: yellow past EVENTS_BEHIND_YELLOW_MS behind, red past RED_AFTER_MS. */
+function eventsIndicator(status: SyncStatusFields, now: Date): Indicator {
+  const lag = eventsLagSeconds(status, now);
+  if (lag === null || lag * 1000 < EVENTS_BEHIND_YELLOW_MS) return 'normal';
+  return lag * 1000 >= RED_AFTER_MS ? 'red' : 'yellow';
+}
+
+const RANK: Record<Indicator, number> = { normal: 0, yellow: 1, red: 2 };
+
+/**
+ * The indicator rule, the worse of the sync's own and its events':
  * - red: the key was rejected or the base is gone (fatal: at once), or failing for five
  *   minutes or more with no completed cycle since;
+ *   or the event log is five minutes or more behind the database;
  * - yellow: the latest attempt failed for less than five minutes, or the running cycle
- *   has taken more than 1.5x its usual duration;
+ *   has taken more than 1.5x its usual duration, or the event log is two minutes or more
+ *   behind the database (a decoder stopped, stuck or not reporting);
  * - normal: otherwise.
  */
 export function indicatorOf(status: SyncStatusFields, now: Date): Indicator {
+  const own = syncIndicator(status, now);
+  const events = eventsIndicator(status, now);
+  return RANK[events] > RANK[own] ? events : own;
+}
+
+function syncIndicator(status: SyncStatusFields, now: Date): Indicator {
   const lastGood = status.completedAt?.getTime() ?? 0;
   if (status.lastError && status.lastErrorAt && status.lastErrorAt.getTime() > lastGood) {
     if (status.lastErrorKind === 'fatal') return 'red';
@@ -51,6 +98,12 @@ export function indicatorOf(status: SyncStatusFields, now: Date): Indicator {
 /** Why the indicator is what it is, in words for the console's hover text. */
 export function indicatorReason(status: SyncStatusFields, now: Date): string {
   const indicator = indicatorOf(status, now);
+  if (indicator !== 'normal' && RANK[eventsIndicator(status, now)] >= RANK[syncIndicator(status, now)]) {
+    const behind = eventsLagSeconds(status, now)!;
+    const reported = status.events?.reportedAt ? Math.round((now.getTime() - status.events.reportedAt.getTime()) / 1000) : null;
+    const stale = reported !== null && reported * 1000 > REPORT_FRESH_MS ? `, and the decoder last reported ${reported} s ago` : '';
+    return `events ${indicator === 'red' ? 'stopped' : 'behind'}: changes of the last ${behind} s may not be events yet${stale}`;
+  }
   if (indicator === 'normal' && !status.completedAt) return 'first sync under way: the database is not complete yet';
   if (indicator === 'normal') return slowedBy(status, now) ? 'syncing, slowed by an upstream limit' : 'syncing as usual';
   if (status.lastError && status.lastErrorKind === 'fatal') return `stopped: ${status.lastError}`;
@@ -96,5 +149,6 @@ export function statusOf(status: SyncStatusFields, now = new Date()): SyncStatus
     slowed_by: slowedBy(status, now),
     paced_cycle_s: status.pacedCycleSeconds ?? null,
     incomplete: status.incomplete ?? [],
+    events_lag_seconds: eventsLagSeconds(status, now),
   };
 }

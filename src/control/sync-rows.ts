@@ -37,6 +37,8 @@ export interface SyncRow {
   updated_at: Date;
   events_logged: string | null;
   slot_lag_bytes: string | null;
+  lag_at: Date | null;
+  logged_through: Date | null;
   reader_connection_limit: number;
   reader_statement_timeout_ms: number;
   reader_idle_in_transaction_timeout_ms: number;
@@ -51,7 +53,9 @@ export const columns = `id, account_id, kind, base_id, upstream_account_id, sett
   upstream_name, upstream_warnings, progress, created_at, updated_at, reader_connection_limit,
   reader_statement_timeout_ms, reader_idle_in_transaction_timeout_ms, reader_temp_file_limit_mb,
   (SELECT seq FROM decoder_progress d WHERE d.sync_id = syncs.id) AS events_logged,
-  (SELECT slot_lag_bytes FROM decoder_progress d WHERE d.sync_id = syncs.id) AS slot_lag_bytes`;
+  (SELECT slot_lag_bytes FROM decoder_progress d WHERE d.sync_id = syncs.id) AS slot_lag_bytes,
+  (SELECT lag_at FROM decoder_progress d WHERE d.sync_id = syncs.id) AS lag_at,
+  (SELECT logged_through FROM decoder_progress d WHERE d.sync_id = syncs.id) AS logged_through`;
 
 export const toRecord = (row: SyncRow): SyncRecord => ({
   id: row.id,
@@ -83,6 +87,11 @@ export const toRecord = (row: SyncRow): SyncRecord => ({
     confirmedThrough: row.confirmed_through,
     pacedCycleSeconds: row.paced_cycle_s,
     incomplete: row.incomplete,
+    events: {
+      reportedAt: row.lag_at,
+      slotLagBytes: row.slot_lag_bytes === null ? null : Number(row.slot_lag_bytes),
+      loggedThrough: row.logged_through,
+    },
   },
   upstreamName: row.upstream_name,
   warnings: row.upstream_warnings,

@@ -31,6 +31,8 @@ export interface SyncStatusFields {
   pacedCycleSeconds?: number | null;
   /** Lists the sync cannot read completely right now, and why (see sql/23_incomplete_lists.sql). */
   incomplete?: IncompleteList[];
+  /** The decoder's latest report (sql/30_events_lag.sql): when, the slot's lag in bytes, and how far the log reaches. */
+  events?: { reportedAt: Date | null; slotLagBytes: number | null; loggedThrough: Date | null };
 }
 
 /** A list the sync cannot read completely right now: the upstream's name for it, its table, why, and since when (ISO 8601). */

@@ -11,6 +11,8 @@ const UNCHANGED_REWRITE_MS = 60_000;
  * lag and the position the idle decoder confirms.
  */
 const STEP_BYTES = 1024 * 1024;
+/** How far back the WAL samples behind loggedThrough reach at most. */
+const SAMPLES_KEPT_MS = 60 * 60_000;
 
 /**
  * Writes to decoder_progress how far the sync database's WAL is ahead of what its slot was
@@ -22,30 +24,53 @@ const STEP_BYTES = 1024 * 1024;
  */
 export class SlotLagReport {
   private last: { members: string; acked: string; lag: string | null; at: number } | undefined;
+  /** The server's WAL position as each recent report read it, oldest first (see loggedThrough). */
+  private readonly samples: Array<{ at: number; wal: bigint }> = [];
+  private lastThrough: number | undefined;
 
   constructor(private readonly options: { slot: string; databaseUrl: string; control: pg.Pool; pools?: IdlePools }) {}
 
   async report(syncIds: string[], ackedLsn: string): Promise<void> {
     const read = async (client: pg.ClientBase | pg.Pool) => {
-      const { rows } = await client.query<{ lag: string | null }>(
-        'SELECT greatest(0, pg_wal_lsn_diff(pg_current_wal_lsn(), confirmed_flush_lsn))::bigint AS lag FROM pg_replication_slots WHERE slot_name = $1',
+      const { rows } = await client.query<{ lag: string | null; wal: string; confirmed: string | null }>(
+        `SELECT greatest(0, pg_wal_lsn_diff(w.lsn, confirmed_flush_lsn))::bigint AS lag, w.lsn::text AS wal, confirmed_flush_lsn::text AS confirmed
+           FROM (SELECT pg_current_wal_lsn() AS lsn) w LEFT JOIN pg_replication_slots ON slot_name = $1`,
         [this.options.slot],
       );
-      return rows[0]?.lag ?? null;
+      return rows[0]!;
     };
     const pool = this.options.pools?.get(this.options.databaseUrl);
-    const lag = pool ? await read(pool) : await withClient(this.options.databaseUrl, read);
+    const { lag, wal, confirmed } = pool ? await read(pool) : await withClient(this.options.databaseUrl, read);
+    const through = this.loggedThrough(lsnToBigInt(wal), confirmed === null ? undefined : lsnToBigInt(confirmed));
     const last = this.last;
     const members = syncIds.join(',');
     if (last && last.members === members && Date.now() - last.at < UNCHANGED_REWRITE_MS && near(last, ackedLsn, lag)) return;
     // Every sync of the database reads through the one slot: each is as far behind as it.
     const { rowCount } = await this.options.control.query(
-      'UPDATE decoder_progress SET acked_lsn = $2, slot_lag_bytes = $3, lag_at = now() WHERE sync_id = ANY($1)',
-      [syncIds, ackedLsn, lag],
+      'UPDATE decoder_progress SET acked_lsn = $2, slot_lag_bytes = $3, lag_at = now(), logged_through = $4 WHERE sync_id = ANY($1)',
+      [syncIds, ackedLsn, lag, through === undefined ? null : new Date(through)],
     );
     // A sync whose first event is not logged yet has no row to write to: nothing was written
     // for it, so the next report writes again rather than taking the figures as known.
     this.last = (rowCount ?? 0) >= syncIds.length ? { members, acked: ackedLsn, lag, at: Date.now() } : undefined;
+  }
+
+  /**
+   * The latest time at which the server's WAL position was no further than the slot's
+   * confirmed one: every change committed before it is in the event log. Samples older than
+   * the oldest one still needed are dropped, and at most an hour of them is kept (past that,
+   * the oldest stands for "at least this far behind").
+   */
+  private loggedThrough(wal: bigint, confirmed: bigint | undefined): number | undefined {
+    const now = Date.now();
+    this.samples.push({ at: now, wal });
+    while (this.samples.length > 1 && (now - this.samples[0]!.at > SAMPLES_KEPT_MS || (confirmed !== undefined && this.samples[1]!.wal <= confirmed))) {
+      this.samples.shift();
+    }
+    if (confirmed === undefined) return undefined;
+    const reached = this.samples[0]!;
+    this.lastThrough = reached.wal <= confirmed ? reached.at : Math.min(reached.at, this.lastThrough ?? reached.at);
+    return this.lastThrough;
   }
 
   /** Closes the kept connection (the decoder stopped; its database may be dropped next). */

@@ -11,6 +11,8 @@ interface SyncMetricRow {
   confirmed_through: Date | null;
   events_logged: string | null;
   slot_lag_bytes: string | null;
+  lag_at: Date | null;
+  logged_through: Date | null;
   upstream_429s: string;
 }
 
@@ -22,7 +24,7 @@ interface SyncMetricRow {
 export async function syncFamilies(pool: pg.Pool, now = new Date()): Promise<Family[]> {
   const { rows } = await pool.query<SyncMetricRow>(
     `SELECT s.id, s.kind, s.started_at, s.completed_at, extract(epoch FROM s.duration_last)::float8 AS duration_last_s,
-            s.confirmed_through, d.seq AS events_logged, d.slot_lag_bytes, s.upstream_429s
+            s.confirmed_through, d.seq AS events_logged, d.slot_lag_bytes, d.lag_at, d.logged_through, s.upstream_429s
        FROM syncs s LEFT JOIN decoder_progress d ON d.sync_id = s.id
       WHERE s.state = 'active'
       ORDER BY s.id`,
@@ -31,6 +33,7 @@ export async function syncFamilies(pool: pg.Pool, now = new Date()): Promise<Fam
   const duration: Sample[] = [];
   const logged: Sample[] = [];
   const slotLag: Sample[] = [];
+  const eventsLag: Sample[] = [];
   const refused: Sample[] = [];
   for (const row of rows) {
     const labels = { sync_id: row.id, kind: row.kind };
@@ -46,10 +49,16 @@ export async function syncFamilies(pool: pg.Pool, now = new Date()): Promise<Fam
         lastErrorKind: null,
         durationUsualSeconds: null,
         progress: null,
+        events: {
+          reportedAt: row.lag_at,
+          slotLagBytes: row.slot_lag_bytes === null ? null : Number(row.slot_lag_bytes),
+          loggedThrough: row.logged_through,
+        },
       },
       now,
     );
     if (status.lag_seconds !== null) lag.push({ name: 'tributary_sync_lag_seconds', labels, value: status.lag_seconds });
+    if (status.events_lag_seconds !== null) eventsLag.push({ name: 'tributary_sync_events_lag_seconds', labels, value: status.events_lag_seconds });
     if (row.duration_last_s !== null) duration.push({ name: 'tributary_sync_cycle_duration_seconds', labels, value: row.duration_last_s });
     logged.push({ name: 'tributary_sync_events_logged_total', labels, value: Number(row.events_logged ?? 0) });
     if (row.slot_lag_bytes !== null) slotLag.push({ name: 'tributary_sync_slot_lag_bytes', labels, value: Number(row.slot_lag_bytes) });
@@ -64,6 +73,12 @@ export async function syncFamilies(pool: pg.Pool, now = new Date()): Promise<Fam
     },
     { name: 'tributary_sync_cycle_duration_seconds', type: 'gauge', help: 'Duration of the last completed sync cycle, in seconds.', samples: duration },
     { name: 'tributary_sync_events_logged_total', type: 'counter', help: 'Events the decoder has made durable in the event log.', samples: logged },
+    {
+      name: 'tributary_sync_events_lag_seconds',
+      type: 'gauge',
+      help: 'Seconds since the oldest committed change that may not be an event yet (0 while the event log is caught up); the status turns yellow at 120.',
+      samples: eventsLag,
+    },
     { name: 'tributary_sync_slot_lag_bytes', type: 'gauge', help: "Bytes of WAL the server holds ahead of the sync's replication slot.", samples: slotLag },
     { name: 'tributary_sync_upstream_429_total', type: 'counter', help: "Upstream 429 answers to the sync's own requests.", samples: refused },
   ];

@@ -60,6 +60,14 @@ export async function overviewTab(ctx, panel, initial, updated) {
         ['Lag (age of the oldest data the database may show)', duration(s.lag_seconds)],
         ...(accountsOf(s) ? [['Connected accounts', accountsOf(s).words]] : []),
         ['Events logged', count(sync.events.logged)],
+        ...(s.events_lag_seconds !== null && s.events_lag_seconds !== undefined
+          ? [
+              [
+                'Events behind the database by (age of the oldest change not yet an event)',
+                s.events_lag_seconds === 0 ? 'nothing: caught up' : duration(s.events_lag_seconds),
+              ],
+            ]
+          : []),
         ...(sync.events.slot_lag_bytes !== null ? [['Decoder behind the database by', `${count(sync.events.slot_lag_bytes)} bytes`]] : []),
       ]),
       // A limit shared with other syncs (Airtable: the user's 50 requests a second) held this one back lately.
