@@ -92,7 +92,16 @@ test('polls nobody waits on take their turn with the cycles; a waiter’s poll g
   base.createRecords('Items', [{ Name: 'four' }]);
   await waitOk(svc, syncs[0]!.account.token, syncs[0]!.id, 30_000);
   assert.equal(await query(syncs[0]!.url, "SELECT name FROM public.items WHERE name = 'four'"), [{ name: 'four' }]);
-  assert.ok(((await grants(asked)).urgent ?? 0) >= 1, 'the waiter’s poll was urgent');
+  const askedGrants = await grants(asked);
+  if ((askedGrants.urgent ?? 0) < 1) {
+    // What answered the wait instead, for the failure's message: the sync's latest cycle and pass.
+    const [row] = await query<{ completed: string | null; started: string | null; through: string | null }>(
+      svc.controlUrl,
+      'SELECT completed_at::text AS completed, started_at::text AS started, confirmed_through::text AS through FROM syncs WHERE id = $1',
+      [syncs[0]!.id],
+    );
+    assert.unreachable(`the waiter’s poll was urgent: grants since ${asked}: ${JSON.stringify(askedGrants)}; the sync then: ${JSON.stringify(row)}`);
+  }
 });
 
 test('a field added upstream reaches every sync of the base: the cycles, which alone read the schema, go on', async () => {
