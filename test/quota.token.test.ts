@@ -10,7 +10,7 @@ import pg from 'pg';
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
 import { createHash } from 'node:crypto';
-import { AIRTABLE_RULE, AirtableClient, airtableTokenKey, airtableUserKey } from '../src/airtable/client.ts';
+import { AIRTABLE_RULE, AirtableClient, airtableTokenKey, airtableUserKey, syncQuota } from '../src/airtable/client.ts';
 import { TokenOwners } from '../src/airtable/owners.ts';
 import { Secret } from '../src/control/secrets.ts';
 import { migrateControlDatabase } from '../src/db/migrate.ts';
@@ -132,6 +132,38 @@ test("change capture cannot starve sweeps of a user's quota", async () => {
   await Promise.all(loops);
   const per = bases.map((key) => sweeps.get(key) ?? 0);
   assert.ok(Math.min(...per) >= 2, `sweep grants per base in 6 s: ${per.join(' ')}`);
+});
+
+test('a sync request already in line becomes urgent once someone waits on it, and goes before the sweeps', async () => {
+  // Found in a test: a wait that arrived while a timer poll waited for its slot was answered
+  // seconds later by the next cycle. The client spread its quota options, so a getter for
+  // `urgent` was read once per request, and the limiter read the rank once per request too.
+  const limiter = new QuotaLimiter({ pool, marginMs: 20 });
+  const base = fake.createBase({ name: 'Urgent later' });
+  base.createTable('Items', [{ name: 'Name', type: 'singleLineText' }]);
+  const table = base.table('Items').id;
+  let waiting = false;
+  const client = (urgent: boolean | (() => boolean)) =>
+    new AirtableClient({ baseUrl: fake.url, token: new Secret(TOKEN), baseId: base.id, limiter, quota: syncQuota(3, urgent), attempts: 1 });
+  // The syncs' 3 of this window taken; six sweep pages, then the poll, wait for the next.
+  for (let i = 0; i < 3; i++) await client(false).listPage(table);
+  const order: string[] = [];
+  const sweeps = Array.from({ length: 6 }, (_, i) =>
+    client(false)
+      .listPage(table)
+      .then(() => order.push(`sweep${i}`)),
+  );
+  await new Promise((r) => setTimeout(r, 20));
+  const poll = client(() => waiting)
+    .listPage(table)
+    .then(() => order.push('poll'));
+  await new Promise((r) => setTimeout(r, 50));
+  waiting = true;
+  await Promise.all([...sweeps, poll]);
+  const { rows } = await pool.query<{ n: number }>("SELECT count(*)::int AS n FROM quota_requests WHERE key = $1 AND kind = 'urgent'", [base.id]);
+  assert.is(rows[0]!.n, 1, 'the poll was granted as urgent');
+  // A sweep with no slot in this window may take one first; after that, the poll goes next.
+  assert.ok(order.indexOf('poll') <= 1, order.join(','));
 });
 
 test("a token's user is learned once, by whoami, and every process reads it from the control database", async () => {

@@ -131,18 +131,19 @@ export class ChangeCapture {
       );
       this.captureParked = false;
       if (!this.ready || this.host.signal.aborted) continue;
-      // Only a poll someone waits on goes before the cycles: polls on a timer of every sync of
-      // a base would otherwise fill the syncs' share and hold schema changes back for minutes.
-      const waitedOn = this.requestPending;
       // Marked before the poll starts, so a request that arrives during it wakes the next one.
       this.captureMark = passRequests?.requestMark(syncId) ?? 0;
       const mark = this.captureMark;
       pingMark = passRequests?.pingMark?.(syncId) ?? 0;
       lastStart = Date.now();
       try {
-        // Asked again at each of its requests: once another pass has answered the waiter, the rest wait their turn.
+        // Only a poll someone waits on goes before the cycles: polls on a timer of every sync of
+        // a base would otherwise fill the syncs' share and hold schema changes back for minutes.
+        // Asked again at each try of each request: urgent while a wait request no completed pass
+        // has answered is pending, one that arrived during this poll too (the poll gets out of
+        // the way of the urgent one after it); once another pass has answered, the rest wait their turn.
         await this.pollOnce(
-          this.host.client(() => waitedOn && mark > this.servedMark),
+          this.host.client(() => (passRequests?.requestMark(syncId) ?? 0) > this.servedMark),
           mark,
         );
         this.lastGoodPollAt = Date.now();

@@ -26,17 +26,11 @@ export const AIRTABLE_USER_SYNC_SHARE = 40;
 
 /**
  * A sync's requests of a base, within its share (`syncLimit` of the base's 5 a second).
- * `urgent` as a function is asked at each request: a waiter may have been answered meanwhile.
+ * `urgent` as a function is asked at each try of each request: a waiter may have arrived,
+ * or have been answered, meanwhile.
  */
 export function syncQuota(syncLimit: number, urgent: boolean | (() => boolean)): Omit<AcquireOptions, 'signal'> {
-  return {
-    kind: 'sync',
-    syncLimit,
-    shareMargin: true,
-    get urgent() {
-      return typeof urgent === 'function' ? urgent() : urgent;
-    },
-  };
+  return { kind: 'sync', syncLimit, shareMargin: true, urgent };
 }
 
 /** The limiter key of a user's quota. */

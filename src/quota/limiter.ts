@@ -32,9 +32,11 @@ export interface AcquireOptions {
   shareMargin?: boolean;
   /**
    * A sync request someone is waiting on (change capture): within the sync's share it
-   * goes before sweep requests, still after clients.
+   * goes before sweep requests, still after clients. A function is asked at each try: a
+   * request already waiting becomes urgent when someone starts to wait on it. (A function,
+   * not a getter: spreading the options would read a getter once.)
    */
-  urgent?: boolean;
+  urgent?: boolean | (() => boolean);
   signal?: AbortSignal;
   /** Give up after this long (clients: a bounded queue). Default: wait as long as it takes. */
   maxWaitMs?: number;
@@ -83,6 +85,15 @@ export interface QuotaGrant {
   heldByAlsoMs: number;
 }
 
+/** Rank in the queue: clients 0, urgent sync requests 1; sweeps (2) queue only for a second quota, unverified requests never. */
+function rankOf(options: AcquireOptions): number | undefined {
+  if (options.kind === 'client') return 0;
+  if (options.kind !== 'sync') return undefined;
+  return isUrgent(options) ? 1 : options.also ? 2 : undefined;
+}
+
+const isUrgent = (options: AcquireOptions) => (typeof options.urgent === 'function' ? options.urgent() : options.urgent === true);
+
 const REFUSAL_MEMORY_MS = 10 * 60_000;
 
 /** Held up less than this, a request keeps its grant time: the margin covers it. */
@@ -127,24 +138,34 @@ export class QuotaLimiter {
 
   async acquire(key: string, rule: QuotaRule, options: AcquireOptions): Promise<QuotaGrant> {
     const started = Date.now();
-    // Rank in the queue: clients 0, urgent sync requests 1; sweeps (2) queue only for a second
-    // quota, unverified requests never.
-    const rank = options.kind === 'client' ? 0 : options.kind === 'sync' && options.urgent ? 1 : options.kind === 'sync' && options.also ? 2 : undefined;
-    const waiter = rank === undefined ? undefined : randomUUID();
+    // One token for the request's whole wait, whatever its rank at each try.
+    const waiter = randomUUID();
     let at: string | undefined;
     let loggedAt = Date.now();
     let heldByAlsoMs = 0;
-    // Whether a refusal announced this waiter in quota_waiting (a grant at the first try never does).
-    let announced = false;
+    // The rank a refusal announced this waiter at in quota_waiting (a grant at the first try never announces it).
+    let announced: number | undefined;
+    const forget = () =>
+      this.pool.query('DELETE FROM quota_waiting WHERE key = ANY($1) AND token = $2', [options.also ? [key, options.also.key] : [key], waiter]);
     try {
       for (;;) {
-        const decision = await this.tryTake(key, rule, options, waiter && { token: waiter, rank: rank! });
+        // Read at each try: a sync request already waiting becomes urgent when someone starts to
+        // wait on it, and stops being so once another pass has answered them. (Found in a test:
+        // a wait that arrived while a timer poll waited for its slot was answered seconds later
+        // by the next cycle; the poll kept its rank and the urgent poll could not start.)
+        const rank = rankOf(options);
+        if (announced !== undefined && rank !== announced) {
+          // Announced at another rank: the line must not keep the old one for its two seconds.
+          await forget();
+          announced = undefined;
+        }
+        const decision = await this.tryTake(key, rule, options, rank === undefined ? undefined : { token: waiter, rank });
         if (decision.granted) {
           at = decision.at;
           loggedAt = decision.loggedAt ?? loggedAt;
           break;
         }
-        announced = waiter !== undefined;
+        announced = rank;
         if (options.maxWaitMs !== undefined && Date.now() - started + decision.retryInMs > options.maxWaitMs) {
           // Exposed: an API request that checks a key answers 503 with Retry-After, not a bare 500.
           throw new TributaryError('unavailable', `upstream quota for ${decision.heldByAlso ? options.also!.key : key} is exhausted; retry later`, {
@@ -158,9 +179,7 @@ export class QuotaLimiter {
         options.signal?.throwIfAborted();
       }
     } finally {
-      if (announced) {
-        await this.pool.query('DELETE FROM quota_waiting WHERE key = ANY($1) AND token = $2', [options.also ? [key, options.also.key] : [key], waiter]);
-      }
+      if (announced !== undefined) await forget();
     }
     if (++this.acquiredSincePrune >= 200) {
       this.acquiredSincePrune = 0;
@@ -194,7 +213,7 @@ export class QuotaLimiter {
     const windowMs = rule.windowMs + margin;
     const shareWindowMs = rule.windowMs + (options.shareMargin ? margin : 0);
     // One statement (sql/11_quota_take.sql): the decision used to cost five round trips.
-    const kind = options.kind === 'sync' && options.urgent ? 'urgent' : options.kind;
+    const kind = options.kind === 'sync' && isUrgent(options) ? 'urgent' : options.kind;
     const loggedAt = Date.now();
     const values: unknown[] = [key, rule.limit, windowMs, shareWindowMs, kind, options.syncLimit ?? rule.limit, waiter?.token ?? null, waiter?.rank ?? 0];
     const { also } = options;
