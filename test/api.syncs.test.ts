@@ -68,6 +68,8 @@ test('a Stripe sync takes settings and lists with its status', async () => {
   for (const sync of listed.body.data) {
     assert.equal(Object.keys(sync.status).sort(), [
       'completed_at',
+      'deliveries_behind',
+      'deliveries_lag_seconds',
       'duration_last',
       'events_lag_seconds',
       'incomplete',

@@ -9,26 +9,11 @@
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
 import { EVENTS_BEHIND_YELLOW_MS, eventsLagSeconds, indicatorOf, RED_AFTER_MS, statusOf } from '../src/control/status.ts';
-import type { SyncStatusFields } from '../src/control/syncs.ts';
+import type { SyncStatusFields } from '../src/control/status-fields.ts';
+import { ago, healthyStatus, NOW } from './harness/status-fields.ts';
 
-const NOW = new Date('2026-12-04T12:00:00Z');
-const ago = (ms: number) => new Date(NOW.getTime() - ms);
-
-/** A healthy sync: a cycle completed a minute ago, a pass 2 s ago, no error. */
-function healthy(events?: SyncStatusFields['events']): SyncStatusFields {
-  return {
-    startedAt: ago(70_000),
-    completedAt: ago(60_000),
-    durationLastSeconds: 10,
-    lastError: null,
-    lastErrorAt: null,
-    lastErrorKind: null,
-    durationUsualSeconds: 10,
-    progress: null,
-    confirmedThrough: ago(2_000),
-    ...(events ? { events } : {}),
-  };
-}
+/** A healthy sync, with the decoder's report `events`. */
+const healthy = (events?: SyncStatusFields['events']) => healthyStatus(events ? { events } : {});
 
 /** A small generator, seeded, so a failure names its case. */
 function* cases(seed: number, n: number): Generator<{ reportedAgo: number; throughBefore: number; slotLag: number; failing: boolean }> {

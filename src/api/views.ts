@@ -159,6 +159,13 @@ export const syncStatusAnswer = z
       .number()
       .nullable()
       .describe('Age of the oldest committed change that may not be an event yet: 0 while the event log is caught up; null before the decoder first reported'),
+    deliveries_lag_seconds: z
+      .number()
+      .nullable()
+      .describe(
+        'Age of the oldest logged event that a delivery path (the Kafka relay, an enabled webhook) has not delivered yet: 0 when every path has delivered everything',
+      ),
+    deliveries_behind: z.string().nullable().describe('The delivery path furthest behind (`kafka` or `webhook <id>`), while one is behind; null otherwise'),
     last_error: z.string().nullable(),
     progress: z
       .unknown()

@@ -1,4 +1,5 @@
-import type { IncompleteList, SyncStatusFields } from './syncs.ts';
+import type { DeliveryBehind } from './delivery-lag.ts';
+import type { IncompleteList, SyncStatusFields } from './status-fields.ts';
 
 export type Indicator = 'normal' | 'yellow' | 'red';
 
@@ -15,6 +16,8 @@ export interface SyncStatus {
   paced_cycle_s: number | null;
   incomplete: IncompleteList[];
   events_lag_seconds: number | null;
+  deliveries_lag_seconds: number | null;
+  deliveries_behind: string | null;
 }
 
 /** How long a sync may keep failing before yellow turns red. */
@@ -55,27 +58,64 @@ export function eventsLagSeconds(status: SyncStatusFields, now: Date): number | 
 
 /** The event log's share of the indicator: yellow past EVENTS_BEHIND_YELLOW_MS behind, red past RED_AFTER_MS. */
 function eventsIndicator(status: SyncStatusFields, now: Date): Indicator {
-  const lag = eventsLagSeconds(status, now);
+  return behindIndicator(eventsLagSeconds(status, now));
+}
+
+/**
+ * How far behind the event log the delivery path furthest behind is, in seconds: the age of
+ * the oldest logged event it has not delivered yet; 0 when every path has delivered
+ * everything; null when not known (not read, or no decoder report yet).
+ */
+export function deliveriesLagSeconds(status: SyncStatusFields, now: Date): number | null {
+  if (status.deliveries === undefined) return null;
+  if (status.deliveries === null) return 0;
+  return Math.max(0, Math.round((now.getTime() - status.deliveries.since.getTime()) / 1000));
+}
+
+/** The same bounds as the event log's: a path behind two minutes is yellow, five red. */
+function deliveriesIndicator(status: SyncStatusFields, now: Date): Indicator {
+  return behindIndicator(deliveriesLagSeconds(status, now));
+}
+
+function behindIndicator(lag: number | null): Indicator {
   if (lag === null || lag * 1000 < EVENTS_BEHIND_YELLOW_MS) return 'normal';
   return lag * 1000 >= RED_AFTER_MS ? 'red' : 'yellow';
 }
 
 const RANK: Record<Indicator, number> = { normal: 0, yellow: 1, red: 2 };
 
+/** The parts of the path, each with its own share of the indicator; the worst decides. */
+type Part = 'sync' | 'events' | 'deliveries';
+
+function parts(status: SyncStatusFields, now: Date): Record<Part, Indicator> {
+  return { sync: syncIndicator(status, now), events: eventsIndicator(status, now), deliveries: deliveriesIndicator(status, now) };
+}
+
 /**
- * The indicator rule, the worse of the sync's own and its events':
+ * The part that decides the indicator: the worst; of two as bad, the later on the path (its
+ * reason is the more precise: a sync failing now while its log is two minutes behind).
+ */
+function decidingPart(status: SyncStatusFields, now: Date): { part: Part; indicator: Indicator } {
+  const of = parts(status, now);
+  let worst: Part = 'sync';
+  for (const part of ['events', 'deliveries'] as const) if (of[part] !== 'normal' && RANK[of[part]] >= RANK[of[worst]]) worst = part;
+  return { part: worst, indicator: of[worst] };
+}
+
+/**
+ * The indicator rule, the worst of the sync's own part, its event log's and its deliveries':
  * - red: the key was rejected or the base is gone (fatal: at once), or failing for five
- *   minutes or more with no completed cycle since;
- *   or the event log is five minutes or more behind the database;
+ *   minutes or more with no completed cycle since; or the event log is five minutes or more
+ *   behind the database; or a delivery path (the Kafka relay, an enabled webhook) is five
+ *   minutes or more behind the event log;
  * - yellow: the latest attempt failed for less than five minutes, or the running cycle
  *   has taken more than 1.5x its usual duration, or the event log is two minutes or more
- *   behind the database (a decoder stopped, stuck or not reporting);
+ *   behind the database (a decoder stopped, stuck or not reporting), or a delivery path
+ *   two minutes or more behind the log (a relay stuck, a receiver failing);
  * - normal: otherwise.
  */
 export function indicatorOf(status: SyncStatusFields, now: Date): Indicator {
-  const own = syncIndicator(status, now);
-  const events = eventsIndicator(status, now);
-  return RANK[events] > RANK[own] ? events : own;
+  return decidingPart(status, now).indicator;
 }
 
 function syncIndicator(status: SyncStatusFields, now: Date): Indicator {
@@ -97,8 +137,9 @@ function syncIndicator(status: SyncStatusFields, now: Date): Indicator {
 
 /** Why the indicator is what it is, in words for the console's hover text. */
 export function indicatorReason(status: SyncStatusFields, now: Date): string {
-  const indicator = indicatorOf(status, now);
-  if (indicator !== 'normal' && RANK[eventsIndicator(status, now)] >= RANK[syncIndicator(status, now)]) {
+  const { part, indicator } = decidingPart(status, now);
+  if (part === 'deliveries') return deliveriesReason(status.deliveries!, indicator, deliveriesLagSeconds(status, now)!);
+  if (part === 'events') {
     const behind = eventsLagSeconds(status, now)!;
     const reported = status.events?.reportedAt ? Math.round((now.getTime() - status.events.reportedAt.getTime()) / 1000) : null;
     const stale = reported !== null && reported * 1000 > REPORT_FRESH_MS ? `, and the decoder last reported ${reported} s ago` : '';
@@ -111,6 +152,13 @@ export function indicatorReason(status: SyncStatusFields, now: Date): string {
     return `${indicator === 'red' ? 'failing for 5 minutes or more' : 'trouble syncing'}: ${status.lastError}`;
   }
   return 'this sync is taking longer than usual';
+}
+
+/** A delivery path behind: which, how far, and its receiver's latest failure where there is one. */
+function deliveriesReason(behind: DeliveryBehind, indicator: Indicator, lag: number): string {
+  const what = behind.path === 'kafka' ? 'the Kafka relay' : behind.path;
+  const failing = behind.lastError ? `; its latest attempt failed: ${behind.lastError}` : behind.failingSince ? '; every attempt fails' : '';
+  return `deliveries ${indicator === 'red' ? 'stopped' : 'behind'}: ${what} has not delivered the events of the last ${lag} s${failing}`;
 }
 
 /**
@@ -150,5 +198,7 @@ export function statusOf(status: SyncStatusFields, now = new Date()): SyncStatus
     paced_cycle_s: status.pacedCycleSeconds ?? null,
     incomplete: status.incomplete ?? [],
     events_lag_seconds: eventsLagSeconds(status, now),
+    deliveries_lag_seconds: deliveriesLagSeconds(status, now),
+    deliveries_behind: status.deliveries ? status.deliveries.path : null,
   };
 }

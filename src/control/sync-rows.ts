@@ -1,5 +1,6 @@
 import type { SyncKind, SyncSettings } from './settings.ts';
-import type { IncompleteList, SyncRecord, SyncState } from './syncs.ts';
+import type { IncompleteList } from './status-fields.ts';
+import type { SyncRecord, SyncState } from './syncs.ts';
 
 /** A row of `syncs` as the store reads it, and how it becomes a SyncRecord. */
 export interface SyncRow {

@@ -6,42 +6,13 @@ import type { ReaderLimits } from './reader-limits.ts';
 import { placeSync } from './servers.ts';
 import { type Admission, accountLimits, admit, lockedAccountLimits } from './sync-admission.ts';
 import type { SyncKind, SyncSettings } from './settings.ts';
+import type { SyncStatusFields } from './status-fields.ts';
 import { columns, type SyncRow, toRecord } from './sync-rows.ts';
 
 /** Notified with a sync's id once it is ready to run: a hint, since workers also claim at each tick. */
 export const SYNC_READY_CHANNEL = 'tributary_sync_ready';
 
 export type SyncState = 'provisioning' | 'active' | 'deleting';
-
-export interface SyncStatusFields {
-  startedAt: Date | null;
-  completedAt: Date | null;
-  durationLastSeconds: number | null;
-  lastError: string | null;
-  lastErrorAt: Date | null;
-  lastErrorKind: 'transient' | 'fatal' | null;
-  durationUsualSeconds: number | null;
-  progress: unknown;
-  /** An upstream limit shared with other syncs that held this one back, in words, and when last seen. */
-  slowedBy?: string | null;
-  slowedAt?: Date | null;
-  /** The start of the latest pass known complete (a feed read, a capture read, a cycle): the database holds what upstream had then. */
-  confirmedThrough?: Date | null;
-  /** Seconds a paced cycle is spread over (see sql/22_sweep_pace.sql); null: full pace. */
-  pacedCycleSeconds?: number | null;
-  /** Lists the sync cannot read completely right now, and why (see sql/23_incomplete_lists.sql). */
-  incomplete?: IncompleteList[];
-  /** The decoder's latest report (sql/30_events_lag.sql): when, the slot's lag in bytes, and how far the log reaches. */
-  events?: { reportedAt: Date | null; slotLagBytes: number | null; loggedThrough: Date | null };
-}
-
-/** A list the sync cannot read completely right now: the upstream's name for it, its table, why, and since when (ISO 8601). */
-export interface IncompleteList {
-  list: string;
-  table: string;
-  reason: string;
-  since: string;
-}
 
 export interface SyncRecord {
   id: string;

@@ -1,4 +1,5 @@
 import type pg from 'pg';
+import { deliveriesBehind } from '../control/delivery-lag.ts';
 import { statusOf } from '../control/status.ts';
 import type { Family, Sample } from './exposition.ts';
 
@@ -29,6 +30,11 @@ export async function syncFamilies(pool: pg.Pool, now = new Date()): Promise<Fam
       WHERE s.state = 'active'
       ORDER BY s.id`,
   );
+  const behind = await deliveriesBehind(
+    pool,
+    rows.map((row) => row.id),
+  );
+  const deliveriesLag: Sample[] = [];
   const lag: Sample[] = [];
   const duration: Sample[] = [];
   const logged: Sample[] = [];
@@ -54,11 +60,13 @@ export async function syncFamilies(pool: pg.Pool, now = new Date()): Promise<Fam
           slotLagBytes: row.slot_lag_bytes === null ? null : Number(row.slot_lag_bytes),
           loggedThrough: row.logged_through,
         },
+        deliveries: behind.get(row.id) ?? null,
       },
       now,
     );
     if (status.lag_seconds !== null) lag.push({ name: 'tributary_sync_lag_seconds', labels, value: status.lag_seconds });
     if (status.events_lag_seconds !== null) eventsLag.push({ name: 'tributary_sync_events_lag_seconds', labels, value: status.events_lag_seconds });
+    deliveriesLag.push({ name: 'tributary_sync_deliveries_lag_seconds', labels, value: status.deliveries_lag_seconds ?? 0 });
     if (row.duration_last_s !== null) duration.push({ name: 'tributary_sync_cycle_duration_seconds', labels, value: row.duration_last_s });
     logged.push({ name: 'tributary_sync_events_logged_total', labels, value: Number(row.events_logged ?? 0) });
     if (row.slot_lag_bytes !== null) slotLag.push({ name: 'tributary_sync_slot_lag_bytes', labels, value: Number(row.slot_lag_bytes) });
@@ -78,6 +86,12 @@ export async function syncFamilies(pool: pg.Pool, now = new Date()): Promise<Fam
       type: 'gauge',
       help: 'Seconds since the oldest committed change that may not be an event yet (0 while the event log is caught up); the status turns yellow at 120.',
       samples: eventsLag,
+    },
+    {
+      name: 'tributary_sync_deliveries_lag_seconds',
+      type: 'gauge',
+      help: 'Seconds since the oldest logged event that a delivery path (the Kafka relay, an enabled webhook) has not delivered yet (0 when all have); the status turns yellow at 120.',
+      samples: deliveriesLag,
     },
     { name: 'tributary_sync_slot_lag_bytes', type: 'gauge', help: "Bytes of WAL the server holds ahead of the sync's replication slot.", samples: slotLag },
     { name: 'tributary_sync_upstream_429_total', type: 'counter', help: "Upstream 429 answers to the sync's own requests.", samples: refused },

@@ -1,4 +1,4 @@
-import type { IncompleteList } from '../control/syncs.ts';
+import type { IncompleteList } from '../control/status-fields.ts';
 import type { Logger } from '../log.ts';
 import { UpstreamUnreachable } from '../upstream/http.ts';
 import { StripeError } from './client.ts';

@@ -3,7 +3,7 @@ import type { Logger } from '../log.ts';
 import { confirmPass, passStarted, PASSES_CHANNEL, type PassStart } from './passes.ts';
 import { recordCycleEnd, recordCycleStart } from '../writer/sync-meta.ts';
 import type { SyncSchemas } from '../syncdb/schemas.ts';
-import type { IncompleteList } from '../control/syncs.ts';
+import type { IncompleteList } from '../control/status-fields.ts';
 
 export type ErrorKind = 'transient' | 'fatal';
 

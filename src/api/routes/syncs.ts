@@ -8,6 +8,7 @@ import type { ApiOptions } from '../context.ts';
 import type { ApiDocument } from '../openapi.ts';
 import { CAPPED } from '../tenancy.ts';
 import { kindComponent, oneOf, syncAnswer, syncView } from '../views.ts';
+import { deliveriesBehind } from '../../control/delivery-lag.ts';
 import { z } from '../zod.ts';
 import { settingsOnly } from '../../kinds/kind.ts';
 import { regionSchema } from './servers.ts';
@@ -181,11 +182,22 @@ async function ownerOf(api: ApiOptions, principal: Principal, requested: string 
   return requested;
 }
 
-const view = async (api: ApiOptions, sync: SyncRecord) => {
-  // A sync in another's database reads through that sync's reader: its limits are the ones shown.
-  const reader = sync.databaseOf === null ? sync : ((await api.syncs.get(sync.databaseOf)) ?? sync);
-  return syncView(sync, await api.syncService.readerUrl(sync), api.events, reader);
+/** The syncs' answers, with how far their delivery paths are behind (read for all of them at once). */
+const views = async (api: ApiOptions, syncs: SyncRecord[]) => {
+  const behind = await deliveriesBehind(
+    api.pool,
+    syncs.map((sync) => sync.id),
+  );
+  return Promise.all(
+    syncs.map(async (sync) => {
+      // A sync in another's database reads through that sync's reader: its limits are the ones shown.
+      const reader = sync.databaseOf === null ? sync : ((await api.syncs.get(sync.databaseOf)) ?? sync);
+      const withDeliveries = { ...sync, status: { ...sync.status, deliveries: behind.get(sync.id) ?? null } };
+      return syncView(withDeliveries, await api.syncService.readerUrl(sync), api.events, reader);
+    }),
+  );
 };
+const view = async (api: ApiOptions, sync: SyncRecord) => (await views(api, [sync]))[0]!;
 
 /** `database_of` and `schema` go together, operator token only, with no other placement. */
 function checkShared(input: CreateInput, principal: Principal): void {
@@ -276,7 +288,7 @@ export function syncRoutes(router: Router, api: ApiOptions, doc: ApiDocument): v
     }
     const filter = principal.kind === 'account' ? principal.account.id : requested;
     const syncs = await api.syncs.list(filter);
-    ctx.body = { data: await Promise.all(syncs.map((sync) => view(api, sync))) };
+    ctx.body = { data: await views(api, syncs) };
   });
 
   doc.route({

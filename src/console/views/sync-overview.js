@@ -68,6 +68,14 @@ export async function overviewTab(ctx, panel, initial, updated) {
               ],
             ]
           : []),
+        ...(s.deliveries_lag_seconds !== null && s.deliveries_lag_seconds !== undefined
+          ? [
+              [
+                'Deliveries behind the event log by (Kafka relay, webhooks)',
+                s.deliveries_lag_seconds === 0 ? 'nothing: all delivered' : `${duration(s.deliveries_lag_seconds)} (${s.deliveries_behind})`,
+              ],
+            ]
+          : []),
         ...(sync.events.slot_lag_bytes !== null ? [['Decoder behind the database by', `${count(sync.events.slot_lag_bytes)} bytes`]] : []),
       ]),
       // A limit shared with other syncs (Airtable: the user's 50 requests a second) held this one back lately.

@@ -114,7 +114,7 @@ export class DestinationControls {
       const from = before < cursor ? before : cursor;
       await client.query(
         `UPDATE webhook_destinations
-            SET cursor_seq = $2, cursor_at = now(), cursor_generation = cursor_generation + 1,
+            SET cursor_seq = $2, cursor_at = now(), cursor_generation = cursor_generation + 1, recovered_at = now(),
                 disabled_at = NULL, disabled_reason = NULL, failing_since = NULL
           WHERE id = $1`,
         [id, from.toString()],

@@ -1,0 +1,37 @@
+import type { DeliveryBehind } from './delivery-lag.ts';
+
+/** What the status of a sync (status.ts) is made of, as the control database holds it. */
+export interface SyncStatusFields {
+  startedAt: Date | null;
+  completedAt: Date | null;
+  durationLastSeconds: number | null;
+  lastError: string | null;
+  lastErrorAt: Date | null;
+  lastErrorKind: 'transient' | 'fatal' | null;
+  durationUsualSeconds: number | null;
+  progress: unknown;
+  /** An upstream limit shared with other syncs that held this one back, in words, and when last seen. */
+  slowedBy?: string | null;
+  slowedAt?: Date | null;
+  /** The start of the latest pass known complete (a feed read, a capture read, a cycle): the database holds what upstream had then. */
+  confirmedThrough?: Date | null;
+  /** Seconds a paced cycle is spread over (see sql/22_sweep_pace.sql); null: full pace. */
+  pacedCycleSeconds?: number | null;
+  /** Lists the sync cannot read completely right now, and why (see sql/23_incomplete_lists.sql). */
+  incomplete?: IncompleteList[];
+  /** The decoder's latest report (sql/30_events_lag.sql): when, the slot's lag in bytes, and how far the log reaches. */
+  events?: { reportedAt: Date | null; slotLagBytes: number | null; loggedThrough: Date | null };
+  /**
+   * The delivery path (Kafka relay, webhooks) furthest behind, read apart (delivery-lag.ts):
+   * null when every path has delivered everything; absent when not read.
+   */
+  deliveries?: DeliveryBehind | null;
+}
+
+/** A list the sync cannot read completely right now: the upstream's name for it, its table, why, and since when (ISO 8601). */
+export interface IncompleteList {
+  list: string;
+  table: string;
+  reason: string;
+  since: string;
+}
