@@ -41,7 +41,7 @@ import { ServiceMetrics } from './metrics/index.ts';
 import { PassSignals } from './sync/pass-signals.ts';
 import { SyncTables } from './api/sync-tables.ts';
 import { asAccountWork } from './tenancy/account-work.ts';
-import { FairPool } from './tenancy/fair-pool.ts';
+import { controlPool } from './control/control-pool.ts';
 import { TenantCaps } from './tenancy/limits.ts';
 import { TenantScope } from './tenancy/scope.ts';
 import type { Tunables } from './tunables.ts';
@@ -60,8 +60,6 @@ export interface Service {
 }
 
 const CONTROL_DATABASE = 'tributary';
-/** Connections of the control-database pool, in each process. */
-const CONTROL_POOL_SIZE = 10;
 
 /** First start of the embedded server: its control database. */
 async function prepareEmbedded(embedded: EmbeddedPostgres): Promise<string> {
@@ -126,15 +124,13 @@ export async function startService(config: Config, logger: Logger, tunables: Tun
     // Requests run in a scope that names their account; the control pool shares its ten
     // connections by it, so that no account's requests hold them all.
     const tenantScope = new TenantScope({ requestsPerAccount: config.tenantLimits.requests });
-    const pool = new FairPool(
-      { connectionString: controlUrl, max: CONTROL_POOL_SIZE },
-      { scope: tenantScope, perTenant: Math.min(config.tenantLimits.controlConnections, CONTROL_POOL_SIZE) },
-    );
-    pool.on('error', (err) => logger.warn({ err }, 'idle control-database connection failed'));
-    // A connection the server ends while it is checked out emits 'error' on the client, which
-    // pg-pool only listens to while the client is idle; unheard, it would end the process.
-    // The failure still reaches the query that was running.
-    pool.on('connect', (client) => client.on('error', () => undefined));
+    const pool = controlPool({
+      url: controlUrl,
+      scope: tenantScope,
+      perTenant: config.tenantLimits.controlConnections,
+      queryTimeoutMs: tunables.controlDb?.queryTimeoutMs,
+      logger,
+    });
     closers.push(() => pool.end());
     if (startedEmbedded) await releaseLeasesOfStoppedServer(pool, logger);
 
@@ -186,7 +182,7 @@ export async function startService(config: Config, logger: Logger, tunables: Tun
     // The wait endpoint's signals: wait requests wake sync runners, completed passes wake waiters.
     const passes =
       config.roles.includes('api') || config.roles.includes('sync')
-        ? new PassSignals({ url: controlUrl, logger: logger.child({ part: 'passes' }) })
+        ? new PassSignals({ url: controlUrl, logger: logger.child({ part: 'passes' }), heartbeatMs: tunables.controlDb?.heartbeatMs })
         : undefined;
     const metrics = new ServiceMetrics({ pool });
     const runnerOptions = {
@@ -233,7 +229,9 @@ export async function startService(config: Config, logger: Logger, tunables: Tun
 
     // The API's wait endpoint needs the bus too (the decoder reports wait markers through it).
     const needsBus = config.roles.includes('api') || config.roles.includes('decoder') || config.roles.includes('events');
-    const bus = needsBus ? new EventBus({ url: controlUrl, logger: logger.child({ part: 'events' }) }) : undefined;
+    const bus = needsBus
+      ? new EventBus({ url: controlUrl, logger: logger.child({ part: 'events' }), heartbeatMs: tunables.controlDb?.heartbeatMs })
+      : undefined;
     if (bus) {
       await bus.start();
       closers.push(() => bus.stop());

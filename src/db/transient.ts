@@ -17,8 +17,9 @@ export function isTransientDbError(error: unknown): boolean {
     if (['ECONNREFUSED', 'ECONNRESET', 'EPIPE', 'ETIMEDOUT', 'EHOSTUNREACH', 'ENETUNREACH', 'EAI_AGAIN'].includes(code)) return true;
   }
   const message = error instanceof Error ? error.message : '';
-  // node-postgres reports a socket closed under it, or a pool connect that timed out, without a code.
-  return /Connection terminated|timeout exceeded when trying to connect|Client has encountered a connection error|the database system is (starting up|shutting down|in recovery mode)/.test(
+  // node-postgres reports a socket closed under it, a pool connect that timed out, or a
+  // statement past its client-side deadline (a hung path), without a code.
+  return /Connection terminated|timeout exceeded when trying to connect|Query read timeout|Client has encountered a connection error|the database system is (starting up|shutting down|in recovery mode)/.test(
     message,
   );
 }

@@ -1,6 +1,7 @@
 import type { EventEmitter } from 'node:events';
 import type { Duplex } from 'node:stream';
 import pg from 'pg';
+import { closeClient } from '../db/close-client.ts';
 import { connectionConfig } from '../db/connect.ts';
 import { formatLsn, lsnToBigInt } from './pgoutput.ts';
 
@@ -32,8 +33,6 @@ export interface ReplicationOptions {
 
 /** See ReplicationOptions.silenceMs. */
 export const REPLICATION_SILENCE_MS = 30_000;
-/** How long a close waits for the server's goodbye before the socket is destroyed. */
-const CLOSE_GRACE_MS = 2_000;
 
 /** The parts of pg's connection a replication session uses; pg's typings leave them out. */
 interface CopyConnection extends EventEmitter {
@@ -151,15 +150,7 @@ export class ReplicationStream {
    */
   private async close(): Promise<void> {
     clearInterval(this.watch);
-    const client = this.client;
-    if (!client) return;
-    const socket = (client as unknown as { connection: CopyConnection }).connection.stream;
-    if (this.connection) {
-      let grace: NodeJS.Timeout | undefined;
-      await Promise.race([client.end().catch(() => undefined), new Promise<void>((resolve) => (grace = setTimeout(resolve, CLOSE_GRACE_MS)))]);
-      clearTimeout(grace);
-    }
-    socket.destroy();
+    if (this.client) await closeClient(this.client, this.connection !== undefined);
   }
 
   /**

@@ -28,7 +28,7 @@ export class EventBus {
   private stopped = false;
   private readonly connection: ListenConnection;
 
-  constructor(options: { url: string; logger: Logger; reconnectMs?: number }) {
+  constructor(options: { url: string; logger: Logger; reconnectMs?: number; heartbeatMs?: number }) {
     this.connection = new ListenConnection({
       ...options,
       channels: [EVENTS_CHANNEL, WAITS_CHANNEL],

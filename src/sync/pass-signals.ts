@@ -26,7 +26,7 @@ export class PassSignals implements PassRequests, PassCompletions {
   private readonly connection: ListenConnection;
   private readonly readyListeners: Array<() => void> = [];
 
-  constructor(options: { url: string; logger: Logger; reconnectMs?: number }) {
+  constructor(options: { url: string; logger: Logger; reconnectMs?: number; heartbeatMs?: number }) {
     this.connection = new ListenConnection({
       ...options,
       channels: [PASS_WANTED_CHANNEL, PASSES_CHANNEL, PING_CHANNEL, SYNC_READY_CHANNEL],

@@ -1,0 +1,46 @@
+import type { Logger } from '../log.ts';
+import { FairPool } from '../tenancy/fair-pool.ts';
+import type { TenantScope } from '../tenancy/scope.ts';
+
+/** Connections of the control-database pool, in each process. */
+export const CONTROL_POOL_SIZE = 10;
+
+/**
+ * A control-database statement unanswered this long fails, and its connection is dropped.
+ * Over a path that stops passing bytes without closing, a statement would otherwise wait for
+ * as long as TCP retries (a quarter of an hour), and so would every request and sync behind
+ * it; the longest statements here (a quota decision waiting for its lock, a large batch of
+ * events) take seconds at most.
+ */
+export const CONTROL_DB_QUERY_TIMEOUT_MS = 30_000;
+/** A new control-database connection not made in this long fails (the same hung path, at connect). */
+const CONTROL_DB_CONNECT_TIMEOUT_MS = 10_000;
+
+export interface ControlPoolOptions {
+  url: string;
+  scope: TenantScope;
+  /** Connections one tenant's requests may hold at once. */
+  perTenant: number;
+  queryTimeoutMs?: number;
+  logger: Logger;
+}
+
+/** The process's pool of control-database connections, shared fairly between tenants (FairPool). */
+export function controlPool(options: ControlPoolOptions): FairPool {
+  const queryTimeoutMs = options.queryTimeoutMs ?? CONTROL_DB_QUERY_TIMEOUT_MS;
+  const pool = new FairPool(
+    {
+      connectionString: options.url,
+      max: CONTROL_POOL_SIZE,
+      query_timeout: queryTimeoutMs,
+      connectionTimeoutMillis: Math.min(CONTROL_DB_CONNECT_TIMEOUT_MS, queryTimeoutMs),
+    },
+    { scope: options.scope, perTenant: Math.min(options.perTenant, CONTROL_POOL_SIZE) },
+  );
+  pool.on('error', (err) => options.logger.warn({ err }, 'idle control-database connection failed'));
+  // A connection the server ends while it is checked out emits 'error' on the client, which
+  // pg-pool only listens to while the client is idle; unheard, it would end the process.
+  // The failure still reaches the query that was running.
+  pool.on('connect', (client) => client.on('error', () => undefined));
+  return pool;
+}
