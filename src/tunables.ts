@@ -20,6 +20,8 @@ export interface Tunables {
   readerCheckMs?: number;
   /** A sync's statement against its database unanswered this long fails (default 5 min). */
   syncDbQueryTimeoutMs?: number;
+  /** A sync runner silent this long is restarted (default 15 min, sync/runners.ts). */
+  syncStuckMs?: number;
   /** A control-database statement unanswered this long fails (default 30 s); LISTEN connections' heartbeat (default 10 s). */
   controlDb?: { queryTimeoutMs?: number; heartbeatMs?: number };
 }

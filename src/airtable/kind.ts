@@ -63,6 +63,7 @@ export const airtableKind: SourceKind = {
       passRequests: context.passRequests,
       onRateLimited: context.onRateLimited,
       hooks: context.hooks,
+      liveness: context.liveness,
       ...(context.tunables as AirtableTunables | undefined),
     });
   },

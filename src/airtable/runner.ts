@@ -1,3 +1,4 @@
+import type { Liveness } from '../sync/liveness.ts';
 import type pg from 'pg';
 import type { Secret } from '../control/secrets.ts';
 import type { AirtableSettings } from './settings.ts';
@@ -29,6 +30,8 @@ import type { SyncHooks } from '../kinds/kind.ts';
 
 export interface AirtableRunnerOptions {
   syncId: string;
+  /** Told of every status the runner reports (sync/liveness.ts). */
+  liveness?: Liveness;
   baseId: string;
   /** Control database (status) and the sync's own database (data). */
   control: pg.Pool;
@@ -97,7 +100,7 @@ export class AirtableRunner {
 
   constructor(readonly options: AirtableRunnerOptions) {
     const { control, target, schemas, syncId, logger } = options;
-    this.status = new StatusReporter({ control, target, schemas, syncId, logger });
+    this.status = new StatusReporter({ control, target, schemas, syncId, logger, liveness: options.liveness });
     this.turns = new RecordTurns({ state: this.state, target, schemas, queue: () => this.queue });
     this.queue = new RefetchQueue({
       fetch: (tableId, ids) => this.refetch(this.client(true), tableId, ids),

@@ -1,3 +1,4 @@
+import type { Liveness } from '../sync/liveness.ts';
 import type pg from 'pg';
 import type { z } from 'zod';
 import type { CreateSyncInput } from '../control/sync-service.ts';
@@ -150,6 +151,8 @@ export interface RunnerContext extends KindContext {
   tunables?: unknown;
   /** Notifications from the upstream, when the service has a public URL (kinds with `inbound`). */
   hooks?: SyncHooks;
+  /** Told of every status the runner reports (its StatusReporter's option): a runner silent past its bound is restarted. */
+  liveness?: Liveness;
 }
 
 /** What a field a kind's settings do not have is told: the settings it has. */

@@ -84,6 +84,7 @@ export const stripeKind: SourceKind = {
       passRequests: context.passRequests,
       ...(context.hooks ? { hooks: context.hooks } : {}),
       onRateLimited: context.onRateLimited,
+      liveness: context.liveness,
       ...(context.tunables as StripeTunables | undefined),
     });
   },

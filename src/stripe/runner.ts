@@ -1,3 +1,4 @@
+import type { Liveness } from '../sync/liveness.ts';
 import type pg from 'pg';
 import { STRIPE_SCHEMAS } from './migrations.ts';
 import type { Secret } from '../control/secrets.ts';
@@ -26,6 +27,8 @@ export { IDLE_AFTER_MS, IDLE_POLL_MAX_MS, nextPollGap } from './poll-gap.ts';
 
 export interface StripeRunnerOptions {
   syncId: string;
+  /** Told of every status the runner reports (sync/liveness.ts). */
+  liveness?: Liveness;
   /** Stripe's account id when the creation check could read it. */
   accountId: string | null;
   control: pg.Pool;
@@ -104,6 +107,7 @@ export class StripeRunner {
       schemas: STRIPE_SCHEMAS,
       syncId: options.syncId,
       logger: options.logger,
+      liveness: options.liveness,
     });
     this.late = new LateEvents({ ...options.lateEvents, logger: options.logger });
     this.incomplete = new IncompleteLists((lists) => this.status.incomplete(lists), options.logger);

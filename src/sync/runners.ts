@@ -12,6 +12,20 @@ import { guardReader } from './reader-guard.ts';
 import type { Runner } from '../lease/worker.ts';
 import { schemasOf } from '../syncdb/schemas.ts';
 import { logUnlessDeleted } from './routine-failure.ts';
+import { Liveness } from './liveness.ts';
+import { StatusReporter } from './status-reporter.ts';
+import { pause } from '../time.ts';
+import { toError } from '../errors.ts';
+
+/**
+ * A runner that reports nothing this long (no pass, no cycle, no page, no failure) is taken for
+ * stuck and started again. Every wait of a healthy runner is shorter: its passes come every few
+ * seconds, a lockout or a back-off ends within minutes, and a statement against its database
+ * fails after SYNC_DB_QUERY_TIMEOUT_MS.
+ */
+export const SYNC_STUCK_MS = 15 * 60_000;
+/** How long a stuck runner's stop may take before its successor starts anyway. */
+const STOP_GRACE_MS = 10_000;
 
 export interface RunnerFactoryOptions {
   control: pg.Pool;
@@ -100,7 +114,8 @@ export function runnerFactory(options: RunnerFactoryOptions): (syncId: string) =
       await target.end();
       throw error;
     });
-    const runner = kind.runner({
+    const liveness = new Liveness();
+    const context = {
       sync,
       control: options.control,
       target,
@@ -115,10 +130,42 @@ export function runnerFactory(options: RunnerFactoryOptions): (syncId: string) =
       tunables: options.tunables?.[kind.name],
       hooks:
         kind.inbound && options.publicOrigin
-          ? { url: `${options.publicOrigin}/hooks/${kind.name}/${sync.id}`, save: (hookId, secret) => options.store.saveHook(sync.id, hookId, secret) }
+          ? {
+              url: `${options.publicOrigin}/hooks/${kind.name}/${sync.id}`,
+              save: (hookId: string, secret: string) => options.store.saveHook(sync.id, hookId, secret),
+            }
           : undefined,
-    });
+      liveness,
+    };
+    let runner = kind.runner(context);
     let guard: { stop(): void } | undefined;
+    const stuckMs = (options.tunables?.syncStuckMs as number | undefined) ?? SYNC_STUCK_MS;
+    let restarting = false;
+    let stopped = false;
+    // A runner stuck on something no deadline covers (a bug, a lost wake-up) is started again: said
+    // in its status and in one log line. Its signal is aborted, so it ends at its next step.
+    const watchdog = setInterval(
+      async () => {
+        if (restarting || liveness.silentMs() < stuckMs) return;
+        restarting = true;
+        const silentS = Math.round(liveness.silentMs() / 1000);
+        liveness.beat();
+        try {
+          await Promise.race([runner.stop().catch(() => undefined), pause(STOP_GRACE_MS)]);
+          const status = new StatusReporter({ control: options.control, target, schemas, syncId: sync.id, logger });
+          await status.failed(`stuck: nothing read, written or failed for ${silentS} s; started again`, 'transient').catch(() => undefined);
+          if (stopped) return;
+          runner = kind.runner(context);
+          runner.start();
+        } catch (error) {
+          logger.error({ err: toError(error) }, 'a stuck sync runner could not be started again; its lease will move it');
+        } finally {
+          restarting = false;
+        }
+      },
+      Math.max(50, Math.min(stuckMs / 4, 60_000)),
+    );
+    watchdog.unref();
     return {
       start: () => {
         // A shared database's reader is its first sync's: that sync's runner guards it, with its limits.
@@ -126,6 +173,8 @@ export function runnerFactory(options: RunnerFactoryOptions): (syncId: string) =
         runner.start();
       },
       stop: async () => {
+        stopped = true;
+        clearInterval(watchdog);
         guard?.stop();
         await runner.stop();
         await target.end();

@@ -4,6 +4,7 @@ import { confirmPass, passStarted, PASSES_CHANNEL, type PassStart } from './pass
 import { recordCycleEnd, recordCycleStart } from '../writer/sync-meta.ts';
 import type { SyncSchemas } from '../syncdb/schemas.ts';
 import type { IncompleteList } from '../control/status-fields.ts';
+import type { Liveness } from './liveness.ts';
 
 export type ErrorKind = 'transient' | 'fatal';
 
@@ -34,9 +35,24 @@ export class StatusReporter {
   private confirmedAt = 0;
   private readonly history = { previousStart: undefined as Date | undefined, cycles: 0, lagSeconds: 0, durationSeconds: 0, writtenAt: 0 };
 
-  constructor(private readonly options: { control: pg.Pool; target: pg.Pool; schemas: SyncSchemas; syncId: string; logger: Logger }) {}
+  constructor(
+    private readonly options: {
+      control: pg.Pool;
+      target: pg.Pool;
+      schemas: SyncSchemas;
+      syncId: string;
+      logger: Logger;
+      /** Told of every report: the service restarts a runner silent past its bound. */
+      liveness?: Liveness;
+    },
+  ) {}
+
+  private beat(): void {
+    this.options.liveness?.beat();
+  }
 
   async cycleStarted(at: Date): Promise<void> {
+    this.beat();
     await this.options.control.query('UPDATE syncs SET started_at = $2 WHERE id = $1', [this.options.syncId, at]);
     await recordCycleStart(this.options.target, this.options.schemas, at);
   }
@@ -46,6 +62,7 @@ export class StatusReporter {
    * whether someone waits for it (src/sync/passes.ts).
    */
   passStarted(): Promise<PassStart> {
+    this.beat();
     return passStarted(this.options.control, this.options.syncId);
   }
 
@@ -54,6 +71,7 @@ export class StatusReporter {
    * when someone waits, else every CONFIRM_EVERY_MS (the status's lag is read from it).
    */
   async passCompleted(pass: PassStart): Promise<void> {
+    this.beat();
     if (!pass.wanted && Date.now() - this.confirmedAt < CONFIRM_EVERY_MS) return;
     this.confirmedAt = Date.now();
     await confirmPass(this.options.control, this.options.syncId, pass);
@@ -64,6 +82,7 @@ export class StatusReporter {
    * cycle was also a complete pass (recorded whether or not anyone waits, as this writes anyway).
    */
   async cycleCompleted(started: Date, finished: Date, confirms?: PassStart): Promise<void> {
+    this.beat();
     const seconds = (finished.getTime() - started.getTime()) / 1000;
     await this.progressWrite.catch(() => undefined);
     await recordCycleEnd(this.options.target, this.options.schemas, finished, seconds);
@@ -112,6 +131,7 @@ export class StatusReporter {
   }
 
   async failed(message: string, kind: ErrorKind): Promise<void> {
+    this.beat();
     this.options.logger.warn({ kind, error: message }, 'sync cycle failed');
     // The status and a row of the console's recent errors (a day of them, the newest
     // MAX_RECENT_ERRORS at most: a sync failing fast cannot fill the table), in one statement.
@@ -150,6 +170,7 @@ export class StatusReporter {
 
   /** Throttled: progress is for people watching, once a second is plenty. */
   async progress(progress: Record<string, unknown>, force = false): Promise<void> {
+    this.beat();
     this.passProgress = progress;
     const now = Date.now();
     if (!force && now - this.lastProgressAt < 1000) return;
@@ -162,6 +183,7 @@ export class StatusReporter {
    * empty object removes them): the progress of work that runs beside the cycles.
    */
   async standingProgress(fields: Record<string, unknown>): Promise<void> {
+    this.beat();
     this.standing = fields;
     await this.writeProgress();
   }
