@@ -16,8 +16,9 @@ import { CONTROL_DB_QUERY_TIMEOUT_MS } from '../src/control/control-pool.ts';
 import { LISTEN_HEARTBEAT_MS } from '../src/db/listen.ts';
 import type { FakeBase } from '../fakes/airtable/index.ts';
 import { freshControlDatabase, query, serverAdminUrl } from './harness/postgres.ts';
+import { readyAirtableSync } from './harness/airtable.ts';
 import { waitFor } from './harness/process.ts';
-import { AIRTABLE_TEST_TOKEN, createAccount, loudSetUp, request, startTestService, waitOk, type TestAccount, type TestService } from './harness/service.ts';
+import { loudSetUp, request, startTestService, waitOk, type TestAccount, type TestService } from './harness/service.ts';
 
 const QUERY_TIMEOUT_MS = 2000;
 const HEARTBEAT_MS = 1000;
@@ -47,15 +48,7 @@ test.before(
       base = svc.airtable.createBase({ name: 'Hung control' });
       base.createTable('Items', [{ name: 'Name', type: 'singleLineText' }]);
       base.createRecords('Items', [{ Name: 'one' }]);
-      account = await createAccount(svc, 'hung');
-      const created = await request(svc.api, 'POST', '/api/syncs', {
-        token: account.token,
-        body: { kind: 'airtable', base_id: base.id, api_key: AIRTABLE_TEST_TOKEN },
-      });
-      assert.is(created.status, 201, created.text);
-      syncId = created.body.id;
-      databaseUrl = created.body.database.url;
-      await waitOk(svc, account.token, syncId, 60_000);
+      ({ account, syncId, databaseUrl } = await readyAirtableSync(svc, 'hung', base.id));
     },
     () => svc,
   ),

@@ -16,8 +16,9 @@ import { startFakeAirtable, type FakeAirtable, type FakeBase } from '../fakes/ai
 import { TcpRelay } from '../sim/tcp-relay.ts';
 import { SYNC_STUCK_MS } from '../src/sync/runners.ts';
 import { query } from './harness/postgres.ts';
+import { readyAirtableSync } from './harness/airtable.ts';
 import { waitFor } from './harness/process.ts';
-import { AIRTABLE_TEST_TOKEN, createAccount, loudSetUp, request, startTestService, waitOk, type TestAccount, type TestService } from './harness/service.ts';
+import { AIRTABLE_TEST_TOKEN, loudSetUp, request, startTestService, waitOk, type TestAccount, type TestService } from './harness/service.ts';
 
 const STUCK_MS = 3000;
 /** The upstream request deadline the bound must beat (src/airtable/client.ts). */
@@ -44,15 +45,7 @@ test.before(
         config: { roles: ['api', 'sync', 'decoder', 'events'], upstreams: new Map([['api.airtable.com', relay.through(fake.url).replace(/\/$/, '')]]) },
         tunables: { syncStuckMs: STUCK_MS, airtable: { cycleGapMs: 250, pacedCycleMs: 0 }, workerTickMs: 250 },
       });
-      account = await createAccount(svc, 'stuck');
-      const created = await request(svc.api, 'POST', '/api/syncs', {
-        token: account.token,
-        body: { kind: 'airtable', base_id: base.id, api_key: AIRTABLE_TEST_TOKEN },
-      });
-      assert.is(created.status, 201, created.text);
-      syncId = created.body.id;
-      databaseUrl = created.body.database.url;
-      await waitOk(svc, account.token, syncId, 60_000);
+      ({ account, syncId, databaseUrl } = await readyAirtableSync(svc, 'stuck', base.id));
     },
     () => svc,
   ),

@@ -1,5 +1,5 @@
 import { query } from './postgres.ts';
-import { request, type TestService } from './service.ts';
+import { AIRTABLE_TEST_TOKEN, createAccount, request, type TestAccount, type TestService, waitOk } from './service.ts';
 import { waitFor } from './process.ts';
 
 /** Waits until a sync cycle that began after `after` has completed; returns the sync's view. */
@@ -41,3 +41,19 @@ export const airtableJs = <T>(promise: Promise<T>): Promise<T> =>
   promise.catch((thrown: unknown) => {
     throw thrown instanceof Error ? thrown : new Error(`airtable.js: ${String(thrown)}`);
   });
+
+/** A new account and an Airtable sync of `baseId` in it, once its first wait answers ok: the sync's id and database URL. */
+export async function readyAirtableSync(
+  svc: TestService,
+  name: string,
+  baseId: string,
+): Promise<{ account: TestAccount; syncId: string; databaseUrl: string }> {
+  const account = await createAccount(svc, name);
+  const created = await request(svc.api, 'POST', '/api/syncs', {
+    token: account.token,
+    body: { kind: 'airtable', base_id: baseId, api_key: AIRTABLE_TEST_TOKEN },
+  });
+  if (created.status !== 201) throw new Error(`creating the sync: ${created.status} ${created.text}`);
+  await waitOk(svc, account.token, created.body.id, 60_000);
+  return { account, syncId: created.body.id, databaseUrl: created.body.database.url };
+}
