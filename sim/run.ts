@@ -70,6 +70,13 @@ export interface SimulationReport {
   requests: Map<string, number>;
   /** The upstreams' process: how late its event loop ran (ms). */
   upstreamsLoopDelayMs?: { p99: number; max: number };
+  /**
+   * Liveness: from the last fault undone to every sync caught up (a wait answered ok, a
+   * complete Airtable sweep, Stripe's upcoming invoices refreshed, every webhook delivery and
+   * backfill done), against the bound, the quiet phase. Past the bound, the waits that did not
+   * end are violations.
+   */
+  convergence: { ms: number; boundMs: number };
 }
 
 /** The CI profile (test/simulation.test.ts, `npm run simulate -- --ci`): two minutes, short faults. */
@@ -413,6 +420,14 @@ export async function simulate(options: SimulationOptions): Promise<SimulationRe
     violations.push(...backfilled.violations);
     checked('backfills done', backfilled.rows);
 
+    const convergence = { ms: Date.now() - quietFrom, boundMs: quietEnds - quietFrom };
+    checked('liveness: converged within the bound');
+    if (convergence.ms > convergence.boundMs)
+      violations.push({
+        check: 'liveness',
+        detail: `the syncs took ${Math.round(convergence.ms / 1000)} s to catch up, past the bound of ${convergence.boundMs / 1000} s`,
+      });
+
     // Final checks.
     await readLogs();
     for (const sync of syncs) {
@@ -501,6 +516,7 @@ export async function simulate(options: SimulationOptions): Promise<SimulationRe
       memoryKb: memory,
       requests: service.requests(),
       upstreamsLoopDelayMs: stats.loopDelayMs,
+      convergence,
     };
   } finally {
     for (const close of closers.reverse()) await close().catch(() => undefined);

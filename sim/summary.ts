@@ -34,6 +34,7 @@ export function summarize(report: SimulationReport): string {
       'requests through the balancers',
       [...report.requests].map(([k, n]) => [k, String(n)]),
     ),
+    `liveness: every sync caught up ${(report.convergence.ms / 1000).toFixed(0)} s after the last fault was undone (bound: ${report.convergence.boundMs / 1000} s, the quiet phase)\n`,
     `memory (RSS, the largest process): first ${Math.round(report.memoryKb.first / 1024)} MiB, peak ${Math.round(report.memoryKb.peak / 1024)} MiB, last ${Math.round(report.memoryKb.last / 1024)} MiB\n`,
     report.upstreamsLoopDelayMs
       ? `upstreams' event-loop delay: p99 ${report.upstreamsLoopDelayMs.p99.toFixed(0)} ms, max ${report.upstreamsLoopDelayMs.max.toFixed(0)} ms\n`
