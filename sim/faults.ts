@@ -1,7 +1,9 @@
+import { CONTROL_DB_QUERY_TIMEOUT_MS } from '../src/control/control-pool.ts';
 import { pause } from '../src/time.ts';
 import type { KafkaBroker } from '../test/harness/kafka/types.ts';
 import type { Random } from './random.ts';
 import type { CrashablePostgres } from '../test/harness/crashable-postgres.ts';
+import type { TcpRelay } from './tcp-relay.ts';
 import type { Upstreams } from './upstreams/remote.ts';
 import type { ServiceFleet, WebhookReceiver } from './world.ts';
 
@@ -9,6 +11,8 @@ import type { ServiceFleet, WebhookReceiver } from './world.ts';
 export interface FaultTargets {
   service: ServiceFleet;
   control: CrashablePostgres;
+  /** The service's path to the control database, which can hang. */
+  controlPath: TcpRelay;
   /** The sync databases' servers, one per region; a crash takes them in turn. */
   targets: CrashablePostgres[];
   /** Target crashes so far. */
@@ -36,6 +40,7 @@ export const FAULT_KINDS = [
   'service-sigkill',
   'target-db-crash',
   'control-db-crash',
+  'control-db-hang',
   'kafka-restart',
   'webhook-receiver-down',
   'stripe-late-events',
@@ -52,6 +57,7 @@ const GRACE_MS = 30_000;
 export async function strike(kind: FaultKind, t: FaultTargets, random: Random, scale: number, signal: AbortSignal): Promise<StruckFault> {
   const from = Date.now();
   let name: string = kind;
+  let grace = GRACE_MS;
   const upstream = random.chance(0.5) ? 'stripe' : 'airtable';
   const addFault = (rule: { kind: 'status' | 'hang' | 'truncate'; status?: number; times: number }) => t.upstreams.addFault({ upstream, ...rule });
   switch (kind) {
@@ -90,6 +96,15 @@ export async function strike(kind: FaultKind, t: FaultTargets, random: Random, s
       await server.start();
       break;
     }
+    case 'control-db-hang':
+      // The path stops passing bytes without closing: statements, connects and LISTEN
+      // heartbeats must fail on their own deadlines. Connections caught in it stay dead.
+      t.controlPath.hang();
+      await pause(random.between(3000, 20_000), signal);
+      t.controlPath.heal();
+      // A pooled connection caught in it fails at its next use, up to its deadline later.
+      grace += CONTROL_DB_QUERY_TIMEOUT_MS;
+      break;
     case 'kafka-restart':
       if (t.kafka) await t.kafka.restart();
       break;
@@ -108,11 +123,12 @@ export async function strike(kind: FaultKind, t: FaultTargets, random: Random, s
       t.receiver.mode = 'up';
       break;
   }
-  return { name, kind, from, to: Date.now() + GRACE_MS };
+  return { name, kind, from, to: Date.now() + grace };
 }
 
 /** Ends whatever a fault left behind (injected rules, a receiver down), for the quiet phase. */
 export async function clearFaults(t: FaultTargets): Promise<void> {
   t.receiver.mode = 'up';
+  t.controlPath.heal();
   await t.upstreams.clearFaults();
 }

@@ -7,6 +7,7 @@ import Stripe from 'stripe';
 import type { Refusal } from '../fakes/shared/stats.ts';
 import { pause } from '../src/time.ts';
 import { CrashablePostgres } from '../test/harness/crashable-postgres.ts';
+import { TcpRelay } from './tcp-relay.ts';
 import { startKafka } from '../test/harness/kafka/broker.ts';
 import type { KafkaBroker } from '../test/harness/kafka/types.ts';
 import { fleetShared, type FleetLayout } from '../test/harness/fleet.ts';
@@ -182,8 +183,12 @@ export async function simulate(options: SimulationOptions): Promise<SimulationRe
     // Known before the processes start: it is their public URL, where Airtable pings.
     const apiPort = await freePort();
     const pings = options.pings ?? true;
+    // Every process reaches the control database through a relay, which the control-db-hang fault
+    // stops (bytes no longer pass, nothing closes); the checks here reach it directly.
+    const controlPath = await TcpRelay.start({ host: '127.0.0.1', port: control.port });
+    closers.push(() => controlPath.close());
     const shared = fleetShared({
-      controlUrl: control.databaseUrl(controlDb),
+      controlUrl: controlPath.through(control.databaseUrl(controlDb)),
       targetUrl: home.adminUrl,
       upstreams: `api.airtable.com=${upstreams.airtableUrl},api.stripe.com=${upstreams.stripeUrl}`,
       env: {
@@ -315,7 +320,7 @@ export async function simulate(options: SimulationOptions): Promise<SimulationRe
         await readLogs().catch(() => undefined);
       }
     })();
-    const targets: FaultTargets = { service, control, targets: [away, home], targetCrashes: 0, kafka, receiver, upstreams };
+    const targets: FaultTargets = { service, control, controlPath, targets: [away, home], targetCrashes: 0, kafka, receiver, upstreams };
     const endAt = Date.now() + options.minutes * 60_000;
     const kinds = (options.faults ?? [...FAULT_KINDS]).filter((k) => kafka || k !== 'kafka-restart');
     const order = [...kinds];
