@@ -3,8 +3,9 @@
 -- delivered everything. The Kafka relay's path is behind from the first event past its cursor
 -- (a sync with no cursor has no relay); each enabled webhook's from the first event past its
 -- cursor, the first unfinished delivery row, or the first event of a lane that fell behind,
--- whichever comes first. Replayed rows are extra deliveries someone asked for, not the live
--- path, and a recover counts from when it was asked, not from the events it sends again.
+-- whichever comes first (an unfinished row by its own copy of the event's time). Replayed rows
+-- are extra deliveries someone asked for, not the live path, and a recover that moved the
+-- cursor back counts from when it was asked, not from the events it sends again.
 ALTER TABLE webhook_destinations ADD COLUMN recovered_at timestamptz;
 
 CREATE FUNCTION delivery_behind(p_sync_ids text[])
@@ -18,19 +19,21 @@ LANGUAGE sql STABLE AS $$
        ORDER BY e.seq LIMIT 1) e
    WHERE k.sync_id = ANY (p_sync_ids)
   UNION ALL
-  SELECT d.sync_id, 'webhook ' || d.id, greatest(e.created_at, d.recovered_at), d.failing_since,
+  SELECT d.sync_id, 'webhook ' || d.id, greatest(least(e.created_at, u.oldest), d.recovered_at), d.failing_since,
          (SELECT coalesce(x.last_error, 'HTTP ' || x.last_status_code) FROM webhook_deliveries x
            WHERE x.destination_id = d.id AND x.status = 'retrying' ORDER BY x.seq LIMIT 1)
     FROM webhook_destinations d
+    -- Unfinished rows carry their event's time: the event itself may be past retention.
+    CROSS JOIN LATERAL (
+      SELECT min(x.event_created_at) AS oldest FROM webhook_deliveries x
+       WHERE x.destination_id = d.id AND x.status IN ('pending', 'retrying') AND x.replays = 0) u
     CROSS JOIN LATERAL (
       SELECT least(
         d.cursor_seq + 1,
-        (SELECT min(x.seq) FROM webhook_deliveries x
-          WHERE x.destination_id = d.id AND x.status IN ('pending', 'retrying') AND x.replays = 0),
         (SELECT min(l.after_seq) + 1 FROM webhook_lanes l WHERE l.destination_id = d.id AND NOT l.released)) AS first_seq) f
-    CROSS JOIN LATERAL (
+    LEFT JOIN LATERAL (
       SELECT created_at FROM events e
        WHERE e.sync_id = d.sync_id AND e.seq >= f.first_seq AND (e.destination_id IS NULL OR e.destination_id = d.id)
-       ORDER BY e.seq LIMIT 1) e
-   WHERE d.sync_id = ANY (p_sync_ids) AND d.disabled_at IS NULL
+       ORDER BY e.seq LIMIT 1) e ON true
+   WHERE d.sync_id = ANY (p_sync_ids) AND d.disabled_at IS NULL AND (e.created_at IS NOT NULL OR u.oldest IS NOT NULL)
 $$;

@@ -29,20 +29,27 @@ test('the indicator is the worst of the sync, its event log and its deliveries, 
     const eventsMs = Math.floor(next() * 600_000);
     const deliveryMs = next() < 0.3 ? undefined : Math.floor(next() * 600_000);
     const failing = next() < 0.2;
+    // A key rejected: red, and its reason, whatever lags behind it.
+    const fatal = failing && next() < 0.3;
     const fields = healthy({
       events: { reportedAt: ago(eventsMs), slotLagBytes: 50_000_000, loggedThrough: ago(eventsMs) },
       deliveries: deliveryMs === undefined ? null : { path: 'webhook wh_x', since: ago(deliveryMs), failingSince: ago(deliveryMs), lastError: 'HTTP 500' },
-      ...(failing ? { lastError: 'upstream answered 500', lastErrorAt: ago(1_000), lastErrorKind: 'transient' as const } : {}),
+      ...(failing ? { lastError: 'upstream answered 500', lastErrorAt: ago(1_000), lastErrorKind: fatal ? ('fatal' as const) : ('transient' as const) } : {}),
     });
     const view = statusOf(fields, NOW);
-    const parts = { sync: failing ? 'yellow' : 'normal', events: part(eventsMs), deliveries: deliveryMs === undefined ? 'normal' : part(deliveryMs) } as const;
+    const parts = {
+      sync: fatal ? 'red' : failing ? 'yellow' : 'normal',
+      events: part(eventsMs),
+      deliveries: deliveryMs === undefined ? 'normal' : part(deliveryMs),
+    } as const;
     const worst = Object.values(parts).reduce((a, b) => (rank[b] > rank[a] ? b : a));
-    const label = JSON.stringify({ eventsMs, deliveryMs, failing, view: view.indicator, reason: view.reason });
+    const label = JSON.stringify({ eventsMs, deliveryMs, failing, fatal, view: view.indicator, reason: view.reason });
     assert.is(view.indicator, worst, label);
     assert.is(view.deliveries_lag_seconds, deliveryMs === undefined ? 0 : Math.round(deliveryMs / 1000), label);
     assert.is(view.deliveries_behind, deliveryMs === undefined ? null : 'webhook wh_x', label);
+    if (fatal) assert.is(view.reason, 'stopped: upstream answered 500', label);
     // The reason is the deciding part's: the deliveries' when no part is worse.
-    if (parts.deliveries !== 'normal' && rank[parts.deliveries] >= rank[worst]) {
+    else if (parts.deliveries !== 'normal' && rank[parts.deliveries] >= rank[worst]) {
       assert.match(
         view.reason,
         /^deliveries (behind|stopped): webhook wh_x has not delivered the events of the last \d+ s; its latest attempt failed: HTTP 500$/,

@@ -13,6 +13,8 @@ export const CONTROL_POOL_SIZE = 10;
  * events) take seconds at most.
  */
 export const CONTROL_DB_QUERY_TIMEOUT_MS = 30_000;
+/** The server's statement_timeout is this much shorter than the client's deadline. */
+const SERVER_FIRST_MS = 2000;
 /** A new control-database connection not made in this long fails (the same hung path, at connect). */
 const CONTROL_DB_CONNECT_TIMEOUT_MS = 10_000;
 
@@ -33,6 +35,9 @@ export function controlPool(options: ControlPoolOptions): FairPool {
       connectionString: options.url,
       max: CONTROL_POOL_SIZE,
       query_timeout: queryTimeoutMs,
+      // The server gives up first, so a statement the client stopped waiting for (a lock wait,
+      // not a hung path) cannot still commit after its caller was told it failed.
+      statement_timeout: Math.max(1000, queryTimeoutMs - SERVER_FIRST_MS),
       connectionTimeoutMillis: Math.min(CONTROL_DB_CONNECT_TIMEOUT_MS, queryTimeoutMs),
     },
     { scope: options.scope, perTenant: Math.min(options.perTenant, CONTROL_POOL_SIZE) },

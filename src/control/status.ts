@@ -97,6 +97,8 @@ function parts(status: SyncStatusFields, now: Date): Record<Part, Indicator> {
  */
 function decidingPart(status: SyncStatusFields, now: Date): { part: Part; indicator: Indicator } {
   const of = parts(status, now);
+  // A key rejected or a base gone is what the user must fix first, whatever lags behind it.
+  if (fatal(status)) return { part: 'sync', indicator: 'red' };
   let worst: Part = 'sync';
   for (const part of ['events', 'deliveries'] as const) if (of[part] !== 'normal' && RANK[of[part]] >= RANK[of[worst]]) worst = part;
   return { part: worst, indicator: of[worst] };
@@ -118,10 +120,16 @@ export function indicatorOf(status: SyncStatusFields, now: Date): Indicator {
   return decidingPart(status, now).indicator;
 }
 
+/** The latest attempt failed for good (a key rejected, a base gone), with no completed cycle since. */
+function fatal(status: SyncStatusFields): boolean {
+  const lastGood = status.completedAt?.getTime() ?? 0;
+  return status.lastErrorKind === 'fatal' && !!status.lastError && !!status.lastErrorAt && status.lastErrorAt.getTime() > lastGood;
+}
+
 function syncIndicator(status: SyncStatusFields, now: Date): Indicator {
   const lastGood = status.completedAt?.getTime() ?? 0;
+  if (fatal(status)) return 'red';
   if (status.lastError && status.lastErrorAt && status.lastErrorAt.getTime() > lastGood) {
-    if (status.lastErrorKind === 'fatal') return 'red';
     const failingSince = Math.max(lastGood, status.startedAt?.getTime() ?? status.lastErrorAt.getTime());
     return now.getTime() - failingSince >= RED_AFTER_MS ? 'red' : 'yellow';
   }

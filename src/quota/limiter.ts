@@ -86,10 +86,10 @@ export interface QuotaGrant {
 }
 
 /** Rank in the queue: clients 0, urgent sync requests 1; sweeps (2) queue only for a second quota, unverified requests never. */
-function rankOf(options: AcquireOptions): number | undefined {
+function rankOf(options: AcquireOptions, urgent: boolean): number | undefined {
   if (options.kind === 'client') return 0;
   if (options.kind !== 'sync') return undefined;
-  return isUrgent(options) ? 1 : options.also ? 2 : undefined;
+  return urgent ? 1 : options.also ? 2 : undefined;
 }
 
 const isUrgent = (options: AcquireOptions) => (typeof options.urgent === 'function' ? options.urgent() : options.urgent === true);
@@ -153,19 +153,21 @@ export class QuotaLimiter {
         // wait on it, and stops being so once another pass has answered them. (Found in a test:
         // a wait that arrived while a timer poll waited for its slot was answered seconds later
         // by the next cycle; the poll kept its rank and the urgent poll could not start.)
-        const rank = rankOf(options);
-        if (announced !== undefined && rank !== announced) {
-          // Announced at another rank: the line must not keep the old one for its two seconds.
+        const urgent = isUrgent(options);
+        const rank = rankOf(options, urgent);
+        if (announced !== undefined && (rank === undefined || rank > announced)) {
+          // Less urgent than announced: the line must not keep the old rank for its two seconds.
+          // (More urgent keeps its row: the second quota's line takes the new rank, and its place.)
           await forget();
           announced = undefined;
         }
-        const decision = await this.tryTake(key, rule, options, rank === undefined ? undefined : { token: waiter, rank });
+        const decision = await this.tryTake(key, rule, options, urgent, rank === undefined ? undefined : { token: waiter, rank });
         if (decision.granted) {
           at = decision.at;
           loggedAt = decision.loggedAt ?? loggedAt;
           break;
         }
-        announced = rank;
+        if (rank !== undefined) announced = rank;
         if (options.maxWaitMs !== undefined && Date.now() - started + decision.retryInMs > options.maxWaitMs) {
           // Exposed: an API request that checks a key answers 503 with Retry-After, not a bare 500.
           throw new TributaryError('unavailable', `upstream quota for ${decision.heldByAlso ? options.also!.key : key} is exhausted; retry later`, {
@@ -203,7 +205,13 @@ export class QuotaLimiter {
     };
   }
 
-  private async tryTake(key: string, rule: QuotaRule, options: AcquireOptions, waiter: { token: string; rank: number } | undefined): Promise<Decision> {
+  private async tryTake(
+    key: string,
+    rule: QuotaRule,
+    options: AcquireOptions,
+    urgent: boolean,
+    waiter: { token: string; rank: number } | undefined,
+  ): Promise<Decision> {
     // The margin guards the upstream's own limit. A sync's share is ours to keep exactly, so
     // a sync at 3 req/s really gets 3 (the sweep-time bound depends on it), unless the share
     // is what leaves room for requests we never see: then it is an upstream limit too, and the
@@ -213,7 +221,7 @@ export class QuotaLimiter {
     const windowMs = rule.windowMs + margin;
     const shareWindowMs = rule.windowMs + (options.shareMargin ? margin : 0);
     // One statement (sql/11_quota_take.sql): the decision used to cost five round trips.
-    const kind = options.kind === 'sync' && isUrgent(options) ? 'urgent' : options.kind;
+    const kind = options.kind === 'sync' && urgent ? 'urgent' : options.kind;
     const loggedAt = Date.now();
     const values: unknown[] = [key, rule.limit, windowMs, shareWindowMs, kind, options.syncLimit ?? rule.limit, waiter?.token ?? null, waiter?.rank ?? 0];
     const { also } = options;

@@ -27,6 +27,14 @@ export const SYNC_STUCK_MS = 15 * 60_000;
 /** How long a stuck runner's stop may take before its successor starts anyway. */
 const STOP_GRACE_MS = 10_000;
 
+/**
+ * Stops a runner, waiting at most STOP_GRACE_MS: its signal is aborted at once, so whatever it
+ * waits on ends, and a runner stuck past that ends at its next step, with nothing more to do.
+ */
+async function stopWithin(runner: Runner): Promise<void> {
+  await Promise.race([runner.stop().catch(() => undefined), pause(STOP_GRACE_MS)]);
+}
+
 export interface RunnerFactoryOptions {
   control: pg.Pool;
   store: SyncStore;
@@ -114,7 +122,7 @@ export function runnerFactory(options: RunnerFactoryOptions): (syncId: string) =
       await target.end();
       throw error;
     });
-    const liveness = new Liveness();
+    let liveness = new Liveness();
     const context = {
       sync,
       control: options.control,
@@ -135,9 +143,9 @@ export function runnerFactory(options: RunnerFactoryOptions): (syncId: string) =
               save: (hookId: string, secret: string) => options.store.saveHook(sync.id, hookId, secret),
             }
           : undefined,
-      liveness,
     };
-    let runner = kind.runner(context);
+    // Each runner its own signs of life: a stuck one's stray reports must not cover for its successor.
+    let runner = kind.runner({ ...context, liveness });
     let guard: { stop(): void } | undefined;
     const stuckMs = (options.tunables?.syncStuckMs as number | undefined) ?? SYNC_STUCK_MS;
     let restarting = false;
@@ -149,13 +157,13 @@ export function runnerFactory(options: RunnerFactoryOptions): (syncId: string) =
         if (restarting || liveness.silentMs() < stuckMs) return;
         restarting = true;
         const silentS = Math.round(liveness.silentMs() / 1000);
-        liveness.beat();
         try {
-          await Promise.race([runner.stop().catch(() => undefined), pause(STOP_GRACE_MS)]);
+          await stopWithin(runner);
           const status = new StatusReporter({ control: options.control, target, schemas, syncId: sync.id, logger });
           await status.failed(`stuck: nothing read, written or failed for ${silentS} s; started again`, 'transient').catch(() => undefined);
           if (stopped) return;
-          runner = kind.runner(context);
+          liveness = new Liveness();
+          runner = kind.runner({ ...context, liveness });
           runner.start();
         } catch (error) {
           logger.error({ err: toError(error) }, 'a stuck sync runner could not be started again; its lease will move it');
@@ -176,7 +184,8 @@ export function runnerFactory(options: RunnerFactoryOptions): (syncId: string) =
         stopped = true;
         clearInterval(watchdog);
         guard?.stop();
-        await runner.stop();
+        // Within a grace: one stuck runner must not hold up the lease worker, and every sync with it.
+        await stopWithin(runner);
         await target.end();
       },
     };

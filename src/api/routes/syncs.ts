@@ -1,6 +1,6 @@
 import type Router from '@koa/router';
 import type { SyncRecord } from '../../control/syncs.ts';
-import { TributaryError, notFound } from '../../errors.ts';
+import { TributaryError, notFound, toError } from '../../errors.ts';
 import type { SourceKind } from '../../kinds/kind.ts';
 import type { Principal } from '../auth.ts';
 import { queryErrors, readJson, validate, validateQuery } from '../body.ts';
@@ -184,15 +184,19 @@ async function ownerOf(api: ApiOptions, principal: Principal, requested: string 
 
 /** The syncs' answers, with how far their delivery paths are behind (read for all of them at once). */
 const views = async (api: ApiOptions, syncs: SyncRecord[]) => {
+  // Not read (a statement that failed), the deliveries' part is left out, not the whole answer.
   const behind = await deliveriesBehind(
     api.pool,
     syncs.map((sync) => sync.id),
-  );
+  ).catch((err: unknown) => {
+    api.logger.warn({ err: toError(err) }, 'could not read how far the delivery paths are behind');
+    return undefined;
+  });
   return Promise.all(
     syncs.map(async (sync) => {
       // A sync in another's database reads through that sync's reader: its limits are the ones shown.
       const reader = sync.databaseOf === null ? sync : ((await api.syncs.get(sync.databaseOf)) ?? sync);
-      const withDeliveries = { ...sync, status: { ...sync.status, deliveries: behind.get(sync.id) ?? null } };
+      const withDeliveries = { ...sync, status: { ...sync.status, deliveries: behind && (behind.get(sync.id) ?? null) } };
       return syncView(withDeliveries, await api.syncService.readerUrl(sync), api.events, reader);
     }),
   );

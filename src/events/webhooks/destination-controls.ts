@@ -114,7 +114,8 @@ export class DestinationControls {
       const from = before < cursor ? before : cursor;
       await client.query(
         `UPDATE webhook_destinations
-            SET cursor_seq = $2, cursor_at = now(), cursor_generation = cursor_generation + 1, recovered_at = now(),
+            SET cursor_seq = $2, cursor_at = now(), cursor_generation = cursor_generation + 1,
+                recovered_at = CASE WHEN $2::bigint < cursor_seq THEN now() ELSE recovered_at END,
                 disabled_at = NULL, disabled_reason = NULL, failing_since = NULL
           WHERE id = $1`,
         [id, from.toString()],
