@@ -1,14 +1,15 @@
 -- How far behind each delivery path of a sync is (the status, src/control/status.ts): the
 -- logging time of the oldest event the path has not delivered yet, or no row when it has
 -- delivered everything. The Kafka relay's path is behind from the first event past its cursor
--- (a sync with no cursor has no relay); each enabled webhook's from the first event past its
+-- (a sync with no cursor has no relay; p_kafka false, the service relays to no Kafka now, and a
+-- cursor left from when it did is no path); each enabled webhook's from the first event past its
 -- cursor, the first unfinished delivery row, or the first event of a lane that fell behind,
 -- whichever comes first (an unfinished row by its own copy of the event's time). Replayed rows
 -- are extra deliveries someone asked for, not the live path, and a recover that moved the
 -- cursor back counts from when it was asked, not from the events it sends again.
 ALTER TABLE webhook_destinations ADD COLUMN recovered_at timestamptz;
 
-CREATE FUNCTION delivery_behind(p_sync_ids text[])
+CREATE FUNCTION delivery_behind(p_sync_ids text[], p_kafka boolean)
 RETURNS TABLE (sync_id text, path text, since timestamptz, failing_since timestamptz, last_error text)
 LANGUAGE sql STABLE AS $$
   SELECT k.sync_id, 'kafka', e.created_at, NULL::timestamptz, NULL::text
@@ -17,7 +18,7 @@ LANGUAGE sql STABLE AS $$
       SELECT created_at FROM events e
        WHERE e.sync_id = k.sync_id AND e.seq > k.seq AND e.destination_id IS NULL
        ORDER BY e.seq LIMIT 1) e
-   WHERE k.sync_id = ANY (p_sync_ids)
+   WHERE p_kafka AND k.sync_id = ANY (p_sync_ids)
   UNION ALL
   SELECT d.sync_id, 'webhook ' || d.id, greatest(least(e.created_at, u.oldest), d.recovered_at), d.failing_since,
          (SELECT coalesce(x.last_error, 'HTTP ' || x.last_status_code) FROM webhook_deliveries x

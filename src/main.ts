@@ -184,7 +184,7 @@ export async function startService(config: Config, logger: Logger, tunables: Tun
       config.roles.includes('api') || config.roles.includes('sync')
         ? new PassSignals({ url: controlUrl, logger: logger.child({ part: 'passes' }), heartbeatMs: tunables.controlDb?.heartbeatMs })
         : undefined;
-    const metrics = new ServiceMetrics({ pool });
+    const metrics = new ServiceMetrics({ pool, kafka: config.kafkaBrokers.length > 0 });
     const runnerOptions = {
       control: pool,
       store: syncs,

@@ -25,7 +25,8 @@ export class ServiceMetrics implements ProxyMetrics {
   private readonly proxyRequests: Counter;
   private readonly proxyLatency: Histogram;
 
-  constructor(options: { pool: pg.Pool }) {
+  /** `kafka`: whether the service relays to Kafka (a relay cursor is then a delivery path). */
+  constructor(options: { pool: pg.Pool; kafka?: boolean }) {
     this.proxyRequests = this.registry.counter(
       'tributary_proxy_requests_total',
       'Requests the write-through proxy answered, by upstream host and status sent.',
@@ -37,7 +38,7 @@ export class ServiceMetrics implements ProxyMetrics {
       ['upstream'],
       LATENCY_BUCKETS,
     );
-    this.registry.collect(() => syncFamilies(options.pool));
+    this.registry.collect(() => syncFamilies(options.pool, { kafka: options.kafka ?? false }));
     this.registry.collect(() => webhookFamilies(options.pool));
   }
 

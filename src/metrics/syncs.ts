@@ -22,7 +22,7 @@ interface SyncMetricRow {
  * (and decoders) show up whichever process answers the scrape. Labels: `sync_id`, `kind`;
  * nothing else about a sync (no names, keys or URLs) is exposed.
  */
-export async function syncFamilies(pool: pg.Pool, now = new Date()): Promise<Family[]> {
+export async function syncFamilies(pool: pg.Pool, options: { kafka: boolean }, now = new Date()): Promise<Family[]> {
   const { rows } = await pool.query<SyncMetricRow>(
     `SELECT s.id, s.kind, s.started_at, s.completed_at, extract(epoch FROM s.duration_last)::float8 AS duration_last_s,
             s.confirmed_through, d.seq AS events_logged, d.slot_lag_bytes, d.lag_at, d.logged_through, s.upstream_429s
@@ -33,6 +33,7 @@ export async function syncFamilies(pool: pg.Pool, now = new Date()): Promise<Fam
   const behind = await deliveriesBehind(
     pool,
     rows.map((row) => row.id),
+    options,
   );
   const deliveriesLag: Sample[] = [];
   const lag: Sample[] = [];

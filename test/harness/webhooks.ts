@@ -219,7 +219,7 @@ export interface WebhookWorld {
   stop(): Promise<void>;
 }
 
-export async function startWebhookWorld(options: { eventRetentionMs?: number } = {}): Promise<WebhookWorld> {
+export async function startWebhookWorld(options: { eventRetentionMs?: number; kafkaBrokers?: string[] } = {}): Promise<WebhookWorld> {
   const logs = new LogCollector();
   const logger = createLogger({ level: 'debug', destination: logs });
   const url = await freshDatabase('hooks');
@@ -246,7 +246,7 @@ export async function startWebhookWorld(options: { eventRetentionMs?: number } =
     servers,
     kinds,
     authenticate: authenticator(accounts, adminToken, new FailedCredentials({ logger })),
-    events: { restUrl: 'http://127.0.0.1:1', kafkaBrokers: [] },
+    events: { restUrl: 'http://127.0.0.1:1', kafkaBrokers: options.kafkaBrokers ?? [] },
     logger,
     box,
     webhookAllowPrivate: true,

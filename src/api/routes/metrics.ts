@@ -12,7 +12,7 @@ export interface MetricsApiOptions {
 
 /** GET /metrics: the Prometheus text format, for the operator (admin token). */
 export function metricsRoutes(router: Router, api: ApiOptions & MetricsApiOptions, doc: ApiDocument): void {
-  const metrics = api.metrics ?? new ServiceMetrics({ pool: api.pool });
+  const metrics = api.metrics ?? new ServiceMetrics({ pool: api.pool, kafka: api.events.kafkaBrokers.length > 0 });
   doc.route({
     method: 'get',
     path: '/metrics',

@@ -188,6 +188,7 @@ const views = async (api: ApiOptions, syncs: SyncRecord[]) => {
   const behind = await deliveriesBehind(
     api.pool,
     syncs.map((sync) => sync.id),
+    { kafka: api.events.kafkaBrokers.length > 0 },
   ).catch((err: unknown) => {
     api.logger.warn({ err: toError(err) }, 'could not read how far the delivery paths are behind');
     return undefined;
