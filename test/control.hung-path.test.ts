@@ -9,15 +9,18 @@
  * is replaced, and once the path heals the sync takes up what changed upstream meanwhile and
  * a wait answers `ok`.
  */
+import pg from 'pg';
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
 import { TcpRelay } from '../sim/tcp-relay.ts';
-import { CONTROL_DB_QUERY_TIMEOUT_MS } from '../src/control/control-pool.ts';
+import { CONTROL_DB_QUERY_TIMEOUT_MS, controlPool } from '../src/control/control-pool.ts';
+import { TenantScope } from '../src/tenancy/scope.ts';
 import { LISTEN_HEARTBEAT_MS } from '../src/db/listen.ts';
 import type { FakeBase } from '../fakes/airtable/index.ts';
 import { freshControlDatabase, query, serverAdminUrl } from './harness/postgres.ts';
 import { readyAirtableSync } from './harness/airtable.ts';
 import { waitFor } from './harness/process.ts';
+import { fileLogger } from './harness/test-log.ts';
 import { loudSetUp, request, startTestService, waitOk, type TestAccount, type TestService } from './harness/service.ts';
 
 const QUERY_TIMEOUT_MS = 2000;
@@ -93,6 +96,36 @@ test('a hung control path: requests fail in time with a 503, LISTEN is replaced,
   // Nothing of the sync's own state was lost: its passes are confirmed past the heal.
   const [row] = await query<{ through: Date }>(controlDirect, 'SELECT confirmed_through AS through FROM syncs WHERE id = $1', [syncId]);
   assert.ok(row!.through.getTime() > started, 'a pass confirmed after the hang');
+});
+
+test('a session cut off mid-transaction by a hung path does not hold its locks for good', async () => {
+  // Found by the simulation: a process caught in the hang inside a transaction left its
+  // session idle in it on the server, holding row locks on the syncs table; every later update
+  // of those rows (leases, passes, status) waited on them, and the sync never answered a wait
+  // again. The pool's sessions are now ended by the server once idle in a transaction too long.
+  const relayed = controlPool({ url: relay.through(controlDirect), scope: new TenantScope(), perTenant: 2, idleInTransactionMs: 2000, logger: fileLogger() });
+  const client = await relayed.connect();
+  try {
+    await client.query('BEGIN');
+    await client.query('SELECT 1 FROM syncs WHERE id = $1 FOR UPDATE', [syncId]);
+    relay.hang();
+    // Straight to the server, as the service's other connections would: the row is free again
+    // once the server has ended the cut-off session.
+    const started = Date.now();
+    const direct = new pg.Client({ connectionString: controlDirect });
+    await direct.connect();
+    try {
+      await direct.query("SET lock_timeout = '20s'");
+      await direct.query('UPDATE syncs SET updated_at = updated_at WHERE id = $1', [syncId]);
+    } finally {
+      await direct.end();
+    }
+    assert.ok(Date.now() - started < 15_000, `the row was locked for ${Date.now() - started} ms`);
+  } finally {
+    relay.heal();
+    client.release(true);
+    await relayed.end();
+  }
 });
 
 test('the deadlines are 30 s for a control statement and 10 s for a LISTEN heartbeat', () => {

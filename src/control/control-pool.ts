@@ -13,6 +13,8 @@ export const CONTROL_POOL_SIZE = 10;
  * events) take seconds at most.
  */
 export const CONTROL_DB_QUERY_TIMEOUT_MS = 30_000;
+/** A control-database session idle inside a transaction this long is ended by the server (our transactions take milliseconds). */
+export const IDLE_IN_TRANSACTION_MS = 60_000;
 /** The server's statement_timeout is this much shorter than the client's deadline. */
 const SERVER_FIRST_MS = 2000;
 /** A new control-database connection not made in this long fails (the same hung path, at connect). */
@@ -24,6 +26,7 @@ export interface ControlPoolOptions {
   /** Connections one tenant's requests may hold at once. */
   perTenant: number;
   queryTimeoutMs?: number;
+  idleInTransactionMs?: number;
   logger: Logger;
 }
 
@@ -38,6 +41,9 @@ export function controlPool(options: ControlPoolOptions): FairPool {
       // The server gives up first, so a statement the client stopped waiting for (a lock wait,
       // not a hung path) cannot still commit after its caller was told it failed.
       statement_timeout: Math.max(1000, queryTimeoutMs - SERVER_FIRST_MS),
+      // A client cut off mid-transaction (a hung path) would otherwise hold its row locks for
+      // as long as its session lives: the server ends the session instead.
+      idle_in_transaction_session_timeout: options.idleInTransactionMs ?? IDLE_IN_TRANSACTION_MS,
       connectionTimeoutMillis: Math.min(CONTROL_DB_CONNECT_TIMEOUT_MS, queryTimeoutMs),
     },
     { scope: options.scope, perTenant: Math.min(options.perTenant, CONTROL_POOL_SIZE) },
