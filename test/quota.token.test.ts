@@ -145,8 +145,14 @@ test('a sync request already in line becomes urgent once someone waits on it, an
   let waiting = false;
   const client = (urgent: boolean | (() => boolean)) =>
     new AirtableClient({ baseUrl: fake.url, token: new Secret(TOKEN), baseId: base.id, limiter, quota: syncQuota(3, urgent), attempts: 1 });
-  // The syncs' 3 of this window taken; six sweep pages, then the poll, wait for the next.
-  for (let i = 0; i < 3; i++) await client(false).listPage(table);
+  // The syncs' 3 of this window taken, 300 ms apart so that their slots open again one by one;
+  // six sweep pages, then the poll, wait for the next. The poll turns urgent at its next try:
+  // the first slot may go to a sweep woken with it, the next is the poll's. (Taken back to back,
+  // three slots opened at once, and beside a burner two sweeps went first.)
+  for (let i = 0; i < 3; i++) {
+    await client(false).listPage(table);
+    await new Promise((r) => setTimeout(r, 300));
+  }
   const order: string[] = [];
   const sweeps = Array.from({ length: 6 }, (_, i) =>
     client(false)
