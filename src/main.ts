@@ -184,7 +184,7 @@ export async function startService(config: Config, logger: Logger, tunables: Tun
       config.roles.includes('api') || config.roles.includes('sync')
         ? new PassSignals({ url: controlUrl, logger: logger.child({ part: 'passes' }), heartbeatMs: tunables.controlDb?.heartbeatMs })
         : undefined;
-    const metrics = new ServiceMetrics({ pool, kafka: config.kafkaBrokers.length > 0 });
+    const metrics = new ServiceMetrics({ pool, kafka: config.kafkaBrokers.length > 0, statusBounds: tunables.status });
     const runnerOptions = {
       control: pool,
       store: syncs,
@@ -285,6 +285,7 @@ export async function startService(config: Config, logger: Logger, tunables: Tun
         tenantScope,
         caps: new TenantCaps(config.tenantLimits),
         backfillLimits: config.backfillLimits,
+        statusBounds: tunables.status,
       });
       apiRouter = app.router;
       await serve('api', app.callback(), config.apiPort);

@@ -4,13 +4,14 @@ import type { WebhookDelivererOptions } from './events/webhooks/deliverer.ts';
 import type { RetrySchedule } from './events/webhooks/schedule.ts';
 import type { StripeTunables } from './stripe/kind.ts';
 import type { BackfillTuning } from './backfill/runner.ts';
+import type { StatusBounds } from './control/status.ts';
 
 /** Knobs tests turn to make time pass faster; production uses the defaults. */
 export interface Tunables {
   airtable?: AirtableTunables;
   stripe?: StripeTunables;
   workerTickMs?: number;
-  decoder?: { flushMs?: number; maxBatch?: number; retryMs?: number; lagReportMs?: number; leaseMs?: number; silenceMs?: number };
+  decoder?: { flushMs?: number; maxBatch?: number; retryMs?: number; lagReportMs?: number; lagRewriteMs?: number; leaseMs?: number; silenceMs?: number };
   backfills?: Partial<BackfillTuning>;
   webhooks?: { schedule?: Partial<RetrySchedule>; tuning?: WebhookDelivererOptions['tuning'] };
   /** The event REST interface's limits (consumer-group sweeps, session timeouts). */
@@ -22,6 +23,8 @@ export interface Tunables {
   syncDbQueryTimeoutMs?: number;
   /** A sync runner silent this long is restarted (default 15 min, sync/runners.ts). */
   syncStuckMs?: number;
+  /** The status rule's bounds: a part behind turns yellow, red, and how fresh a decoder report must be. */
+  status?: Partial<StatusBounds>;
   /** A control-database statement unanswered this long fails (default 30 s); LISTEN connections' heartbeat (default 10 s). */
   controlDb?: { queryTimeoutMs?: number; heartbeatMs?: number };
 }

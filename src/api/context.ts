@@ -5,6 +5,7 @@ import type { AccountStore } from '../control/accounts.ts';
 import type { ServerPool } from '../control/servers.ts';
 import type { SyncService } from '../control/sync-service.ts';
 import type { SyncStore } from '../control/syncs.ts';
+import type { StatusBounds } from '../control/status.ts';
 import type { SourceKinds } from '../kinds/registry.ts';
 import type { TenantCaps } from '../tenancy/limits.ts';
 import type { TenantScope } from '../tenancy/scope.ts';
@@ -39,6 +40,8 @@ export interface ApiOptions {
   tenantScope?: TenantScope;
   /** Reads of the sync databases, shared and pooled (createApiApp makes one when not given). */
   syncTables?: SyncTables;
+  /** The status rule's bounds, where a test shortened them (Tunables.status). */
+  statusBounds?: Partial<StatusBounds>;
   /** What one account's backfills may do (the defaults when not given). */
   backfillLimits?: BackfillLimits;
 }

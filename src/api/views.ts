@@ -1,6 +1,6 @@
 import type { Account } from '../control/accounts.ts';
 import type { Secret } from '../control/secrets.ts';
-import { statusOf } from '../control/status.ts';
+import { type StatusBounds, statusOf } from '../control/status.ts';
 import { freeOf, type ServerRecord } from '../control/servers.ts';
 import type { SyncRecord } from '../control/syncs.ts';
 import type { SourceKind } from '../kinds/kind.ts';
@@ -255,7 +255,7 @@ export function syncAnswer(kinds: SourceKinds) {
 export type SyncAnswer = z.infer<ReturnType<typeof syncAnswer>>;
 
 /** `reader`: the sync whose reader role serves it (itself, or the one whose database it shares). */
-export function syncView(sync: SyncRecord, readerUrl: string, events: EventEndpoints, reader: SyncRecord = sync): SyncAnswer {
+export function syncView(sync: SyncRecord, readerUrl: string, events: EventEndpoints, reader: SyncRecord = sync, bounds?: Partial<StatusBounds>): SyncAnswer {
   return {
     id: sync.id,
     kind: sync.kind,
@@ -281,7 +281,7 @@ export function syncView(sync: SyncRecord, readerUrl: string, events: EventEndpo
       logged: sync.decoder.eventsLogged,
       slot_lag_bytes: sync.decoder.slotLagBytes,
     },
-    status: statusOf(sync.status),
+    status: statusOf(sync.status, new Date(), bounds),
     warnings: sync.warnings,
     created_at: sync.createdAt.toISOString(),
   };

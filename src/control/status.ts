@@ -35,6 +35,21 @@ export const EVENTS_BEHIND_YELLOW_MS = 2 * 60_000;
  * otherwise.
  */
 const REPORT_FRESH_MS = 90_000;
+/**
+ * The bounds of the indicator rule. Tests shorten them (Tunables.status) to see a part go
+ * yellow and red in seconds; the service uses the defaults.
+ */
+export interface StatusBounds {
+  /** A part this far behind (the event log, a delivery path) turns yellow. */
+  behindYellowMs: number;
+  /** Failing, or behind, this long turns red. */
+  redAfterMs: number;
+  /** A decoder report this recent, with the log caught up at it, means caught up now. */
+  reportFreshMs: number;
+}
+
+export const DEFAULT_STATUS_BOUNDS: StatusBounds = { behindYellowMs: EVENTS_BEHIND_YELLOW_MS, redAfterMs: RED_AFTER_MS, reportFreshMs: REPORT_FRESH_MS };
+
 /** The log reaching to within this of its report's time counts as caught up at the report. */
 const CAUGHT_UP_MS = 30_000;
 /** Bytes of WAL behind that still count as caught up (the report's own step). */
@@ -46,19 +61,19 @@ const CAUGHT_UP_BYTES = 1024 * 1024;
  * caught up and is recent; else the time since the log's reach (`logged_through`), which a
  * stopped or stuck decoder leaves behind. Null before the decoder's first report.
  */
-export function eventsLagSeconds(status: SyncStatusFields, now: Date): number | null {
+export function eventsLagSeconds(status: SyncStatusFields, now: Date, bounds = DEFAULT_STATUS_BOUNDS): number | null {
   const events = status.events;
   if (!events?.reportedAt || !events.loggedThrough) return null;
   const reported = events.reportedAt.getTime();
   const through = events.loggedThrough.getTime();
-  const caughtUp = now.getTime() - reported <= REPORT_FRESH_MS && reported - through <= CAUGHT_UP_MS && (events.slotLagBytes ?? 0) < CAUGHT_UP_BYTES;
+  const caughtUp = now.getTime() - reported <= bounds.reportFreshMs && reported - through <= CAUGHT_UP_MS && (events.slotLagBytes ?? 0) < CAUGHT_UP_BYTES;
   if (caughtUp) return 0;
   return Math.max(0, Math.round((now.getTime() - through) / 1000));
 }
 
-/** The event log's share of the indicator: yellow past EVENTS_BEHIND_YELLOW_MS behind, red past RED_AFTER_MS. */
-function eventsIndicator(status: SyncStatusFields, now: Date): Indicator {
-  return behindIndicator(eventsLagSeconds(status, now));
+/** The event log's share of the indicator: yellow past behindYellowMs behind, red past redAfterMs. */
+function eventsIndicator(status: SyncStatusFields, now: Date, bounds: StatusBounds): Indicator {
+  return behindIndicator(eventsLagSeconds(status, now, bounds), bounds);
 }
 
 /**
@@ -73,13 +88,13 @@ export function deliveriesLagSeconds(status: SyncStatusFields, now: Date): numbe
 }
 
 /** The same bounds as the event log's: a path behind two minutes is yellow, five red. */
-function deliveriesIndicator(status: SyncStatusFields, now: Date): Indicator {
-  return behindIndicator(deliveriesLagSeconds(status, now));
+function deliveriesIndicator(status: SyncStatusFields, now: Date, bounds: StatusBounds): Indicator {
+  return behindIndicator(deliveriesLagSeconds(status, now), bounds);
 }
 
-function behindIndicator(lag: number | null): Indicator {
-  if (lag === null || lag * 1000 < EVENTS_BEHIND_YELLOW_MS) return 'normal';
-  return lag * 1000 >= RED_AFTER_MS ? 'red' : 'yellow';
+function behindIndicator(lag: number | null, bounds: StatusBounds): Indicator {
+  if (lag === null || lag * 1000 < bounds.behindYellowMs) return 'normal';
+  return lag * 1000 >= bounds.redAfterMs ? 'red' : 'yellow';
 }
 
 const RANK: Record<Indicator, number> = { normal: 0, yellow: 1, red: 2 };
@@ -87,16 +102,16 @@ const RANK: Record<Indicator, number> = { normal: 0, yellow: 1, red: 2 };
 /** The parts of the path, each with its own share of the indicator; the worst decides. */
 type Part = 'sync' | 'events' | 'deliveries';
 
-function parts(status: SyncStatusFields, now: Date): Record<Part, Indicator> {
-  return { sync: syncIndicator(status, now), events: eventsIndicator(status, now), deliveries: deliveriesIndicator(status, now) };
+function parts(status: SyncStatusFields, now: Date, bounds: StatusBounds): Record<Part, Indicator> {
+  return { sync: syncIndicator(status, now, bounds), events: eventsIndicator(status, now, bounds), deliveries: deliveriesIndicator(status, now, bounds) };
 }
 
 /**
  * The part that decides the indicator: the worst; of two as bad, the later on the path (its
  * reason is the more precise: a sync failing now while its log is two minutes behind).
  */
-function decidingPart(status: SyncStatusFields, now: Date): { part: Part; indicator: Indicator } {
-  const of = parts(status, now);
+function decidingPart(status: SyncStatusFields, now: Date, bounds: StatusBounds): { part: Part; indicator: Indicator } {
+  const of = parts(status, now, bounds);
   // A key rejected or a base gone is what the user must fix first, whatever lags behind it.
   if (fatal(status)) return { part: 'sync', indicator: 'red' };
   let worst: Part = 'sync';
@@ -116,8 +131,8 @@ function decidingPart(status: SyncStatusFields, now: Date): { part: Part; indica
  *   two minutes or more behind the log (a relay stuck, a receiver failing);
  * - normal: otherwise.
  */
-export function indicatorOf(status: SyncStatusFields, now: Date): Indicator {
-  return decidingPart(status, now).indicator;
+export function indicatorOf(status: SyncStatusFields, now: Date, bounds = DEFAULT_STATUS_BOUNDS): Indicator {
+  return decidingPart(status, now, bounds).indicator;
 }
 
 /** The latest attempt failed for good (a key rejected, a base gone), with no completed cycle since. */
@@ -126,12 +141,12 @@ function fatal(status: SyncStatusFields): boolean {
   return status.lastErrorKind === 'fatal' && !!status.lastError && !!status.lastErrorAt && status.lastErrorAt.getTime() > lastGood;
 }
 
-function syncIndicator(status: SyncStatusFields, now: Date): Indicator {
+function syncIndicator(status: SyncStatusFields, now: Date, bounds: StatusBounds): Indicator {
   const lastGood = status.completedAt?.getTime() ?? 0;
   if (fatal(status)) return 'red';
   if (status.lastError && status.lastErrorAt && status.lastErrorAt.getTime() > lastGood) {
     const failingSince = Math.max(lastGood, status.startedAt?.getTime() ?? status.lastErrorAt.getTime());
-    return now.getTime() - failingSince >= RED_AFTER_MS ? 'red' : 'yellow';
+    return now.getTime() - failingSince >= bounds.redAfterMs ? 'red' : 'yellow';
   }
   const running = status.startedAt && status.startedAt.getTime() > lastGood;
   if (running && status.durationUsualSeconds) {
@@ -144,20 +159,20 @@ function syncIndicator(status: SyncStatusFields, now: Date): Indicator {
 }
 
 /** Why the indicator is what it is, in words for the console's hover text. */
-export function indicatorReason(status: SyncStatusFields, now: Date): string {
-  const { part, indicator } = decidingPart(status, now);
+export function indicatorReason(status: SyncStatusFields, now: Date, bounds = DEFAULT_STATUS_BOUNDS): string {
+  const { part, indicator } = decidingPart(status, now, bounds);
   if (part === 'deliveries') return deliveriesReason(status.deliveries!, indicator, deliveriesLagSeconds(status, now)!);
   if (part === 'events') {
-    const behind = eventsLagSeconds(status, now)!;
+    const behind = eventsLagSeconds(status, now, bounds)!;
     const reported = status.events?.reportedAt ? Math.round((now.getTime() - status.events.reportedAt.getTime()) / 1000) : null;
-    const stale = reported !== null && reported * 1000 > REPORT_FRESH_MS ? `, and the decoder last reported ${reported} s ago` : '';
+    const stale = reported !== null && reported * 1000 > bounds.reportFreshMs ? `, and the decoder last reported ${reported} s ago` : '';
     return `events ${indicator === 'red' ? 'stopped' : 'behind'}: changes of the last ${behind} s may not be events yet${stale}`;
   }
   if (indicator === 'normal' && !status.completedAt) return 'first sync under way: the database is not complete yet';
   if (indicator === 'normal') return slowedBy(status, now) ? 'syncing, slowed by an upstream limit' : 'syncing as usual';
   if (status.lastError && status.lastErrorKind === 'fatal') return `stopped: ${status.lastError}`;
   if (status.lastError && status.lastErrorAt && status.lastErrorAt.getTime() > (status.completedAt?.getTime() ?? 0)) {
-    return `${indicator === 'red' ? 'failing for 5 minutes or more' : 'trouble syncing'}: ${status.lastError}`;
+    return `${indicator === 'red' ? `failing for ${spoken(bounds.redAfterMs)} or more` : 'trouble syncing'}: ${status.lastError}`;
   }
   return 'this sync is taking longer than usual';
 }
@@ -192,10 +207,17 @@ function slowedBy(status: SyncStatusFields, now: Date): string | null {
   return status.slowedBy;
 }
 
-export function statusOf(status: SyncStatusFields, now = new Date()): SyncStatus {
+/** A bound in words: "5 minutes", or seconds where it is not whole minutes (a test's). */
+function spoken(ms: number): string {
+  return ms % 60_000 === 0 ? `${ms / 60_000} minute${ms === 60_000 ? '' : 's'}` : `${Math.round(ms / 1000)} s`;
+}
+
+/** `bounds`: the defaults, with whatever a test shortened (Tunables.status). */
+export function statusOf(status: SyncStatusFields, now = new Date(), shortened?: Partial<StatusBounds>): SyncStatus {
+  const bounds = shortened ? { ...DEFAULT_STATUS_BOUNDS, ...shortened } : DEFAULT_STATUS_BOUNDS;
   return {
-    indicator: indicatorOf(status, now),
-    reason: indicatorReason(status, now),
+    indicator: indicatorOf(status, now, bounds),
+    reason: indicatorReason(status, now, bounds),
     started_at: status.startedAt?.toISOString() ?? null,
     completed_at: status.completedAt?.toISOString() ?? null,
     duration_last: status.durationLastSeconds,
@@ -205,7 +227,7 @@ export function statusOf(status: SyncStatusFields, now = new Date()): SyncStatus
     slowed_by: slowedBy(status, now),
     paced_cycle_s: status.pacedCycleSeconds ?? null,
     incomplete: status.incomplete ?? [],
-    events_lag_seconds: eventsLagSeconds(status, now),
+    events_lag_seconds: eventsLagSeconds(status, now, bounds),
     deliveries_lag_seconds: deliveriesLagSeconds(status, now),
     deliveries_behind: status.deliveries ? status.deliveries.path : null,
   };

@@ -31,6 +31,8 @@ export interface DecoderOptions {
   silenceMs?: number;
   /** How often the slot's lag is read (and written to decoder_progress when it changed). */
   lagReportMs?: number;
+  /** An unchanged lag is written again after this long (default a minute), so the status knows the decoder still reports. */
+  lagRewriteMs?: number;
   /** Where the connection that reads the slot's lag is kept; without it, a new one each time. */
   pools?: IdlePools;
   partitions?: number;

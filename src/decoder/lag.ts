@@ -3,7 +3,11 @@ import { withClient } from '../db/sql.ts';
 import type { IdlePools } from '../db/idle-pools.ts';
 import { lsnToBigInt } from './pgoutput.ts';
 
-/** An unchanged lag is written again after this long, so `lag_at` says the decoder still reports. */
+/**
+ * An unchanged lag is written again after this long, so `lag_at` says the decoder still
+ * reports: well within the 90 s after which the status takes a report for a decoder that
+ * stopped (control/status.ts).
+ */
 const UNCHANGED_REWRITE_MS = 60_000;
 /**
  * Figures that moved less than this count as unchanged. Without it, on a server that also
@@ -28,7 +32,7 @@ export class SlotLagReport {
   private readonly samples: Array<{ at: number; wal: bigint }> = [];
   private lastThrough: number | undefined;
 
-  constructor(private readonly options: { slot: string; databaseUrl: string; control: pg.Pool; pools?: IdlePools }) {}
+  constructor(private readonly options: { slot: string; databaseUrl: string; control: pg.Pool; pools?: IdlePools; lagRewriteMs?: number }) {}
 
   async report(syncIds: string[], ackedLsn: string): Promise<void> {
     const read = async (client: pg.ClientBase | pg.Pool) => {
@@ -44,7 +48,7 @@ export class SlotLagReport {
     const through = this.loggedThrough(lsnToBigInt(wal), confirmed === null ? undefined : lsnToBigInt(confirmed));
     const last = this.last;
     const members = syncIds.join(',');
-    if (last && last.members === members && Date.now() - last.at < UNCHANGED_REWRITE_MS && near(last, ackedLsn, lag)) return;
+    if (last && last.members === members && Date.now() - last.at < (this.options.lagRewriteMs ?? UNCHANGED_REWRITE_MS) && near(last, ackedLsn, lag)) return;
     // Every sync of the database reads through the one slot: each is as far behind as it.
     const { rowCount } = await this.options.control.query(
       'UPDATE decoder_progress SET acked_lsn = $2, slot_lag_bytes = $3, lag_at = now(), logged_through = $4 WHERE sync_id = ANY($1)',

@@ -20,7 +20,7 @@ export interface DecoderFactoryOptions {
   kinds: SourceKinds;
   /** Partitions of each new topic. */
   partitions?: number;
-  tunables?: Pick<DecoderOptions, 'flushMs' | 'maxBatch' | 'retryMs' | 'lagReportMs' | 'silenceMs'>;
+  tunables?: Pick<DecoderOptions, 'flushMs' | 'maxBatch' | 'retryMs' | 'lagReportMs' | 'lagRewriteMs' | 'silenceMs'>;
   /** Whatever else runs per sync beside its decoder (the Kafka relay, webhook delivery). */
   alongside?: Array<(syncId: string) => Promise<Runner>>;
   /** How often the syncs of a database are looked up again for what runs beside the decoder (default 30 s). */

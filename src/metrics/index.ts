@@ -1,4 +1,5 @@
 import type pg from 'pg';
+import type { StatusBounds } from '../control/status.ts';
 import { PROMETHEUS_CONTENT_TYPE } from './exposition.ts';
 import { type Counter, type Histogram, LATENCY_BUCKETS, MetricsRegistry } from './registry.ts';
 import { syncFamilies } from './syncs.ts';
@@ -25,8 +26,8 @@ export class ServiceMetrics implements ProxyMetrics {
   private readonly proxyRequests: Counter;
   private readonly proxyLatency: Histogram;
 
-  /** `kafka`: whether the service relays to Kafka (a relay cursor is then a delivery path). */
-  constructor(options: { pool: pg.Pool; kafka?: boolean }) {
+  /** `kafka`: whether the service relays to Kafka (a relay cursor is then a delivery path); `statusBounds`: Tunables.status. */
+  constructor(options: { pool: pg.Pool; kafka?: boolean; statusBounds?: Partial<StatusBounds> }) {
     this.proxyRequests = this.registry.counter(
       'tributary_proxy_requests_total',
       'Requests the write-through proxy answered, by upstream host and status sent.',
@@ -38,7 +39,7 @@ export class ServiceMetrics implements ProxyMetrics {
       ['upstream'],
       LATENCY_BUCKETS,
     );
-    this.registry.collect(() => syncFamilies(options.pool, { kafka: options.kafka ?? false }));
+    this.registry.collect(() => syncFamilies(options.pool, { kafka: options.kafka ?? false, statusBounds: options.statusBounds }));
     this.registry.collect(() => webhookFamilies(options.pool));
   }
 

@@ -1,6 +1,6 @@
 import type pg from 'pg';
 import { deliveriesBehind } from '../control/delivery-lag.ts';
-import { statusOf } from '../control/status.ts';
+import { type StatusBounds, statusOf } from '../control/status.ts';
 import type { Family, Sample } from './exposition.ts';
 
 interface SyncMetricRow {
@@ -22,7 +22,7 @@ interface SyncMetricRow {
  * (and decoders) show up whichever process answers the scrape. Labels: `sync_id`, `kind`;
  * nothing else about a sync (no names, keys or URLs) is exposed.
  */
-export async function syncFamilies(pool: pg.Pool, options: { kafka: boolean }, now = new Date()): Promise<Family[]> {
+export async function syncFamilies(pool: pg.Pool, options: { kafka: boolean; statusBounds?: Partial<StatusBounds> }, now = new Date()): Promise<Family[]> {
   const { rows } = await pool.query<SyncMetricRow>(
     `SELECT s.id, s.kind, s.started_at, s.completed_at, extract(epoch FROM s.duration_last)::float8 AS duration_last_s,
             s.confirmed_through, d.seq AS events_logged, d.slot_lag_bytes, d.lag_at, d.logged_through, s.upstream_429s
@@ -64,6 +64,7 @@ export async function syncFamilies(pool: pg.Pool, options: { kafka: boolean }, n
         deliveries: behind.get(row.id) ?? null,
       },
       now,
+      options.statusBounds,
     );
     if (status.lag_seconds !== null) lag.push({ name: 'tributary_sync_lag_seconds', labels, value: status.lag_seconds });
     if (status.events_lag_seconds !== null) eventsLag.push({ name: 'tributary_sync_events_lag_seconds', labels, value: status.events_lag_seconds });

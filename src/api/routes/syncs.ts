@@ -198,7 +198,7 @@ const views = async (api: ApiOptions, syncs: SyncRecord[]) => {
       // A sync in another's database reads through that sync's reader: its limits are the ones shown.
       const reader = sync.databaseOf === null ? sync : ((await api.syncs.get(sync.databaseOf)) ?? sync);
       const withDeliveries = { ...sync, status: { ...sync.status, deliveries: behind && (behind.get(sync.id) ?? null) } };
-      return syncView(withDeliveries, await api.syncService.readerUrl(sync), api.events, reader);
+      return syncView(withDeliveries, await api.syncService.readerUrl(sync), api.events, reader, api.statusBounds);
     }),
   );
 };
