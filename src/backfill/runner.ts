@@ -1,7 +1,7 @@
 import pg from 'pg';
 import type { SyncService } from '../control/sync-service.ts';
 import type { SyncRecord, SyncStore } from '../control/syncs.ts';
-import { connectionConfig } from '../db/connect.ts';
+import { connectionConfig, SYNC_DB_QUERY_TIMEOUT_MS } from '../db/connect.ts';
 import { isTransientDbError } from '../db/transient.ts';
 import { toError } from '../errors.ts';
 import type { EventBus } from '../events/bus.ts';
@@ -121,8 +121,9 @@ class BackfillWork {
     const { syncs, syncService, store, logger } = this.options;
     const sync = await syncs.get(backfill.syncId);
     if (sync?.state !== 'active') throw new Error(`sync ${backfill.syncId} is not active`);
-    // Through the connection settings that keep a customer database's public-address mark.
-    const pool = new pg.Pool({ ...connectionConfig(await syncService.adminUrl(sync)), max: 1 });
+    // Through the connection settings that keep a customer database's public-address mark; a
+    // statement has the sync's own deadline, or a hung path would hold the backfill for good.
+    const pool = new pg.Pool({ ...connectionConfig(await syncService.adminUrl(sync)), max: 1, query_timeout: SYNC_DB_QUERY_TIMEOUT_MS });
     pool.on('error', (err) => logger.debug({ err }, 'backfill connection to the sync database ended'));
     const log = logger.child({ backfill: backfill.id });
     log.info({ collections: backfill.collections, from: backfill.position, destination: backfill.destinationId }, 'backfill running');

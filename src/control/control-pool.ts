@@ -1,3 +1,4 @@
+import { dropIdleAfterTimeout } from '../db/drop-idle.ts';
 import type { Logger } from '../log.ts';
 import { FairPool } from '../tenancy/fair-pool.ts';
 import type { TenantScope } from '../tenancy/scope.ts';
@@ -48,6 +49,7 @@ export function controlPool(options: ControlPoolOptions): FairPool {
     },
     { scope: options.scope, perTenant: Math.min(options.perTenant, CONTROL_POOL_SIZE) },
   );
+  dropIdleAfterTimeout(pool);
   pool.on('error', (err) => options.logger.warn({ err }, 'idle control-database connection failed'));
   // A connection the server ends while it is checked out emits 'error' on the client, which
   // pg-pool only listens to while the client is idle; unheard, it would end the process.

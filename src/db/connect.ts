@@ -37,9 +37,28 @@ class PublicOnlySocket extends net.Socket {
   }
 }
 
-/** The pg connection settings for a URL: the mark, if any, becomes a socket that checks its addresses. */
-export function connectionConfig(url: string): Pick<pg.ClientConfig, 'connectionString' | 'stream'> {
+/**
+ * A new connection to a sync database not made in this long fails. Over a path that hangs
+ * without closing, a connect waits for the server's greeting with no end, and a connection
+ * caught so stays dead after the path heals: a pool's slots filled with them one by one, and
+ * the sync wrote nothing more (sync.hung-path.test).
+ */
+export const CONNECT_TIMEOUT_MS = 10_000;
+
+/**
+ * A statement against a sync database unanswered this long fails, and its connection is not
+ * used again. Over a path that hangs without closing, a statement (or a connection idle in a
+ * pool when the path died) would wait as long as TCP retries, about a quarter of an hour.
+ * Generous: a rebuild's COPY or index of a large table may take minutes.
+ */
+export const SYNC_DB_QUERY_TIMEOUT_MS = 5 * 60_000;
+
+/**
+ * The pg connection settings for a URL, with the connect deadline: the mark, if any, becomes a
+ * socket that checks its addresses.
+ */
+export function connectionConfig(url: string): Pick<pg.ClientConfig, 'connectionString' | 'stream' | 'connectionTimeoutMillis'> {
   const plain = unmarked(url);
-  if (plain === url) return { connectionString: url };
-  return { connectionString: plain, stream: () => new PublicOnlySocket() };
+  if (plain === url) return { connectionString: url, connectionTimeoutMillis: CONNECT_TIMEOUT_MS };
+  return { connectionString: plain, stream: () => new PublicOnlySocket(), connectionTimeoutMillis: CONNECT_TIMEOUT_MS };
 }

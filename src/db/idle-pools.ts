@@ -1,5 +1,6 @@
 import pg from 'pg';
 import { connectionConfig } from './connect.ts';
+import { dropIdleAfterTimeout } from './drop-idle.ts';
 
 export interface IdlePoolsOptions {
   /** Connections per database (default 2). */
@@ -52,6 +53,7 @@ export class IdlePools {
       query_timeout: this.options.queryTimeoutMs ?? 30_000,
       ...(this.options.sessionOptions ? { options: this.options.sessionOptions } : {}),
     });
+    dropIdleAfterTimeout(pool);
     // A dropped connection (database restarted or deleted) is replaced on the next use.
     pool.on('error', (error) => this.options.onError?.(error, url));
     // Checked out, a client's 'error' is not heard by the pool (see main.ts); its query fails instead.

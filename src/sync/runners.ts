@@ -1,5 +1,6 @@
 import pg from 'pg';
-import { connectionConfig } from '../db/connect.ts';
+import { connectionConfig, SYNC_DB_QUERY_TIMEOUT_MS } from '../db/connect.ts';
+import { dropIdleAfterTimeout } from '../db/drop-idle.ts';
 import type { SyncService } from '../control/sync-service.ts';
 import type { SyncRecord, SyncStore } from '../control/syncs.ts';
 import { type SourceKinds, schemaOf } from '../kinds/registry.ts';
@@ -83,16 +84,12 @@ function rateLimitCounter(control: pg.Pool, syncId: string, logger: Logger): (no
  */
 const SYNC_DB_IDLE_MS = 60_000;
 
-/**
- * A statement of a sync's own writes unanswered this long fails, and its connection is not
- * used again. Over a path that hangs without closing, a statement (or a connection idle in
- * the pool when the path died) would wait as long as TCP retries, about a quarter of an hour,
- * and the sync with it. Generous: a rebuild's COPY or index of a large table may take minutes.
- */
-export const SYNC_DB_QUERY_TIMEOUT_MS = 5 * 60_000;
+/** A sync's own statements have this deadline unless the operator sets another (db/connect.ts). */
+export { SYNC_DB_QUERY_TIMEOUT_MS };
 
 function targetPool(url: string, active: () => Promise<boolean>, logger: Logger, queryTimeoutMs: number): pg.Pool {
   const pool = new pg.Pool({ ...connectionConfig(url), max: 4, idleTimeoutMillis: SYNC_DB_IDLE_MS, query_timeout: queryTimeoutMs });
+  dropIdleAfterTimeout(pool);
   const failed = logUnlessDeleted(active, logger);
   pool.on('error', (err) => void failed(err, 'idle sync-database connection failed'));
   // A connection the server ends while it is checked out (the database dropped WITH FORCE as
