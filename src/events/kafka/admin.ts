@@ -1,5 +1,9 @@
 import type { Admin, Kafka } from 'kafkajs';
 import { TributaryError } from '../../errors.ts';
+import { within } from '../../time.ts';
+
+/** An admin call (connect included) unanswered this long fails, and the client is dropped: a path that hangs without closing. */
+const ADMIN_DEADLINE_MS = 60_000;
 
 /**
  * A kafkajs admin client connected on first use. A failed call drops it, so the next call
@@ -24,7 +28,11 @@ export class LazyAdmin {
     }
     const current = this.admin;
     try {
-      return await work(await current);
+      return await within(
+        current.then((admin) => work(admin)),
+        ADMIN_DEADLINE_MS,
+        'a Kafka admin request',
+      );
     } catch (error) {
       if (this.admin === current) this.admin = undefined;
       current.then((a) => a.disconnect()).catch(() => undefined);

@@ -1,6 +1,7 @@
 import kafkajs, { type Producer, type TopicMessages } from 'kafkajs';
 import { TributaryError, toError } from '../../errors.ts';
 import type { Logger } from '../../log.ts';
+import { DeadlinePassed, within } from '../../time.ts';
 import { LazyAdmin } from './admin.ts';
 import { isLegalTopicName, newKafkaClient, type KafkaConnectionOptions } from './config.ts';
 
@@ -123,9 +124,13 @@ class SharedPublisher implements KafkaPublisher {
     if (this.closed) throw new TributaryError('unavailable', 'the Kafka publisher is closed', { expose: false });
     const generation = this.generation;
     const topicMessages: TopicMessages[] = batches.map((b) => ({ topic: b.topic, messages: b.messages }));
+    // kafkajs's own request timeout did not end a send over a path that hung without closing:
+    // the relay waited on it for good (the simulation's kafka-hang). Past this deadline the
+    // producer, and its connections, are replaced.
+    const deadlineMs = 2 * (this.options.requestTimeoutMs ?? 30_000);
     try {
-      const producer = await this.connectedProducer();
-      await producer.sendBatch({ topicMessages, acks: -1 });
+      const producer = await within(this.connectedProducer(), deadlineMs, 'connecting to Kafka');
+      await within(producer.sendBatch({ topicMessages, acks: -1 }), deadlineMs, 'a Kafka send');
       this.failures = 0;
     } catch (thrown) {
       const error = toError(thrown);
@@ -133,7 +138,8 @@ class SharedPublisher implements KafkaPublisher {
       const types = kafkaErrorTypes(error);
       // The topic vanished (deleted by hand?): check it again, creating it, before the next send.
       if (types.includes('UNKNOWN_TOPIC_OR_PARTITION')) for (const b of batches) this.topics.delete(b.topic);
-      if (types.some((t) => PRODUCER_STATE_ERRORS.has(t)) || this.failures >= (this.options.resetAfterFailures ?? 5)) {
+      const hung = error instanceof DeadlinePassed;
+      if (hung || types.some((t) => PRODUCER_STATE_ERRORS.has(t)) || this.failures >= (this.options.resetAfterFailures ?? 5)) {
         this.logger.warn({ err: error, types, failures: this.failures }, 'replacing the Kafka producer');
         await this.resetProducer(generation);
       }
@@ -172,6 +178,7 @@ class SharedPublisher implements KafkaPublisher {
     this.generation += 1;
     const old = this.producer;
     this.producer = undefined;
-    await old?.then((p) => p.disconnect()).catch(() => undefined);
+    // A disconnect over a hung path may never end: it is not waited for past a few seconds.
+    await within(old?.then((p) => p.disconnect()) ?? Promise.resolve(), 5000, 'a Kafka disconnect').catch(() => undefined);
   }
 }

@@ -1,6 +1,7 @@
 /** Public entry points: a fresh broker per caller, or one shared per test process. */
 import fs from 'node:fs/promises';
 import { createLayout, formatStorage, log4jProperties, serverProperties } from './config.ts';
+import { freePorts } from './helpers.ts';
 import { kafkaLibs } from './jars.ts';
 import { BrokerStartError, LocalKafka } from './process.ts';
 import type { KafkaBroker, StartKafkaOptions } from './types.ts';
@@ -18,6 +19,10 @@ async function startLocalKafka(opts: StartKafkaOptions): Promise<LocalKafka> {
   const libs = await kafkaLibs(opts.log ?? ((line) => process.stderr.write(`[kafka harness] ${line}\n`)));
   for (let attempt = 1; ; attempt++) {
     const layout = await createLayout();
+    if (opts.front) {
+      const [port] = await freePorts(1);
+      layout.fronted = { port: port!, advertised: await opts.front(port!) };
+    }
     await fs.writeFile(layout.propertiesFile, serverProperties(layout));
     await fs.writeFile(layout.log4jFile, log4jProperties(layout, opts.log !== undefined));
     const broker = new LocalKafka(libs, layout, log);

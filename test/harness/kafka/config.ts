@@ -17,6 +17,8 @@ export interface BrokerLayout {
   plaintextPort: number;
   saslPort: number;
   controllerPort: number;
+  /** One more listener, advertised at a front's port (StartKafkaOptions.front). */
+  fronted?: { port: number; advertised: number };
   clusterId: string;
   admin: { username: string; password: string };
 }
@@ -59,9 +61,9 @@ process.roles=broker,controller
 node.id=1
 controller.quorum.voters=1@${host}:${l.controllerPort}
 controller.listener.names=CONTROLLER
-listeners=PLAINTEXT://${host}:${l.plaintextPort},SASL_PLAINTEXT://${host}:${l.saslPort},CONTROLLER://${host}:${l.controllerPort}
-advertised.listeners=PLAINTEXT://${host}:${l.plaintextPort},SASL_PLAINTEXT://${host}:${l.saslPort}
-listener.security.protocol.map=PLAINTEXT:PLAINTEXT,SASL_PLAINTEXT:SASL_PLAINTEXT,CONTROLLER:PLAINTEXT
+listeners=PLAINTEXT://${host}:${l.plaintextPort},SASL_PLAINTEXT://${host}:${l.saslPort},CONTROLLER://${host}:${l.controllerPort}${l.fronted ? `,FRONTED://${host}:${l.fronted.port}` : ''}
+advertised.listeners=PLAINTEXT://${host}:${l.plaintextPort},SASL_PLAINTEXT://${host}:${l.saslPort}${l.fronted ? `,FRONTED://${host}:${l.fronted.advertised}` : ''}
+listener.security.protocol.map=PLAINTEXT:PLAINTEXT,SASL_PLAINTEXT:SASL_PLAINTEXT,CONTROLLER:PLAINTEXT${l.fronted ? ',FRONTED:PLAINTEXT' : ''}
 inter.broker.listener.name=PLAINTEXT
 
 # SCRAM credentials live in the KRaft metadata log; the admin user is added at format time.

@@ -17,6 +17,7 @@ export class BrokerStartError extends Error {}
 export class LocalKafka implements KafkaBroker {
   readonly brokers: string[];
   readonly saslBrokers: string[];
+  readonly frontedBrokers?: string[];
   readonly adminUser: { username: string; password: string };
   private child: ChildProcess | undefined;
   private guard: ChildProcess | undefined;
@@ -31,6 +32,7 @@ export class LocalKafka implements KafkaBroker {
   ) {
     this.brokers = [`127.0.0.1:${layout.plaintextPort}`];
     this.saslBrokers = [`127.0.0.1:${layout.saslPort}`];
+    if (layout.fronted) this.frontedBrokers = [`127.0.0.1:${layout.fronted.advertised}`];
     this.adminUser = { ...layout.admin };
     // Registered from the start so an interrupted start still cleans up its temp dir.
     liveBrokers.add(this);

@@ -5,6 +5,8 @@ export interface KafkaBroker {
   brokers: string[];
   /** SASL_PLAINTEXT listener; SCRAM-SHA-256 only. Users other than adminUser have no rights until given ACLs. */
   saslBrokers: string[];
+  /** The listener behind the caller's front (StartKafkaOptions.front), as advertised: PLAINTEXT, ANONYMOUS. */
+  frontedBrokers?: string[];
   /** SCRAM-SHA-256 super user created when the storage was formatted. */
   adminUser: { username: string; password: string };
   /** Stops the JVM and deletes the broker's temp dir. Idempotent. */
@@ -16,4 +18,10 @@ export interface KafkaBroker {
 export interface StartKafkaOptions {
   /** Receives harness progress messages and every broker log line. */
   log?: (line: string) => void;
+  /**
+   * A front for one more PLAINTEXT listener (a relay that can hang, in the simulation): called
+   * with the port the broker listens on, it answers the port the broker advertises, so every
+   * connection a client makes after its bootstrap goes through the front too.
+   */
+  front?: (port: number) => Promise<number>;
 }
