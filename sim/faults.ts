@@ -1,9 +1,10 @@
 import { CONTROL_DB_QUERY_TIMEOUT_MS } from '../src/control/control-pool.ts';
+import { REPLICATION_SILENCE_MS } from '../src/decoder/replication.ts';
 import { pause } from '../src/time.ts';
 import type { KafkaBroker } from '../test/harness/kafka/types.ts';
 import type { Random } from './random.ts';
 import type { CrashablePostgres } from '../test/harness/crashable-postgres.ts';
-import type { TcpRelay } from './tcp-relay.ts';
+import type { ThreadRelay } from './relay-thread.ts';
 import type { Upstreams } from './upstreams/remote.ts';
 import type { ServiceFleet, WebhookReceiver } from './world.ts';
 
@@ -12,12 +13,20 @@ export interface FaultTargets {
   service: ServiceFleet;
   control: CrashablePostgres;
   /** The service's path to the control database, which can hang. */
-  controlPath: TcpRelay;
+  controlPath: ThreadRelay;
   /** The sync databases' servers, one per region; a crash takes them in turn. */
   targets: CrashablePostgres[];
+  /** The service's paths to them, in the same order, which can hang. */
+  targetPaths: ThreadRelay[];
   /** Target crashes so far. */
   targetCrashes: number;
+  /** Target path hangs so far. */
+  targetHangs: number;
+  /** The service's paths to each upstream (not the customers' own clients'), which can hang or slow. */
+  upstreamPaths: Record<'stripe' | 'airtable', ThreadRelay>;
   kafka?: KafkaBroker;
+  /** The service's path to the broker, which can hang. */
+  kafkaPath?: ThreadRelay;
   receiver: WebhookReceiver;
   upstreams: Upstreams;
 }
@@ -41,14 +50,33 @@ export const FAULT_KINDS = [
   'target-db-crash',
   'control-db-crash',
   'control-db-hang',
+  'target-db-hang',
+  'upstream-hang',
+  'upstream-slow',
   'kafka-restart',
+  'kafka-hang',
   'webhook-receiver-down',
   'stripe-late-events',
 ] as const;
 export type FaultKind = (typeof FAULT_KINDS)[number];
 
+/**
+ * The hung and slow paths to the sync servers, the upstreams and Kafka strike in soaks and
+ * with `--only`, not yet in the CI profile: each passes alone there (with the SIGKILL), but
+ * with every kind, seed 5150 left both sync runners of one worker silent after the last fault
+ * in two of four runs, the cause not found yet (docs/testing.md).
+ */
+export const PATH_FAULTS: readonly FaultKind[] = ['target-db-hang', 'upstream-hang', 'upstream-slow', 'kafka-hang'];
+export const CI_FAULT_KINDS: readonly FaultKind[] = FAULT_KINDS.filter((kind) => !PATH_FAULTS.includes(kind));
+
 /** Errors the service logs while recovering from a fault are explained this long after it ends. */
 const GRACE_MS = 30_000;
+/** The simulation's operator sets this deadline on sync statements (TRIBUTARY_SYNC_DB_QUERY_TIMEOUT_S). */
+export const SIM_SYNC_DB_QUERY_TIMEOUT_MS = 30_000;
+/** A Kafka request unanswered this long fails, and its connection with it (the clients' default, 30 s), with a reconnect's back-off. */
+const KAFKA_REQUEST_TIMEOUT_MS = 60_000;
+/** A request to an upstream unanswered this long fails: the longest, the proxy's response timeout (a sync's own is 30 s). */
+const UPSTREAM_REQUEST_TIMEOUT_MS = 80_000;
 
 /**
  * Strikes one fault and waits until it is over (the struck part is back). `scale` shortens
@@ -99,11 +127,48 @@ export async function strike(kind: FaultKind, t: FaultTargets, random: Random, s
     case 'control-db-hang':
       // The path stops passing bytes without closing: statements, connects and LISTEN
       // heartbeats must fail on their own deadlines. Connections caught in it stay dead.
-      t.controlPath.hang();
+      await t.controlPath.hang();
       await pause(random.between(3000, 20_000), signal);
-      t.controlPath.heal();
+      await t.controlPath.heal();
       // A pooled connection caught in it fails at its next use, up to its deadline later.
       grace += CONTROL_DB_QUERY_TIMEOUT_MS;
+      break;
+    case 'target-db-hang': {
+      // The path to one sync databases' server stops passing bytes: the decoder's session (its
+      // silence bound), the syncs' pooled connections and the proxy's and the wait's statements
+      // (their deadlines) must each notice on their own; new connections fail at the connect
+      // deadline until it heals.
+      const i = t.targetHangs++ % t.targetPaths.length;
+      name = `${kind} (${t.targets[i]!.name})`;
+      await t.targetPaths[i]!.hang();
+      await pause(random.between(3000, 3000 + 17_000 * Math.min(1, scale * 5)), signal);
+      await t.targetPaths[i]!.heal();
+      grace += SIM_SYNC_DB_QUERY_TIMEOUT_MS + REPLICATION_SILENCE_MS;
+      break;
+    }
+    case 'upstream-hang':
+      // The service's own path to an upstream stops passing bytes: each request in flight, and
+      // each made meanwhile, must fail at its timeout; the next after the heal goes through.
+      name = `${kind} (${upstream})`;
+      await t.upstreamPaths[upstream].hang();
+      await pause(random.between(3000, 3000 + 17_000 * Math.min(1, scale * 5)), signal);
+      await t.upstreamPaths[upstream].heal();
+      grace += UPSTREAM_REQUEST_TIMEOUT_MS;
+      break;
+    case 'upstream-slow':
+      // A congested or far-away path: every chunk waits a latency with jitter, both ways.
+      name = `${kind} (${upstream})`;
+      await t.upstreamPaths[upstream].slow(random.between(100, 600), random.between(50, 400));
+      await pause(Math.max(15_000, 60_000 * scale), signal);
+      await t.upstreamPaths[upstream].fast();
+      break;
+    case 'kafka-hang':
+      // The service's path to the broker stops passing bytes: the relay's produce requests and
+      // the admin's must fail at their timeouts and reconnect once it heals, losing nothing.
+      await t.kafkaPath?.hang();
+      await pause(random.between(3000, 3000 + 17_000 * Math.min(1, scale * 5)), signal);
+      await t.kafkaPath?.heal();
+      grace += KAFKA_REQUEST_TIMEOUT_MS;
       break;
     case 'kafka-restart':
       if (t.kafka) await t.kafka.restart();
@@ -129,6 +194,10 @@ export async function strike(kind: FaultKind, t: FaultTargets, random: Random, s
 /** Ends whatever a fault left behind (injected rules, a receiver down), for the quiet phase. */
 export async function clearFaults(t: FaultTargets): Promise<void> {
   t.receiver.mode = 'up';
-  t.controlPath.heal();
+  await t.controlPath.heal();
+  for (const path of [...t.targetPaths, ...Object.values(t.upstreamPaths), ...(t.kafkaPath ? [t.kafkaPath] : [])]) {
+    await path.heal();
+    await path.fast();
+  }
   await t.upstreams.clearFaults();
 }

@@ -3,7 +3,7 @@
  * whole service under simulated account traffic and injected faults, invariants checked, a
  * summary printed. Exits 1 when any invariant was violated (the seed reproduces the run).
  * `--ci`: the CI profile (test/simulation.test.ts). `--first K,K`: these fault kinds strike
- * first, in that order. `--seeds N`: N seeds in turn (from --seed, else random), the logs of
+ * first, in that order; `--only K,K`: only these strike (to tell which one a failure needs). `--seeds N`: N seeds in turn (from --seed, else random), the logs of
  * those that fail kept under sim-runs/ (sim/seeds.ts).
  */
 import { parseArgs } from 'node:util';
@@ -14,7 +14,7 @@ import { runSeeds } from './seeds.ts';
 import { summarize } from './summary.ts';
 
 const USAGE =
-  'usage: npm run simulate -- [--minutes N | --ci] [--seed S] [--seeds N] [--first KIND,KIND] [--upstream stripe|airtable] [--no-kafka] [--no-pings]';
+  'usage: npm run simulate -- [--minutes N | --ci] [--seed S] [--seeds N] [--first KIND,KIND] [--only KIND,KIND] [--upstream stripe|airtable] [--no-kafka] [--no-pings]';
 
 async function main(): Promise<number> {
   // The Kafka check's kafkajs client draws the same harmless Node warning as the service's.
@@ -28,6 +28,7 @@ async function main(): Promise<number> {
         seeds: { type: 'string' },
         ci: { type: 'boolean', default: false },
         first: { type: 'string' },
+        only: { type: 'string' },
         upstream: { type: 'string' },
         'no-kafka': { type: 'boolean', default: false },
         'no-pings': { type: 'boolean', default: false },
@@ -51,10 +52,11 @@ async function main(): Promise<number> {
     return 2;
   }
   const first = values.first === undefined ? [] : values.first.split(',');
-  const unknown = first.filter((k) => !(FAULT_KINDS as readonly string[]).includes(k));
+  const only = values.only === undefined ? [] : values.only.split(',');
+  const unknown = [...first, ...only].filter((k) => !(FAULT_KINDS as readonly string[]).includes(k));
   if (unknown.length > 0) {
     process.stderr.write(
-      `--first names fault kinds: ${unknown.join(', ')} ${unknown.length === 1 ? 'is' : 'are'} not one (${FAULT_KINDS.join(', ')})\n${USAGE}\n`,
+      `--first and --only name fault kinds: ${unknown.join(', ')} ${unknown.length === 1 ? 'is' : 'are'} not one (${FAULT_KINDS.join(', ')})\n${USAGE}\n`,
     );
     return 2;
   }
@@ -82,8 +84,9 @@ async function main(): Promise<number> {
     pings: !values['no-pings'],
     // The long faults (a webhook receiver down for minutes) at full length in a soak only.
     faultScale: values.ci ? CI_PROFILE.faultScale : Math.min(1, minutes / 30),
-    ...(values.ci ? { quietMinutes: CI_PROFILE.quietMinutes } : {}),
+    ...(values.ci ? { quietMinutes: CI_PROFILE.quietMinutes, faults: CI_PROFILE.faults } : {}),
     ...(first.length > 0 ? { first: first as FaultKind[] } : {}),
+    ...(only.length > 0 ? { faults: only as FaultKind[] } : {}),
     log,
   });
   process.stdout.write(summarize(report));

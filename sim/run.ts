@@ -7,7 +7,7 @@ import Stripe from 'stripe';
 import type { Refusal } from '../fakes/shared/stats.ts';
 import { pause } from '../src/time.ts';
 import { CrashablePostgres } from '../test/harness/crashable-postgres.ts';
-import { TcpRelay } from './tcp-relay.ts';
+import { RelayThread, type ThreadRelay } from './relay-thread.ts';
 import { startKafka } from '../test/harness/kafka/broker.ts';
 import type { KafkaBroker } from '../test/harness/kafka/types.ts';
 import { fleetShared, type FleetLayout } from '../test/harness/fleet.ts';
@@ -17,7 +17,16 @@ import { compareFold, type DeliveredEvent, EventFold } from './check/events.ts';
 import { readKafkaEvents } from './check/kafka-events.ts';
 import { loggedSince, samePath } from './check/paths.ts';
 import { RestTail } from './check/rest-events.ts';
-import { clearFaults, FAULT_KINDS, type FaultKind, type FaultTargets, strike, type StruckFault } from './faults.ts';
+import {
+  CI_FAULT_KINDS,
+  clearFaults,
+  FAULT_KINDS,
+  type FaultKind,
+  type FaultTargets,
+  SIM_SYNC_DB_QUERY_TIMEOUT_MS,
+  strike,
+  type StruckFault,
+} from './faults.ts';
 import { Pacer } from './pacer.ts';
 import { Random } from './random.ts';
 import { AirtableClient, StripeClient } from './traffic/clients.ts';
@@ -81,7 +90,7 @@ export interface SimulationReport {
 }
 
 /** The CI profile (test/simulation.test.ts, `npm run simulate -- --ci`): two minutes, short faults. */
-export const CI_PROFILE = { minutes: 2, faultScale: 0.1, quietMinutes: 4 } as const;
+export const CI_PROFILE = { minutes: 2, faultScale: 0.1, quietMinutes: 4, faults: [...CI_FAULT_KINDS] };
 
 const AIRTABLE_TOKEN = `patSIMULATION0000.${'0123456789abcdef'.repeat(4)}`;
 const BASE_ID = 'appSIMULATION0001';
@@ -166,9 +175,20 @@ export async function simulate(options: SimulationOptions): Promise<SimulationRe
     await admin.end();
 
     let kafka: KafkaBroker | undefined;
+    let kafkaPath: ThreadRelay | undefined;
+    // The relays in front of the servers and upstreams run in a thread of their own (sim/relay-thread.ts).
+    const relays = RelayThread.start();
+    closers.push(() => relays.close());
     if (options.kafka) {
       log('starting Kafka');
-      kafka = await startKafka();
+      // The service reaches the broker through a relay that can hang (its bootstrap and every
+      // connection after it: the broker advertises the relay); the checks read it directly.
+      kafka = await startKafka({
+        front: async (port) => {
+          kafkaPath = await relays.relayTo(`tcp://127.0.0.1:${port}`);
+          return kafkaPath.port;
+        },
+      });
       closers.push(() => kafka!.stop());
     }
 
@@ -185,17 +205,26 @@ export async function simulate(options: SimulationOptions): Promise<SimulationRe
     const pings = options.pings ?? true;
     // Every process reaches the control database through a relay, which the control-db-hang fault
     // stops (bytes no longer pass, nothing closes); the checks here reach it directly.
-    const controlPath = await TcpRelay.start({ host: '127.0.0.1', port: control.port });
-    closers.push(() => controlPath.close());
+    const controlPath = await relays.relayTo(control.adminUrl);
+    // And each sync databases' server and each upstream, for the other hung paths and the slow
+    // one. The checks, and the customers' own clients, reach them directly.
+    const relayTo = (url: string) => relays.relayTo(url);
+    const targetPaths = new Map<CrashablePostgres, ThreadRelay>();
+    for (const server of servers.values()) targetPaths.set(server, await relayTo(server.adminUrl));
+    const directly = (url: string) => [...targetPaths.values()].reduce((u, relay) => relay.around(u), url);
+    const upstreamPaths = { stripe: await relayTo(upstreams.stripeUrl), airtable: await relayTo(upstreams.airtableUrl) };
     const shared = fleetShared({
       controlUrl: controlPath.through(control.databaseUrl(controlDb)),
-      targetUrl: home.adminUrl,
-      upstreams: `api.airtable.com=${upstreams.airtableUrl},api.stripe.com=${upstreams.stripeUrl}`,
+      targetUrl: targetPaths.get(home)!.through(home.adminUrl),
+      upstreams: `api.airtable.com=${upstreamPaths.airtable.through(upstreams.airtableUrl)},api.stripe.com=${upstreamPaths.stripe.through(upstreams.stripeUrl)}`,
       env: {
         TRIBUTARY_DEFAULT_REGION: REGIONS[0],
         TRIBUTARY_WEBHOOK_ALLOW_PRIVATE: '1',
+        // The operator's knob for how long a sync statement may hang (5 min by default): the
+        // hung path to a sync server is then over within the quiet phase's bound.
+        TRIBUTARY_SYNC_DB_QUERY_TIMEOUT_S: String(SIM_SYNC_DB_QUERY_TIMEOUT_MS / 1000),
         ...(pings ? { TRIBUTARY_PUBLIC_URL: `http://127.0.0.1:${apiPort}` } : {}),
-        ...(kafka ? { KAFKA_BROKERS: kafka.brokers.join(',') } : {}),
+        ...(kafka ? { KAFKA_BROKERS: kafka.frontedBrokers!.join(',') } : {}),
       },
     });
     const adminToken = shared.adminToken;
@@ -204,7 +233,7 @@ export async function simulate(options: SimulationOptions): Promise<SimulationRe
     closers.push(() => service.stop());
     const apiUrl = service.api.url;
     // The second server joins the pool through the API, in a region of its own.
-    await api(apiUrl, adminToken, 'POST', '/api/servers', { url: away.adminUrl, region: REGIONS[1], capacity: 10 });
+    await api(apiUrl, adminToken, 'POST', '/api/servers', { url: targetPaths.get(away)!.through(away.adminUrl), region: REGIONS[1], capacity: 10 });
 
     const accountAnswer = await api(apiUrl, adminToken, 'POST', '/api/accounts', { name: 'simulated' });
     const token: string = accountAnswer.api_token;
@@ -220,7 +249,7 @@ export async function simulate(options: SimulationOptions): Promise<SimulationRe
           ? { kind, api_key: stripeKey, region, settings: { connected_accounts: true } }
           : { kind, base_id: BASE_ID, api_key: AIRTABLE_TOKEN, region };
       const created = await api(apiUrl, token, 'POST', '/api/syncs', body);
-      syncs.push({ kind, id: created.id, reader: created.database.url, adminDb: servers.get(region)!.databaseUrl(created.database.name) });
+      syncs.push({ kind, id: created.id, reader: directly(created.database.url), adminDb: servers.get(region)!.databaseUrl(created.database.name) });
       log(`${kind} sync ${created.id} created in ${region}`);
     }
     const hooked: SyncHooks[] = [];
@@ -320,9 +349,22 @@ export async function simulate(options: SimulationOptions): Promise<SimulationRe
         await readLogs().catch(() => undefined);
       }
     })();
-    const targets: FaultTargets = { service, control, controlPath, targets: [away, home], targetCrashes: 0, kafka, receiver, upstreams };
+    const targets: FaultTargets = {
+      service,
+      control,
+      controlPath,
+      targets: [away, home],
+      targetPaths: [targetPaths.get(away)!, targetPaths.get(home)!],
+      targetCrashes: 0,
+      targetHangs: 0,
+      upstreamPaths,
+      kafka,
+      kafkaPath,
+      receiver,
+      upstreams,
+    };
     const endAt = Date.now() + options.minutes * 60_000;
-    const kinds = (options.faults ?? [...FAULT_KINDS]).filter((k) => kafka || k !== 'kafka-restart');
+    const kinds = (options.faults ?? [...FAULT_KINDS]).filter((k) => kafka || !k.startsWith('kafka-'));
     const order = [...kinds];
     for (let i = order.length - 1; i > 0; i--) {
       const j = random.int(i + 1);

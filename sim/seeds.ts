@@ -33,7 +33,11 @@ export async function runSeeds(seeds: number[], args: string[], out: string, log
     const { code, kept, tail, caughtUpS } = await runOne(seed, args, file);
     const ok = code === 0;
     if (ok) await rm(file, { force: true });
-    else if (kept) await rename(path.join(kept, 'service', 'logs'), path.join(out, `seed-${seed}`)).catch(() => undefined);
+    else if (kept) {
+      // An earlier run's logs of the same seed make way: a rename onto them fails.
+      await rm(path.join(out, `seed-${seed}`), { recursive: true, force: true });
+      await rename(path.join(kept, 'service', 'logs'), path.join(out, `seed-${seed}`)).catch(() => undefined);
+    }
     if (kept) await rm(kept, { recursive: true, force: true }).catch(() => undefined);
     const run = { seed, ok, seconds: Math.round((Date.now() - started) / 1000), why: ok ? '' : tail, caughtUpS };
     runs.push(run);
