@@ -98,11 +98,13 @@ const caughtUp = (st: Status) => st.indicator === 'normal' && st.events_lag_seco
 test('a hung path to the decoder\'s server: yellow "events behind" within its bound, the session replaced, normal once it heals', async () => {
   await statusUntil('the log caught up', caughtUp, 60_000);
   relay.hang();
-  const hungAt = Date.now();
   await change('during the hang');
   const yellow = await statusUntil('yellow', (st) => st.indicator === 'yellow', BOUNDS.behindYellowMs + SLACK_MS);
-  assert.ok(Date.now() - hungAt >= BOUNDS.behindYellowMs - 1000, `yellow ${Date.now() - hungAt} ms after the hang: sooner than its bound`);
-  assert.match(yellow.reason, /^events behind: changes of the last \d+ s may not be events yet, and the decoder last reported \d+ s ago$/);
+  assert.match(
+    yellow.reason,
+    /^events behind: changes of the last \d+ s may not be events yet, and the decoder last reported \d+ s ago$/,
+    JSON.stringify(yellow),
+  );
   assert.ok(yellow.events_lag_seconds! * 1000 >= BOUNDS.behindYellowMs, JSON.stringify(yellow));
   // The service replaced the session on its own, and said what and why in one line.
   assert.ok(
@@ -117,13 +119,14 @@ test('a stopped decoder: yellow, then red "events stopped" in the API and the me
   await statusUntil('the log caught up', caughtUp, 60_000);
   await decoder!.stop();
   decoder = undefined;
-  const stoppedAt = Date.now();
   await change('while no decoder runs');
   const yellow = await statusUntil('yellow', (st) => st.indicator === 'yellow', BOUNDS.behindYellowMs + SLACK_MS);
-  assert.match(yellow.reason, /^events behind: .*the decoder last reported \d+ s ago$/);
+  assert.match(yellow.reason, /^events behind: .*the decoder last reported \d+ s ago$/, JSON.stringify(yellow));
   const red = await statusUntil('red', (st) => st.indicator === 'red', BOUNDS.redAfterMs + SLACK_MS);
-  assert.ok(Date.now() - stoppedAt >= BOUNDS.redAfterMs - 1000, `red ${Date.now() - stoppedAt} ms after the stop: sooner than its bound`);
-  assert.match(red.reason, /^events stopped: changes of the last \d+ s may not be events yet, and the decoder last reported \d+ s ago$/);
+  // Red for its reason: the log's reach is the bound behind. Not timed from the stop: on a loaded
+  // machine the decoder's reach was already 15 s behind when it stopped (red 10.5 s after).
+  assert.ok(red.events_lag_seconds! * 1000 >= BOUNDS.redAfterMs, JSON.stringify(red));
+  assert.match(red.reason, /^events stopped: changes of the last \d+ s may not be events yet, and the decoder last reported \d+ s ago$/, JSON.stringify(red));
   const metrics = await request(s.svc.api, 'GET', '/metrics', { token: s.svc.adminToken });
   const lag = Number(new RegExp(`tributary_sync_events_lag_seconds\\{sync_id="${s.syncId}",kind="stripe"\\} (\\d+)`).exec(metrics.text)?.[1]);
   assert.ok(lag * 1000 >= BOUNDS.redAfterMs - 1000, `metrics: ${lag} s behind`);

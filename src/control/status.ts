@@ -164,8 +164,10 @@ export function indicatorReason(status: SyncStatusFields, now: Date, bounds = DE
   if (part === 'deliveries') return deliveriesReason(status.deliveries!, indicator, deliveriesLagSeconds(status, now)!);
   if (part === 'events') {
     const behind = eventsLagSeconds(status, now, bounds)!;
-    const reported = status.events?.reportedAt ? Math.round((now.getTime() - status.events.reportedAt.getTime()) / 1000) : null;
-    const stale = reported !== null && reported * 1000 > bounds.reportFreshMs ? `, and the decoder last reported ${reported} s ago` : '';
+    // Stale by the same measure as the lag's (exact, not the rounded seconds shown): a report
+    // 9.4 s old against a 9 s bound counts the log as behind, and the reason must say why.
+    const age = status.events?.reportedAt ? now.getTime() - status.events.reportedAt.getTime() : null;
+    const stale = age !== null && age > bounds.reportFreshMs ? `, and the decoder last reported ${Math.round(age / 1000)} s ago` : '';
     return `events ${indicator === 'red' ? 'stopped' : 'behind'}: changes of the last ${behind} s may not be events yet${stale}`;
   }
   if (indicator === 'normal' && !status.completedAt) return 'first sync under way: the database is not complete yet';

@@ -6,6 +6,7 @@ import { Writable } from 'node:stream';
 import { loadConfig, type Config } from '../../src/config.ts';
 import { startFakeAirtable, type FakeAirtable } from '../../fakes/airtable/index.ts';
 import { startFakeStripe, type FakeStripe } from '../../fakes/stripe/index.ts';
+import { startArrivalFront } from '../../sim/upstreams/arrival-front.ts';
 import { withDatabase } from '../../src/db/sql.ts';
 import { createLogger } from '../../src/log.ts';
 import { startService, type Service, type Tunables } from '../../src/main.ts';
@@ -38,7 +39,7 @@ export const STRIPE_TEST_KEYS = ['sk_test_51HxTestKey0000000000000', 'sk_test_se
 
 /** A fake Stripe with one empty account that every STRIPE_TEST_KEYS key reads. */
 export async function startHarnessStripe(): Promise<FakeStripe> {
-  const stripe = await startFakeStripe({ port: 0 });
+  const stripe = await startFakeStripe({ port: 0, trustArrivalStamps: true });
   const account = stripe.createAccount();
   for (const key of STRIPE_TEST_KEYS) stripe.addKey(key, { account: account.id });
   return stripe;
@@ -86,7 +87,12 @@ export async function startTestService(options: TestServiceOptions = {}): Promis
   airtable.addToken(AIRTABLE_TEST_TOKEN, { bases: '*' });
   for (const id of TEST_BASES) airtable.createBase({ id, name: `Base ${id.slice(3, 6)}` });
   const stripe = options.stripeUrl ? undefined : await startHarnessStripe();
-  const stripeUrl = options.stripeUrl ?? stripe!.url;
+  // The service reaches its fake Stripe through an arrival front (a worker thread that stamps
+  // each request as it comes), as backfilledStripeSync does: counted by its own loop, busy with
+  // the service beside it, the fake saw the proxy's and the sync's well-spaced requests as a
+  // burst and answered 429 (proxy.stripe, in a fresh-clone run).
+  const front = stripe ? await startArrivalFront(stripe.url) : undefined;
+  const stripeUrl = options.stripeUrl ?? front!.url;
   const controlUrl = overrides.databaseUrl ?? (await freshControlDatabase());
   const adminToken = `tra_test_${path.basename(dataDir)}`;
   const logs = new LogCollector();
@@ -123,6 +129,7 @@ export async function startTestService(options: TestServiceOptions = {}): Promis
       try {
         await service.stop();
         await airtable.close();
+        await front?.close();
         await stripe?.close();
       } finally {
         await rm(dataDir, { recursive: true, force: true });
