@@ -12,14 +12,14 @@ import pg from 'pg';
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
 import { RestTail } from '../sim/check/rest-events.ts';
-import { TcpRelay } from '../sim/tcp-relay.ts';
+import type { TcpRelay } from '../sim/tcp-relay.ts';
 import { tunablesFromEnv } from '../src/main.ts';
 import { REPLICATION_SILENCE_MS } from '../src/decoder/replication.ts';
 import { SYNC_DB_QUERY_TIMEOUT_MS } from '../src/sync/runners.ts';
 import { serverAdminUrl } from './harness/postgres.ts';
 import { waitFor } from './harness/process.ts';
 import { loudSetUp } from './harness/service.ts';
-import { backfilledStripeSync, type StripeSyncSetUp } from './harness/stripe-sync.ts';
+import { backfilledStripeSync, directSyncDatabase, relayToServer, type StripeSyncSetUp } from './harness/stripe-sync.ts';
 
 const SILENCE_MS = 3000;
 let relay: TcpRelay;
@@ -31,8 +31,7 @@ let tail: RestTail;
 test.before(
   loudSetUp(
     async () => {
-      const server = new URL(serverAdminUrl());
-      relay = await TcpRelay.start({ host: server.hostname, port: Number(server.port) });
+      relay = await relayToServer();
       s = await backfilledStripeSync({
         key: 'sk_test_HUNGPATHHUNGPATH0000000',
         seed: 61,
@@ -43,10 +42,7 @@ test.before(
         tunables: { decoder: { silenceMs: SILENCE_MS, lagReportMs: 500, retryMs: 200 }, syncDbQueryTimeoutMs: 5000 },
       });
       control = new pg.Pool({ connectionString: s.svc.controlUrl, max: 2 });
-      const { rows } = await control.query<{ database_name: string }>('SELECT database_name FROM syncs WHERE id = $1', [s.syncId]);
-      const url = new URL(serverAdminUrl());
-      url.pathname = `/${rows[0]!.database_name}`;
-      direct = new pg.Pool({ connectionString: url.toString(), max: 2 });
+      direct = new pg.Pool({ connectionString: await directSyncDatabase(s.svc.controlUrl, s.syncId), max: 2 });
       tail = new RestTail(
         { restUrl: `http://127.0.0.1:${s.svc.service.eventsPort}`, username: s.account.eventsUsername, password: s.account.eventsPassword },
         `svc.${s.syncId}.`,

@@ -10,12 +10,12 @@
  */
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
-import { TcpRelay } from '../sim/tcp-relay.ts';
+import type { TcpRelay } from '../sim/tcp-relay.ts';
 import type { Tunables } from '../src/main.ts';
 import { serverAdminUrl } from './harness/postgres.ts';
 import { waitFor } from './harness/process.ts';
 import { loudSetUp, request, startTestService, type TestService } from './harness/service.ts';
-import { backfilledStripeSync, politely, type StripeSyncSetUp } from './harness/stripe-sync.ts';
+import { backfilledStripeSync, politely, relayToServer, type StripeSyncSetUp } from './harness/stripe-sync.ts';
 
 const BOUNDS = { behindYellowMs: 12_000, redAfterMs: 25_000, reportFreshMs: 9000 };
 const SILENCE_MS = 3000;
@@ -43,8 +43,7 @@ const startDecoder = () =>
 test.before(
   loudSetUp(
     async () => {
-      const server = new URL(serverAdminUrl());
-      relay = await TcpRelay.start({ host: server.hostname, port: Number(server.port) });
+      relay = await relayToServer();
       s = await backfilledStripeSync({
         key: 'sk_test_FROZENPARTS00000000000',
         seed: 67,

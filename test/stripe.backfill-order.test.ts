@@ -71,7 +71,7 @@ test('the core tables are complete within 0.3 of the time, and the progress name
   assert.ok(coreReady, 'the core tables were seen complete before the backfill was');
   // Complete: the first sample from which every core table holds what it holds at the end.
   const final = await countCore();
-  const firstComplete = counted.find((c, i) => counted.slice(i).every((later) => later.counts.join() === final.join()));
+  const firstComplete = counted.find((_c, i) => counted.slice(i).every((later) => later.counts.join() === final.join()));
   assert.ok(firstComplete, `the core tables reached their final counts ${final.join(', ')}`);
   const share = (firstComplete.at - startedAt) / (doneAt - startedAt);
   assert.ok(share < 0.3, `the core tables were complete after ${share.toFixed(2)} of the backfill's time`);

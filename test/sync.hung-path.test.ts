@@ -9,11 +9,11 @@
 import pg from 'pg';
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
-import { TcpRelay } from '../sim/tcp-relay.ts';
+import type { TcpRelay } from '../sim/tcp-relay.ts';
 import { serverAdminUrl } from './harness/postgres.ts';
 import { waitFor } from './harness/process.ts';
 import { loudSetUp } from './harness/service.ts';
-import { backfilledStripeSync, politely, type StripeSyncSetUp } from './harness/stripe-sync.ts';
+import { backfilledStripeSync, directSyncDatabase, politely, relayToServer, type StripeSyncSetUp } from './harness/stripe-sync.ts';
 
 const QUERY_TIMEOUT_MS = 1000;
 /** Long enough for the sync to use up its pooled connections and open new ones into the hang. */
@@ -25,8 +25,7 @@ let direct: pg.Pool;
 test.before(
   loudSetUp(
     async () => {
-      const server = new URL(serverAdminUrl());
-      relay = await TcpRelay.start({ host: server.hostname, port: Number(server.port) });
+      relay = await relayToServer();
       s = await backfilledStripeSync({
         key: 'sk_test_SYNCHUNGPATH000000000',
         seed: 71,
@@ -35,13 +34,7 @@ test.before(
         config: { roles: ['api', 'sync'], targetDatabaseUrl: relay.through(serverAdminUrl()) },
         tunables: { syncDbQueryTimeoutMs: QUERY_TIMEOUT_MS },
       });
-      const control = new pg.Client({ connectionString: s.svc.controlUrl });
-      await control.connect();
-      const { rows } = await control.query<{ database_name: string }>('SELECT database_name FROM syncs WHERE id = $1', [s.syncId]);
-      await control.end();
-      const url = new URL(serverAdminUrl());
-      url.pathname = `/${rows[0]!.database_name}`;
-      direct = new pg.Pool({ connectionString: url.toString(), max: 1 });
+      direct = new pg.Pool({ connectionString: await directSyncDatabase(s.svc.controlUrl, s.syncId), max: 1 });
     },
     () => s?.svc,
   ),

@@ -3,6 +3,8 @@ import { type FakeStripe, type FakeStripeAccount, startFakeStripe } from '../../
 import type { Refusal } from '../../fakes/shared/stats.ts';
 import { STRIPE_API_VERSION } from '../../src/stripe/catalog.ts';
 import { startArrivalFront } from '../../sim/upstreams/arrival-front.ts';
+import { TcpRelay } from '../../sim/tcp-relay.ts';
+import { query, serverAdminUrl } from './postgres.ts';
 import { teeToTestLog } from './test-log.ts';
 import { createAccount, request, startTestService, type TestAccount, type TestService, type TestServiceOptions, waitBackfilled } from './service.ts';
 
@@ -120,4 +122,18 @@ export async function politely<T>(send: () => Promise<T>): Promise<T> {
       await new Promise((r) => setTimeout(r, 1000));
     }
   }
+}
+
+/** A relay in front of the test run's sync databases' server, for the hung-path tests (sim/tcp-relay.ts). */
+export async function relayToServer(): Promise<TcpRelay> {
+  const server = new URL(serverAdminUrl());
+  return TcpRelay.start({ host: server.hostname, port: Number(server.port) });
+}
+
+/** The sync's database on the server itself, as its owner: reached around any relay. */
+export async function directSyncDatabase(controlUrl: string, syncId: string): Promise<string> {
+  const [row] = await query<{ database_name: string }>(controlUrl, 'SELECT database_name FROM syncs WHERE id = $1', [syncId]);
+  const url = new URL(serverAdminUrl());
+  url.pathname = `/${row!.database_name}`;
+  return url.toString();
 }
