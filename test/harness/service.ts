@@ -7,6 +7,7 @@ import { loadConfig, type Config } from '../../src/config.ts';
 import { startFakeAirtable, type FakeAirtable } from '../../fakes/airtable/index.ts';
 import { startFakeStripe, type FakeStripe } from '../../fakes/stripe/index.ts';
 import { startArrivalFront } from '../../sim/upstreams/arrival-front.ts';
+import { logRefusal } from './refusal-log.ts';
 import { withDatabase } from '../../src/db/sql.ts';
 import { createLogger } from '../../src/log.ts';
 import { startService, type Service, type Tunables } from '../../src/main.ts';
@@ -39,7 +40,7 @@ export const STRIPE_TEST_KEYS = ['sk_test_51HxTestKey0000000000000', 'sk_test_se
 
 /** A fake Stripe with one empty account that every STRIPE_TEST_KEYS key reads. */
 export async function startHarnessStripe(): Promise<FakeStripe> {
-  const stripe = await startFakeStripe({ port: 0, trustArrivalStamps: true });
+  const stripe = await startFakeStripe({ port: 0, trustArrivalStamps: true, onRefusal: logRefusal });
   const account = stripe.createAccount();
   for (const key of STRIPE_TEST_KEYS) stripe.addKey(key, { account: account.id });
   return stripe;

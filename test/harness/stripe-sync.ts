@@ -1,11 +1,10 @@
 import Stripe from 'stripe';
 import { type FakeStripe, type FakeStripeAccount, startFakeStripe } from '../../fakes/stripe/index.ts';
-import type { Refusal } from '../../fakes/shared/stats.ts';
 import { STRIPE_API_VERSION } from '../../src/stripe/catalog.ts';
 import { startArrivalFront } from '../../sim/upstreams/arrival-front.ts';
 import { TcpRelay } from '../../sim/tcp-relay.ts';
 import { query, serverAdminUrl } from './postgres.ts';
-import { teeToTestLog } from './test-log.ts';
+import { logRefusal } from './refusal-log.ts';
 import { createAccount, request, startTestService, type TestAccount, type TestService, type TestServiceOptions, waitBackfilled } from './service.ts';
 
 export interface StripeSyncSetUp {
@@ -82,29 +81,6 @@ export async function backfilledStripeSync(options: {
     );
   }
   return { fake, upstream, svc, account, syncId, reader: created.body.database.url, stripe, view };
-}
-
-/**
- * A 429 the fake answered, into the file's service log: who sent the account's requests of the
- * second before it (by user agent: the sync's client or the customer's), and how they spread.
- */
-export function logRefusal(refusal: Refusal): void {
-  const byAgent = new Map<string, number>();
-  for (const a of refusal.before) {
-    const agent = a.agent.split(/[ /]/)[0] ?? a.agent;
-    byAgent.set(agent, (byAgent.get(agent) ?? 0) + 1);
-  }
-  const at = refusal.refused.at;
-  teeToTestLog(
-    JSON.stringify({
-      msg: 'fake Stripe answered 429',
-      time: Date.now(),
-      refused: `${refusal.refused.method} ${refusal.refused.path} (${refusal.refused.agent.split(' ')[0]})`,
-      before: Object.fromEntries(byAgent),
-      arrivalsMsBefore: refusal.before.map((a) => `${Math.round(at - a.at)} ${a.agent.split(/[ /]/)[0]} ${a.method} ${a.path}`),
-    }),
-    'fake-stripe',
-  );
 }
 
 /**
