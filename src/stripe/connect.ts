@@ -194,27 +194,31 @@ export class ConnectedAccounts {
   }
 
   /**
-   * Resolves once the accounts were listed from a moment at or after `since` (ms), and every
-   * account followed then has read its feed from such a moment to its end (a new one after
-   * its backfill): a wait's pass covers the connected accounts too, new ones included.
+   * A wait's pass covers the connected accounts too, new ones included: the accounts are
+   * listed and every feed read now. isCaughtUp() says when that is done.
    */
-  async caughtUp(since: number, signal: AbortSignal): Promise<void> {
+  askCaughtUp(): void {
     this.discoverNow = true;
     this.wakeRun();
     for (const w of this.workers.values()) {
       w.woken = true;
       w.wake();
     }
-    while (!signal.aborted && (this.listedFrom < since || [...this.workers.values()].some((w) => w.polledFrom < since))) {
-      await new Promise<void>((resolve) => {
-        const stop = () => resolve();
-        this.waiters.push(() => {
-          signal.removeEventListener('abort', stop);
-          resolve();
-        });
-        signal.addEventListener('abort', stop, { once: true });
-      });
-    }
+  }
+
+  /**
+   * Whether the accounts were listed from a moment at or after `since` (ms), and every account
+   * followed then has read its feed from such a moment to its end (a new one after its backfill).
+   */
+  isCaughtUp(since: number): boolean {
+    return this.listedFrom >= since && ![...this.workers.values()].some((w) => w.polledFrom < since);
+  }
+
+  /** Resolves at the next listing or read of an account's feed, or after `ms`. */
+  async progressed(ms: number, signal: AbortSignal): Promise<void> {
+    const next = new AbortController();
+    this.waiters.push(() => next.abort());
+    await pause(ms, AbortSignal.any([signal, next.signal]));
   }
 
   /** Lists the platform's connected accounts; starts new ones, removes those gone. */

@@ -6,7 +6,7 @@ import type { StripeSettings } from './settings.ts';
 import { toError } from '../errors.ts';
 import type { Logger } from '../log.ts';
 import type { QuotaLimiter } from '../quota/limiter.ts';
-import { type PassRequests, untilNextPass } from '../sync/passes.ts';
+import { type PassRequests, type PassStart, untilNextPass } from '../sync/passes.ts';
 import { StatusReporter } from '../sync/status-reporter.ts';
 import { backoffDelay, CYCLE_BACKOFF, FATAL_PAUSE_MS } from '../retry.ts';
 import { pause } from '../time.ts';
@@ -301,6 +301,10 @@ export class StripeRunner {
     let lastMeta = 0;
     let lastEventAt = Date.now();
     let gap = 0;
+    // The earliest wanted pass not confirmed yet: it waits for the connected accounts' feeds
+    // while this feed goes on being read. (It used to wait in line here, and one account whose
+    // feed kept failing left the platform's own feed unread, and every wait unanswered.)
+    let waiting: { pass: PassStart; since: number } | undefined;
     const { syncId, passRequests } = this.options;
     const intervalMs = this.options.pollIntervalMs ?? 500;
     while (!signal.aborted) {
@@ -313,21 +317,37 @@ export class StripeRunner {
       const polled = await pollEvents(client, this.options.target, cursor, { late: { reader: this.late, now: pass.wanted } });
       cursor = polled.cursor;
       // Someone waits: the pass also covers every connected account's feed, read from now on.
-      if (pass.wanted) await this.connected.caughtUp(started.getTime(), signal);
+      if (pass.wanted && !waiting) {
+        waiting = { pass, since: started.getTime() };
+        this.connected.askCaughtUp();
+      }
       if (polled.events + polled.late > 0) {
         lastEventAt = Date.now();
         this.upcomingMarked = true;
         this.endUpcomingPause?.();
       }
+      // A wanted pass is confirmed only with the connected accounts (below).
+      const confirms = pass.wanted ? undefined : pass;
       if (polled.events + polled.late > 0 || Date.now() - lastMeta >= META_EVERY_MS) {
         await this.status.cycleStarted(started);
-        await this.status.cycleCompleted(started, new Date(), pass);
+        await this.status.cycleCompleted(started, new Date(), confirms);
         lastMeta = Date.now();
-      } else {
-        await this.status.passCompleted(pass);
+      } else if (confirms) {
+        await this.status.passCompleted(confirms);
       }
       gap = nextPollGap({ intervalMs, previousGapMs: gap, sinceEventMs: Date.now() - lastEventAt });
-      await untilNextPass({ requests: passRequests, syncId, mark, intervalMs: gap, lastStart, signal });
+      if (waiting) {
+        // Confirmed as soon as the accounts have caught up, within this poll's gap; else at a later look.
+        const until = lastStart + intervalMs;
+        while (!signal.aborted && !this.connected.isCaughtUp(waiting.since) && Date.now() < until) {
+          await this.connected.progressed(until - Date.now(), signal);
+        }
+        if (this.connected.isCaughtUp(waiting.since)) {
+          await this.status.passCompleted(waiting.pass);
+          waiting = undefined;
+        }
+      }
+      await untilNextPass({ requests: passRequests, syncId, mark, intervalMs: waiting ? intervalMs : gap, lastStart, signal });
     }
   }
 
