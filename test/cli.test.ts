@@ -204,7 +204,7 @@ test('the pool of servers is managed from the CLI, its URLs read from stdin and 
     input: 'sk_test_fromstdin0000\n',
   });
   assert.is(nowhere.code, 1);
-  assert.is(nowhere.output, 'tributary syncs create: 422 unprocessable: region mars: there is no server in this region\n');
+  assert.is(nowhere.output, 'tributary syncs create: 422 unprocessable: region mars: no server in this region can take a new sync\n');
   const notOperator = await cli(['servers', 'list'], { token: account.token });
   assert.is(notOperator.code, 1);
   assert.match(notOperator.output, /^tributary servers list: 403 forbidden: /);

@@ -291,12 +291,12 @@ test('placement follows free capacity; a draining server gets no new sync; a ful
   syncs.set('first', { id: onFirst.body.id, database: onFirst.body.database.name });
 
   const before = await everything();
-  refused(await newSync(airtableBody('appCCCCCCCCCCCCCC')), 422, /^region eu: no server in this region has room for another sync$/, 'a full region');
+  refused(await newSync(airtableBody('appCCCCCCCCCCCCCC')), 422, /^region eu: no server in this region can take a new sync$/, 'a full region');
   refused(
     await newSync(airtableBody('appCCCCCCCCCCCCCC', { region: 'us-west-2' })),
     422,
-    /^region us-west-2: there is no server in this region$/,
-    'an unknown region',
+    /^region us-west-2: no server in this region can take a new sync$/,
+    'an unknown region: the same answer, so no name is told to be a region',
   );
   refused(await newSync(airtableBody('appCCCCCCCCCCCCCC', { region: 'Mars!' })), 400, /^region: must be lower-case letters/, 'a bad region name');
   refused(
@@ -379,7 +379,7 @@ test("creates at once take a server's last place once", async () => {
     const lost = outcomes.flatMap((o) => (o.status === 'rejected' ? [(o.reason as Error).message] : []));
     assert.is(won.length, 1, `one winner: ${lost.join('; ')}`);
     assert.is(won[0]!.serverId, secondId);
-    assert.equal(lost, Array(7).fill('region eu: no server in this region has room for another sync'));
+    assert.equal(lost, Array(7).fill('region eu: no server in this region can take a new sync'));
     const server = await admin('GET', `/api/servers/${secondId}`);
     assert.equal([server.body.syncs, server.body.capacity, server.body.free], [4, 4, 0]);
     await store.remove(won[0]!.id);
@@ -426,7 +426,7 @@ test('a server leaves the pool only once it holds no sync; a deleted sync leaves
   const firstGone = await admin('DELETE', `/api/servers/${firstId}`);
   assert.is(firstGone.status, 200, firstGone.text);
   assert.equal((await admin('GET', '/api/servers')).body.data, []);
-  refused(await newSync(stripeSyncBody()), 422, /^region eu: there is no server in this region$/, 'an empty pool');
+  refused(await newSync(stripeSyncBody()), 422, /^region eu: no server in this region can take a new sync$/, 'an empty pool');
 });
 
 test.run();

@@ -81,10 +81,10 @@ async function regionMembers(db: pg.Pool | pg.PoolClient, region: string): Promi
 /** The member a new sync of `region` goes to, or a 422 naming the region. */
 async function choose(db: pg.Pool | pg.PoolClient, region: string): Promise<ServerRecord> {
   const members = await regionMembers(db, region);
-  // The deployment's other regions are not named: an account learns nothing of it but its own.
-  if (members.length === 0) throw new TributaryError('unprocessable', `region ${region}: there is no server in this region`);
+  // One answer for a region without servers and one whose servers are full: an account
+  // learns neither the deployment's other regions nor which names are regions at all.
   const open = members.find((server) => !server.draining && freeOf(server) > 0);
-  if (!open) throw new TributaryError('unprocessable', `region ${region}: no server in this region has room for another sync`);
+  if (!open) throw new TributaryError('unprocessable', `region ${region}: no server in this region can take a new sync`);
   return open;
 }
 
