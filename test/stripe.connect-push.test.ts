@@ -266,6 +266,21 @@ test('a flood of forged deliveries is refused cheaply: the sync and the API stay
   );
   assert.is(genuine.statuses.filter((status) => status === 200).length, 1);
   assert.is(genuine.pings, 1, 'the signed delivery woke the sync');
+  // A flood of one signed delivery sent again, half of it behind junk signatures, costs what
+  // that delivery does: it is taken once, and wakes the sync once.
+  const again = payload(9999);
+  const header = stripeNode.webhooks.generateTestHeaderString({ payload: again, secret });
+  const [t, v1] = header.split(',') as [string, string];
+  const replays = await costed((i) =>
+    fetch(hookUrl(), {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', 'stripe-signature': i % 2 === 0 ? header : `${t},v1=${'f'.repeat(64)},${v1}` },
+      body: again,
+    }).then((r) => r.status),
+  );
+  assert.is(replays.statuses.filter((status) => status === 200).length, 1, 'the delivery taken once');
+  assert.equal([...new Set(replays.statuses)].sort(), [200, 401], 'every other copy refused');
+  assert.is(replays.pings, 1, `3,000 copies woke the sync once (${replays.upstream} upstream requests meanwhile)`);
   // And the API keeps answering: every view during the flood was a 200 (viewsDuring), within a
   // bound only a real fault reaches. How fast is not compared here: the flood's own clients
   // sign each forged body in this process, beside the service, so the view's times measure
