@@ -605,6 +605,13 @@ test('bad input answers a clear 4xx with the error shape, and the server keeps s
     ['committed with a bad topics list', '/committed/g/i', { body: { topics: [1] } }, 400],
     ['offsets with no body', '/offsets/latest', {}, 400],
     ['offsets at a bad timestamp', '/offsets/yesterday', { body: { topic, partition: 0 } }, 400],
+    // The odd forms of a time: only whole milliseconds since the epoch are one.
+    ...(['', '-1', '1.5', '1e3', '0x10', ' 1', '9'.repeat(16), '2026-12-01T22:00:00%2B24:00', '2016-12-31T23:59:60Z', '%2B99:99'].map((at) => [
+      `offsets at the timestamp "${decodeURIComponent(at)}"`,
+      `/offsets/${at}`,
+      { body: [{ topic, partition: 0 }] },
+      at === '' ? 404 : 400,
+    ]) as Array<[string, string, Parameters<typeof call>[2], number]>),
     ['removing an instance that does not exist', '/delete-consumer/g/nobody', {}, 404],
     ['an unknown path', '/produce/x/y', {}, 404],
     ['the root', '/', {}, 404],
@@ -612,6 +619,15 @@ test('bad input answers a clear 4xx with the error shape, and the server keeps s
   for (const [what, path, options, status] of cases) {
     assertError(await call('POST', path, { auth, ...options }), status, what);
   }
+  // The two ends of what the path takes are answers: the first event kept (none: -1), and none that late.
+  const offsetAt = async (at: string) => {
+    const answer = await call('POST', `/offsets/${at}`, { auth, body: [{ topic, partition: 0 }] });
+    assert.is(answer.status, 200, `offsets at ${at}: ${answer.text}`);
+    return answer.body[0].offset as number;
+  };
+  const [earliest, latest] = [await offsetAt('earliest'), await offsetAt('latest')];
+  assert.is(await offsetAt('0'), earliest < latest ? earliest : -1, 'offsets since 1970');
+  assert.is(await offsetAt('9'.repeat(15)), -1, 'offsets from the year 33658');
 
   // Messages name the field.
   const negative = await call('POST', '/fetch', { auth, body: { topic, partition: 0, offset: -1 } });
