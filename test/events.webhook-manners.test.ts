@@ -177,6 +177,33 @@ test('attempts to one host are bounded across webhooks of every sync, recovery i
   assert.ok(mostInASecond(a, b) <= 23, `${mostInASecond(a, b)} attempts within one second, recovery included`);
 });
 
+test('a replay of exhausted deliveries goes out through the same bound', async () => {
+  const bounds = new SharedBounds({ perHost: 20, perAccount: 10_000, heldPerAccount: 20_000 });
+  const syncId = await world.newSync();
+  const receiver = await world.receiver();
+  receiver.behaviour = () => 500;
+  const hook = await world.createWebhook(syncId, { url: receiver.url, topics: [topic(syncId)] });
+  // One attempt each: every delivery is exhausted at its first failure.
+  world.deliver(syncId, { bounds, schedule: { ...FAST_SCHEDULE, maxAttempts: 1 } });
+  await world.log(
+    syncId,
+    Array.from({ length: 40 }, (_, i) => ({ id: `r${i}` })),
+  );
+  const exhausted = async () =>
+    (await world.pool.query<{ n: number }>("SELECT count(*)::int AS n FROM webhook_deliveries WHERE destination_id = $1 AND status = 'exhausted'", [hook.id]))
+      .rows[0]!.n;
+  await until('all forty exhausted', async () => (await exhausted()) === 40, 15_000);
+  receiver.behaviour = () => 200;
+  const asked = await request(world.apiUrl, 'POST', `/api/syncs/${syncId}/webhooks/${hook.id}/deliveries/replay`, { token: world.account.token });
+  assert.is(asked.status, 202, asked.text);
+  assert.is(asked.body.replayed, 40);
+  const from = Date.now();
+  await until('all forty delivered', () => receiver.accepted.length === 40, 15_000);
+  // 20 a second and a burst of 2: forty take at least 1.9 s.
+  assert.ok(Date.now() - from >= 1_800, `a replay of 40 at 20 a second took ${Date.now() - from} ms`);
+  assert.ok(mostInASecond(receiver) <= 23, `${mostInASecond(receiver)} attempts within one second, the replay included`);
+});
+
 test("attempts of one account are bounded across its webhooks' hosts", async () => {
   const bounds = new SharedBounds({ perHost: 10_000, perAccount: 20, heldPerAccount: 20_000 });
   const syncId = await world.newSync();
