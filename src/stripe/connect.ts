@@ -214,6 +214,12 @@ export class ConnectedAccounts {
     return this.listedFrom >= since && ![...this.workers.values()].some((w) => w.polledFrom < since);
   }
 
+  /** What isCaughtUp(since) still waits for, for the log. */
+  behind(since: number): { listedBehindMs: number; accountsBehind: number; accounts: number } {
+    const behind = [...this.workers.values()].filter((w) => w.polledFrom < since).length;
+    return { listedBehindMs: Math.max(0, since - this.listedFrom), accountsBehind: behind, accounts: this.workers.size };
+  }
+
   /** Resolves at the next listing or read of an account's feed, or after `ms`. */
   async progressed(ms: number, signal: AbortSignal): Promise<void> {
     const next = new AbortController();

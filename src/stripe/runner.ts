@@ -73,6 +73,8 @@ export function syncShare(key: string, turbo: boolean): number {
 
 /** Without new events, `_sync_meta` still says "up to date as of" this often. */
 const META_EVERY_MS = 15_000;
+/** A wanted pass waiting this long (and each time as long again) for the connected accounts says so in the debug log. */
+const WAIT_NOTE_MS = 5_000;
 /** Connected accounts go by settings read this recently. */
 const SETTINGS_FRESH_MS = 10_000;
 /** Upcoming invoice previews are marked by the feed's reads, which wake their loop; this is its safety net. */
@@ -304,7 +306,7 @@ export class StripeRunner {
     // The earliest wanted pass not confirmed yet: it waits for the connected accounts' feeds
     // while this feed goes on being read. (It used to wait in line here, and one account whose
     // feed kept failing left the platform's own feed unread, and every wait unanswered.)
-    let waiting: { pass: PassStart; since: number } | undefined;
+    let waiting: { pass: PassStart; since: number; notes: number } | undefined;
     const { syncId, passRequests } = this.options;
     const intervalMs = this.options.pollIntervalMs ?? 500;
     while (!signal.aborted) {
@@ -318,7 +320,7 @@ export class StripeRunner {
       cursor = polled.cursor;
       // Someone waits: the pass also covers every connected account's feed, read from now on.
       if (pass.wanted && !waiting) {
-        waiting = { pass, since: started.getTime() };
+        waiting = { pass, since: started.getTime(), notes: 0 };
         this.connected.askCaughtUp();
       }
       if (polled.events + polled.late > 0) {
@@ -345,6 +347,12 @@ export class StripeRunner {
         if (this.connected.isCaughtUp(waiting.since)) {
           await this.status.passCompleted(waiting.pass);
           waiting = undefined;
+        } else if (Date.now() - waiting.since >= WAIT_NOTE_MS * (waiting.notes + 1)) {
+          waiting.notes++;
+          this.options.logger.debug(
+            { ...this.connected.behind(waiting.since), waitingMs: Date.now() - waiting.since },
+            "a wanted pass still waits for the connected accounts' feeds",
+          );
         }
       }
       await untilNextPass({ requests: passRequests, syncId, mark, intervalMs: waiting ? intervalMs : gap, lastStart, signal });
