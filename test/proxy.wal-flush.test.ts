@@ -52,10 +52,13 @@ test.after(async () => {
   await server?.stop();
 });
 
-test('each proxied create is in the event log within a second of its answer', async () => {
+test("each proxied create is in the event log long before the WAL writer's next round", async () => {
   const [delay] = await query<{ wal_writer_delay: string }>(server.adminUrl, 'SHOW wal_writer_delay');
   assert.is(delay!.wal_writer_delay, '10s');
-  for (let i = 0; i < 3; i++) {
+  // Without the flush each change waits for the WAL writer, 0–10 s: five all under 3 s by
+  // chance is 0.3⁵, a quarter of one percent. (The bound was a second; beside a burnt core a
+  // flushed change once took 1.2 s.)
+  for (let i = 0; i < 5; i++) {
     const created = await request(`http://127.0.0.1:${svc.service.proxyPort}`, 'POST', `/api.airtable.com/v0/${TEST_BASES[0]}/${tableId}`, {
       token: AIRTABLE_TEST_TOKEN,
       body: { fields: { Name: `flushed ${i}` } },
@@ -72,7 +75,7 @@ test('each proxied create is in the event log within a second of its answer', as
       20,
     );
     const took = Date.now() - answered;
-    assert.ok(took < 1_000, `proxied create ${i} reached the event log ${took} ms after its answer`);
+    assert.ok(took < 3_000, `proxied create ${i} reached the event log ${took} ms after its answer`);
   }
 });
 
