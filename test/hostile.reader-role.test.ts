@@ -99,8 +99,10 @@ test("a reader that lifts its own timeout and work_mem is put back, with the ope
   };
   try {
     await client.query('SET default_transaction_read_only = off');
-    await alter('ALTER ROLE current_user SET statement_timeout = 0');
-    await alter("ALTER ROLE current_user SET work_mem = '8GB'");
+    // Both in one transaction (one simple query): made one after the other, the guard's check
+    // could come between them and put back each on its own, so that neither both changes nor
+    // one repair naming both was ever seen (beside a burnt core, test).
+    await alter("ALTER ROLE current_user SET statement_timeout = 0; ALTER ROLE current_user SET work_mem = '8GB'");
   } finally {
     await client.end();
   }
