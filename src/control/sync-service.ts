@@ -257,14 +257,17 @@ export class SyncService {
     // Marked first, so a crash mid-way is finished by the reconciler rather than forgotten;
     // a database other syncs still use is refused in the same step (SyncStore.markDeleting).
     await this.options.store.markDeleting(record.id, keepDatabase);
-    await this.options
-      .upstreamCleanup?.(record)
-      .catch((err: unknown) => this.options.logger.warn({ err, sync: record.id }, 'upstream cleanup failed; continuing the delete'));
     // The sync's runner and decoder stop when their workers see it is being deleted (a tick,
     // 2 s by default): its database is dropped after that, not under them. A worker that died
     // holds its lease until it lapses; the delete waits RELEASE_WAIT_MS at most.
     const until = Date.now() + RELEASE_WAIT_MS;
     while (Date.now() < until && !(await this.options.store.released(record.id))) await pause(100);
+    // Only then what it made upstream: a runner still at work could register a webhook after a
+    // cleanup that found none, and leave it behind (stripe.connect-push, a delete just after
+    // the setting was turned on).
+    await this.options
+      .upstreamCleanup?.(record)
+      .catch((err: unknown) => this.options.logger.warn({ err, sync: record.id }, 'upstream cleanup failed; continuing the delete'));
     await this.destroy({ ...record, keepDatabase });
     this.options.logger.info({ sync: record.id, keepDatabase }, 'sync deleted');
   }
