@@ -206,15 +206,13 @@ export class ConnectedAccounts {
     }
   }
 
-  /**
-   * Whether the accounts were listed from a moment at or after `since` (ms), and every account
-   * followed then has read its feed from such a moment to its end (a new one after its backfill).
-   */
+  /** Whether the accounts were listed, and every account followed read its feed to its end (a new one after its backfill), from `since` (ms) on. */
   isCaughtUp(since: number): boolean {
-    return this.listedFrom >= since && ![...this.workers.values()].some((w) => w.polledFrom < since);
+    const { listedBehindMs, accountsBehind } = this.behind(since);
+    return listedBehindMs === 0 && accountsBehind === 0;
   }
 
-  /** What isCaughtUp(since) still waits for, for the log. */
+  /** What isCaughtUp(since) still waits for (also for the log). */
   behind(since: number): { listedBehindMs: number; accountsBehind: number; accounts: number } {
     const behind = [...this.workers.values()].filter((w) => w.polledFrom < since).length;
     return { listedBehindMs: Math.max(0, since - this.listedFrom), accountsBehind: behind, accounts: this.workers.size };
