@@ -7,7 +7,7 @@ import { loadConfig, type Config } from '../../src/config.ts';
 import { startFakeAirtable, type FakeAirtable } from '../../fakes/airtable/index.ts';
 import { startFakeStripe, type FakeStripe } from '../../fakes/stripe/index.ts';
 import { startArrivalFront } from '../../sim/upstreams/arrival-front.ts';
-import { logRefusal } from './refusal-log.ts';
+import { explainRefusalsFrom, logRefusal } from './refusal-log.ts';
 import { withDatabase } from '../../src/db/sql.ts';
 import { createLogger } from '../../src/log.ts';
 import { startService, type Service, type Tunables } from '../../src/main.ts';
@@ -95,6 +95,7 @@ export async function startTestService(options: TestServiceOptions = {}): Promis
   const front = stripe ? await startArrivalFront(stripe.url) : undefined;
   const stripeUrl = options.stripeUrl ?? front!.url;
   const controlUrl = overrides.databaseUrl ?? (await freshControlDatabase());
+  const unexplain = explainRefusalsFrom(controlUrl);
   const adminToken = `tra_test_${path.basename(dataDir)}`;
   const logs = new LogCollector();
   const config = loadConfig(
@@ -133,6 +134,7 @@ export async function startTestService(options: TestServiceOptions = {}): Promis
         await front?.close();
         await stripe?.close();
       } finally {
+        unexplain();
         await rm(dataDir, { recursive: true, force: true });
         dataDirs.delete(dataDir);
       }
