@@ -4,6 +4,7 @@
  * the quota, the fakes see no 429; clients go first; past the queue's bound clients get the
  * proxy's own 429. The fakes run in their own processes (see harness/fake-process.ts).
  */
+import http from 'node:http';
 import Airtable from 'airtable';
 import Stripe from 'stripe';
 import { test } from 'uvu';
@@ -192,6 +193,45 @@ test('Airtable: clients that hang up while queued leave quietly: no error in the
   } finally {
     await patient.stop();
   }
+});
+
+test('Stripe: a request whose body arrives slowly is logged in the quota when it went upstream, not when it was granted', async () => {
+  // The slot is granted as the headers arrive; the upstream counts the request once it has all
+  // of it. Logged at the grant, the next window would open early by the body's time.
+  const started = Date.now();
+  let lastByteAt = 0;
+  const status = await new Promise<number>((resolve, reject) => {
+    const req = http.request(`${proxy.url}/v1/customers`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${STRIPE_KEY}`, 'content-type': 'application/x-www-form-urlencoded', 'transfer-encoding': 'chunked' },
+    });
+    req.on('response', (res) => {
+      res.resume();
+      res.on('end', () => resolve(res.statusCode ?? 0));
+    });
+    req.on('error', reject);
+    req.write('email=slow%40example.com');
+    setTimeout(() => {
+      lastByteAt = Date.now();
+      req.end('&name=Slow');
+    }, 600);
+  });
+  assert.is(status, 200);
+  const clientEntries = async () =>
+    (await query<{ at: Date }>(svc.controlUrl, "SELECT at FROM quota_requests WHERE kind = 'client' AND at >= $1 ORDER BY at", [new Date(started)])).map((r) =>
+      r.at.getTime(),
+    );
+  // The restamp is written without waiting for it: look until it lands.
+  const entries = await waitFor(
+    'the request logged after its last byte',
+    async () => {
+      const at = await clientEntries();
+      return at.length > 0 && at[0]! >= lastByteAt - 20 ? at : undefined;
+    },
+    10_000,
+  ).catch(async () => clientEntries());
+  assert.ok(entries.length > 0, 'the request took a slot');
+  assert.ok(entries[0]! >= lastByteAt - 20, `logged ${lastByteAt - entries[0]!} ms before its last byte went`);
 });
 
 test('Stripe: a burst above the account limit (25/s in test mode) alongside the sync: no 429 upstream', async () => {

@@ -25,6 +25,8 @@ export interface UpstreamRequest {
   headers: string[];
   /** A buffered body, the client's own stream (already size-limited), or none. */
   body: Buffer | Readable | undefined;
+  /** Called once the whole request has been handed to the socket: when the upstream will count it. */
+  onSent?: () => void;
 }
 
 const UNREACHABLE = new Set(['ECONNREFUSED', 'ENOTFOUND', 'EAI_AGAIN', 'EHOSTUNREACH', 'ENETUNREACH', 'EADDRNOTAVAIL']);
@@ -110,6 +112,7 @@ export class Forwarder {
       });
       // The answer's clock starts once the whole request has gone.
       req.on('finish', () => {
+        request.onSent?.();
         clear();
         timer = setTimeout(
           () => fail(new ProxyError('gateway_timeout', `${request.name} did not answer within ${this.options.responseTimeoutMs / 1000} s`)),

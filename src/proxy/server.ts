@@ -191,7 +191,6 @@ export function createProxyHandler(options: ProxyOptions): ProxyHandler {
     } finally {
       res.off('close', leave);
     }
-    grant?.sent();
     const body: Buffer | Readable | undefined = plan.body !== undefined ? plan.body : hasBody ? req.pipe(sizeLimit(maxBody)) : undefined;
     if (body && !Buffer.isBuffer(body)) req.once('error', (error) => body.destroy(error));
     const upstream = await forwarder.send({
@@ -201,6 +200,9 @@ export function createProxyHandler(options: ProxyOptions): ProxyHandler {
       path: plan.path,
       headers: upstreamRequestHeaders(req, kind.where.host, plan.body?.length),
       body,
+      // Logged when the request has gone, not when its slot was granted: a body that streams in
+      // slowly, or a busy event loop, would otherwise open the next window early (a 429 seen in CI).
+      onSent: () => grant?.sent(),
     });
     const receivedAt = Date.now();
     const status = upstream.statusCode ?? 502;
