@@ -118,6 +118,24 @@ async function fillSlots(): Promise<pg.Client[]> {
   return held;
 }
 
+/**
+ * A wait that failed once the slots were free says what every session of the server was doing
+ * then (what it ran, what it waited on): a runner that stalled once here logged nothing.
+ */
+async function explained(wait: () => Promise<void>): Promise<void> {
+  try {
+    await wait();
+  } catch (error) {
+    const sessions = await query<{ datname: string | null; state: string | null; wait: string | null; age_s: number; query: string }>(
+      server.adminUrl,
+      `SELECT datname, state, wait_event_type || ':' || wait_event AS wait, round(extract(epoch FROM now() - query_start))::int AS age_s, left(query, 120) AS query
+         FROM pg_stat_activity WHERE backend_type = 'client backend' AND pid <> pg_backend_pid() AND state <> 'idle' ORDER BY query_start`,
+    ).catch((e: Error) => [{ datname: null, state: null, wait: null, age_s: 0, query: `pg_stat_activity unreadable: ${e.message}` }]);
+    const lines = sessions.map((s) => `${s.datname} ${s.state} ${s.wait ?? '-'} ${s.age_s}s ${s.query}`);
+    throw new Error(`${(error as Error).message}\nsessions not idle:\n${lines.join('\n') || '(none)'}`);
+  }
+}
+
 /** Reads a topic from the start until every `id:name` wanted has been seen (60 s at most). */
 async function kafkaNames(topic: string, wanted: string[]): Promise<boolean> {
   const consumer = new Kafka({ clientId: 'hostile-connections', brokers, logLevel: logLevel.NOTHING }).consumer({ groupId: `full-${Date.now()}` });
@@ -241,8 +259,8 @@ test("with every connection slot taken from outside, the service's loops wait, t
     assert.is(base.records('Clients').find((r) => r.id === written)?.fields.Name, 'Before', 'not forwarded');
     await airtableJs(clients.update(written, { Name: 'Proxied while full' }));
   }
-  await waitOk(svc, account.token, syncId, 60_000);
-  await waitOk(svc, other.token, otherId, 60_000);
+  await explained(() => waitOk(svc, account.token, syncId, 60_000));
+  await explained(() => waitOk(svc, other.token, otherId, 60_000));
   const otherRows = await query<{ id: string; name: string }>(otherSync.body.database.url, 'SELECT id, name FROM clients ORDER BY id');
   assert.equal(otherRows.map((r) => `${r.id}:${r.name}`).sort(), [`${changed}:Changed while full`, `${written}:Proxied while full`].sort());
   const rows = await query<{ id: string; name: string }>(created.body.database.url, 'SELECT id, name FROM customer WHERE id = ANY($1) ORDER BY name', [
