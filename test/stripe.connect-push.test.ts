@@ -16,7 +16,7 @@ import { freePort } from './harness/ports.ts';
 import { query } from './harness/postgres.ts';
 import { waitFor } from './harness/process.ts';
 import { request, startTestService } from './harness/service.ts';
-import { backfilledStripeSync, type StripeSyncSetUp } from './harness/stripe-sync.ts';
+import { backfilledStripeSync, politely, type StripeSyncSetUp } from './harness/stripe-sync.ts';
 
 const KEY = 'sk_test_CONNECTPUSHPLATFORM0001';
 /** Each account's feed is read this often while push works: far longer than a delivery takes. */
@@ -51,7 +51,8 @@ test.after(async () => {
 });
 
 const rows = (sql: string, params: unknown[] = []) => query<Record<string, any>>(s.reader, sql, params);
-const endpoints = async () => (await s.stripe.webhookEndpoints.list()).data;
+// The test's own requests share the key's limit with the sync: retried after a 429, as a client should.
+const endpoints = async () => (await politely(() => s.stripe.webhookEndpoints.list())).data;
 const hookUrl = () => `${api}/hooks/stripe/${s.syncId}`;
 
 /** Whether `read` holds within `ms`. */
@@ -295,17 +296,33 @@ test('a flood of forged deliveries is refused cheaply: the sync and the API stay
   assert.is(waited.body.ok, true);
 });
 
-test('the endpoint goes when the setting is turned off, and with the sync', async () => {
+test('the endpoint goes when the setting is turned off, and with the sync; so do strays at its URL', async () => {
   const off = await request(s.svc.api, 'PATCH', `/api/syncs/${s.syncId}`, { token: s.account.token, body: { settings: { connected_accounts: false } } });
   assert.is(off.status, 200);
   await waitFor('the endpoint deleted', async () => ((await endpoints()).length === 0 ? true : undefined), 20_000);
   await waitFor('its row deleted', async () => ((await rows('SELECT 1 FROM public.webhook_endpoint')).length === 0 ? true : undefined), 5_000);
+  // What a runner stopped before Stripe's answer to its creation came leaves: an endpoint at the
+  // sync's URL that the sync never recorded. Another of the account's, elsewhere, is not the sync's.
+  const stray = () => politely(() => s.stripe.webhookEndpoints.create({ url: hookUrl(), enabled_events: ['*'], connect: true }));
+  const before = await stray();
+  const elsewhere = await politely(() => s.stripe.webhookEndpoints.create({ url: `${api}/elsewhere`, enabled_events: ['*'] }));
   const on = await request(s.svc.api, 'PATCH', `/api/syncs/${s.syncId}`, { token: s.account.token, body: { settings: { connected_accounts: true } } });
   assert.is(on.status, 200);
-  await waitFor('the endpoint made again', async () => ((await endpoints()).length === 1 ? true : undefined), 20_000);
+  const ids = async (url: string) => (await endpoints()).filter((e) => e.url === url).map((e) => e.id);
+  const [made] = await waitFor(
+    'the endpoint made again',
+    async () => {
+      const at = await ids(hookUrl());
+      return at.length === 1 && at[0] !== before.id ? at : undefined;
+    },
+    20_000,
+  );
+  assert.ok(made, 'one endpoint at the URL: the new one, the stray removed before it was made');
+  await stray();
   const deleted = await request(s.svc.api, 'DELETE', `/api/syncs/${s.syncId}`, { token: s.account.token });
   assert.ok(deleted.status < 300, deleted.text);
-  await waitFor('the endpoint deleted with the sync', async () => ((await endpoints()).length === 0 ? true : undefined), 20_000);
+  await waitFor('the endpoints at its URL deleted with the sync', async () => ((await ids(hookUrl())).length === 0 ? true : undefined), 20_000);
+  assert.equal(await ids(`${api}/elsewhere`), [elsewhere.id], 'an endpoint at another URL is left alone');
 });
 
 test.run();

@@ -131,6 +131,8 @@ export interface CleanupContext extends KindContext {
   /** Where the sync's tables and bookkeeping are in it (src/syncdb/schemas.ts). */
   schemas: SyncSchemas;
   key: Secret;
+  /** Where the sync's inbound deliveries were sent, when the service has a public URL: what it may have registered upstream. */
+  hookUrl?: string;
 }
 
 export interface RunnerContext extends KindContext {

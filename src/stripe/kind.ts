@@ -34,7 +34,7 @@ export const stripeKind: SourceKind = {
   proxy: { barePrefix: 'v1', planner: stripePlanner },
   // Connect webhook deliveries (connected accounts, with a public URL): they wake the account's reader.
   inbound: stripeInbound,
-  /** The Connect webhook endpoint the sync registered, if any. */
+  /** The Connect webhook endpoint the sync registered, if any, and any at its URL it never recorded. */
   async cleanup(context: CleanupContext) {
     const key = context.key.reveal();
     const client = new StripeClient({
@@ -46,7 +46,7 @@ export const stripeKind: SourceKind = {
       rule: stripeRule(key),
       attempts: 2,
     });
-    await removeConnectEndpoint(client, context.target, { schemas: context.schemas, running: false });
+    await removeConnectEndpoint(client, context.target, { schemas: context.schemas, running: false, url: context.hookUrl });
   },
   describeUpstream: (sync) => (sync.upstreamAccountId ? `Stripe account ${sync.upstreamAccountId}` : 'this Stripe key'),
   events: {

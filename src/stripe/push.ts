@@ -107,6 +107,9 @@ export async function ensureConnectEndpoint(
     } else if (state) {
       await removeEndpoint(client, state.id, db);
     }
+    // One a runner stopped before Stripe's answer came was never recorded: it would go on
+    // receiving deliveries no one can verify, and hold one of the account's 16 endpoints.
+    await removeStrays(client, hooks.url);
     const created = await client.request<{ id: string; secret: string } & StripeObject>('POST', '/v1/webhook_endpoints', {
       url: hooks.url,
       connect: true,
@@ -136,12 +139,32 @@ export async function ensureConnectEndpoint(
  * Deletes the sync's endpoint, if it made one: the setting turned off (`running`: its row in
  * `webhook_endpoint` goes too), or the sync deleted (its database goes anyway).
  */
-export async function removeConnectEndpoint(client: StripeClient, db: pg.Pool, options: { schemas?: SyncSchemas; running: boolean }): Promise<void> {
+export async function removeConnectEndpoint(
+  client: StripeClient,
+  db: pg.Pool,
+  options: { schemas?: SyncSchemas; running: boolean; url?: string },
+): Promise<void> {
   const schemas = options.schemas ?? STRIPE_SCHEMAS;
   const state = await loadState<HookState>(db, schemas, HOOK_KEY);
-  if (!state) return;
-  await removeEndpoint(client, state.id, options.running ? db : undefined);
-  await db.query(`DELETE FROM ${bookkeeping(schemas, '_state')} WHERE key = $1`, [HOOK_KEY]);
+  if (state) {
+    await removeEndpoint(client, state.id, options.running ? db : undefined);
+    await db.query(`DELETE FROM ${bookkeeping(schemas, '_state')} WHERE key = $1`, [HOOK_KEY]);
+  }
+  // A sync deleted while its runner was registering: Stripe made an endpoint the sync never recorded.
+  if (options.url) await removeStrays(client, options.url);
+}
+
+/** Every endpoint of the account at `url`: the URL names the sync, so any there is its own. */
+async function removeStrays(client: StripeClient, url: string): Promise<void> {
+  const strays: string[] = [];
+  let after: string | undefined;
+  for (;;) {
+    const page = await client.listPage('/v1/webhook_endpoints', { limit: 100, ...(after ? { starting_after: after } : {}) });
+    for (const endpoint of page.data) if (endpoint.url === url) strays.push(String(endpoint.id));
+    after = page.data.at(-1)?.id as string | undefined;
+    if (!page.has_more || !after) break;
+  }
+  for (const id of strays) await removeEndpoint(client, id);
 }
 
 async function removeEndpoint(client: StripeClient, id: string, db?: pg.Pool): Promise<void> {

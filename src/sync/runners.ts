@@ -136,7 +136,7 @@ export function runnerFactory(options: RunnerFactoryOptions): (syncId: string) =
       hooks:
         kind.inbound && options.publicOrigin
           ? {
-              url: `${options.publicOrigin}/hooks/${kind.name}/${sync.id}`,
+              url: hookUrlOf(options.publicOrigin, kind.name, sync.id),
               save: (hookId: string, secret: string) => options.store.saveHook(sync.id, hookId, secret),
             }
           : undefined,
@@ -189,8 +189,13 @@ export function runnerFactory(options: RunnerFactoryOptions): (syncId: string) =
   };
 }
 
+/** Where a sync's inbound deliveries come (the hooks route): the URL it registers upstream. */
+const hookUrlOf = (publicOrigin: string, kind: string, syncId: string) => `${publicOrigin}/hooks/${kind}/${syncId}`;
+
 /** What a deleted sync left upstream, removed by its kind (Airtable's webhook). */
-export function upstreamCleanup(options: Pick<RunnerFactoryOptions, 'kinds' | 'store' | 'syncService' | 'upstreams' | 'limiter' | 'logger' | 'control'>) {
+export function upstreamCleanup(
+  options: Pick<RunnerFactoryOptions, 'kinds' | 'store' | 'syncService' | 'upstreams' | 'limiter' | 'logger' | 'control' | 'publicOrigin'>,
+) {
   return async (sync: SyncRecord): Promise<void> => {
     const kind = options.kinds.get(sync.kind);
     if (!kind.cleanup) return;
@@ -206,6 +211,7 @@ export function upstreamCleanup(options: Pick<RunnerFactoryOptions, 'kinds' | 's
         limiter: options.limiter,
         logger: options.logger,
         control: options.control,
+        hookUrl: kind.inbound && options.publicOrigin ? hookUrlOf(options.publicOrigin, kind.name, sync.id) : undefined,
       });
     } finally {
       await target.end();
