@@ -22,6 +22,7 @@ import { CONTROL_TEMPLATE } from './harness/postgres.ts';
 import { migrateControlDatabase } from '../src/db/migrate.ts';
 import { ident, withClient, withDatabase } from '../src/db/sql.ts';
 import { failureWindow } from './harness/failure-log.ts';
+import { NOTE } from './harness/note.ts';
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 const FILE_TIMEOUT_MS = Number(process.env.TEST_FILE_TIMEOUT_MS || 5 * 60_000);
@@ -222,6 +223,13 @@ async function main(): Promise<number> {
     const mark = result.ok ? 'ok  ' : 'FAIL';
     let report = `${mark} ${name} (${result.passed} passed, ${result.failed} failed, ${result.seconds.toFixed(1)} s)\n`;
     if (!result.ok || process.env.TEST_VERBOSE) report += `${result.output}\n`;
+    // What a file says of a run that passed too (the simulation's seed and how to replay it).
+    else
+      report += result.output
+        .split('\n')
+        .filter((line) => line.startsWith(NOTE))
+        .map((line) => `  ${line.slice(NOTE.length)}\n`)
+        .join('');
     if (!result.ok) report += await serviceLogReport(name, logFile, result.failedAt);
     else if (process.env.TEST_KEEP_LOGS) await keepLog(name, logFile);
     process.stdout.write(report);

@@ -11,9 +11,10 @@ import * as assert from 'uvu/assert';
 import { CI_FAULT_KINDS } from '../sim/faults.ts';
 import { CI_PROFILE, simulate } from '../sim/run.ts';
 import { summarize } from '../sim/summary.ts';
+import { note } from './harness/note.ts';
 
 const SEED = process.env.SIM_SEED ? Number(process.env.SIM_SEED) : Math.floor(Math.random() * 1_000_000);
-process.stdout.write(`simulation seed ${SEED}; replay: npm run simulate -- --ci --seed ${SEED}  (or SIM_SEED=${SEED} npm run test:sim)\n`);
+note(`simulation seed ${SEED}; replay: npm run simulate -- --ci --seed ${SEED}  (or SIM_SEED=${SEED} npm run test:sim)`);
 
 test(`the CI profile (seed ${SEED}): no invariant is violated under traffic and faults`, async () => {
   const started = Date.now();
@@ -28,6 +29,7 @@ test(`the CI profile (seed ${SEED}): no invariant is violated under traffic and 
   });
   const summary = summarize(report);
   process.stdout.write(summary);
+  note(`every sync caught up ${(report.convergence.ms / 1000).toFixed(0)} s after the last fault (bound ${report.convergence.boundMs / 1000} s)`);
   assert.equal(report.violations, [], summary);
   // The run did what it claims: traffic of every actor, every fault, every check.
   assert.equal(new Set(report.faults.map((f) => f.kind)), new Set(CI_FAULT_KINDS), 'every kind of fault of the CI profile struck');
