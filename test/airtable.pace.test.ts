@@ -90,6 +90,11 @@ test('with change capture proven, cycles are spread out, still under way, and no
   assert.equal([...indicators], ['normal'], 'a paced cycle is not slower than usual');
   // Lag counts from change capture's reads (recorded every 5 s), not from the paced cycle's start.
   assert.ok(Math.max(...lags) <= CONFIRM_EVERY_MS / 1000 + 3, `lag_seconds while paced: ${lags.join(', ')}`);
+  // The console's chart says the same: its samples of those cycles are not the time between their starts.
+  const history = (await request(svc.api, 'GET', `/api/syncs/${syncId}/history?hours=1`, { token: account.token })).body;
+  const charted = history.cycles.filter((c: { at: string }) => Date.parse(c.at) >= from).map((c: { lag_seconds: number }) => c.lag_seconds);
+  assert.ok(charted.length > 0, 'the chart has samples of the paced cycles');
+  assert.ok(Math.max(...charted) <= CONFIRM_EVERY_MS / 1000 + 3, `the chart's lag while paced: ${charted.join(', ')}`);
   const [meta] = await query<{ s: number }>(reader, 'SELECT extract(epoch FROM duration_last)::float8 AS s FROM _sync_meta');
   assert.ok(meta!.s > (PACED_MS / 1000) * 0.5, `_sync_meta says a cycle took ${meta!.s} s`);
 });

@@ -33,7 +33,7 @@ export class StatusReporter {
   private standing: Record<string, unknown> = {};
   private waitingWrite: Promise<unknown> | undefined;
   private confirmedAt = 0;
-  private readonly history = { previousStart: undefined as Date | undefined, cycles: 0, lagSeconds: 0, durationSeconds: 0, writtenAt: 0 };
+  private readonly history = { previousStart: undefined as Date | undefined, passBegan: 0, cycles: 0, lagSeconds: 0, durationSeconds: 0, writtenAt: 0 };
 
   constructor(
     private readonly options: {
@@ -72,6 +72,7 @@ export class StatusReporter {
    */
   async passCompleted(pass: PassStart): Promise<void> {
     this.beat();
+    this.history.passBegan = Math.max(this.history.passBegan, Date.parse(pass.at));
     if (!pass.wanted && Date.now() - this.confirmedAt < CONFIRM_EVERY_MS) return;
     this.confirmedAt = Date.now();
     await confirmPass(this.options.control, this.options.syncId, pass);
@@ -101,18 +102,23 @@ export class StatusReporter {
         [this.options.syncId, finished, seconds, confirms?.at ?? null, this.shownProgress()],
       ),
     );
-    await this.recordCycle(started, finished);
+    await this.recordCycle(started, finished, confirms);
   }
 
   /**
    * The console's lag and cycle-time chart: one sample per HISTORY_EVERY_MS at most, holding
-   * the worst lag (a completion minus the previous cycle's start: how stale the data got) and
-   * the longest cycle since the last sample. Best effort: the chart is not worth failing a cycle.
+   * the worst lag and the longest cycle since the last sample. The lag is the status's: a
+   * completion minus the start of the latest pass known complete or of the previous cycle,
+   * whichever is later (a paced sweep's cycles are a minute apart, change capture's passes a
+   * few seconds; the chart once showed 80 s beside a status lag of 0.1 s). Best effort: the
+   * chart is not worth failing a cycle.
    */
-  private async recordCycle(started: Date, finished: Date): Promise<void> {
+  private async recordCycle(started: Date, finished: Date, confirms?: PassStart): Promise<void> {
     const history = this.history;
     history.cycles++;
-    history.lagSeconds = Math.max(history.lagSeconds, (finished.getTime() - (history.previousStart ?? started).getTime()) / 1000);
+    if (confirms) history.passBegan = Math.max(history.passBegan, Date.parse(confirms.at));
+    const from = Math.max((history.previousStart ?? started).getTime(), history.passBegan);
+    history.lagSeconds = Math.max(history.lagSeconds, Math.max(0, finished.getTime() - from) / 1000);
     history.durationSeconds = Math.max(history.durationSeconds, (finished.getTime() - started.getTime()) / 1000);
     history.previousStart = started;
     if (finished.getTime() - history.writtenAt < HISTORY_EVERY_MS) return;
