@@ -15,7 +15,9 @@ import * as assert from 'uvu/assert';
 import { startFakeAirtable, type FakeAirtable, type FakeBase } from '../fakes/airtable/index.ts';
 import { TcpRelay } from '../sim/tcp-relay.ts';
 import { SYNC_STUCK_MS } from '../src/sync/runners.ts';
-import { query } from './harness/postgres.ts';
+import pg from 'pg';
+import { withDatabase } from '../src/db/sql.ts';
+import { query, serverAdminUrl } from './harness/postgres.ts';
 import { readyAirtableSync } from './harness/airtable.ts';
 import { waitFor } from './harness/process.ts';
 import { AIRTABLE_TEST_TOKEN, loudSetUp, request, startTestService, waitOk, type TestAccount, type TestService } from './harness/service.ts';
@@ -86,6 +88,34 @@ test('a runner silent past its bound is started again, says so, and the sync res
     async () => ((await request(svc.api, 'GET', `/api/syncs/${syncId}`, { token: account.token })).body.status.indicator === 'normal' ? true : undefined),
     30_000,
   );
+});
+
+test('a runner held by a lock on its database is taken for stuck, and the log names the wait', async () => {
+  const sessionLines = () => svc.logs.lines.filter((l) => l.includes("a stuck sync runner's database"));
+  const before = sessionLines().length;
+  // Another session holds the table: the runner's next write waits on the lock, saying nothing.
+  const admin = new pg.Client({ connectionString: withDatabase(serverAdminUrl(), new URL(databaseUrl).pathname.slice(1)) });
+  await admin.connect();
+  try {
+    await admin.query('BEGIN');
+    await admin.query('LOCK TABLE public.items IN ACCESS EXCLUSIVE MODE');
+    base.createRecords('Items', [{ Name: 'locked' }]);
+    const line = await waitFor(
+      "the stuck runner's database sessions in the log",
+      async () =>
+        sessionLines()
+          .slice(before)
+          .find((l) => /active Lock:relation/.test(l)),
+      STUCK_MS * 3 + 15_000,
+    );
+    assert.match(line, /"silent_s":\d+/);
+    // Both sides: the session that holds the lock, and the runner's statement that waits on it.
+    assert.match(line, /idle in transaction [^"]*LOCK TABLE public\.items IN ACCESS EXCLUSIVE MODE/, line);
+  } finally {
+    await admin.query('ROLLBACK').catch(() => undefined);
+    await admin.end();
+  }
+  await waitFor('the record written once the lock is gone', async () => ((await names()).includes('locked') ? true : undefined), 30_000);
 });
 
 test('the bound is 15 minutes: longer than any wait of a healthy runner', () => {

@@ -15,6 +15,7 @@ import { schemasOf } from '../syncdb/schemas.ts';
 import { logUnlessDeleted } from './routine-failure.ts';
 import { Liveness } from './liveness.ts';
 import { StatusReporter } from './status-reporter.ts';
+import { busySessions } from './busy-sessions.ts';
 import { pause } from '../time.ts';
 import { toError } from '../errors.ts';
 
@@ -107,12 +108,8 @@ export function runnerFactory(options: RunnerFactoryOptions): (syncId: string) =
     const kind = options.kinds.get(sync.kind);
     const logger = options.logger.child({ sync: sync.id });
     const active = async () => (await options.store.get(sync.id))?.state === 'active';
-    const target = targetPool(
-      await options.syncService.adminUrl(sync),
-      active,
-      logger,
-      (options.tunables?.syncDbQueryTimeoutMs as number | undefined) ?? SYNC_DB_QUERY_TIMEOUT_MS,
-    );
+    const adminUrl = await options.syncService.adminUrl(sync);
+    const target = targetPool(adminUrl, active, logger, (options.tunables?.syncDbQueryTimeoutMs as number | undefined) ?? SYNC_DB_QUERY_TIMEOUT_MS);
     const schemas = schemasOf(sync.schema);
     // A database made by an older release gets the bookkeeping steps it lacks before the runner reads it.
     await migrateSyncDatabase(target, schemaOf(kind), schemas, logger).catch(async (error: unknown) => {
@@ -155,6 +152,9 @@ export function runnerFactory(options: RunnerFactoryOptions): (syncId: string) =
         restarting = true;
         const silentS = Math.round(liveness.silentMs() / 1000);
         try {
+          // Read before the stop: what held the runner may end with it.
+          const sessions = await busySessions(adminUrl).catch((error: unknown) => [`unreadable: ${toError(error).message}`]);
+          logger.warn({ silent_s: silentS, sessions }, "a stuck sync runner's database: the sessions busy when it was taken for stuck");
           await stopWithin(runner);
           const status = new StatusReporter({ control: options.control, target, schemas, syncId: sync.id, logger });
           await status.failed(`stuck: nothing read, written or failed for ${silentS} s; started again`, 'transient').catch(() => undefined);
