@@ -64,6 +64,9 @@ test.before(async () => {
       kafkaBrokers: brokers,
     },
     tunables: {
+      // Within the waits' 60 s: a runner that goes silent (runs 31 and 36) is reported with its
+      // database's busy sessions, and the test fails on it below.
+      syncStuckMs: 30_000,
       workerTickMs: 250,
       stripe: { pollIntervalMs: 500 },
       airtable: { pollIntervalMs: 250 },
@@ -288,6 +291,8 @@ test("with every connection slot taken from outside, the service's loops wait, t
   ]);
   assert.ok(onKafka, 'the changes reached Kafka');
   assert.equal(unhandled, [], 'no unhandled rejection');
+  const stuck = svc.logs.lines.filter((l) => l.includes("a stuck sync runner's database"));
+  assert.equal(stuck, [], 'no runner was taken for stuck');
   // The loops are the ones that started with the service: it never restarted them.
   for (const [id, token] of [
     [syncId, account.token],
