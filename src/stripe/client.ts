@@ -177,6 +177,17 @@ export class StripeClient {
     if (!Array.isArray(page.data)) throw new StripeError('transient', 200, `Stripe sent a list without data for ${path}`);
     return page;
   }
+
+  /** Every object of a short list (accounts, webhook endpoints), page after page. */
+  async listAll(path: string, params: Params = {}): Promise<StripeObject[]> {
+    const all: StripeObject[] = [];
+    for (let after: string | undefined; ; ) {
+      const page = await this.listPage(path, after ? { ...params, starting_after: after } : params);
+      all.push(...page.data);
+      after = page.data.at(-1)?.id;
+      if (!page.has_more || !after) return all;
+    }
+  }
 }
 
 function classify(status: number, body: { error?: { type?: string; code?: string; message?: string } } | undefined): StripeError {

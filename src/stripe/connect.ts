@@ -228,15 +228,10 @@ export class ConnectedAccounts {
   /** Lists the platform's connected accounts; starts new ones, removes those gone. */
   private async discover(signal: AbortSignal): Promise<void> {
     const client = await this.options.client();
-    const listed: StripeObject[] = [];
+    let listed: StripeObject[];
     const requestedAt = Date.now();
     try {
-      for (let after: string | undefined; ; ) {
-        const page = await client.listPage('/v1/accounts', after ? { starting_after: after } : {});
-        listed.push(...page.data);
-        after = page.data.at(-1)?.id;
-        if (!page.has_more || !after) break;
-      }
+      listed = await client.listAll('/v1/accounts');
     } catch (error) {
       if (!(error instanceof StripeError && (error.kind === 'permission' || error.kind === 'invalid'))) throw error;
       this.listWarning = `connected accounts are not synced: the key cannot list them (${error.status}: ${error.message})`;

@@ -156,15 +156,8 @@ export async function removeConnectEndpoint(
 
 /** Every endpoint of the account at `url`: the URL names the sync, so any there is its own. */
 async function removeStrays(client: StripeClient, url: string): Promise<void> {
-  const strays: string[] = [];
-  let after: string | undefined;
-  for (;;) {
-    const page = await client.listPage('/v1/webhook_endpoints', { limit: 100, ...(after ? { starting_after: after } : {}) });
-    for (const endpoint of page.data) if (endpoint.url === url) strays.push(String(endpoint.id));
-    after = page.data.at(-1)?.id as string | undefined;
-    if (!page.has_more || !after) break;
-  }
-  for (const id of strays) await removeEndpoint(client, id);
+  const endpoints = await client.listAll('/v1/webhook_endpoints');
+  for (const endpoint of endpoints) if (endpoint.url === url) await removeEndpoint(client, String(endpoint.id));
 }
 
 async function removeEndpoint(client: StripeClient, id: string, db?: pg.Pool): Promise<void> {
