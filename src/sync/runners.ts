@@ -3,6 +3,7 @@ import { connectionConfig, SYNC_DB_QUERY_TIMEOUT_MS } from '../db/connect.ts';
 import { dropIdleAfterTimeout } from '../db/drop-idle.ts';
 import type { SyncService } from '../control/sync-service.ts';
 import type { SyncRecord, SyncStore } from '../control/syncs.ts';
+import type { SourceKind } from '../kinds/kind.ts';
 import { type SourceKinds, schemaOf } from '../kinds/registry.ts';
 import { migrateSyncDatabase } from '../syncdb/migrate.ts';
 import type { Logger } from '../log.ts';
@@ -117,6 +118,7 @@ export function runnerFactory(options: RunnerFactoryOptions): (syncId: string) =
       throw error;
     });
     let liveness = new Liveness();
+    const hookUrl = hookUrlOf(options.publicOrigin, kind, sync.id);
     const context = {
       sync,
       control: options.control,
@@ -130,13 +132,7 @@ export function runnerFactory(options: RunnerFactoryOptions): (syncId: string) =
       passRequests: options.passRequests,
       onRateLimited: rateLimitCounter(options.control, sync.id, logger),
       tunables: options.tunables?.[kind.name],
-      hooks:
-        kind.inbound && options.publicOrigin
-          ? {
-              url: hookUrlOf(options.publicOrigin, kind.name, sync.id),
-              save: (hookId: string, secret: string) => options.store.saveHook(sync.id, hookId, secret),
-            }
-          : undefined,
+      hooks: hookUrl ? { url: hookUrl, save: (hookId: string, secret: string) => options.store.saveHook(sync.id, hookId, secret) } : undefined,
     };
     // Each runner its own signs of life: a stuck one's stray reports must not cover for its successor.
     let runner = kind.runner({ ...context, liveness });
@@ -189,8 +185,10 @@ export function runnerFactory(options: RunnerFactoryOptions): (syncId: string) =
   };
 }
 
-/** Where a sync's inbound deliveries come (the hooks route): the URL it registers upstream. */
-const hookUrlOf = (publicOrigin: string, kind: string, syncId: string) => `${publicOrigin}/hooks/${kind}/${syncId}`;
+/** Where a sync's inbound deliveries come (the hooks route), the URL it registers upstream: for a kind that takes them, with a public URL. */
+function hookUrlOf(publicOrigin: string | undefined, kind: SourceKind, syncId: string): string | undefined {
+  return kind.inbound && publicOrigin ? `${publicOrigin}/hooks/${kind.name}/${syncId}` : undefined;
+}
 
 /** What a deleted sync left upstream, removed by its kind (Airtable's webhook). */
 export function upstreamCleanup(
@@ -211,7 +209,7 @@ export function upstreamCleanup(
         limiter: options.limiter,
         logger: options.logger,
         control: options.control,
-        hookUrl: kind.inbound && options.publicOrigin ? hookUrlOf(options.publicOrigin, kind.name, sync.id) : undefined,
+        hookUrl: hookUrlOf(options.publicOrigin, kind, sync.id),
       });
     } finally {
       await target.end();
