@@ -196,8 +196,10 @@ test('the answers the client gets are the upstream bytes', async () => {
     // A listing (one page: a next-page offset is new on every call), direct and proxied: the same bytes.
     const list = `/v0/${base.id}/${encodeURIComponent('Projects 🚀')}?sort%5B0%5D%5Bfield%5D=Name`;
     // The direct request takes its slot of the base's quota like any other, or the fake would lock the base out.
-    (await proxy.limiter.acquire(base.id, AIRTABLE_RULE, { kind: 'client' })).sent();
+    const grant = await proxy.limiter.acquire(base.id, AIRTABLE_RULE, { kind: 'client' });
+    grant.sent();
     const direct = await rawRequest(svc.airtable.url, 'GET', list, { headers: auth });
+    grant.answered();
     const viaProxy = await rawRequest(proxy.url, 'GET', `/api.airtable.com${list}`, { headers: auth });
     assert.is(viaProxy.status, 200);
     assert.ok(viaProxy.body.equals(direct.body));

@@ -136,7 +136,11 @@ test('the limiter: a share kept with the margin opens its next slot a window and
     const limiter = new QuotaLimiter({ pool, marginMs: 200 });
     const rule = { limit: 5, windowMs: 1000 };
     const grantTimes = async (key: string, shareMargin: boolean) => {
-      for (let i = 0; i < 4; i++) (await limiter.acquire(key, rule, { kind: 'sync', syncLimit: 3, shareMargin })).sent();
+      for (let i = 0; i < 4; i++) {
+        const grant = await limiter.acquire(key, rule, { kind: 'sync', syncLimit: 3, shareMargin });
+        grant.sent();
+        grant.answered();
+      }
       const { rows } = await pool.query<{ ms: number }>('SELECT extract(epoch FROM at) * 1000 AS ms FROM quota_requests WHERE key = $1 ORDER BY at', [key]);
       return rows.map((r) => Number(r.ms));
     };

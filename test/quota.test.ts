@@ -133,6 +133,56 @@ test('a 429 the upstream sent anyway widens the margin for that key; a request h
   assert.ok(restamped[0]! - logged[0]! >= 75, `moved by ${restamped[0]! - logged[0]!} ms`);
 });
 
+test('with a lockout, a request still out keeps its slot, and an answered one holds it a whole window after its answer', async () => {
+  // The upstream counts a request when it arrives, at the latest when its answer begins. On a
+  // slow path a request sent first can arrive beside ones sent a second later: where a 429
+  // locks the key out, its slot must not lapse while it is out (seen as Airtable 429s when a
+  // slow path turned fast again). Without a lockout (Stripe), the window and the margin do.
+  const limiter = limiters[0]!;
+  const locking = { ...rule, lockout: true };
+  const started = Date.now();
+  const at = (ms: number) => new Promise((r) => setTimeout(r, Math.max(0, started + ms - Date.now())));
+  const fill = async (key: string, keyRule: typeof rule) => {
+    const slow = await limiter.acquire(key, keyRule, { kind: 'client' });
+    slow.sent();
+    for (let i = 0; i < 4; i++) {
+      const quick = await limiter.acquire(key, keyRule, { kind: 'client' });
+      quick.sent();
+      quick.answered();
+    }
+    return slow;
+  };
+  const slow = await fill('appOUT', locking);
+  const plain = await fill('acctOUT', rule);
+  /** How many of `n` requests are granted at once (each answered at once), and how many refused. */
+  const burst = async (key: string, keyRule: typeof rule, n: number) => {
+    const outcomes = [];
+    for (let i = 0; i < n; i++) {
+      outcomes.push(
+        await limiter.acquire(key, keyRule, { kind: 'client', maxWaitMs: 0 }).then(
+          (grant) => {
+            grant.sent();
+            grant.answered();
+            return 'granted';
+          },
+          () => 'refused',
+        ),
+      );
+    }
+    return outcomes.filter((o) => o === 'granted').length;
+  };
+  // 1.3 s on, the four answered at once have left the window; the one still out has not.
+  await at(1300);
+  assert.is(await burst('appOUT', locking, 5), 4, 'the request still out holds its slot past the window');
+  assert.is(await burst('acctOUT', rule, 5), 5, 'without a lockout, the window and the margin are the hold');
+  await at(1800);
+  slow.answered();
+  plain.answered();
+  // 2.45 s on, the four of the burst have left the window too; the slow one, answered at 1.8 s, holds its slot until 2.8 s.
+  await at(2450);
+  assert.is(await burst('appOUT', locking, 5), 4, 'the answered request holds its slot a window after its answer');
+});
+
 test('unverified requests: their allowance per window, a slot always left free, none while anyone waits, outside the sync share', async () => {
   const take = (key: string, limiter = limiters[0]!, maxWaitMs = 0) =>
     limiter.acquire(key, rule, { kind: 'unverified', unverified: 1, maxWaitMs }).then(

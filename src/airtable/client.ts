@@ -8,13 +8,13 @@ import type { TokenOwners } from './owners.ts';
 import type { AirtableRecord, AirtableTable, ListPage } from './types.ts';
 
 /** Airtable's documented limit: 5 requests per second per base. */
-export const AIRTABLE_RULE = { limit: 5, windowMs: 1000 };
+export const AIRTABLE_RULE: QuotaRule = { limit: 5, windowMs: 1000, lockout: true };
 
 /**
  * And 50 requests per second for all traffic of one user's (or service account's) personal
  * access tokens together, across every base they reach.
  */
-export const AIRTABLE_USER_RULE: QuotaRule = { limit: 50, windowMs: 1000 };
+export const AIRTABLE_USER_RULE: QuotaRule = { limit: 50, windowMs: 1000, lockout: true };
 
 /**
  * The syncs of one user take at most this many of the user's 50 a second together (the
@@ -55,6 +55,7 @@ export const userQuotaOf = (owner: string | undefined, token: string, baseRule: 
   rule: {
     limit: AIRTABLE_USER_RULE.limit - AIRTABLE_USER_UNCOUNTED,
     windowMs: (AIRTABLE_USER_RULE.windowMs * baseRule.windowMs) / AIRTABLE_RULE.windowMs,
+    lockout: AIRTABLE_USER_RULE.lockout,
   },
 });
 
@@ -212,7 +213,7 @@ export class AirtableClient {
           }));
     if (grant) this.options.onGranted?.(grant.heldByAlsoMs);
     const response = await exchange({
-      onSent: () => grant?.sent(),
+      counted: grant,
       method,
       url: this.options.baseUrl + path,
       headers: {
@@ -248,7 +249,7 @@ export class AirtableClient {
       this.owner = await owners.record(token, me.id);
       if (limiter) {
         const user = userQuotaOf(me.id, token, this.options.rule ?? AIRTABLE_RULE);
-        (await limiter.acquire(user.key, user.rule, { ...this.alone(), signal: this.options.signal })).sent();
+        (await limiter.acquire(user.key, user.rule, { ...this.alone(), signal: this.options.signal })).answered();
       }
     }
     return me;

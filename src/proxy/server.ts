@@ -193,17 +193,20 @@ export function createProxyHandler(options: ProxyOptions): ProxyHandler {
     }
     const body: Buffer | Readable | undefined = plan.body !== undefined ? plan.body : hasBody ? req.pipe(sizeLimit(maxBody)) : undefined;
     if (body && !Buffer.isBuffer(body)) req.once('error', (error) => body.destroy(error));
-    const upstream = await forwarder.send({
-      target: kind.where,
-      name: route.host,
-      method,
-      path: plan.path,
-      headers: upstreamRequestHeaders(req, kind.where.host, plan.body?.length),
-      body,
-      // Logged when the request has gone, not when its slot was granted: a body that streams in
-      // slowly, or a busy event loop, would otherwise open the next window early (a 429 seen in CI).
-      onSent: () => grant?.sent(),
-    });
+    const upstream = await forwarder
+      .send({
+        target: kind.where,
+        name: route.host,
+        method,
+        path: plan.path,
+        headers: upstreamRequestHeaders(req, kind.where.host, plan.body?.length),
+        body,
+        // Logged when the request has gone, not when its slot was granted: a body that streams in
+        // slowly, or a busy event loop, would otherwise open the next window early (a 429 seen in CI).
+        onSent: () => grant?.sent(),
+      })
+      // Arrived by the time its answer began (or it failed): the slot is held a window from then.
+      .finally(() => grant?.answered());
     const receivedAt = Date.now();
     const status = upstream.statusCode ?? 502;
     kind.credentials.answered(plan.quota, status);

@@ -2,6 +2,9 @@ import { randomUUID } from 'node:crypto';
 import type pg from 'pg';
 import { TributaryError } from '../errors.ts';
 import { pause } from '../time.ts';
+import { grantOf, type QuotaGrant } from './grant.ts';
+
+export type { QuotaGrant } from './grant.ts';
 
 /** At most `limit` requests in any `windowMs`, as the upstream counts them. */
 export interface QuotaRule {
@@ -9,6 +12,13 @@ export interface QuotaRule {
   windowMs: number;
   /** The safety margin added to the window (default: the limiter's); doubled after each 429. */
   marginMs?: number;
+  /**
+   * Past the limit the upstream locks the key out (Airtable: 30 s), so a slot is held until a
+   * window after the request's answer began, the latest it can have arrived, however slow or
+   * jittery the path (src/quota/grant.ts). Without it (Stripe: a 429 only spends the second),
+   * a window and the margin after the request left.
+   */
+  lockout?: boolean;
 }
 
 export interface AcquireOptions {
@@ -74,17 +84,6 @@ interface Decision {
   loggedAt?: number;
 }
 
-/**
- * A granted request. The log says it left when it was granted; call `sent()` just before
- * it really goes, so a request held up in between (a busy event loop) is logged at the
- * time the upstream will count it, and the next window opens no earlier than it should.
- */
-export interface QuotaGrant {
-  sent(): void;
-  /** How long the request waited because the second quota (`also`) had no slot for it. */
-  heldByAlsoMs: number;
-}
-
 /** Rank in the queue: clients 0, urgent sync requests 1; sweeps (2) queue only for a second quota, unverified requests never. */
 function rankOf(options: AcquireOptions, urgent: boolean): number | undefined {
   if (options.kind === 'client') return 0;
@@ -95,9 +94,6 @@ function rankOf(options: AcquireOptions, urgent: boolean): number | undefined {
 const isUrgent = (options: AcquireOptions) => (typeof options.urgent === 'function' ? options.urgent() : options.urgent === true);
 
 const REFUSAL_MEMORY_MS = 10 * 60_000;
-
-/** Held up less than this, a request keeps its grant time: the margin covers it. */
-const RESTAMP_AFTER_MS = 5;
 
 /**
  * A sliding-window request log per upstream key, kept in the control database so every
@@ -187,22 +183,17 @@ export class QuotaLimiter {
       this.acquiredSincePrune = 0;
       await this.pool.query("DELETE FROM quota_requests WHERE at < clock_timestamp() - interval '5 minutes'");
     }
-    return {
+    const { also } = options;
+    return grantOf({
+      pool: this.pool,
+      keys: also ? [key, also.key] : [key],
+      at: at!,
+      loggedAt,
+      windowMs: rule.windowMs,
+      untilAnswered: rule.lockout === true,
+      marginMs: Math.min(this.marginFor(key, rule), also ? this.marginFor(also.key, also.rule) : Number.POSITIVE_INFINITY),
       heldByAlsoMs,
-      sent: () => {
-        // Measured from before the log entry was written: a pause anywhere since counts.
-        const late = Date.now() - loggedAt;
-        if (late < RESTAMP_AFTER_MS) return;
-        // Fire and forget: the next decision that this entry bounds is a window away.
-        this.pool
-          .query('UPDATE quota_requests SET at = at + make_interval(secs => $3 / 1000.0) WHERE key = ANY($1) AND at = $2', [
-            options.also ? [key, options.also.key] : [key],
-            at,
-            late,
-          ])
-          .catch(() => undefined);
-      },
-    };
+    });
   }
 
   private async tryTake(

@@ -130,7 +130,7 @@ export class StripeClient {
     const grant = limiter && (await limiter.acquire(this.options.quotaKey, this.options.rule ?? stripeRule(key), { kind: 'sync', ...quota, signal }));
     const form = encodeParams(params);
     const response = await exchange({
-      onSent: () => grant?.sent(),
+      counted: grant,
       method,
       url: this.options.baseUrl + path + (method !== 'POST' && form ? `?${form}` : ''),
       headers: {

@@ -29,11 +29,12 @@ export async function exchange(request: {
   timeoutMs: number;
   signal?: AbortSignal;
   /**
-   * Called once the request has been handed to the operating system (its last byte written):
-   * the moment the upstream's rate limit begins to count it. A quota grant restamps itself
-   * then, so a request held up between its grant and the wire is counted when it really left.
+   * The request's place in the upstream's rate limit (a quota grant, src/quota/grant.ts):
+   * told when the request has been handed to the operating system (its last byte written),
+   * the earliest the upstream can count it, and when its answer began or it failed, the
+   * latest.
    */
-  onSent?: () => void;
+  counted?: { sent(): void; answered(): void };
 }): Promise<UpstreamResponse> {
   try {
     const pending = got(request.url, {
@@ -47,11 +48,15 @@ export async function exchange(request: {
       timeout: { request: request.timeoutMs },
       signal: request.signal,
     });
-    const onSent = request.onSent;
-    if (onSent) pending.on('request', (req) => req.once('finish', onSent));
+    const counted = request.counted;
+    if (counted) {
+      pending.on('request', (req) => req.once('finish', () => counted.sent()));
+      pending.on('response', () => counted.answered());
+    }
     const response = await pending;
     return { status: response.statusCode, headers: response.headers, body: response.body };
   } catch (error) {
+    request.counted?.answered();
     if (request.signal?.aborted) throw request.signal.reason;
     throw new UpstreamUnreachable(`${request.method} ${new URL(request.url).pathname}: ${(error as Error).message}`, { cause: error });
   }

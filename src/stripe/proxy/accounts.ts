@@ -159,7 +159,7 @@ export class StripeAccounts {
   private async counted(key: string, accountId: string | undefined): Promise<void> {
     if (!accountId || !this.options.limiter) return;
     const grant = await this.options.limiter.acquire(stripeQuotaKey(accountId, key), stripeRule(key), { kind: 'client', maxWaitMs: this.options.maxWaitMs });
-    grant.sent();
+    grant.answered();
   }
 
   /** The account, asked of Stripe when it is not known yet: call it only for a key Stripe accepted. */
