@@ -335,9 +335,9 @@ export async function simulate(options: SimulationOptions): Promise<SimulationRe
     const logs = new Map(
       syncs.map((s) => [s.id, { tail: new RestTail(rest, `svc.${s.id}.`), fold: new EventFold(`${s.kind} rest`), all: [] as DeliveredEvent[] }]),
     );
-    const readLogs = async () => {
+    const readLogs = async (signal?: AbortSignal) => {
       for (const entry of logs.values()) {
-        const more = await entry.tail.next();
+        const more = await entry.tail.next(signal);
         entry.all.push(...more);
         entry.fold.add(more);
       }
@@ -345,8 +345,10 @@ export async function simulate(options: SimulationOptions): Promise<SimulationRe
     const tailing = (async () => {
       while (!stop.signal.aborted) {
         await pause(30_000, stop.signal);
-        // A fault may have the service down: the next read catches up.
-        await readLogs().catch(() => undefined);
+        // A fault may have the service down: the next read catches up. The end of the traffic
+        // ends a read in flight too: during a hang of the control database's path, a REST read
+        // waits up to the database's 30 s deadline, as long as the traffic is given to stop.
+        await readLogs(stop.signal).catch(() => undefined);
       }
     })();
     const targets: FaultTargets = {

@@ -30,6 +30,8 @@ let front: http.Server;
 let frontUrl: string;
 /** /fetch requests the front refuses with 503 from now on, after letting `passBeforeFailing` through. */
 let passBeforeFailing = Infinity;
+/** /fetch requests the front holds unanswered (a service waiting on a hung database path). */
+let holdFetches = false;
 let creds: { username: string; password: string };
 const syncId = newSyncId();
 let appender: EventAppender;
@@ -48,6 +50,10 @@ test.before(async () => {
   server = await listen(handler, { host: '127.0.0.1', port: 0 });
   // In front of it, what a fault does to the service: requests refused part-way through a read.
   front = http.createServer((req, res) => {
+    if (req.url === '/fetch' && holdFetches) {
+      req.resume();
+      return;
+    }
     if (req.url === '/fetch' && passBeforeFailing-- <= 0) {
       res.writeHead(503, { 'content-type': 'application/json' }).end('{"error":"unavailable"}');
       req.resume();
@@ -102,6 +108,31 @@ test('a read cut short by the service going away is read again in full', async (
   assert.equal(
     (await tail.next()).map((e) => e.key),
     more,
+  );
+});
+
+test('a read the end of the traffic gives up ends at once and moves no offset', async () => {
+  // The simulation ends its tail when the traffic stops: a read held by a service that waits
+  // on a hung database path (up to its 30 s deadline) kept the tail from stopping in time.
+  const tail = new RestTail({ restUrl: frontUrl, ...creds }, `svc.${syncId}.`);
+  const before = await tail.next();
+  const logged = await log('alpha', 2);
+  holdFetches = true;
+  const stop = new AbortController();
+  const reading = tail.next(stop.signal);
+  setTimeout(() => stop.abort(new Error('the traffic stopped')), 200);
+  const started = Date.now();
+  const outcome = await reading.then(
+    () => 'read',
+    (error: Error) => error.message,
+  );
+  holdFetches = false;
+  assert.is(outcome, 'the traffic stopped');
+  assert.ok(Date.now() - started < 2000, `ended ${Date.now() - started} ms after it began`);
+  assert.ok(before.length > 0, 'the events logged before were read');
+  assert.equal(
+    (await tail.next()).map((e) => e.key),
+    logged,
   );
 });
 

@@ -6,9 +6,10 @@ export interface RestCredentials {
   password: string;
 }
 
-async function call<T>(creds: RestCredentials, method: string, path: string, body?: unknown): Promise<T> {
+async function call<T>(creds: RestCredentials, method: string, path: string, body?: unknown, signal?: AbortSignal): Promise<T> {
   const response = await fetch(`${creds.restUrl}${path}`, {
     method,
+    signal,
     headers: {
       authorization: `Basic ${Buffer.from(`${creds.username}:${creds.password}`).toString('base64')}`,
       ...(body === undefined ? {} : { 'content-type': 'application/json' }),
@@ -36,8 +37,9 @@ export class RestTail {
     private readonly prefix: string,
   ) {}
 
-  async next(): Promise<DeliveredEvent[]> {
-    const topics = await call<Record<string, number>>(this.creds, 'GET', '/topics');
+  /** `signal`: a read given up moves no offset, like one that failed. */
+  async next(signal?: AbortSignal): Promise<DeliveredEvent[]> {
+    const topics = await call<Record<string, number>>(this.creds, 'GET', '/topics', undefined, signal);
     const out: DeliveredEvent[] = [];
     const offsets = new Map(this.offsets);
     for (const [topic, partitions] of Object.entries(topics).sort()) {
@@ -46,12 +48,18 @@ export class RestTail {
         const at = `${topic}/${partition}`;
         for (;;) {
           const offset = offsets.get(at) ?? 0;
-          const page = await call<Array<{ offset: number; key: string; value: string }>>(this.creds, 'POST', '/fetch', {
-            topic,
-            partition,
-            offset,
-            timeout: 0,
-          });
+          const page = await call<Array<{ offset: number; key: string; value: string }>>(
+            this.creds,
+            'POST',
+            '/fetch',
+            {
+              topic,
+              partition,
+              offset,
+              timeout: 0,
+            },
+            signal,
+          );
           if (page.length === 0) break;
           for (const m of page) out.push({ key: m.key, value: m.value, where: `rest ${topic}/${partition}@${m.offset}` });
           offsets.set(at, page[page.length - 1]!.offset + 1);
