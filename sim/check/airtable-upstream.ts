@@ -125,7 +125,11 @@ export async function airtableMatchesUpstream(options: AirtableCheckOptions): Pr
       // type is reported above and its values are still compared (true is not 'true').
       const types = new Map(want.columns.map((c) => [c.name, c.type]));
       const rows = await rowsOf(db, schema, want.name, 'id', readable);
+      const upstream = new Set(records.map((r) => r.id));
       compareRows({
+        // A row the base no longer holds: when its record was made says whether a sweep may
+        // still keep it (one made in the minute before a listing began is not deleted by it).
+        note: (id) => (upstream.has(id) || rows.get(id)?.created_time == null ? '' : `; its row says created ${String(rows.get(id)!.created_time)}`),
         label: `${want.name} (${want.table.id})`,
         report,
         key: 'id',
