@@ -64,9 +64,9 @@ const count = async () => Number((await db.query('SELECT count(*) AS n FROM publ
 
 test('a complete sweep writes every record, and a second one writes nothing', async () => {
   const first = await sweepTable(context(), mapping, 'public', { deleteMissing: true });
-  assert.equal(first, { listed: 250, written: 250, deleted: 0 });
+  assert.equal(first, { listed: 250, written: 250, deleted: 0, unproven: 0 });
   const second = await sweepTable(context(), mapping, 'public', { deleteMissing: true });
-  assert.equal(second, { listed: 250, written: 0, deleted: 0 }, 'an unchanged base writes no row');
+  assert.equal(second, { listed: 250, written: 0, deleted: 0, unproven: 0 }, 'an unchanged base writes no row');
   assert.is(await count(), 250);
 });
 
@@ -128,7 +128,7 @@ test('a 429 is waited out, not mistaken for an empty table', async () => {
   const started = Date.now();
   const result = await sweepTable(context(client(3)), mapping, 'public', { deleteMissing: true });
   assert.ok(Date.now() - started >= LOCKOUT_MS, 'the lockout was waited out');
-  assert.equal(result, { listed: 245, written: 0, deleted: 5 }, 'after the wait the sweep completes, and only then deletes');
+  assert.equal(result, { listed: 245, written: 0, deleted: 5, unproven: 0 }, 'after the wait the sweep completes, and only then deletes');
   assert.is(await count(), 245);
 });
 
@@ -148,12 +148,18 @@ test('an expired iterator restarts the listing instead of failing', async () => 
   assert.is(await count(), 246);
 });
 
-test('records created after the listing began are not deleted by it', async () => {
-  // A row the proxy or change capture writes while the listing runs: it cannot be in it.
+test('records created after the listing began are not deleted by it, and are handed on to be fetched by id', async () => {
+  // A row the proxy or change capture writes while the listing runs: it cannot be in it, so the
+  // listing proves nothing of it; only a fetch by id can say whether Airtable still has it.
   let inserted = false;
-  await sweepTable(
+  const unproven: string[][] = [];
+  const result = await sweepTable(
     {
       ...context(),
+      unproven: (tableId, ids) => {
+        assert.is(tableId, mapping.tableId);
+        unproven.push(ids);
+      },
       onPage: async () => {
         if (inserted) return;
         inserted = true;
@@ -166,6 +172,9 @@ test('records created after the listing began are not deleted by it', async () =
   );
   const rows = await db.query(`SELECT name FROM public.items WHERE id = 'recNEWERTHANLIST'`);
   assert.equal(rows.rows, [{ name: 'fresh' }]);
+  assert.equal(unproven, [['recNEWERTHANLIST']]);
+  assert.is(result.unproven, 1);
+  await db.query(`DELETE FROM public.items WHERE id = 'recNEWERTHANLIST'`);
 });
 
 test.run();

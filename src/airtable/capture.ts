@@ -166,13 +166,18 @@ export class ChangeCapture {
     // Refreshed here, not only per cycle: a cycle of a large base can outlast a short-lived webhook.
     if (needsRefresh(this.state.webhook!))
       this.state.webhook = await refreshWebhook(client, this.host.options.target, this.host.options.schemas, this.state.webhook!);
-    const webhook = this.state.webhook!;
-    const { payloads, cursor } = await readPayloads(client, webhook);
-    if (payloads.length > 0) await this.applyPayloads(client, payloads);
-    if (cursor !== webhook.cursor) {
-      // Saved only after the changes are written: a crash re-reads them (at least once).
-      this.state.webhook = { ...webhook, cursor };
-      await saveWebhookState(this.host.options.target, this.host.options.schemas, this.state.webhook);
+    // Until Airtable has nothing more ready: a pass that stopped at a read's last page left a
+    // backlog behind it (over 1,000 changes after an outage) and still answered the waits.
+    for (let more = true; more; ) {
+      const webhook = this.state.webhook!;
+      const read = await readPayloads(client, webhook);
+      more = read.more;
+      if (read.payloads.length > 0) await this.applyPayloads(client, read.payloads);
+      if (read.cursor !== webhook.cursor) {
+        // Saved only after the changes are written: a crash re-reads them (at least once).
+        this.state.webhook = { ...webhook, cursor: read.cursor };
+        await saveWebhookState(this.host.options.target, this.host.options.schemas, this.state.webhook);
+      }
     }
     const settled = this.host.isPass(failuresAtStart, 'poll');
     if (settled) {

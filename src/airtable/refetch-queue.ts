@@ -45,6 +45,12 @@ export class RefetchQueue {
     this.pending.set(key(tableId, id), { tableId, id, due });
   }
 
+  /** Records to fetch at once (a sweep could not prove them gone); one already queued keeps its time. */
+  fetchSoon(tableId: string, ids: string[]): void {
+    const now = Date.now();
+    for (const id of ids) if (!this.pending.has(key(tableId, id))) this.pending.set(key(tableId, id), { tableId, id, due: now });
+  }
+
   /** The record was destroyed upstream: nothing left to fetch. */
   forget(tableId: string, id: string): void {
     this.pending.delete(key(tableId, id));

@@ -342,6 +342,7 @@ export class AirtableRunner {
       onPage,
       skip: (tableId, id, fetchedAt) => this.queue.has(tableId, id) || this.state.touchedSince(tableId, id, fetchedAt),
       held: (tableId, ids) => this.queue.hold(tableId, ids),
+      unproven: (tableId, ids) => this.queue.fetchSoon(tableId, ids),
     };
   }
 

@@ -161,18 +161,26 @@ export async function removeWebhook(client: AirtableClient, webhookId: string): 
   }
 }
 
-/** Payloads after the cursor, as many pages as Airtable has ready. */
-export async function readPayloads(client: AirtableClient, state: WebhookState): Promise<{ payloads: WebhookPayload[]; cursor: number }> {
+/** Pages of payloads one read takes at most (50 payloads each): a long backlog is read in several. */
+const PAGES_PER_READ = 20;
+
+/**
+ * Payloads after the cursor, up to PAGES_PER_READ pages; `more` when Airtable had more ready
+ * than that, to be read before the database can be said to hold what was there.
+ */
+export async function readPayloads(client: AirtableClient, state: WebhookState): Promise<{ payloads: WebhookPayload[]; cursor: number; more: boolean }> {
   const payloads: WebhookPayload[] = [];
   let cursor = state.cursor;
-  for (let page = 0; page < 20; page++) {
+  let more = false;
+  for (let page = 0; page < PAGES_PER_READ; page++) {
     const answer = await client.request<{ payloads: WebhookPayload[]; cursor: number; mightHaveMore: boolean }>(
       'GET',
       `/v0/bases/${client.baseId}/webhooks/${state.id}/payloads?cursor=${cursor}&limit=50`,
     );
     payloads.push(...answer.payloads);
     cursor = answer.cursor;
-    if (!answer.mightHaveMore) break;
+    more = answer.mightHaveMore;
+    if (!more) break;
   }
-  return { payloads, cursor };
+  return { payloads, cursor, more };
 }

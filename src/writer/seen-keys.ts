@@ -12,6 +12,9 @@ const SPILL_TABLE = 'sweep_seen';
  * logical walsender of the server decodes, and that a busy server did hundreds of times a
  * second), so only a large table's listing spills its keys into one, keeping memory flat.
  */
+/** Unproven keys one listing hands back: more wait for the next one. */
+const UNPROVEN_MAX = 1000;
+
 export class SeenKeys {
   private keys = new Set<string>();
   private spilled = false;
@@ -42,21 +45,28 @@ export class SeenKeys {
   }
 
   /**
-   * Deletes the rows whose key was not seen, created before `createdBefore` (a row created
-   * after the listing began may be missing from it): gone upstream. Returns how many went.
+   * Deletes the rows whose key was not seen, created before `createdBefore`: gone upstream.
+   * A row created since may be missing from the listing only because it is new, so the
+   * listing proves nothing of it: its keys come back as `unproven` (at most UNPROVEN_MAX), for
+   * the caller to ask the upstream about one by one.
    */
-  async deleteUnseen(shape: Pick<TableShape, 'schema' | 'name' | 'key'>, createdColumn: string, createdBefore: Date): Promise<number> {
+  async deleteUnseen(
+    shape: Pick<TableShape, 'schema' | 'name' | 'key'>,
+    createdColumn: string,
+    createdBefore: Date,
+  ): Promise<{ deleted: number; unproven: string[] }> {
     const key = `t.${ident(shape.key)}`;
-    const created = `(t.${ident(createdColumn)} IS NULL OR t.${ident(createdColumn)} < $1)`;
-    const result = this.spilled
-      ? await this.client.query(`DELETE FROM ${qualified(shape)} t WHERE NOT EXISTS (SELECT 1 FROM ${SPILL_TABLE} s WHERE s.id = ${key}) AND ${created}`, [
-          createdBefore,
-        ])
-      : await this.client.query(
-          `DELETE FROM ${qualified(shape)} t WHERE NOT EXISTS (SELECT 1 FROM unnest($2::text[]) AS s(id) WHERE s.id = ${key}) AND ${created}`,
-          [createdBefore, [...this.keys]],
-        );
-    return result.rowCount ?? 0;
+    const column = `t.${ident(createdColumn)}`;
+    const unseen = this.spilled
+      ? `NOT EXISTS (SELECT 1 FROM ${SPILL_TABLE} s WHERE s.id = ${key})`
+      : `NOT EXISTS (SELECT 1 FROM unnest($2::text[]) AS s(id) WHERE s.id = ${key})`;
+    const values = this.spilled ? [createdBefore] : [createdBefore, [...this.keys]];
+    const result = await this.client.query(`DELETE FROM ${qualified(shape)} t WHERE ${unseen} AND (${column} IS NULL OR ${column} < $1)`, values);
+    const { rows } = await this.client.query<{ key: string }>(
+      `SELECT ${key} AS key FROM ${qualified(shape)} t WHERE ${unseen} AND ${column} >= $1 LIMIT ${UNPROVEN_MAX}`,
+      values,
+    );
+    return { deleted: result.rowCount ?? 0, unproven: rows.map((r) => String(r.key)) };
   }
 
   private async insert(keys: string[]): Promise<void> {
