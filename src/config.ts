@@ -38,6 +38,8 @@ export interface Config {
   embeddedPgPort: number;
   /** Private memory each process of the embedded PostgreSQL may hold, in MB (TRIBUTARY_PG_PROCESS_MEMORY_MB); unset: embedded.ts's default. */
   embeddedPgProcessMemoryMb: number | undefined;
+  /** max_slot_wal_keep_size of the embedded PostgreSQL, in MB (TRIBUTARY_PG_MAX_SLOT_WAL_KEEP_MB); unset: embedded.ts's default. */
+  embeddedPgSlotWalKeepMb: number | undefined;
   kafkaBrokers: string[];
   secretKeyBase64: string | undefined;
   adminToken: string | undefined;
@@ -185,6 +187,7 @@ export function loadConfig(env: Env = process.env, overrides: Partial<Config> = 
     defaultRegion: region(env, 'TRIBUTARY_DEFAULT_REGION', 'us-west-2'),
     embeddedPgPort: port(env, 'TRIBUTARY_PG_PORT', 54329),
     embeddedPgProcessMemoryMb: env.TRIBUTARY_PG_PROCESS_MEMORY_MB ? positive(env, 'TRIBUTARY_PG_PROCESS_MEMORY_MB', 1) : undefined,
+    embeddedPgSlotWalKeepMb: env.TRIBUTARY_PG_MAX_SLOT_WAL_KEEP_MB ? positive(env, 'TRIBUTARY_PG_MAX_SLOT_WAL_KEEP_MB', 64) : undefined,
     kafkaBrokers: (env.KAFKA_BROKERS ?? '')
       .split(',')
       .map((b) => b.trim())

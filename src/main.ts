@@ -9,7 +9,8 @@ import { LeaseWorker, releaseLeasesOfStoppedServer } from './lease/worker.ts';
 import { upstreamBase } from './upstream/http.ts';
 import { AccountStore } from './control/accounts.ts';
 import { adminTokenFile, secretKeyFile } from './control/bootstrap-files.ts';
-import { hardenServer, reservedSlots } from './control/provisioner.ts';
+import { startDiskReport } from './control/disk-report.ts';
+import { hardenServer, warnFewReserved } from './control/provisioner.ts';
 import { SecretBox } from './control/secrets.ts';
 import { ServerPool } from './control/servers.ts';
 import { SyncService } from './control/sync-service.ts';
@@ -113,6 +114,7 @@ export async function startService(config: Config, logger: Logger, tunables: Tun
         port: config.embeddedPgPort,
         listen: config.host,
         processMemoryMb: config.embeddedPgProcessMemoryMb,
+        slotWalKeepMb: config.embeddedPgSlotWalKeepMb,
         logger: logger.child({ part: 'postgres' }),
       });
       closers.push(() => embedded.stop());
@@ -138,13 +140,7 @@ export async function startService(config: Config, logger: Logger, tunables: Tun
     const sharedServerUrl = config.targetDatabaseUrl ?? controlUrl;
     const controlDatabase = new URL(controlUrl).pathname.slice(1);
     await hardenServer(sharedServerUrl, [controlDatabase]);
-    const reserved = await reservedSlots(sharedServerUrl);
-    if (reserved < 20) {
-      logger.warn(
-        { reserved },
-        "the sync databases' server reserves fewer than 20 connections for Tributary's role: readers could take the slots its syncs, proxy and decoder need (set reserved_connections and grant pg_use_reserved_connections, or superuser_reserved_connections for a superuser)",
-      );
-    }
+    await warnFewReserved(sharedServerUrl, logger);
 
     const accounts = new AccountStore(pool, box);
     const syncs = new SyncStore(pool, box);
@@ -157,6 +153,8 @@ export async function startService(config: Config, logger: Logger, tunables: Tun
       logger: logger.child({ part: 'control' }),
     });
     await servers.ensureConfigured(config.defaultRegion);
+    // The embedded server's free disk, in its row of the pool (docs/operations.md#wal-retention).
+    if (!config.databaseUrl && !config.targetDatabaseUrl) closers.push(startDiskReport({ pool, dir: config.dataDir, logger }));
     // The upstreams this service syncs: each kind is one folder and one object.
     const kinds = parts.kinds ?? builtInKinds();
     const limiter = new QuotaLimiter({ pool, marginMs: DEFAULT_MARGIN_MS / (tunables.airtable?.timeScale ?? 1) });

@@ -7,9 +7,8 @@
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
 import type { FakeBase } from '../fakes/airtable/index.ts';
-import { waitForCycle } from './harness/airtable.ts';
 import { query } from './harness/postgres.ts';
-import { AIRTABLE_TEST_TOKEN, createAccount, loudSetUp, request, startTestService, type TestAccount, type TestService, waitOk } from './harness/service.ts';
+import { createAccount, createAirtableSync, loudSetUp, startTestService, type TestAccount, type TestService, waitOk } from './harness/service.ts';
 
 let svc: TestService;
 let base: FakeBase;
@@ -31,15 +30,7 @@ test.before(
       account = await createAccount(svc);
       base = svc.airtable.createBase({ name: 'Backlog' });
       base.createTable('Tasks', [{ name: 'Name', type: 'singleLineText' }]);
-      const before = new Date();
-      const created = await request(svc.api, 'POST', '/api/syncs', {
-        token: account.token,
-        body: { kind: 'airtable', base_id: base.id, api_key: AIRTABLE_TEST_TOKEN },
-      });
-      assert.is(created.status, 201, created.text);
-      syncId = created.body.id;
-      reader = created.body.database.url;
-      await waitForCycle(svc, account.token, syncId, before);
+      ({ id: syncId, readerUrl: reader } = await createAirtableSync(svc, account, base.id));
       await waitOk(svc, account.token, syncId);
     },
     () => svc,

@@ -9,10 +9,9 @@
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
 import type { FakeBase } from '../fakes/airtable/index.ts';
-import { withDatabase } from '../src/db/sql.ts';
 import { waitForCycle, waitForRows } from './harness/airtable.ts';
-import { query, serverAdminUrl } from './harness/postgres.ts';
-import { AIRTABLE_TEST_TOKEN, createAccount, loudSetUp, request, startTestService, type TestService, type TestAccount } from './harness/service.ts';
+import { query } from './harness/postgres.ts';
+import { createAccount, createAirtableSync, loudSetUp, startTestService, type TestAccount, type TestService } from './harness/service.ts';
 
 let svc: TestService;
 let base: FakeBase;
@@ -35,15 +34,7 @@ test.before(
         { name: 'Count', type: 'number', options: { precision: 0 } },
       ]);
       base.createRecords('Tasks', [{ Name: 'kept', Count: 1 }]);
-      const before = new Date();
-      const created = await request(svc.api, 'POST', '/api/syncs', {
-        token: account.token,
-        body: { kind: 'airtable', base_id: base.id, api_key: AIRTABLE_TEST_TOKEN },
-      });
-      assert.is(created.status, 201, created.text);
-      syncId = created.body.id;
-      admin = withDatabase(serverAdminUrl(), created.body.database.name);
-      await waitForCycle(svc, account.token, syncId, before);
+      ({ id: syncId, adminUrl: admin } = await createAirtableSync(svc, account, base.id));
     },
     () => svc,
   ),

@@ -168,10 +168,10 @@ test('lists print an aligned table; --json prints the API answer unchanged', asy
 test('the pool of servers is managed from the CLI, its URLs read from stdin and never printed', async () => {
   const table = await cli(['servers', 'list']);
   assert.is(table.code, 0, table.output);
-  assert.match(table.output, /^ID +REGION +SYNCS +CAPACITY +FREE +STATE +SERVER\n/);
+  assert.match(table.output, /^ID +REGION +SYNCS +CAPACITY +FREE +STATE +SERVER +WAL-BOUND\n/);
   const [first, ...others] = readTable(table.output);
   assert.equal(others, []);
-  assert.equal([first!.REGION, first!.STATE, first!.SERVER], ['us-west-2', 'open', 'configured']);
+  assert.equal([first!.REGION, first!.STATE, first!.SERVER, first!['WAL-BOUND']], ['us-west-2', 'open', 'configured', '1024 MB']);
   const json = await cli(['servers', 'list', '--json']);
   assert.equal(JSON.parse(json.output), (await request(svc.api, 'GET', '/api/servers', { token: svc.adminToken })).body);
   assert.equal(JSON.parse((await cli(['servers', 'show', first!.ID!])).output).id, first!.ID);

@@ -230,7 +230,14 @@ test('GET /metrics: per-sync values from the control database, for the operator 
     assert.not.ok(text.includes(secret), 'no secret or database name in the metrics');
   }
   const labelNames = new Set([...families.values()].flatMap((f) => f.samples.flatMap((x) => Object.keys(x.labels))));
-  for (const name of labelNames) assert.ok(['kind', 'le', 'status', 'sync_id', 'upstream'].includes(name), `label ${name}`);
+  // Pool servers by their id only (srv_…): never a host or URL.
+  for (const name of labelNames) assert.ok(['kind', 'le', 'status', 'sync_id', 'upstream', 'server_id'].includes(name), `label ${name}`);
+  const keep = families.get('tributary_server_slot_wal_keep_bytes')!.samples;
+  assert.equal(
+    keep.map((x) => x.value),
+    [1024 * 1024 * 1024],
+    "the configured server's bound on the WAL its slots keep",
+  );
 
   assert.is((await request(svc.api, 'GET', '/metrics')).status, 401);
   assert.is((await request(svc.api, 'GET', '/metrics', { token: account.token })).status, 403);

@@ -113,7 +113,19 @@ test('the configured server is the first member, in the default region, with a p
   assert.match(id, /^srv_[a-z0-9]{14}$/);
   assert.ok(Date.parse(created_at) > 0);
   const [slots] = await query<{ n: number }>(serverAdminUrl(), "SELECT current_setting('max_replication_slots')::int AS n");
-  assert.equal(first, { region: 'eu', capacity: slots!.n, syncs: 0, free: slots!.n, draining: false, configured: true });
+  // The test run's server is started as the service starts its own: with a bound on the WAL its slots keep.
+  assert.equal(first, {
+    region: 'eu',
+    capacity: slots!.n,
+    syncs: 0,
+    free: slots!.n,
+    draining: false,
+    configured: true,
+    max_slot_wal_keep_size_mb: 1024,
+    // Read only where the service started the server (the embedded one): not this run's.
+    free_disk_bytes: null,
+    warnings: [],
+  });
   firstId = id;
 });
 
@@ -186,7 +198,22 @@ test('a server that cannot hold sync databases is refused with a 4xx that says w
   assert.is(maintenance!.acl, null, "a refused server's databases are left as they were");
 });
 
+/** Sets a server's max_slot_wal_keep_size (a reload takes it) and waits until a new session sees it. */
+async function boundWal(server: SecondServer, setting: string): Promise<void> {
+  await query(server.adminUrl, `ALTER SYSTEM SET max_slot_wal_keep_size = '${setting}'`);
+  await query(server.adminUrl, 'SELECT pg_reload_conf()');
+  const want = setting === '-1' ? '-1' : setting.replace(/MB$/, '');
+  for (let i = 0; i < 50; i++) {
+    const [row] = await query<{ mb: string }>(server.adminUrl, "SELECT setting AS mb FROM pg_settings WHERE name = 'max_slot_wal_keep_size'");
+    if (row?.mb === want) return;
+    await new Promise((r) => setTimeout(r, 100));
+  }
+  throw new Error(`max_slot_wal_keep_size did not become ${setting}`);
+}
+
 test('a new member: 201 without its URL, which is kept sealed; readers are shut out of its maintenance databases', async () => {
+  // Without a bound on the WAL its slots keep, it joins, and says so wherever it is shown.
+  await boundWal(second, '-1');
   const added = await admin('POST', '/api/servers', { url: second.adminUrl, region: 'eu', capacity: 3 });
   assert.is(added.status, 201, added.text);
   secondId = added.body.id;
@@ -198,8 +225,13 @@ test('a new member: 201 without its URL, which is kept sealed; readers are shut 
     free: 3,
     draining: false,
     configured: false,
+    max_slot_wal_keep_size_mb: -1,
+    free_disk_bytes: null,
+    warnings: [added.body.warnings[0]],
     created_at: added.body.created_at,
   });
+  assert.match(added.body.warnings[0], /^max_slot_wal_keep_size is -1 \(no bound\): .*one stuck decoder can fill this server's disk/);
+  assert.ok(svc.logs.text.includes('max_slot_wal_keep_size is -1 (no bound)'), 'and the log says it');
   assert.match(secondId, /^srv_[a-z0-9]{14}$/);
   const [row] = await query<{ url_enc: string }>(svc.controlUrl, 'SELECT url_enc FROM servers WHERE id = $1', [secondId]);
   assert.match(row!.url_enc, /^v1:/);
@@ -221,6 +253,12 @@ test('a new member: 201 without its URL, which is kept sealed; readers are shut 
   refused(await admin('POST', '/api/servers', { url: second.adminUrl, region: 'us-east-1', capacity: 1 }), 409, /already in the pool as srv_/, 'twice');
   const [open] = await query<{ ok: boolean }>(second.adminUrl, "SELECT has_database_privilege('public', 'postgres', 'CONNECT') AS ok");
   assert.is(open!.ok, false, 'PUBLIC may no longer connect to its postgres database');
+
+  // Bounded since: read again when the member is changed, and the warning is gone.
+  await boundWal(second, '512MB');
+  const changed = await admin('PATCH', `/api/servers/${secondId}`, { draining: false });
+  assert.equal([changed.status, changed.body.max_slot_wal_keep_size_mb, changed.body.warnings], [200, 512, []]);
+  assert.equal((await admin('GET', `/api/servers/${secondId}`)).body.warnings, []);
 });
 
 test('a sync in region eu goes to the member with the most room; sync, decoder and proxy all reach that server', async () => {

@@ -30,6 +30,7 @@ test.before(async () => {
     TRIBUTARY_PG_PORT: String(pgPort),
     TRIBUTARY_UPSTREAMS: `api.stripe.com=${stripe.url}`,
     TRIBUTARY_PG_PROCESS_MEMORY_MB: '768',
+    TRIBUTARY_PG_MAX_SLOT_WAL_KEEP_MB: '2048',
   };
   api = `http://127.0.0.1:${apiPort}`;
 });
@@ -89,6 +90,16 @@ test('a first start brings up the embedded PostgreSQL, generates its secrets and
   syncId = sync.body.id;
   readerUrl = sync.body.database.url;
   assert.equal(await query(readerUrl, 'SELECT count(*)::int AS n FROM _sync_meta'), [{ n: 1 }]);
+  // The embedded server bounds the WAL its slots keep, as configured, and the pool shows it with its free disk.
+  assert.equal(await query(server, 'SHOW max_slot_wal_keep_size'), [{ max_slot_wal_keep_size: '2GB' }]);
+  const pooled = await waitFor('the free disk in the pool', async () => {
+    const [member] = (await request(api, 'GET', '/api/servers', { token: adminToken })).body.data;
+    return member?.free_disk_bytes > 0 ? member : undefined;
+  });
+  assert.equal([pooled.max_slot_wal_keep_size_mb, pooled.warnings], [2048, []]);
+  const metrics = (await request(api, 'GET', '/metrics', { token: adminToken })).text;
+  assert.match(metrics, new RegExp(`tributary_server_free_disk_bytes\\{server_id="${pooled.id}"\\} \\d+`));
+  assert.match(metrics, new RegExp(`tributary_server_slot_wal_keep_bytes\\{server_id="${pooled.id}"\\} ${2048 * 1024 * 1024}`));
 
   proc.child.kill('SIGTERM');
   assert.is(await proc.exited, 0, 'SIGTERM is a clean exit');

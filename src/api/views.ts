@@ -1,3 +1,4 @@
+import { walBoundWarning } from '../control/server-checks.ts';
 import type { Account } from '../control/accounts.ts';
 import type { Secret } from '../control/secrets.ts';
 import { type StatusBounds, statusOf } from '../control/status.ts';
@@ -119,6 +120,18 @@ export const serverAnswer = z
     configured: z
       .boolean()
       .describe("The server the service's configuration names (`TRIBUTARY_TARGET_DATABASE_URL`, else the control database's): the first member"),
+    max_slot_wal_keep_size_mb: z
+      .number()
+      .int()
+      .nullable()
+      .describe(
+        'Its `max_slot_wal_keep_size` in MB as last read (when it was added or changed, and at each start of the service): the most WAL its replication slots may keep; -1 is no bound; null when not read yet',
+      ),
+    free_disk_bytes: z
+      .number()
+      .nullable()
+      .describe('Free space of the disk its data lives on, read every minute where the service can (the embedded server it started); null elsewhere'),
+    warnings: z.array(z.string()).describe('What the operator should know of it: a server with no bound on the WAL its slots keep'),
     created_at: time,
   })
   .strict()
@@ -133,6 +146,9 @@ export function serverView(server: ServerRecord): z.infer<typeof serverAnswer> {
     free: freeOf(server),
     draining: server.draining,
     configured: server.configured,
+    max_slot_wal_keep_size_mb: server.slotWalKeepMb,
+    free_disk_bytes: server.freeDiskBytes,
+    warnings: [walBoundWarning(server.slotWalKeepMb)].filter((w): w is string => w !== undefined),
     created_at: server.createdAt.toISOString(),
   };
 }
@@ -238,6 +254,18 @@ export function syncAnswer(kinds: SourceKinds) {
           ...eventEndpoints,
           logged: z.number().int().describe('Events made durable so far'),
           slot_lag_bytes: z.number().nullable().describe("WAL bytes the sync's replication slot is behind the server"),
+          slot_retained_bytes: z
+            .number()
+            .nullable()
+            .describe("WAL bytes the server keeps for the sync's slot (from its restart_lsn); null before the decoder's first report"),
+          slot_safe_bytes: z
+            .number()
+            .nullable()
+            .describe('WAL bytes that may still be written before the server drops WAL the slot needs (`max_slot_wal_keep_size`); null when it has no bound'),
+          slot_wal_status: z
+            .string()
+            .nullable()
+            .describe("pg_replication_slots' `wal_status`: `reserved`, `extended`, `unreserved` (the next checkpoint may drop WAL it needs) or `lost`"),
         })
         .strict(),
       status: syncStatusAnswer,
@@ -280,6 +308,9 @@ export function syncView(sync: SyncRecord, readerUrl: string, events: EventEndpo
       kafka_brokers: events.kafkaBrokers,
       logged: sync.decoder.eventsLogged,
       slot_lag_bytes: sync.decoder.slotLagBytes,
+      slot_retained_bytes: sync.status.events?.slot?.retainedBytes ?? null,
+      slot_safe_bytes: sync.status.events?.slot?.safeBytes ?? null,
+      slot_wal_status: sync.status.events?.slot?.walStatus ?? null,
     },
     status: statusOf(sync.status, new Date(), bounds),
     warnings: sync.warnings,

@@ -45,6 +45,7 @@ interface ServerRow {
   free: number;
   draining: boolean;
   configured: boolean;
+  max_slot_wal_keep_size_mb: number | null;
 }
 
 export const serverColumns: Column<ServerRow>[] = [
@@ -56,6 +57,11 @@ export const serverColumns: Column<ServerRow>[] = [
   { header: 'STATE', value: (s) => (s.draining ? 'draining' : 'open') },
   // The configured server's URL comes from the service's configuration, not from servers add.
   { header: 'SERVER', value: (s) => (s.configured ? 'configured' : 'added') },
+  // max_slot_wal_keep_size: "none" is a warning (docs/operations.md#wal-retention).
+  {
+    header: 'WAL-BOUND',
+    value: (s) => (s.max_slot_wal_keep_size_mb === null ? '?' : s.max_slot_wal_keep_size_mb < 0 ? 'none' : `${s.max_slot_wal_keep_size_mb} MB`),
+  },
 ];
 
 /** The fields of the API's webhook view that the table shows. */

@@ -34,7 +34,7 @@ export const serverCommands: Record<string, Command> = {
   },
   'servers list': {
     usage: 'tributary servers list [--json]',
-    summary: 'list the pool (admin token): id, region, syncs, capacity, free places, draining',
+    summary: 'list the pool (admin token): id, region, syncs, capacity, free places, draining, WAL bound',
     options: jsonOptions,
     async run(values) {
       printList(await call(await client(values), 'GET', '/api/servers'), serverColumns, values.json === true);

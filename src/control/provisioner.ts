@@ -314,6 +314,16 @@ export async function reservedSlots(adminUrl: string): Promise<number> {
   }).catch(() => 0);
 }
 
+/** At start: a warning when the sync databases' server reserves too few connections for Tributary's role. */
+export async function warnFewReserved(adminUrl: string, logger: Logger): Promise<void> {
+  const reserved = await reservedSlots(adminUrl);
+  if (reserved >= 20) return;
+  logger.warn(
+    { reserved },
+    "the sync databases' server reserves fewer than 20 connections for Tributary's role: readers could take the slots its syncs, proxy and decoder need (set reserved_connections and grant pg_use_reserved_connections, or superuser_reserved_connections for a superuser)",
+  );
+}
+
 /**
  * PostgreSQL lets every role open every database that grants CONNECT to PUBLIC, and
  * make TEMP tables there; on a pool server that would let one sync's reader into the

@@ -13,6 +13,8 @@ export interface ServerFacts {
   usedSlots: number;
   maxSenders: number;
   usedSenders: number;
+  /** max_slot_wal_keep_size in MB; -1: no bound. */
+  slotWalKeepMb: number;
 }
 
 interface FactsRow {
@@ -25,6 +27,7 @@ interface FactsRow {
   used_slots: number;
   max_senders: number;
   used_senders: number;
+  slot_wal_keep_mb: string;
 }
 
 /**
@@ -40,7 +43,8 @@ export async function readServerFacts(adminUrl: string, what: string): Promise<S
                 current_setting('max_replication_slots')::int AS max_slots,
                 (SELECT count(*)::int FROM pg_replication_slots) AS used_slots,
                 current_setting('max_wal_senders')::int AS max_senders,
-                (SELECT count(*)::int FROM pg_stat_activity WHERE backend_type = 'walsender') AS used_senders
+                (SELECT count(*)::int FROM pg_stat_activity WHERE backend_type = 'walsender') AS used_senders,
+                (SELECT setting FROM pg_settings WHERE name = 'max_slot_wal_keep_size') AS slot_wal_keep_mb
            FROM pg_roles r WHERE r.rolname = current_user`,
       );
       const row = rows[0];
@@ -55,6 +59,7 @@ export async function readServerFacts(adminUrl: string, what: string): Promise<S
         usedSlots: row.used_slots,
         maxSenders: row.max_senders,
         usedSenders: row.used_senders,
+        slotWalKeepMb: Number(row.slot_wal_keep_mb ?? -1),
       };
     });
   } catch (cause) {
@@ -92,8 +97,32 @@ export function missingRoom(facts: ServerFacts, syncs: number): string[] {
  * Refuses a pool server that cannot hold `syncs` more sync databases: a 422 that lists every
  * reason (connection, wal_level, slots, WAL senders, rights).
  */
-export async function checkPoolServer(adminUrl: string, syncs: number): Promise<void> {
+export async function checkPoolServer(adminUrl: string, syncs: number): Promise<ServerFacts> {
   const facts = await readServerFacts(adminUrl, 'the server');
   const problems = [...missingRights(facts), ...missingRoom(facts, syncs)];
   if (problems.length > 0) throw new TributaryError('unprocessable', `url cannot host sync databases: ${problems.join('; ')}`);
+  return facts;
+}
+
+/**
+ * What a server's WAL bound means for its syncs, in words, or undefined when it has one. Each
+ * sync's slot keeps the server's WAL from the point its decoder has reached; without
+ * max_slot_wal_keep_size, a decoder down or behind keeps it all, and one stuck decoder can
+ * fill the disk every other database of the server lives on.
+ */
+export function walBoundWarning(slotWalKeepMb: number | null): string | undefined {
+  if (slotWalKeepMb === null || slotWalKeepMb >= 0) return undefined;
+  return "max_slot_wal_keep_size is -1 (no bound): a sync's replication slot whose decoder is down or behind keeps every byte of WAL from there on, and one stuck decoder can fill this server's disk; set it (docs/operations.md#wal-retention)";
+}
+
+/** The server's max_slot_wal_keep_size in MB (-1: no bound); undefined when it cannot be read now. */
+export async function readWalBound(adminUrl: string): Promise<number | undefined> {
+  try {
+    return await withClient(adminUrl, async (admin) => {
+      const { rows } = await admin.query<{ mb: string }>("SELECT setting AS mb FROM pg_settings WHERE name = 'max_slot_wal_keep_size'");
+      return rows[0] ? Number(rows[0].mb) : undefined;
+    });
+  } catch {
+    return undefined;
+  }
 }

@@ -5,7 +5,7 @@ import type { LookupAll } from '../http/address.ts';
 import { newServerId } from '../ids.ts';
 import type { Logger } from '../log.ts';
 import { hardenServer, reservedSlots } from './provisioner.ts';
-import { checkPoolServer } from './server-checks.ts';
+import { checkPoolServer, readWalBound, walBoundWarning } from './server-checks.ts';
 import { checkPoolServerUrl, serverEndpoints } from './server-url.ts';
 import type { SecretBox } from './secrets.ts';
 
@@ -21,6 +21,10 @@ export interface ServerRecord {
   draining: boolean;
   /** The server named by the configuration: its URL is read from there, not stored. */
   configured: boolean;
+  /** Its max_slot_wal_keep_size in MB as last read (when added, changed, or at a start); -1: no bound; null: not read yet. */
+  slotWalKeepMb: number | null;
+  /** Free space of the disk its data lives on, where the service can read it (the embedded server); null elsewhere. */
+  freeDiskBytes: number | null;
   createdAt: Date;
 }
 
@@ -52,10 +56,13 @@ interface ServerRow {
   syncs: number;
   draining: boolean;
   configured: boolean;
+  slot_wal_keep_mb: string | null;
+  free_disk_bytes: string | null;
   created_at: Date;
 }
 
-const SELECT_SERVERS = `SELECT s.id, s.region, s.capacity, s.draining, s.url_enc IS NULL AS configured, s.created_at,
+const SELECT_SERVERS = `SELECT s.id, s.region, s.capacity, s.draining, s.url_enc IS NULL AS configured, s.slot_wal_keep_mb,
+         CASE WHEN s.disk_read_at > now() - interval '5 minutes' THEN s.free_disk_bytes END AS free_disk_bytes, s.created_at,
          (SELECT count(*)::int FROM syncs y WHERE y.server_id = s.id) AS syncs
     FROM servers s`;
 
@@ -66,6 +73,8 @@ const toRecord = (row: ServerRow): ServerRecord => ({
   syncs: row.syncs,
   draining: row.draining,
   configured: row.configured,
+  slotWalKeepMb: row.slot_wal_keep_mb === null ? null : Number(row.slot_wal_keep_mb),
+  freeDiskBytes: row.free_disk_bytes === null ? null : Number(row.free_disk_bytes),
   createdAt: row.created_at,
 });
 
@@ -172,6 +181,22 @@ export class ServerPool {
       `UPDATE syncs SET server_id = c.id FROM servers c
         WHERE c.url_enc IS NULL AND syncs.server_id IS NULL AND syncs.database_server_enc IS NULL`,
     );
+    // Read again at each start: an operator may have set the bound since (docs/operations.md#wal-retention).
+    // The configured server is needed to start anyway; a member that is away must not hold the start up.
+    const { rows: members } = await pool.query<{ id: string; configured: boolean }>('SELECT id, url_enc IS NULL AS configured FROM servers');
+    for (const { id, configured } of members) {
+      const read = this.readWalBound(id).catch((error: unknown) => this.options.logger.debug({ err: error, server: id }, 'could not read its WAL bound'));
+      if (configured) await read;
+    }
+  }
+
+  /** Reads a member's max_slot_wal_keep_size into the pool, warning when it has none; a server away keeps the last value. */
+  private async readWalBound(id: string): Promise<void> {
+    const mb = await readWalBound((await this.target(id)).url);
+    if (mb === undefined) return;
+    await this.options.pool.query('UPDATE servers SET slot_wal_keep_mb = $2 WHERE id = $1', [id, mb]);
+    const unbounded = walBoundWarning(mb);
+    if (unbounded) this.options.logger.warn({ server: id }, unbounded);
   }
 
   /**
@@ -184,7 +209,7 @@ export class ServerPool {
     const { logger } = this.options;
     const endpoints = await checkPoolServerUrl(input.url, this.options.lookup);
     await this.refuseMember(endpoints);
-    await checkPoolServer(input.url, input.capacity);
+    const facts = await checkPoolServer(input.url, input.capacity);
     try {
       await hardenServer(input.url, this.options.protectedDatabases);
     } catch (cause) {
@@ -202,16 +227,19 @@ export class ServerPool {
       // One add at a time past this point, so two adds of one server cannot both pass.
       await tx.query("SELECT pg_advisory_xact_lock(hashtextextended('servers', 0))");
       await this.refuseMember(endpoints, tx);
-      await tx.query('INSERT INTO servers (id, region, capacity, url_enc) VALUES ($1, $2, $3, $4)', [
+      await tx.query('INSERT INTO servers (id, region, capacity, url_enc, slot_wal_keep_mb) VALUES ($1, $2, $3, $4, $5)', [
         id,
         input.region,
         input.capacity,
         this.options.box.encrypt(input.url, aad(id)),
+        facts.slotWalKeepMb,
       ]);
       const { rows } = await tx.query<ServerRow>(`${SELECT_SERVERS} WHERE s.id = $1`, [id]);
       return toRecord(rows[0]!);
     });
     logger.info({ server: id, region: input.region, capacity: input.capacity }, 'server added to the pool');
+    const unbounded = walBoundWarning(facts.slotWalKeepMb);
+    if (unbounded) logger.warn({ server: id }, unbounded);
     return record;
   }
 
@@ -236,11 +264,13 @@ export class ServerPool {
       const more = change.capacity - current.syncs;
       if (more > 0) await checkPoolServer((await this.target(id)).url, more);
     }
+    await this.readWalBound(id);
     const { rows } = await this.options.pool.query<ServerRow>(
       `WITH changed AS (
          UPDATE servers SET capacity = coalesce($2, capacity), draining = coalesce($3, draining) WHERE id = $1 RETURNING *
        )
-       SELECT s.id, s.region, s.capacity, s.draining, s.url_enc IS NULL AS configured, s.created_at,
+       SELECT s.id, s.region, s.capacity, s.draining, s.url_enc IS NULL AS configured, s.slot_wal_keep_mb,
+              CASE WHEN s.disk_read_at > now() - interval '5 minutes' THEN s.free_disk_bytes END AS free_disk_bytes, s.created_at,
               (SELECT count(*)::int FROM syncs y WHERE y.server_id = s.id) AS syncs
          FROM changed s`,
       [id, change.capacity ?? null, change.draining ?? null],

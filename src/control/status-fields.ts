@@ -20,7 +20,7 @@ export interface SyncStatusFields {
   /** Lists the sync cannot read completely right now, and why (see sql/23_incomplete_lists.sql). */
   incomplete?: IncompleteList[];
   /** The decoder's latest report (sql/30_events_lag.sql): when, the slot's lag in bytes, and how far the log reaches. */
-  events?: { reportedAt: Date | null; slotLagBytes: number | null; loggedThrough: Date | null };
+  events?: { reportedAt: Date | null; slotLagBytes: number | null; loggedThrough: Date | null; slot?: SlotRetention | null };
   /**
    * The delivery path (Kafka relay, webhooks) furthest behind, read apart (delivery-lag.ts):
    * null when every path has delivered everything; absent when not read.
@@ -34,4 +34,15 @@ export interface IncompleteList {
   table: string;
   reason: string;
   since: string;
+}
+
+/**
+ * The sync's replication slot's hold on its server's WAL, as the decoder last read it
+ * (sql/32_slot_retention.sql): what it keeps, what may still be written before PostgreSQL
+ * drops WAL it needs (null: the server has no bound), and pg_replication_slots' wal_status.
+ */
+export interface SlotRetention {
+  retainedBytes: number | null;
+  safeBytes: number | null;
+  walStatus: string | null;
 }

@@ -1,5 +1,5 @@
 import type { DeliveryBehind } from './delivery-lag.ts';
-import type { IncompleteList, SyncStatusFields } from './status-fields.ts';
+import type { IncompleteList, SlotRetention, SyncStatusFields } from './status-fields.ts';
 
 export type Indicator = 'normal' | 'yellow' | 'red';
 
@@ -46,9 +46,19 @@ export interface StatusBounds {
   redAfterMs: number;
   /** A decoder report this recent, with the log caught up at it, means caught up now. */
   reportFreshMs: number;
+  /** A replication slot keeping this share of what its server lets it keep turns yellow. */
+  slotYellowShare: number;
 }
 
-export const DEFAULT_STATUS_BOUNDS: StatusBounds = { behindYellowMs: EVENTS_BEHIND_YELLOW_MS, redAfterMs: RED_AFTER_MS, reportFreshMs: REPORT_FRESH_MS };
+/** Half of max_slot_wal_keep_size: time to bring a decoder back before its slot is lost. */
+export const SLOT_YELLOW_SHARE = 0.5;
+
+export const DEFAULT_STATUS_BOUNDS: StatusBounds = {
+  behindYellowMs: EVENTS_BEHIND_YELLOW_MS,
+  redAfterMs: RED_AFTER_MS,
+  reportFreshMs: REPORT_FRESH_MS,
+  slotYellowShare: SLOT_YELLOW_SHARE,
+};
 
 /** The log reaching to within this of its report's time counts as caught up at the report. */
 const CAUGHT_UP_MS = 30_000;
@@ -92,6 +102,38 @@ function deliveriesIndicator(status: SyncStatusFields, now: Date, bounds: Status
   return behindIndicator(deliveriesLagSeconds(status, now), bounds);
 }
 
+/**
+ * The share of its server's bound (max_slot_wal_keep_size) the slot keeps: what it keeps over
+ * that plus what may still be written before WAL it needs is dropped. Null without a bound.
+ */
+export function slotShare(slot: SlotRetention | null | undefined): number | null {
+  if (!slot || slot.retainedBytes === null || slot.safeBytes === null) return null;
+  const bound = slot.retainedBytes + Math.max(0, slot.safeBytes);
+  return bound > 0 ? Math.min(1, slot.retainedBytes / bound) : null;
+}
+
+/**
+ * The slot's share of the indicator: red once PostgreSQL has dropped WAL it needed (`lost`);
+ * yellow when the next checkpoint may (`unreserved`), or past slotYellowShare of the bound.
+ */
+function slotIndicator(status: SyncStatusFields, bounds: StatusBounds): Indicator {
+  const slot = status.events?.slot;
+  if (slot?.walStatus === 'lost') return 'red';
+  if (slot?.walStatus === 'unreserved') return 'yellow';
+  const share = slotShare(slot);
+  return share !== null && share >= bounds.slotYellowShare ? 'yellow' : 'normal';
+}
+
+function slotReason(slot: SlotRetention): string {
+  if (slot.walStatus === 'lost')
+    return "replication slot lost: PostgreSQL dropped WAL it still needed (past the server's max_slot_wal_keep_size), so changes since are missing from the events";
+  const mb = Math.round((slot.retainedBytes ?? 0) / (1024 * 1024));
+  const share = slotShare(slot);
+  const of = share === null ? '' : `, ${Math.round(share * 100)} % of what the server lets it keep (max_slot_wal_keep_size)`;
+  const next = slot.walStatus === 'unreserved' ? 'the next checkpoint may drop WAL it needs' : 'past the bound PostgreSQL drops WAL it needs';
+  return `replication slot holding ${mb} MB of WAL${of}: the decoder is down or behind; ${next}`;
+}
+
 function behindIndicator(lag: number | null, bounds: StatusBounds): Indicator {
   if (lag === null || lag * 1000 < bounds.behindYellowMs) return 'normal';
   return lag * 1000 >= bounds.redAfterMs ? 'red' : 'yellow';
@@ -100,22 +142,28 @@ function behindIndicator(lag: number | null, bounds: StatusBounds): Indicator {
 const RANK: Record<Indicator, number> = { normal: 0, yellow: 1, red: 2 };
 
 /** The parts of the path, each with its own share of the indicator; the worst decides. */
-type Part = 'sync' | 'events' | 'deliveries';
+type Part = 'sync' | 'events' | 'deliveries' | 'slot';
 
 function parts(status: SyncStatusFields, now: Date, bounds: StatusBounds): Record<Part, Indicator> {
-  return { sync: syncIndicator(status, now, bounds), events: eventsIndicator(status, now, bounds), deliveries: deliveriesIndicator(status, now, bounds) };
+  return {
+    sync: syncIndicator(status, now, bounds),
+    events: eventsIndicator(status, now, bounds),
+    deliveries: deliveriesIndicator(status, now, bounds),
+    slot: slotIndicator(status, bounds),
+  };
 }
 
 /**
  * The part that decides the indicator: the worst; of two as bad, the later on the path (its
- * reason is the more precise: a sync failing now while its log is two minutes behind).
+ * reason is the more precise: a sync failing now while its log is two minutes behind), and
+ * the slot's before all (its WAL is a danger to every database of its server).
  */
 function decidingPart(status: SyncStatusFields, now: Date, bounds: StatusBounds): { part: Part; indicator: Indicator } {
   const of = parts(status, now, bounds);
   // A key rejected or a base gone is what the user must fix first, whatever lags behind it.
   if (fatal(status)) return { part: 'sync', indicator: 'red' };
   let worst: Part = 'sync';
-  for (const part of ['events', 'deliveries'] as const) if (of[part] !== 'normal' && RANK[of[part]] >= RANK[of[worst]]) worst = part;
+  for (const part of ['events', 'deliveries', 'slot'] as const) if (of[part] !== 'normal' && RANK[of[part]] >= RANK[of[worst]]) worst = part;
   return { part: worst, indicator: of[worst] };
 }
 
@@ -128,7 +176,9 @@ function decidingPart(status: SyncStatusFields, now: Date, bounds: StatusBounds)
  * - yellow: the latest attempt failed for less than five minutes, or the running cycle
  *   has taken more than 1.5x its usual duration, or the event log is two minutes or more
  *   behind the database (a decoder stopped, stuck or not reporting), or a delivery path
- *   two minutes or more behind the log (a relay stuck, a receiver failing);
+ *   two minutes or more behind the log (a relay stuck, a receiver failing), or the sync's
+ *   replication slot keeps half or more of the WAL its server lets it keep;
+ * - red too: the slot lost WAL it needed;
  * - normal: otherwise.
  */
 export function indicatorOf(status: SyncStatusFields, now: Date, bounds = DEFAULT_STATUS_BOUNDS): Indicator {
@@ -161,6 +211,7 @@ function syncIndicator(status: SyncStatusFields, now: Date, bounds: StatusBounds
 /** Why the indicator is what it is, in words for the console's hover text. */
 export function indicatorReason(status: SyncStatusFields, now: Date, bounds = DEFAULT_STATUS_BOUNDS): string {
   const { part, indicator } = decidingPart(status, now, bounds);
+  if (part === 'slot') return slotReason(status.events!.slot!);
   if (part === 'deliveries') return deliveriesReason(status.deliveries!, indicator, deliveriesLagSeconds(status, now)!);
   if (part === 'events') {
     const behind = eventsLagSeconds(status, now, bounds)!;

@@ -38,6 +38,7 @@ export interface SyncRow {
   updated_at: Date;
   events_logged: string | null;
   slot_lag_bytes: string | null;
+  slot_retention: { retained: number | null; safe: number | null; status: string | null } | null;
   lag_at: Date | null;
   logged_through: Date | null;
   reader_connection_limit: number;
@@ -55,6 +56,8 @@ export const columns = `id, account_id, kind, base_id, upstream_account_id, sett
   reader_statement_timeout_ms, reader_idle_in_transaction_timeout_ms, reader_temp_file_limit_mb,
   (SELECT seq FROM decoder_progress d WHERE d.sync_id = syncs.id) AS events_logged,
   (SELECT slot_lag_bytes FROM decoder_progress d WHERE d.sync_id = syncs.id) AS slot_lag_bytes,
+  (SELECT jsonb_build_object('retained', slot_retained_bytes, 'safe', slot_safe_bytes, 'status', slot_wal_status)
+     FROM decoder_progress d WHERE d.sync_id = syncs.id) AS slot_retention,
   (SELECT lag_at FROM decoder_progress d WHERE d.sync_id = syncs.id) AS lag_at,
   (SELECT logged_through FROM decoder_progress d WHERE d.sync_id = syncs.id) AS logged_through`;
 
@@ -92,6 +95,11 @@ export const toRecord = (row: SyncRow): SyncRecord => ({
       reportedAt: row.lag_at,
       slotLagBytes: row.slot_lag_bytes === null ? null : Number(row.slot_lag_bytes),
       loggedThrough: row.logged_through,
+      slot: row.slot_retention && {
+        retainedBytes: row.slot_retention.retained,
+        safeBytes: row.slot_retention.safe,
+        walStatus: row.slot_retention.status,
+      },
     },
   },
   upstreamName: row.upstream_name,

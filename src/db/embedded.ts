@@ -24,6 +24,8 @@ export interface EmbeddedPostgresOptions {
   processMemoryMb?: number;
   /** `logical` (the default): sync databases need it. Tests start a `replica` server to see it refused. */
   walLevel?: 'logical' | 'replica';
+  /** max_slot_wal_keep_size in MB (default SLOT_WAL_KEEP_MB): the most WAL the syncs' replication slots may keep. */
+  slotWalKeepMb?: number;
 }
 
 /**
@@ -34,6 +36,15 @@ export interface EmbeddedPostgresOptions {
  * "out of memory", while the server and every other session carry on.
  */
 export const PROCESS_MEMORY_MB = 1024;
+
+/**
+ * Each sync's replication slot keeps the server's WAL from the point its decoder reached, so
+ * a decoder down or behind would keep it all, and one stuck decoder would fill the disk that
+ * every sync database of the server lives on. PostgreSQL drops WAL a slot keeps past this
+ * bound (the slot is then lost, and the sync's stream is read again from its tables). How to
+ * size it: docs/operations.md#wal-retention.
+ */
+export const SLOT_WAL_KEEP_MB = 1024;
 
 export interface EmbeddedPostgres {
   /** Superuser URL of the `postgres` maintenance database. */
@@ -211,6 +222,7 @@ export async function startEmbeddedPostgres(options: EmbeddedPostgresOptions): P
 
   const adminUrl = `postgres://postgres:${encodeURIComponent(password)}@127.0.0.1:${port}/postgres`;
   await waitForConnection(adminUrl);
+  await boundSlotWal(adminUrl, options.slotWalKeepMb ?? SLOT_WAL_KEEP_MB, logger);
   return {
     adminUrl,
     startedHere: !running,
@@ -297,5 +309,24 @@ async function waitForConnection(url: string): Promise<void> {
     } finally {
       await client.end().catch(() => undefined);
     }
+  }
+}
+
+/**
+ * Sets max_slot_wal_keep_size, a setting a reload takes: set through the server's own
+ * configuration (ALTER SYSTEM), so a server found running, started by an earlier version
+ * or with another bound, takes the configured one too.
+ */
+async function boundSlotWal(adminUrl: string, mb: number, logger: Logger): Promise<void> {
+  const client = new pg.Client({ connectionString: adminUrl });
+  await client.connect();
+  try {
+    const { rows } = await client.query<{ mb: string }>("SELECT setting AS mb FROM pg_settings WHERE name = 'max_slot_wal_keep_size'");
+    if (Number(rows[0]?.mb) === mb) return;
+    await client.query(`ALTER SYSTEM SET max_slot_wal_keep_size = '${Math.trunc(mb)}MB'`);
+    await client.query('SELECT pg_reload_conf()');
+    logger.info({ max_slot_wal_keep_size_mb: mb }, "bounded the WAL the syncs' replication slots may keep");
+  } finally {
+    await client.end();
   }
 }

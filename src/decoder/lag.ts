@@ -18,16 +18,26 @@ const STEP_BYTES = 1024 * 1024;
 /** How far back the WAL samples behind loggedThrough reach at most. */
 const SAMPLES_KEPT_MS = 60 * 60_000;
 
+/** The slot's hold on the server's WAL, as pg_replication_slots says (docs/operations.md#wal-retention). */
+interface Retention {
+  /** WAL the slot keeps: from its restart_lsn to the server's position. */
+  retained: string | null;
+  /** What may still be written before WAL the slot needs is dropped; null without a bound. */
+  safe: string | null;
+  /** reserved, extended, unreserved or lost. */
+  status: string | null;
+}
+
 /**
  * Writes to decoder_progress how far the sync database's WAL is ahead of what its slot was
- * told (`ackedLsn`), for the sync's status and the metrics. Every few seconds for each
- * decoder, so both sides are kept cheap: the slot is read over a kept connection (a new one
- * per read was a backend start and a SCRAM exchange, a third of an idle server's CPU), and
- * the control row is written only when the figures moved by a megabyte, the members
- * changed or a minute went by.
+ * told (`ackedLsn`), and the WAL the slot keeps, for the sync's status and the metrics.
+ * Every few seconds for each decoder, so both sides are kept cheap: the slot is read over a
+ * kept connection (a new one per read was a backend start and a SCRAM exchange, a third of
+ * an idle server's CPU), and the control row is written only when the figures moved by a
+ * megabyte, the members changed or a minute went by.
  */
 export class SlotLagReport {
-  private last: { members: string; acked: string; lag: string | null; at: number } | undefined;
+  private last: { members: string; acked: string; lag: string | null; retention: Retention; at: number } | undefined;
   /** The server's WAL position as each recent report read it, oldest first (see loggedThrough). */
   private readonly samples: Array<{ at: number; wal: bigint }> = [];
   private lastThrough: number | undefined;
@@ -36,27 +46,37 @@ export class SlotLagReport {
 
   async report(syncIds: string[], ackedLsn: string): Promise<void> {
     const read = async (client: pg.ClientBase | pg.Pool) => {
-      const { rows } = await client.query<{ lag: string | null; wal: string; confirmed: string | null }>(
-        `SELECT greatest(0, pg_wal_lsn_diff(w.lsn, confirmed_flush_lsn))::bigint AS lag, w.lsn::text AS wal, confirmed_flush_lsn::text AS confirmed
+      const { rows } = await client.query<{ lag: string | null; wal: string; confirmed: string | null } & Retention>(
+        `SELECT greatest(0, pg_wal_lsn_diff(w.lsn, confirmed_flush_lsn))::bigint AS lag, w.lsn::text AS wal, confirmed_flush_lsn::text AS confirmed,
+                greatest(0, pg_wal_lsn_diff(w.lsn, restart_lsn))::bigint AS retained, safe_wal_size AS safe, wal_status AS status
            FROM (SELECT pg_current_wal_lsn() AS lsn) w LEFT JOIN pg_replication_slots ON slot_name = $1`,
         [this.options.slot],
       );
       return rows[0]!;
     };
     const pool = this.options.pools?.get(this.options.databaseUrl);
-    const { lag, wal, confirmed } = pool ? await read(pool) : await withClient(this.options.databaseUrl, read);
+    const { lag, wal, confirmed, retained, safe, status } = pool ? await read(pool) : await withClient(this.options.databaseUrl, read);
+    const retention = { retained, safe, status };
     const through = this.loggedThrough(lsnToBigInt(wal), confirmed === null ? undefined : lsnToBigInt(confirmed));
     const last = this.last;
     const members = syncIds.join(',');
-    if (last && last.members === members && Date.now() - last.at < (this.options.lagRewriteMs ?? UNCHANGED_REWRITE_MS) && near(last, ackedLsn, lag)) return;
+    if (
+      last &&
+      last.members === members &&
+      Date.now() - last.at < (this.options.lagRewriteMs ?? UNCHANGED_REWRITE_MS) &&
+      near(last, ackedLsn, lag) &&
+      sameRetention(last.retention, retention)
+    )
+      return;
     // Every sync of the database reads through the one slot: each is as far behind as it.
     const { rowCount } = await this.options.control.query(
-      'UPDATE decoder_progress SET acked_lsn = $2, slot_lag_bytes = $3, lag_at = now(), logged_through = $4 WHERE sync_id = ANY($1)',
-      [syncIds, ackedLsn, lag, through === undefined ? null : new Date(through)],
+      `UPDATE decoder_progress SET acked_lsn = $2, slot_lag_bytes = $3, lag_at = now(), logged_through = $4,
+              slot_retained_bytes = $5, slot_safe_bytes = $6, slot_wal_status = $7 WHERE sync_id = ANY($1)`,
+      [syncIds, ackedLsn, lag, through === undefined ? null : new Date(through), retained, safe, status],
     );
     // A sync whose first event is not logged yet has no row to write to: nothing was written
     // for it, so the next report writes again rather than taking the figures as known.
-    this.last = (rowCount ?? 0) >= syncIds.length ? { members, acked: ackedLsn, lag, at: Date.now() } : undefined;
+    this.last = (rowCount ?? 0) >= syncIds.length ? { members, acked: ackedLsn, lag, retention, at: Date.now() } : undefined;
   }
 
   /**
@@ -81,6 +101,12 @@ export class SlotLagReport {
   async close(): Promise<void> {
     await this.options.pools?.drop(this.options.databaseUrl);
   }
+}
+
+/** The slot's hold moved less than STEP_BYTES, and its wal_status is the same. */
+function sameRetention(last: Retention, now: Retention): boolean {
+  const close = (a: string | null, b: string | null) => (a === null || b === null ? a === b : Math.abs(Number(a) - Number(b)) < STEP_BYTES);
+  return last.status === now.status && close(last.retained, now.retained) && close(last.safe, now.safe);
 }
 
 /** The figures moved less than STEP_BYTES since they were written. */

@@ -1,6 +1,6 @@
 import type pg from 'pg';
 import { deliveriesBehind } from '../control/delivery-lag.ts';
-import { type StatusBounds, statusOf } from '../control/status.ts';
+import { type StatusBounds, slotShare, statusOf } from '../control/status.ts';
 import type { Family, Sample } from './exposition.ts';
 
 interface SyncMetricRow {
@@ -12,6 +12,8 @@ interface SyncMetricRow {
   confirmed_through: Date | null;
   events_logged: string | null;
   slot_lag_bytes: string | null;
+  slot_retained_bytes: string | null;
+  slot_safe_bytes: string | null;
   lag_at: Date | null;
   logged_through: Date | null;
   upstream_429s: string;
@@ -25,7 +27,7 @@ interface SyncMetricRow {
 export async function syncFamilies(pool: pg.Pool, options: { kafka: boolean; statusBounds?: Partial<StatusBounds> }, now = new Date()): Promise<Family[]> {
   const { rows } = await pool.query<SyncMetricRow>(
     `SELECT s.id, s.kind, s.started_at, s.completed_at, extract(epoch FROM s.duration_last)::float8 AS duration_last_s,
-            s.confirmed_through, d.seq AS events_logged, d.slot_lag_bytes, d.lag_at, d.logged_through, s.upstream_429s
+            s.confirmed_through, d.seq AS events_logged, d.slot_lag_bytes, d.slot_retained_bytes, d.slot_safe_bytes, d.lag_at, d.logged_through, s.upstream_429s
        FROM syncs s LEFT JOIN decoder_progress d ON d.sync_id = s.id
       WHERE s.state = 'active'
       ORDER BY s.id`,
@@ -40,6 +42,8 @@ export async function syncFamilies(pool: pg.Pool, options: { kafka: boolean; sta
   const duration: Sample[] = [];
   const logged: Sample[] = [];
   const slotLag: Sample[] = [];
+  const slotRetained: Sample[] = [];
+  const slotShares: Sample[] = [];
   const eventsLag: Sample[] = [];
   const refused: Sample[] = [];
   for (const row of rows) {
@@ -72,6 +76,13 @@ export async function syncFamilies(pool: pg.Pool, options: { kafka: boolean; sta
     if (row.duration_last_s !== null) duration.push({ name: 'tributary_sync_cycle_duration_seconds', labels, value: row.duration_last_s });
     logged.push({ name: 'tributary_sync_events_logged_total', labels, value: Number(row.events_logged ?? 0) });
     if (row.slot_lag_bytes !== null) slotLag.push({ name: 'tributary_sync_slot_lag_bytes', labels, value: Number(row.slot_lag_bytes) });
+    if (row.slot_retained_bytes !== null) {
+      const retained = Number(row.slot_retained_bytes);
+      slotRetained.push({ name: 'tributary_sync_slot_retained_wal_bytes', labels, value: retained });
+      // The same share as the status's.
+      const share = slotShare({ retainedBytes: retained, safeBytes: row.slot_safe_bytes === null ? null : Number(row.slot_safe_bytes), walStatus: null });
+      if (share !== null) slotShares.push({ name: 'tributary_sync_slot_wal_bound_share', labels, value: share });
+    }
     refused.push({ name: 'tributary_sync_upstream_429_total', labels, value: Number(row.upstream_429s) });
   }
   return [
@@ -96,6 +107,18 @@ export async function syncFamilies(pool: pg.Pool, options: { kafka: boolean; sta
       samples: deliveriesLag,
     },
     { name: 'tributary_sync_slot_lag_bytes', type: 'gauge', help: "Bytes of WAL the server holds ahead of the sync's replication slot.", samples: slotLag },
+    {
+      name: 'tributary_sync_slot_retained_wal_bytes',
+      type: 'gauge',
+      help: "Bytes of WAL the server keeps for the sync's replication slot (from its restart_lsn).",
+      samples: slotRetained,
+    },
+    {
+      name: 'tributary_sync_slot_wal_bound_share',
+      type: 'gauge',
+      help: "Share of what the server lets a slot keep (max_slot_wal_keep_size) that the sync's slot keeps; the status turns yellow at 0.5. Absent without a bound.",
+      samples: slotShares,
+    },
     { name: 'tributary_sync_upstream_429_total', type: 'counter', help: "Upstream 429 answers to the sync's own requests.", samples: refused },
   ];
 }

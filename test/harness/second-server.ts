@@ -26,6 +26,8 @@ export interface SecondServerOptions {
   walLevel?: 'logical' | 'replica';
   /** Connection slots (default 100: a test needs few). */
   maxConnections?: number;
+  /** max_slot_wal_keep_size in MB (default: the service's, SLOT_WAL_KEEP_MB). */
+  slotWalKeepMb?: number;
 }
 
 /**
@@ -62,6 +64,7 @@ export async function startSecondServer(options: SecondServerOptions = {}): Prom
       logger: createLogger({ level: 'warn' }),
       maxConnections: options.maxConnections ?? 100,
       walLevel: options.walLevel,
+      slotWalKeepMb: options.slotWalKeepMb,
     });
   let server = await start();
   let running = true;
