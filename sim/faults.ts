@@ -4,6 +4,7 @@ import { pause } from '../src/time.ts';
 import type { KafkaBroker } from '../test/harness/kafka/types.ts';
 import type { Random } from './random.ts';
 import type { CrashablePostgres } from '../test/harness/crashable-postgres.ts';
+import { withClient } from '../src/db/sql.ts';
 import type { ThreadRelay } from './relay-thread.ts';
 import type { Upstreams } from './upstreams/remote.ts';
 import type { ServiceFleet, WebhookReceiver } from './world.ts';
@@ -57,6 +58,7 @@ export const FAULT_KINDS = [
   'kafka-hang',
   'webhook-receiver-down',
   'stripe-late-events',
+  'slot-lost',
 ] as const;
 export type FaultKind = (typeof FAULT_KINDS)[number];
 
@@ -180,6 +182,15 @@ export async function strike(kind: FaultKind, t: FaultTargets, random: Random, s
       await pause(Math.max(20_000, 120_000 * scale), signal);
       await t.upstreams.stripeLateEvents(null);
       break;
+    case 'slot-lost': {
+      // An operator drops a sync database's replication slot under its running decoder (as an
+      // invalidated one is lost): the service must make a new one, mark the gap and read the
+      // tables again (docs/events.md#gaps-a-lost-replication-slot).
+      const server = random.pick(t.targets);
+      name = `${kind} (${(await dropOneSlot(server, random, signal)) ?? 'none found'} on ${server.name})`;
+      await pause(5000, signal);
+      break;
+    }
     case 'webhook-receiver-down':
       t.receiver.mode = 'down';
       await pause(180_000 * scale, signal);
@@ -200,4 +211,23 @@ export async function clearFaults(t: FaultTargets): Promise<void> {
     await path.fast();
   }
   await t.upstreams.clearFaults();
+}
+
+/** Drops one sync database's slot on `server`, ending its WAL sender first (its decoder may come back between: tried again). */
+async function dropOneSlot(server: CrashablePostgres, random: Random, signal: AbortSignal): Promise<string | undefined> {
+  return withClient(server.adminUrl, async (db) => {
+    const { rows } = await db.query<{ slot_name: string }>("SELECT slot_name FROM pg_replication_slots WHERE slot_type = 'logical' ORDER BY slot_name");
+    if (rows.length === 0) return undefined;
+    const slot = random.pick(rows).slot_name;
+    for (let attempt = 0; attempt < 50 && !signal.aborted; attempt++) {
+      await db.query('SELECT pg_terminate_backend(active_pid) FROM pg_replication_slots WHERE slot_name = $1 AND active_pid IS NOT NULL', [slot]);
+      try {
+        await db.query('SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots WHERE slot_name = $1', [slot]);
+        return slot;
+      } catch {
+        await pause(20, signal);
+      }
+    }
+    return `${slot} (not dropped: always in use)`;
+  });
 }

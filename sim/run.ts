@@ -15,7 +15,7 @@ import { freePort } from '../test/harness/ports.ts';
 import { readTables } from './check/canonical.ts';
 import { compareFold, type DeliveredEvent, EventFold } from './check/events.ts';
 import { readKafkaEvents } from './check/kafka-events.ts';
-import { loggedSince, samePath } from './check/paths.ts';
+import { asWebhooksGetIt, loggedSince, samePath } from './check/paths.ts';
 import { RestTail } from './check/rest-events.ts';
 import {
   CI_FAULT_KINDS,
@@ -498,7 +498,7 @@ export async function simulate(options: SimulationOptions): Promise<SimulationRe
       const destinations = (await api(apiUrl, token, 'GET', `/api/syncs/${sync.id}/webhooks`)).data as Array<{ topics: string[]; created_at: string }>;
       const subscribed = new Set<string>(destinations.flatMap((w) => w.topics));
       const since = Math.min(...destinations.map((w) => Date.parse(w.created_at)));
-      const logOfHooks = log_.filter((e) => subscribed.has(e.where.split(' ')[1]!.split('/')[0]!));
+      const logOfHooks = asWebhooksGetIt(log_).filter((e) => subscribed.has(e.where.split(' ')[1]!.split('/')[0]!));
       const hooks: DeliveredEvent[] = receiver.deliveries
         .filter((d) => d.path === `/${sync.id}`)
         .map((d, i) => ({ key: d.id, value: d.body, where: `webhook #${i}` }));

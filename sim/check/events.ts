@@ -13,7 +13,7 @@ interface EventJson {
   collection: string;
   created_at: string;
   data: Record<string, unknown>;
-  event: 'inserted' | 'updated' | 'deleted' | 'read';
+  event: 'inserted' | 'updated' | 'deleted' | 'read' | 'gap';
   id: string;
   table_db_name: string;
   changes?: Record<string, unknown>;
@@ -53,6 +53,10 @@ export class EventFold implements Fold {
   private readonly found: Violation[] = [];
   private readonly seen = new Map<string, string>();
   private readonly counts = new Map<string, number>();
+  /** table → record id → commit LSN of the record's latest event, for a gap marker's rule. */
+  private readonly lsns = new Map<string, Map<string, bigint>>();
+  /** Tables past a gap marker: their records start again, as after a backfill's first read. */
+  private readonly restarted = new Set<string>();
 
   /**
    * `midStream`: the events start somewhere after the record's first (a backfill's first
@@ -84,14 +88,29 @@ export class EventFold implements Fold {
       }
       this.seen.set(delivery.key, delivery.value);
       this.events++;
-      this.apply(JSON.parse(delivery.value) as EventJson, delivery.where);
+      this.apply(JSON.parse(delivery.value) as EventJson, delivery.where, commitOf(delivery.key));
     }
     return this;
   }
 
-  private apply(event: EventJson, where: string): void {
+  private apply(event: EventJson, where: string, commit: bigint): void {
     const table = this.rows.get(event.table_db_name) ?? new Map<string, Record<string, unknown>>();
     this.rows.set(event.table_db_name, table);
+    const lsns = this.lsns.get(event.table_db_name) ?? new Map<string, bigint>();
+    this.lsns.set(event.table_db_name, lsns);
+    if (event.event === 'gap') {
+      // docs/events.md#gaps: every record whose latest event came before the marker is dropped;
+      // the re-read and the changes after it bring back what the table holds.
+      const at = lsnValue(String(event.data.commit_lsn));
+      for (const id of [...table.keys()]) if ((lsns.get(id) ?? 0n) < at) table.delete(id);
+      this.restarted.add(event.table_db_name);
+      return;
+    }
+    lsns.set(event.id, commit);
+    this.applyChange(event, where, table, this.options.midStream || this.restarted.has(event.table_db_name));
+  }
+
+  private applyChange(event: EventJson, where: string, table: Map<string, Record<string, unknown>>, midStream: boolean | undefined): void {
     const before = table.get(event.id);
     const at = `${where} ${event.event} ${event.table_db_name}/${event.id}`;
     if (event.event === 'inserted') {
@@ -100,7 +119,7 @@ export class EventFold implements Fold {
       return;
     }
     if (event.event === 'deleted') {
-      if (!before && !this.options.midStream) this.fail('delete', `${at}: deleted, but the events never had this record`);
+      if (!before && !midStream) this.fail('delete', `${at}: deleted, but the events never had this record`);
       table.delete(event.id);
       return;
     }
@@ -108,7 +127,7 @@ export class EventFold implements Fold {
       // A read is the row as it was at its place in commit order: the record as the events
       // before it left it, exactly. A read that overtook a newer change of its record, or
       // lagged behind an older one, differs here.
-      if (!before && !this.options.midStream) this.fail('read', `${at}: a read, but the events never had this record`);
+      if (!before && !midStream) this.fail('read', `${at}: a read, but the events never had this record`);
       if (before) {
         for (const column of new Set([...Object.keys(before), ...Object.keys(event.data)])) {
           if (!sameValue(cell(before, column), cell(event.data, column))) {
@@ -122,7 +141,7 @@ export class EventFold implements Fold {
       table.set(event.id, event.data);
       return;
     }
-    if (!before && this.options.midStream) {
+    if (!before && midStream) {
       table.set(event.id, event.data);
       return;
     }
@@ -151,6 +170,18 @@ export class EventFold implements Fold {
     table.set(event.id, event.data);
   }
 }
+
+/** An LSN's text (`16/B374D848`) as a number. */
+const lsnValue = (lsn: string) => {
+  const [high, low] = lsn.split('/');
+  return (BigInt(`0x${high}`) << 32n) + BigInt(`0x${low}`);
+};
+
+/** The commit LSN in an event's key (`<sync>.<commit LSN>.<position>`, a marker's with `.<partition>` after). */
+const commitOf = (key: string) => {
+  const lsn = key.split('.')[1];
+  return lsn?.includes('/') ? lsnValue(lsn) : 0n;
+};
 
 export function foldEvents(path: string, deliveries: Iterable<DeliveredEvent>, options: { midStream?: boolean } = {}): Fold {
   return new EventFold(path, options).add(deliveries);

@@ -20,6 +20,12 @@ function keyed(events: DeliveredEvent[]): Keyed[] {
  * order. Redeliveries (at-least-once) are allowed. With `since` (ms), only the log's events
  * made from then on are owed (a webhook destination gets the events logged after it was made).
  */
+/**
+ * The REST log as a webhook gets it: a gap marker is in every partition of its topic, and a
+ * webhook takes only its first partition's copy (docs/events.md#gaps-a-lost-replication-slot).
+ */
+export const asWebhooksGetIt = (log: DeliveredEvent[]): DeliveredEvent[] => log.filter((e) => !e.value.includes('"event":"gap"') || /\/0@\d+$/.test(e.where));
+
 /** Whether an event was logged at `since` (ms) or later: what a destination made at `since` is owed. */
 export const loggedSince = (e: DeliveredEvent, since: number) => Date.parse((JSON.parse(e.value) as { created_at: string }).created_at) >= since;
 

@@ -2,6 +2,7 @@ import { walBoundWarning } from '../control/server-checks.ts';
 import type { Account } from '../control/accounts.ts';
 import type { Secret } from '../control/secrets.ts';
 import { type StatusBounds, statusOf } from '../control/status.ts';
+import type { SlotGap } from '../control/status-fields.ts';
 import { freeOf, type ServerRecord } from '../control/servers.ts';
 import type { SyncRecord } from '../control/syncs.ts';
 import type { SourceKind } from '../kinds/kind.ts';
@@ -266,6 +267,24 @@ export function syncAnswer(kinds: SourceKinds) {
             .string()
             .nullable()
             .describe("pg_replication_slots' `wal_status`: `reserved`, `extended`, `unreserved` (the next checkpoint may drop WAL it needs) or `lost`"),
+          slot_gap: z
+            .object({
+              id: z.string().describe("The gap marker's `id` (and `data.gap`) in the stream"),
+              reason: z
+                .enum(['invalidated', 'missing'])
+                .describe('`invalidated`: PostgreSQL dropped WAL the slot needed, or invalidated it otherwise; `missing`: the slot was gone'),
+              detail: z.string().describe('What was found, in words'),
+              lost_at: time.describe('When the decoder noticed the loss'),
+              recovered_at: time.nullable().describe('When the new slot was made; null: not yet'),
+              backfill: z.string().describe('The backfill (reason `slot_lost`) that reads every collection again after the marker'),
+              backfill_state: z.enum(['running', 'done', 'canceled', 'failed']).nullable().describe('Its state; null: not started yet'),
+              reread_at: time.nullable().describe('When the re-read finished'),
+            })
+            .strict()
+            .nullable()
+            .describe(
+              'The latest lost replication slot of the sync, replaced with a gap marked in the stream (docs/events.md#gaps-a-lost-replication-slot); null: none',
+            ),
         })
         .strict(),
       status: syncStatusAnswer,
@@ -281,6 +300,20 @@ export function syncAnswer(kinds: SourceKinds) {
 }
 
 export type SyncAnswer = z.infer<ReturnType<typeof syncAnswer>>;
+
+function gapView(gap: SlotGap | null | undefined): SyncAnswer['events']['slot_gap'] {
+  if (!gap) return null;
+  return {
+    id: gap.id,
+    reason: gap.reason as 'invalidated' | 'missing',
+    detail: gap.detail,
+    lost_at: gap.lostAt.toISOString(),
+    recovered_at: gap.recoveredAt?.toISOString() ?? null,
+    backfill: gap.backfillId,
+    backfill_state: gap.backfillState as 'running' | 'done' | 'canceled' | 'failed' | null,
+    reread_at: gap.rereadAt?.toISOString() ?? null,
+  };
+}
 
 /** `reader`: the sync whose reader role serves it (itself, or the one whose database it shares). */
 export function syncView(sync: SyncRecord, readerUrl: string, events: EventEndpoints, reader: SyncRecord = sync, bounds?: Partial<StatusBounds>): SyncAnswer {
@@ -311,6 +344,7 @@ export function syncView(sync: SyncRecord, readerUrl: string, events: EventEndpo
       slot_retained_bytes: sync.status.events?.slot?.retainedBytes ?? null,
       slot_safe_bytes: sync.status.events?.slot?.safeBytes ?? null,
       slot_wal_status: sync.status.events?.slot?.walStatus ?? null,
+      slot_gap: gapView(sync.status.slotGap),
     },
     status: statusOf(sync.status, new Date(), bounds),
     warnings: sync.warnings,

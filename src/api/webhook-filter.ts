@@ -47,7 +47,9 @@ export const webhookFilterSchema = z
       .min(1, 'must list at least one kind')
       .max(EVENT_KINDS.length)
       .optional()
-      .describe('Only events of these kinds (`read`: rows sent by a backfill)'),
+      .describe(
+        'Only events of these kinds (`read`: rows sent by a backfill). A `gap` marker (docs/events.md#gaps-a-lost-replication-slot) passes every filter',
+      ),
     changed: z
       .array(column)
       .min(1, 'must list at least one column')

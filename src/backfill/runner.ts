@@ -12,6 +12,7 @@ import type { Logger } from '../log.ts';
 import { type Backoff, FailureCount, retry } from '../retry.ts';
 import { schemasOf } from '../syncdb/schemas.ts';
 import { emitChunk } from './chunk.ts';
+import { collectionTables } from './tables.ts';
 import { type BackfillLimits, DEFAULT_BACKFILL_LIMITS } from './limits.ts';
 import { KeyedRateLimits, type RateLimit } from '../events/webhooks/rate-limit.ts';
 import { type Backfill, BackfillStore } from './store.ts';
@@ -126,7 +127,7 @@ class BackfillWork {
     const pool = new pg.Pool({ ...connectionConfig(await syncService.adminUrl(sync)), max: 1, query_timeout: SYNC_DB_QUERY_TIMEOUT_MS });
     pool.on('error', (err) => logger.debug({ err }, 'backfill connection to the sync database ended'));
     const log = logger.child({ backfill: backfill.id });
-    log.info({ collections: backfill.collections, from: backfill.position, destination: backfill.destinationId }, 'backfill running');
+    log.info({ collections: backfill.collections, from: backfill.position, destination: backfill.destinationId, reason: backfill.reason }, 'backfill running');
     const { limit: pace, release } = this.options.paces.acquire(backfill.accountId);
     try {
       const outcome = await this.read(pool, sync, backfill, pace);
@@ -151,8 +152,8 @@ class BackfillWork {
   /** Reads every collection from where the backfill stands; 'stopped' when it was canceled meanwhile. */
   private async read(pool: pg.Pool, sync: SyncRecord, backfill: Backfill, pace: RateLimit): Promise<'done' | 'stopped'> {
     const { store, tuning, signal } = this.options;
-    const tables = await this.tablesOf(pool, sync);
     const schema = schemasOf(sync.schema).live;
+    const tables = await collectionTables(pool, schema, this.options.kinds.get(sync.kind).events);
     const unlogged: string[] = [];
     let after = backfill.lastKey;
     const budget = new DayBudget(store, backfill, this.options.limits.rowsPerDay);
@@ -162,7 +163,15 @@ class BackfillWork {
       while (target) {
         await budget.check();
         await pace.take(signal, tuning.chunkRows);
-        const request = { backfillId: backfill.id, destinationId: backfill.destinationId, schema, ...target, after, limit: tuning.chunkRows };
+        const request = {
+          backfillId: backfill.id,
+          destinationId: backfill.destinationId,
+          schema,
+          table: target.table,
+          key: target.key,
+          after,
+          limit: tuning.chunkRows,
+        };
         const chunk = await retry(() => emitChunk(pool, request), {
           backoff: CHUNK_BACKOFF,
           patienceMs: tuning.patienceMs,
@@ -190,22 +199,6 @@ class BackfillWork {
     const last = unlogged.at(-1);
     if (last) await this.logged(last);
     return 'done';
-  }
-
-  /** Collection → its table and record-id column, in the sync's schema, by the kind's rules. */
-  private async tablesOf(pool: pg.Pool, sync: SyncRecord): Promise<Map<string, { table: string; key: string }>> {
-    const rules = this.options.kinds.get(sync.kind).events;
-    const { rows } = await pool.query<{ name: string }>(
-      `SELECT c.relname AS name FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
-        WHERE n.nspname = $1 AND c.relkind IN ('r', 'p')`,
-      [schemasOf(sync.schema).live],
-    );
-    const tables = new Map<string, { table: string; key: string }>();
-    for (const { name } of rows) {
-      const collection = rules.collectionOf(name);
-      if (collection !== undefined) tables.set(collection, { table: name, key: rules.keyOf(name) });
-    }
-    return tables;
   }
 
   /** Waits until the sync's event log holds everything up to `lsn`. */
@@ -243,6 +236,8 @@ class DayBudget {
 
   /** Throws, ending the backfill as failed, once the account has read its day's rows. */
   async check(): Promise<void> {
+    // The re-read after a lost slot makes the stream whole again: no day's budget stops it.
+    if (this.backfill.reason !== 'requested') return;
     if (this.left === undefined || this.left <= 0 || this.sinceCheck >= DayBudget.RECHECK_ROWS) {
       this.left = await this.store.rowsLeftToday(this.backfill.accountId);
       this.sinceCheck = 0;

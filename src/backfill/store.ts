@@ -6,6 +6,8 @@ import { wakeDeliverer } from '../events/webhooks/destinations.ts';
 import { type BackfillLimits, DEFAULT_BACKFILL_LIMITS } from './limits.ts';
 
 export type BackfillState = 'running' | 'done' | 'canceled' | 'failed';
+/** Asked for through the API, or the re-read of every collection after a lost slot (src/decoder/slot-recovery.ts). */
+export type BackfillReason = 'requested' | 'slot_lost';
 export const BACKFILL_STATES: readonly BackfillState[] = ['running', 'done', 'canceled', 'failed'];
 
 /** One backfill on demand (sql/25_backfills.sql). */
@@ -16,6 +18,7 @@ export interface Backfill {
   collections: string[];
   destinationId: string | null;
   state: BackfillState;
+  reason: BackfillReason;
   rows: number;
   /** The collection being read (an index into collections), and the last record id read of it. */
   position: number;
@@ -33,6 +36,7 @@ interface BackfillRow {
   collections: string[];
   destination_id: string | null;
   state: BackfillState;
+  reason: BackfillReason;
   rows: string;
   position: number;
   last_key: string | null;
@@ -42,7 +46,7 @@ interface BackfillRow {
   finished_at: Date | null;
 }
 
-const COLUMNS = 'id, sync_id, account_id, collections, destination_id, state, rows, position, last_key, error, created_at, updated_at, finished_at';
+const COLUMNS = 'id, sync_id, account_id, collections, destination_id, state, reason, rows, position, last_key, error, created_at, updated_at, finished_at';
 
 const toBackfill = (row: BackfillRow): Backfill => ({
   id: row.id,
@@ -51,6 +55,7 @@ const toBackfill = (row: BackfillRow): Backfill => ({
   collections: row.collections,
   destinationId: row.destination_id,
   state: row.state,
+  reason: row.reason,
   rows: Number(row.rows),
   position: row.position,
   lastKey: row.last_key,
@@ -83,16 +88,37 @@ export class BackfillStore {
    * the account is past its backfills an hour or rows a day. Wakes the runner.
    */
   async create(input: { syncId: string; accountId: string; collections: string[]; destinationId: string | null }): Promise<Backfill> {
+    return this.insert(input, 'requested', `bf_${randomLowerAlnum(16)}`);
+  }
+
+  /**
+   * The re-read after a lost slot, under the id the gap marker named: past every limit (the
+   * stream must be made whole), and once only (a recovery finished again makes none).
+   */
+  async createForGap(input: { id: string; syncId: string; accountId: string; collections: string[] }): Promise<void> {
+    if (!(await this.exists(input.id))) await this.insert({ ...input, destinationId: null }, 'slot_lost', input.id);
+  }
+
+  async exists(id: string): Promise<boolean> {
+    return (await this.pool.query('SELECT 1 FROM backfills WHERE id = $1', [id])).rows.length > 0;
+  }
+
+  private async insert(
+    input: { syncId: string; accountId: string; collections: string[]; destinationId: string | null },
+    reason: BackfillReason,
+    id: string,
+  ): Promise<Backfill> {
+    const bounded = reason === 'requested';
     const made = await inTransaction(this.pool, async (client) => {
       // The account's first, then the sync's: one create of an account at a time cannot pass the counts together.
       await client.query('SELECT pg_advisory_xact_lock($1, hashtext($2))', [ACCOUNT_LOCK_CLASS, input.accountId]);
-      await this.withinAccountLimits(client, input.accountId);
+      if (bounded) await this.withinAccountLimits(client, input.accountId);
       await client.query('SELECT pg_advisory_xact_lock($1, hashtext($2))', [LOCK_CLASS, input.syncId]);
       const { rows: counts } = await client.query<{ running: number }>(
         `SELECT count(*)::int AS running FROM backfills WHERE sync_id = $1 AND state = 'running'`,
         [input.syncId],
       );
-      if (counts[0]!.running >= MAX_RUNNING_PER_SYNC) {
+      if (bounded && counts[0]!.running >= MAX_RUNNING_PER_SYNC) {
         throw new TributaryError(
           'conflict',
           `a sync can have at most ${MAX_RUNNING_PER_SYNC} backfills running or waiting; cancel one or wait for one to finish`,
@@ -106,9 +132,9 @@ export class BackfillStore {
         [input.syncId, KEPT_MS / 1000, MAX_KEPT_PER_SYNC - 1],
       );
       const { rows } = await client.query<BackfillRow>(
-        `INSERT INTO backfills (id, sync_id, account_id, collections, destination_id, state)
-         VALUES ($1, $2, $3, $4, $5, 'running') RETURNING ${COLUMNS}`,
-        [`bf_${randomLowerAlnum(16)}`, input.syncId, input.accountId, input.collections, input.destinationId],
+        `INSERT INTO backfills (id, sync_id, account_id, collections, destination_id, state, reason)
+         VALUES ($1, $2, $3, $4, $5, 'running', $6) RETURNING ${COLUMNS}`,
+        [id, input.syncId, input.accountId, input.collections, input.destinationId, reason],
       );
       return toBackfill(rows[0]!);
     });
@@ -150,7 +176,7 @@ export class BackfillStore {
               ceil(extract(epoch FROM min(created_at) FILTER (WHERE created_at > now() - interval '1 hour') + interval '1 hour' - now()))::int AS hour_frees_in,
               COALESCE(sum(rows) FILTER (WHERE created_at > now() - interval '1 day'), 0)::text AS rows_day,
               ceil(extract(epoch FROM min(created_at) FILTER (WHERE created_at > now() - interval '1 day') + interval '1 day' - now()))::int AS day_frees_in
-         FROM backfills WHERE account_id = $1`,
+         FROM backfills WHERE account_id = $1 AND reason = 'requested'`,
       [accountId],
     );
     const row = rows[0]!;

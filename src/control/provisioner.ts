@@ -3,6 +3,7 @@ import pg from 'pg';
 import { TributaryError } from '../errors.ts';
 import type { Logger } from '../log.ts';
 import { ident, withClient, withDatabase } from '../db/sql.ts';
+import { createSlot, dropSlot } from '../db/slots.ts';
 import { endOverruns, type Overruns } from './reader-sessions.ts';
 import { DEFAULT_READER_LIMITS, type ReaderLimits, type RoleSetting, readerSettings } from './reader-limits.ts';
 import { connectionConfig } from '../db/connect.ts';
@@ -161,7 +162,7 @@ export async function provisionDatabase(
     await admin.query(`GRANT SELECT ON ALL TABLES IN SCHEMA public TO ${role}`);
     await admin.query('COMMIT');
     // Created after the publication so that the decoder sees every table from the first change on.
-    await admin.query("SELECT pg_create_logical_replication_slot($1, 'pgoutput')", [db.name]);
+    await createSlot(admin, db.name);
   });
   logger.info({ database: db.name, template: template ? from : undefined }, 'sync database provisioned');
 }
@@ -252,21 +253,6 @@ export async function dropSchema(db: SyncDatabase, schemas: SyncSchemas, options
     await admin.query(`DROP SCHEMA IF EXISTS ${ident(schemas.swap)} CASCADE`);
   });
   logger.info({ database: db.name, schema: schemas.live, kept: options.keepSchema }, options.keepSchema ? 'sync schema kept' : 'sync schema dropped');
-}
-
-async function dropSlot(admin: pg.Client, slot: string): Promise<void> {
-  // An active walsender holds the slot; end it first, or the drop fails.
-  await admin.query('SELECT pg_terminate_backend(active_pid) FROM pg_replication_slots WHERE slot_name = $1 AND active_pid IS NOT NULL', [slot]);
-  for (let attempt = 0; ; attempt++) {
-    try {
-      await admin.query('SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots WHERE slot_name = $1', [slot]);
-      return;
-    } catch (error) {
-      // 55006 object_in_use: the terminated walsender has not exited yet.
-      if ((error as { code?: string }).code !== '55006' || attempt >= 50) throw error;
-      await new Promise((r) => setTimeout(r, 100));
-    }
-  }
 }
 
 /**

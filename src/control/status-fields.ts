@@ -26,6 +26,24 @@ export interface SyncStatusFields {
    * null when every path has delivered everything; absent when not read.
    */
   deliveries?: DeliveryBehind | null;
+  /** The sync's latest lost slot and its re-read (sql/33_slot_gaps.sql); null: none. */
+  slotGap?: SlotGap | null;
+}
+
+/**
+ * A replication slot lost and replaced: why, when it was noticed, when the new slot was made
+ * (null: not yet), and the backfill that reads every collection again after the gap marker.
+ */
+export interface SlotGap {
+  id: string;
+  reason: string;
+  detail: string;
+  lostAt: Date;
+  recoveredAt: Date | null;
+  backfillId: string;
+  /** The re-read's state (null: not made yet), and when it finished. */
+  backfillState: string | null;
+  rereadAt: Date | null;
 }
 
 /** A list the sync cannot read completely right now: the upstream's name for it, its table, why, and since when (ISO 8601). */

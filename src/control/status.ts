@@ -1,5 +1,5 @@
 import type { DeliveryBehind } from './delivery-lag.ts';
-import type { IncompleteList, SlotRetention, SyncStatusFields } from './status-fields.ts';
+import type { IncompleteList, SlotGap, SlotRetention, SyncStatusFields } from './status-fields.ts';
 
 export type Indicator = 'normal' | 'yellow' | 'red';
 
@@ -112,11 +112,25 @@ export function slotShare(slot: SlotRetention | null | undefined): number | null
   return bound > 0 ? Math.min(1, slot.retainedBytes / bound) : null;
 }
 
+/** A lost slot's gap colours the status for at most this long after it, however its re-read ended. */
+const GAP_SHOWN_MS = 24 * 3_600_000;
+
+/** The sync's latest gap while it is not made whole: no new slot yet, or its re-read not done. */
+function openGap(status: SyncStatusFields, now: Date): SlotGap | undefined {
+  const gap = status.slotGap;
+  if (!gap || gap.backfillState === 'done' || now.getTime() - gap.lostAt.getTime() > GAP_SHOWN_MS) return undefined;
+  return gap;
+}
+
 /**
- * The slot's share of the indicator: red once PostgreSQL has dropped WAL it needed (`lost`);
- * yellow when the next checkpoint may (`unreserved`), or past slotYellowShare of the bound.
+ * The slot's share of the indicator: red once PostgreSQL has dropped WAL it needed (`lost`)
+ * or the slot is gone, until a new one is made; yellow while the tables are read again after
+ * it (slot-recovery.ts), or when the next checkpoint may drop WAL (`unreserved`), or past
+ * slotYellowShare of the bound.
  */
-function slotIndicator(status: SyncStatusFields, bounds: StatusBounds): Indicator {
+function slotIndicator(status: SyncStatusFields, now: Date, bounds: StatusBounds): Indicator {
+  const gap = openGap(status, now);
+  if (gap) return gap.recoveredAt ? 'yellow' : 'red';
   const slot = status.events?.slot;
   if (slot?.walStatus === 'lost') return 'red';
   if (slot?.walStatus === 'unreserved') return 'yellow';
@@ -124,7 +138,18 @@ function slotIndicator(status: SyncStatusFields, bounds: StatusBounds): Indicato
   return share !== null && share >= bounds.slotYellowShare ? 'yellow' : 'normal';
 }
 
-function slotReason(slot: SlotRetention): string {
+function slotReason(status: SyncStatusFields, now: Date): string {
+  const gap = openGap(status, now);
+  if (gap) {
+    const at = gap.lostAt.toISOString().replace('T', ' ').slice(0, 19);
+    if (!gap.recoveredAt) return `replication slot lost at ${at} UTC (${gap.detail}); making a new one`;
+    const reread =
+      gap.backfillState === 'failed' || gap.backfillState === 'canceled'
+        ? `the re-read of every collection (backfill ${gap.backfillId}) was ${gap.backfillState}: ask for a backfill to make the events whole`
+        : `a new slot streams, and every collection is being read again into the events (backfill ${gap.backfillId}); a gap marker in the stream says where the reads replace what consumers hold`;
+    return `replication slot lost at ${at} UTC (${gap.detail}): ${reread}`;
+  }
+  const slot = status.events!.slot!;
   if (slot.walStatus === 'lost')
     return "replication slot lost: PostgreSQL dropped WAL it still needed (past the server's max_slot_wal_keep_size), so changes since are missing from the events";
   const mb = Math.round((slot.retainedBytes ?? 0) / (1024 * 1024));
@@ -149,7 +174,7 @@ function parts(status: SyncStatusFields, now: Date, bounds: StatusBounds): Recor
     sync: syncIndicator(status, now, bounds),
     events: eventsIndicator(status, now, bounds),
     deliveries: deliveriesIndicator(status, now, bounds),
-    slot: slotIndicator(status, bounds),
+    slot: slotIndicator(status, now, bounds),
   };
 }
 
@@ -177,8 +202,9 @@ function decidingPart(status: SyncStatusFields, now: Date, bounds: StatusBounds)
  *   has taken more than 1.5x its usual duration, or the event log is two minutes or more
  *   behind the database (a decoder stopped, stuck or not reporting), or a delivery path
  *   two minutes or more behind the log (a relay stuck, a receiver failing), or the sync's
- *   replication slot keeps half or more of the WAL its server lets it keep;
- * - red too: the slot lost WAL it needed;
+ *   replication slot keeps half or more of the WAL its server lets it keep, or its tables are
+ *   being read again after a lost slot was replaced;
+ * - red too: the slot lost WAL it needed, or is gone, until a new one is made;
  * - normal: otherwise.
  */
 export function indicatorOf(status: SyncStatusFields, now: Date, bounds = DEFAULT_STATUS_BOUNDS): Indicator {
@@ -211,7 +237,7 @@ function syncIndicator(status: SyncStatusFields, now: Date, bounds: StatusBounds
 /** Why the indicator is what it is, in words for the console's hover text. */
 export function indicatorReason(status: SyncStatusFields, now: Date, bounds = DEFAULT_STATUS_BOUNDS): string {
   const { part, indicator } = decidingPart(status, now, bounds);
-  if (part === 'slot') return slotReason(status.events!.slot!);
+  if (part === 'slot') return slotReason(status, now);
   if (part === 'deliveries') return deliveriesReason(status.deliveries!, indicator, deliveriesLagSeconds(status, now)!);
   if (part === 'events') {
     const behind = eventsLagSeconds(status, now, bounds)!;

@@ -39,6 +39,16 @@ export interface SyncRow {
   events_logged: string | null;
   slot_lag_bytes: string | null;
   slot_retention: { retained: number | null; safe: number | null; status: string | null } | null;
+  slot_gap: {
+    id: string;
+    reason: string;
+    detail: string;
+    lost_at: string;
+    recovered_at: string | null;
+    backfill_id: string;
+    backfill_state: string | null;
+    reread_at: string | null;
+  } | null;
   lag_at: Date | null;
   logged_through: Date | null;
   reader_connection_limit: number;
@@ -58,6 +68,9 @@ export const columns = `id, account_id, kind, base_id, upstream_account_id, sett
   (SELECT slot_lag_bytes FROM decoder_progress d WHERE d.sync_id = syncs.id) AS slot_lag_bytes,
   (SELECT jsonb_build_object('retained', slot_retained_bytes, 'safe', slot_safe_bytes, 'status', slot_wal_status)
      FROM decoder_progress d WHERE d.sync_id = syncs.id) AS slot_retention,
+  (SELECT jsonb_build_object('id', g.id, 'reason', g.reason, 'detail', g.detail, 'lost_at', g.lost_at, 'recovered_at', g.recovered_at,
+          'backfill_id', g.backfill_id, 'backfill_state', b.state, 'reread_at', b.finished_at)
+     FROM slot_gaps g LEFT JOIN backfills b ON b.id = g.backfill_id WHERE g.sync_id = syncs.id ORDER BY g.lost_at DESC LIMIT 1) AS slot_gap,
   (SELECT lag_at FROM decoder_progress d WHERE d.sync_id = syncs.id) AS lag_at,
   (SELECT logged_through FROM decoder_progress d WHERE d.sync_id = syncs.id) AS logged_through`;
 
@@ -100,6 +113,16 @@ export const toRecord = (row: SyncRow): SyncRecord => ({
         safeBytes: row.slot_retention.safe,
         walStatus: row.slot_retention.status,
       },
+    },
+    slotGap: row.slot_gap && {
+      id: row.slot_gap.id,
+      reason: row.slot_gap.reason,
+      detail: row.slot_gap.detail,
+      lostAt: new Date(row.slot_gap.lost_at),
+      recoveredAt: row.slot_gap.recovered_at === null ? null : new Date(row.slot_gap.recovered_at),
+      backfillId: row.slot_gap.backfill_id,
+      backfillState: row.slot_gap.backfill_state,
+      rereadAt: row.slot_gap.reread_at === null ? null : new Date(row.slot_gap.reread_at),
     },
   },
   upstreamName: row.upstream_name,

@@ -13,6 +13,8 @@ export const MESSAGE_PREFIX = {
   drop: 'tributary.drop',
   /** Transactional: a backfill's chunk of rows, read under a table share lock in the emitting transaction (src/backfill/chunk.ts). */
   read: 'tributary.read',
+  /** Transactional: a gap in the stream (a lost slot replaced), before the re-read of the sync's tables (src/decoder/slot-recovery.ts). */
+  gap: 'tributary.gap',
   /** Not transactional: a wait marker, answered once the decoder has read past it. */
   wait: 'tributary.wait',
   /** Not transactional: written so that the commit after it flushes the WAL behind a proxied write (src/proxy/targets.ts). */

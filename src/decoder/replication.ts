@@ -23,6 +23,8 @@ export interface ReplicationOptions {
   options?: string;
   /** The START_REPLICATION command. */
   command: string;
+  /** A replication command run first on the same connection (e.g. ALTER_REPLICATION_SLOT). */
+  before?: string;
   handlers: ReplicationHandlers;
   /**
    * A session from which nothing has come for this long, while nothing here holds it back,
@@ -100,6 +102,15 @@ export class ReplicationStream {
     if (this.stopped) {
       if (this.failure) throw this.failure;
       return;
+    }
+    if (this.options.before) {
+      const setup = client.query(this.options.before);
+      setup.catch(() => undefined);
+      await Promise.race([setup, this.ended]);
+      if (this.stopped) {
+        if (this.failure) throw this.failure;
+        return;
+      }
     }
     const connection = (client as unknown as { connection: CopyConnection }).connection;
     this.connection = connection;

@@ -14,6 +14,7 @@ import { markReached } from './wait.ts';
 import { DecoderMembers, type Member } from './members.ts';
 import type { DecoderOptions, OpenTransaction } from './decoder-options.ts';
 import { logUnlessDeleted } from '../sync/routine-failure.ts';
+import { SlotRecovery } from './slot-recovery.ts';
 
 export type { DecoderOptions };
 
@@ -66,10 +67,12 @@ export class Decoder {
   private stalePid: number | undefined;
 
   private readonly lag: SlotLagReport;
+  private readonly recovery: SlotRecovery;
 
   constructor(private readonly options: DecoderOptions) {
     this.members = new DecoderMembers(options);
     this.lag = new SlotLagReport(options);
+    this.recovery = new SlotRecovery(options);
   }
 
   start(): void {
@@ -91,16 +94,18 @@ export class Decoder {
   }
 
   private async loop(): Promise<void> {
-    // A session that logged something starts the back-off over: a failure after hours of
-    // work is retried at once, a server that stays away is asked less and less often.
+    // A session that logged something starts the back-off over; a server away is asked ever less often.
     const failures = new FailureCount({ initialMs: this.options.retryMs ?? 1000, maxMs: 10 * (this.options.retryMs ?? 1000) });
+    const active = this.options.active ?? (async () => true);
     while (!this.stopped) {
       const before = this.loggedCommit;
       try {
         await this.stream();
       } catch (error) {
         if (this.stopped) break;
-        await logUnlessDeleted(this.options.active ?? (async () => true), this.options.logger)(error, 'decoder stream failed; resuming from the slot');
+        await logUnlessDeleted(active, this.options.logger)(error, 'decoder stream failed; resuming from the slot');
+        // A lost slot never streams again: it is replaced and the gap marked (slot-recovery.ts).
+        if (await this.recovery.afterFailure(this.members.all(), active)) failures.reset();
       }
       if (this.stopped) break;
       if (this.loggedCommit !== before) failures.reset();
@@ -115,6 +120,7 @@ export class Decoder {
   /** One replication session, from the slot's confirmed position to an error or stop(). */
   private async stream(): Promise<void> {
     await this.members.load();
+    await this.recovery.markPending(this.members.all());
     this.loggedCommit = this.members.first.loggedCommit;
     this.tables.clear();
     this.readInfos.clear();
@@ -136,6 +142,7 @@ export class Decoder {
     }
     const replication = new ReplicationStream({
       databaseUrl: this.options.databaseUrl,
+      before: await this.recovery.failoverSetup(),
       options: SESSION,
       // 0/0: the server starts at the slot's confirmed position.
       silenceMs: this.options.silenceMs,

@@ -3,6 +3,7 @@ import type { OpenTransaction } from './decoder-options.ts';
 import { rowEvent, tableInfo, type TableInfo } from './events.ts';
 import type { DecoderMembers, Member } from './members.ts';
 import type { RawValue } from './pgoutput.ts';
+import type { GapMessage } from './slot-recovery.ts';
 
 /** What the decoder lends the handling of a transaction's logical messages. */
 export interface MessageContext {
@@ -44,6 +45,8 @@ export function transactionalMessage(ctx: MessageContext, prefix: string, conten
       return undefined;
     case MESSAGE_PREFIX.read:
       return reads(ctx, content);
+    case MESSAGE_PREFIX.gap:
+      return gapMarkers(ctx, content);
     default:
       return undefined;
   }
@@ -110,6 +113,28 @@ function reads(ctx: MessageContext, content: string): Promise<void> | undefined 
       if (!event) continue;
       if (chunk.destination !== null) event.destinationId = chunk.destination;
       txn.events.push([member, event]);
+    }
+  });
+}
+
+/**
+ * A lost slot's gap (slot-recovery.ts): a marker event on each of the sync's collections, in
+ * every partition of its topic (append.ts), before the re-read that follows it (docs/events.md#gaps-a-lost-replication-slot).
+ */
+function gapMarkers(ctx: MessageContext, content: string): Promise<void> | undefined {
+  const { txn } = ctx;
+  const gap = JSON.parse(content) as GapMessage;
+  return withMember(ctx, gap.schema, (member) => {
+    for (const [table, collection] of gap.tables) {
+      if (!member || member.syncId !== gap.sync) {
+        txn.position++;
+        continue;
+      }
+      const meta = ctx.meta(txn, member);
+      if (txn.commit <= member.loggedCommit) continue;
+      const data = { backfill: gap.backfill, commit_lsn: txn.commitLsn, detail: gap.detail, gap: gap.gap, lost_at: gap.lost_at, reason: gap.reason };
+      const value = JSON.stringify({ collection, created_at: meta.createdAtText, data, event: 'gap', id: gap.gap, table_db_name: table });
+      txn.events.push([member, { collection, recordId: gap.gap, eventKey: meta.eventKey, createdAt: meta.createdAt, value, everyPartition: true }]);
     }
   });
 }

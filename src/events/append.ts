@@ -20,6 +20,13 @@ export interface NewEvent {
   plain?: boolean;
   /** A backfill's read for this webhook destination alone: on no partition, so no other reader takes it. */
   destinationId?: string;
+  /**
+   * A marker every reader of the topic must meet (a gap): logged once in each partition, the
+   * partition appended to its key, so that each ordered part of the stream carries it.
+   */
+  everyPartition?: boolean;
+  /** Set for each copy of an everyPartition marker: its partition. */
+  partition?: number;
 }
 
 export interface AppenderOptions {
@@ -204,8 +211,9 @@ export class EventAppender {
   }
 
   /** Seqs and offsets for a batch, and its rows (VALUES tuples, or COPY data). */
-  private async prepare(events: NewEvent[]) {
+  private async prepare(batch: NewEvent[]) {
     const { pool, syncId } = this.options;
+    const events = batch.some((e) => e.everyPartition) ? await this.copied(batch) : batch;
     for (const e of events) {
       const day = Math.floor(e.createdAt.getTime() / DAY_MS);
       if (!this.readyDays.has(day)) {
@@ -230,7 +238,7 @@ export class EventAppender {
       if (e.destinationId === undefined) {
         const state = this.topics.get(topic) ?? (await this.loadTopic(topic, e.collection));
         touched.set(topic, state.next);
-        partition = partitionOf(e.recordId, state.partitions);
+        partition = e.partition ?? partitionOf(e.recordId, state.partitions);
         offset = state.next[partition]!;
         state.next[partition] = offset + 1n;
       }
@@ -270,6 +278,21 @@ export class EventAppender {
     const seq = this.seq.toString();
     const next = [...touched].map(([topic, offsets]) => [topic, offsets.map(String)] as const);
     return { tuples, copy: rows?.done(), logged, next, seq };
+  }
+
+  /** The batch with each everyPartition marker as one copy per partition of its topic. */
+  private async copied(events: NewEvent[]): Promise<NewEvent[]> {
+    const out: NewEvent[] = [];
+    for (const e of events) {
+      if (!e.everyPartition) {
+        out.push(e);
+        continue;
+      }
+      const topic = topicName(this.options.syncId, e.collection);
+      const { partitions } = this.topics.get(topic) ?? (await this.loadTopic(topic, e.collection));
+      for (let p = 0; p < partitions; p++) out.push({ ...e, everyPartition: false, partition: p, eventKey: `${e.eventKey}.${p}` });
+    }
+    return out;
   }
 
   /** A topic's partitions and next offsets from the log, creating the topic on first use. */

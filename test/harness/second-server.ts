@@ -12,12 +12,16 @@ export interface SecondServer {
   /** Superuser URL of its `postgres` database. */
   adminUrl: string;
   port: number;
+  /** Its folder: the cluster is in `<dir>/pg`, its superuser password in `<dir>/pg-superuser-password`. */
+  dir: string;
   /** The admin URL of another database on this server. */
   databaseUrl(database: string): string;
   /** A fast shutdown (`pg_ctl stop -m fast`) that keeps the data folder: an outage. */
   pause(): Promise<void>;
   /** Starts it again on the same port, with the same data and password. */
   resume(): Promise<void>;
+  /** An immediate shutdown (a crash: the postmaster and its processes end at once). */
+  crash(): Promise<void>;
   stop(): Promise<void>;
 }
 
@@ -71,9 +75,14 @@ export async function startSecondServer(options: SecondServerOptions = {}): Prom
   return {
     adminUrl: server.adminUrl,
     port,
+    dir,
     databaseUrl: (database) => withDatabase(server.adminUrl, database),
     async pause() {
       await server.stop('fast');
+      running = false;
+    },
+    async crash() {
+      await server.stop('immediate');
       running = false;
     },
     async resume() {

@@ -39,6 +39,11 @@ export const backfillAnswer = z
     state: z
       .enum(BACKFILL_STATES as [BackfillState, ...BackfillState[]])
       .describe('`running` (or waiting its turn: one runs at a time per sync), `done`, `canceled` or `failed`'),
+    reason: z
+      .enum(['requested', 'slot_lost'])
+      .describe(
+        '`requested` through this API; `slot_lost`: the re-read of every collection after a lost replication slot (docs/events.md#gaps-a-lost-replication-slot), which no backfill limit counts',
+      ),
     collections: z.array(z.string()),
     webhook: z.string().nullable().describe('The webhook the reads go to alone; null: the topics'),
     rows: z.number().int().describe('Rows read into the stream so far'),
@@ -55,6 +60,7 @@ export function backfillView(backfill: Backfill): z.infer<typeof backfillAnswer>
   return {
     id: backfill.id,
     state: backfill.state,
+    reason: backfill.reason,
     collections: backfill.collections,
     webhook: backfill.destinationId,
     rows: backfill.rows,

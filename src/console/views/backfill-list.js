@@ -62,7 +62,9 @@ export function backfillTable(backfills, { rows, webhooks, cancel }) {
       ? h('span', null, 'webhook ', webhooks.has(backfill.webhook) ? h('code', null, webhooks.get(backfill.webhook)) : h('code', null, backfill.webhook))
       : 'every consumer of the topics';
     const cells = [
-      h('code', null, backfill.id),
+      backfill.reason === 'slot_lost'
+        ? h('span', null, h('code', null, backfill.id), h('span', { class: 'muted' }, ' the re-read after a lost slot'))
+        : h('code', null, backfill.id),
       stateBadge(backfill),
       progress
         ? h(

@@ -78,6 +78,8 @@ export async function overviewTab(ctx, panel, initial, updated) {
           : []),
         ...(sync.events.slot_lag_bytes !== null ? [['Decoder behind the database by', `${count(sync.events.slot_lag_bytes)} bytes`]] : []),
       ]),
+      // The latest lost replication slot: what happened and when, and how far the re-read is.
+      ...(sync.events.slot_gap ? [gapNotice(sync.events.slot_gap)] : []),
       // A limit shared with other syncs (Airtable: the user's 50 requests a second) held this one back lately.
       ...(s.slowed_by ? [notice('info', h('strong', null, 'Slowed by an upstream limit: '), s.slowed_by)] : []),
       // Lists not complete right now and why (a rate limit, an upstream error, a permission); gone once read.
@@ -219,4 +221,33 @@ export async function overviewTab(ctx, panel, initial, updated) {
     await refreshSync();
     if (tick % 2 === 0) await Promise.all([refreshTables(), refreshHistory()]);
   });
+}
+
+/**
+ * A lost slot replaced (docs/events.md#gaps-a-lost-replication-slot): a warning while the
+ * tables are read again, a note once they are.
+ */
+function gapNotice(gap) {
+  const reread =
+    gap.backfill_state === 'done'
+      ? ['every collection was read again by backfill ', h('code', null, gap.backfill), ', done ', at(gap.reread_at)]
+      : gap.recovered_at
+        ? [
+            'a new slot was made ',
+            at(gap.recovered_at),
+            '; every collection is being read again by backfill ',
+            h('code', null, gap.backfill),
+            ` (${gap.backfill_state ?? 'starting'})`,
+          ]
+        : ['a new slot is being made'];
+  return notice(
+    gap.backfill_state === 'done' ? 'info' : 'error',
+    h('strong', null, 'Replication slot lost '),
+    at(gap.lost_at),
+    `: ${gap.detail}. Changes made until the new slot started are missing from the events; a gap marker (`,
+    h('code', null, gap.id),
+    ') in the stream says where the reads that replace them begin: ',
+    ...reread,
+    '.',
+  );
 }

@@ -2,7 +2,8 @@ import { setMaxListeners } from 'node:events';
 import { toError } from '../../errors.ts';
 import type { Logger } from '../../log.ts';
 import type { EventBus } from '../bus.ts';
-import { type EventLogReader, isFor, type LoggedEvent } from '../log.ts';
+import type { EventLogReader, LoggedEvent } from '../log.ts';
+import { forDestination } from './filter.ts';
 import { Attempter, type AttemptResult } from './attempts.ts';
 import { bookkeeping } from './bookkeeping.ts';
 import type { AttemptOutcome, DeliveryLog } from './deliveries.ts';
@@ -321,7 +322,7 @@ export class DestinationWorker implements LaneHost {
       reader.ofLane(syncId, range, { topics: destination.topics, lane: lane.index, lanes: tuning.lanes, limit: tuning.queuePage }),
     );
     for (const event of events) {
-      if (isFor(event, this.id) && (!this.matches || this.matches(event.value))) {
+      if (forDestination(event, this.id) && (!this.matches || this.matches(event.value))) {
         const movedOn = await deliverBehind(this, lane, itemOfEvent(event));
         if (!movedOn || this.signal.aborted) return;
       }

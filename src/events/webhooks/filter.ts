@@ -1,3 +1,5 @@
+import { isFor, type LoggedEvent } from '../log.ts';
+
 /**
  * A destination's filter: which of its topics' events it is sent. Checked where the worker
  * takes each event from the log (destination-worker.ts dispatch), so that an event that does
@@ -5,6 +7,15 @@
  */
 
 export const EVENT_KINDS = ['inserted', 'updated', 'deleted', 'read'] as const;
+/** A gap marker (docs/events.md#gaps-a-lost-replication-slot): every filter passes it, since it says what a consumer holds is stale. */
+const GAP = 'gap';
+
+/**
+ * Whether a destination takes an event of its topics: not a read meant for another one, and
+ * of a gap marker only its first partition's copy (a webhook has no partitions to meet it in).
+ */
+export const forDestination = (event: LoggedEvent, destinationId: string): boolean =>
+  isFor(event, destinationId) && (event.partition <= 0 || eventKindOf(event.value) !== GAP);
 export type EventKind = (typeof EVENT_KINDS)[number];
 
 export type Scalar = string | number | boolean | null;
@@ -37,7 +48,10 @@ export function compileFilter(filter: WebhookFilter | null | undefined): EventMa
   if (!kinds && !changed && where.length === 0) return undefined;
   if (!changed && where.length === 0) {
     // Kinds alone: the event's kind is read without parsing the event.
-    return (value) => kinds!.has(eventKindOf(value) ?? '');
+    return (value) => {
+      const kind = eventKindOf(value) ?? '';
+      return kind === GAP || kinds!.has(kind);
+    };
   }
   return (value) => {
     let event: { event?: unknown; data?: unknown; changes?: unknown };
@@ -47,6 +61,7 @@ export function compileFilter(filter: WebhookFilter | null | undefined): EventMa
       // The log holds only JSON the decoder wrote; anything else is not ours to judge, so it goes.
       return true;
     }
+    if (event.event === GAP) return true;
     if (kinds && !kinds.has(String(event.event))) return false;
     if (changed && event.event === 'updated') {
       const changes = isObject(event.changes) ? event.changes : {};

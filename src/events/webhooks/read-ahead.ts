@@ -1,5 +1,6 @@
 import type { EventBus } from '../bus.ts';
-import { type EventLogReader, isFor, type LoggedEvent } from '../log.ts';
+import type { EventLogReader, LoggedEvent } from '../log.ts';
+import { forDestination } from './filter.ts';
 import type { DelivererTuning } from './tuning.ts';
 import { type Notifier, sleep } from './wait.ts';
 
@@ -81,7 +82,7 @@ export class ReadAhead {
 
   /** Events handed over by this process's decoder (every topic, in seq order); true if there may be more. */
   private readFed(events: LoggedEvent[], limit: number): boolean {
-    for (const event of events) if (this.topics.has(event.topic) && isFor(event, this.options.destinationId)) this.options.dispatch(event);
+    for (const event of events) if (this.topics.has(event.topic) && forDestination(event, this.options.destinationId)) this.options.dispatch(event);
     this.readSeq = BigInt(events[events.length - 1]!.seq);
     return events.length === limit;
   }
@@ -96,7 +97,7 @@ export class ReadAhead {
     const last = skip ? BigInt(await db(() => reader.lastSeq(syncId))) : 0n;
     if (skip) this.skippedAt = Date.now();
     const events = await db(() => reader.bySeq(syncId, this.readSeq.toString(), { topics, limit }));
-    for (const event of events) if (isFor(event, this.options.destinationId)) this.options.dispatch(event);
+    for (const event of events) if (forDestination(event, this.options.destinationId)) this.options.dispatch(event);
     const lastRead = events.length > 0 ? BigInt(events[events.length - 1]!.seq) : this.readSeq;
     const full = events.length === limit;
     this.readSeq = full ? lastRead : [this.readSeq, lastRead, last].reduce((a, b) => (a > b ? a : b));
