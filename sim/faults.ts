@@ -23,6 +23,8 @@ export interface FaultTargets {
   targetCrashes: number;
   /** Target path hangs so far. */
   targetHangs: number;
+  /** Target failovers so far. */
+  failovers: number;
   /** The service's paths to each upstream (not the customers' own clients'), which can hang or slow. */
   upstreamPaths: Record<'stripe' | 'airtable', ThreadRelay>;
   kafka?: KafkaBroker;
@@ -59,6 +61,7 @@ export const FAULT_KINDS = [
   'webhook-receiver-down',
   'stripe-late-events',
   'slot-lost',
+  'failover',
 ] as const;
 export type FaultKind = (typeof FAULT_KINDS)[number];
 
@@ -189,6 +192,17 @@ export async function strike(kind: FaultKind, t: FaultTargets, random: Random, s
       const server = random.pick(t.targets);
       name = `${kind} (${(await dropOneSlot(server, random, signal)) ?? 'none found'} on ${server.name})`;
       await pause(5000, signal);
+      break;
+    }
+    case 'failover': {
+      // One sync server fails over to a standby made of it: its syncs' slots were failover
+      // slots, synced to the standby, so the decoders go on from them; a slot not synced in
+      // time is lost with the old primary, and its gap is marked (docs/operations.md).
+      const server = t.targets[t.failovers++ % t.targets.length]!;
+      const unsynced = await server.failover(60_000 * Math.min(1, scale * 2), signal);
+      name = `${kind} (${server.name}${unsynced.length > 0 ? `; ${unsynced.length} slots not synced in time, their gaps marked` : ''})`;
+      await pause(5000, signal);
+      grace += REPLICATION_SILENCE_MS;
       break;
     }
     case 'webhook-receiver-down':

@@ -359,6 +359,7 @@ export async function simulate(options: SimulationOptions): Promise<SimulationRe
       targetPaths: [targetPaths.get(away)!, targetPaths.get(home)!],
       targetCrashes: 0,
       targetHangs: 0,
+      failovers: 0,
       upstreamPaths,
       kafka,
       kafkaPath,

@@ -36,7 +36,7 @@ export class TcpRelay {
 
   private constructor(
     private readonly server: net.Server,
-    private readonly target: { host: string; port: number },
+    private target: { host: string; port: number },
   ) {}
 
   static async start(target: { host: string; port: number }): Promise<TcpRelay> {
@@ -63,6 +63,15 @@ export class TcpRelay {
   /** `url` as it reaches the server itself, when it names the relay; else unchanged. */
   around(url: string): string {
     return aroundPort(url, this.port, this.target);
+  }
+
+  /**
+   * New connections go to `target` from now on, and those open are cut (reset): what a name
+   * that follows the primary does at a failover (a DNS record, a virtual IP, a proxy).
+   */
+  retarget(target: { host: string; port: number }): void {
+    this.target = target;
+    for (const path of this.open) path.destroy();
   }
 
   /** Every connection through the relay stops, for good; new ones stop too until heal(). */

@@ -11,13 +11,14 @@
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
 import type { FakeBase } from '../fakes/airtable/index.ts';
-import { readTables } from '../sim/check/canonical.ts';
+import type { readTables } from '../sim/check/canonical.ts';
 import { compareFold, type DeliveredEvent, EventFold } from '../sim/check/events.ts';
 import { RestTail } from '../sim/check/rest-events.ts';
 import { TestReceiver } from './harness/receiver.ts';
 import { query } from './harness/postgres.ts';
 import { waitFor } from './harness/process.ts';
 import { startSecondServer, type SecondServer } from './harness/second-server.ts';
+import { tablesAtOnePoint } from './harness/stream.ts';
 import { createAccount, createAirtableSync, loudSetUp, request, startTestService, type TestAccount, type TestService } from './harness/service.ts';
 
 let server: SecondServer;
@@ -160,17 +161,7 @@ async function afterGap(from: number, tag: string): Promise<{ marker: any; after
     },
     60_000,
   );
-  const tables = await waitFor(
-    'the tables and the stream at one point',
-    async () => {
-      const read = await readTables(readerUrl);
-      await caughtUp();
-      const more = await tail.next();
-      stream.push(...more);
-      return more.length === 0 ? read : undefined;
-    },
-    60_000,
-  );
+  const tables = await tablesAtOnePoint({ reader: readerUrl, caughtUp, tail, stream });
   // Each partition from its copy of the marker on (REST reads partition by partition).
   const after: DeliveredEvent[] = [];
   const partitions = new Map<string, DeliveredEvent[]>();

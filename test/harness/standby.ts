@@ -8,18 +8,27 @@ import { withDatabase } from '../../src/db/sql.ts';
 import { createLogger } from '../../src/log.ts';
 import { freePort } from './ports.ts';
 import { query } from './postgres.ts';
-import type { SecondServer } from './second-server.ts';
 
 const run = promisify(execFile);
 
-/** A hot standby of a SecondServer, streaming from it through a physical slot, syncing its failover slots. */
+/** A server to make a standby of: its superuser URL, port and folder (`<dir>/pg`, `<dir>/pg-superuser-password`). */
+export interface Primary {
+  adminUrl: string;
+  port: number;
+  dir: string;
+}
+
+/** A hot standby of a primary, streaming from it through a physical slot, syncing its failover slots. */
 export interface Standby {
   adminUrl: string;
   port: number;
+  /** Its folder, as a Primary's. */
+  dir: string;
   databaseUrl(database: string): string;
   /** Ends recovery: the standby becomes a primary (pg_promote, waiting for it). */
   promote(): Promise<void>;
-  stop(): Promise<void>;
+  /** A fast shutdown; its folder goes unless `keep`. */
+  stop(keep?: boolean): Promise<void>;
 }
 
 /**
@@ -30,10 +39,17 @@ export interface Standby {
  * `hot_standby_feedback`, a `primary_conninfo` with a database). The primary is told to hold
  * logical decoding back until the standby has the WAL (`synchronized_standby_slots`).
  */
-export async function startStandby(primary: SecondServer, name = 'standby1'): Promise<Standby> {
+export async function startStandby(primary: Primary, name = 'standby1'): Promise<Standby> {
   await query(primary.adminUrl, 'SELECT pg_create_physical_replication_slot($1, true)', [name]);
-  await query(primary.adminUrl, `ALTER SYSTEM SET synchronized_standby_slots = '${name}'`);
-  await query(primary.adminUrl, 'SELECT pg_reload_conf()');
+  try {
+    return await standbyOf(primary, name);
+  } catch (error) {
+    await query(primary.adminUrl, 'SELECT pg_drop_replication_slot($1)', [name]).catch(() => undefined);
+    throw error;
+  }
+}
+
+async function standbyOf(primary: Primary, name: string): Promise<Standby> {
   const dir = `${primary.dir}-${name}`;
   await rm(dir, { recursive: true, force: true });
   await mkdir(dir, { recursive: true, mode: 0o711 });
@@ -74,19 +90,26 @@ export async function startStandby(primary: SecondServer, name = 'standby1'): Pr
   );
   for (const file of ['backup_label', 'standby.signal', 'postgresql.auto.conf']) await chown(path.join(to, file), owner.uid, owner.gid);
   const port = await freePort();
-  const server = await startEmbeddedPostgres({ dir, port, logger: createLogger({ level: 'warn' }), maxConnections: 100 });
+  // A hot standby needs at least the primary's connection slots.
+  const [{ max }] = (await query<{ max: string }>(primary.adminUrl, "SELECT current_setting('max_connections') AS max")) as [{ max: string }];
+  const server = await startEmbeddedPostgres({ dir, port, logger: createLogger({ level: 'warn' }), maxConnections: Number(max) });
+  // Only now, with the standby up: from here the primary's decoders wait for it (a standby that
+  // never came would hold every one back).
+  await query(primary.adminUrl, `ALTER SYSTEM SET synchronized_standby_slots = '${name}'`);
+  await query(primary.adminUrl, 'SELECT pg_reload_conf()');
   let running = true;
   return {
     adminUrl: server.adminUrl,
     port,
+    dir,
     databaseUrl: (database) => withDatabase(server.adminUrl, database),
     async promote() {
       await query(server.adminUrl, 'SELECT pg_promote(true, 60)');
     },
-    async stop() {
+    async stop(keep = false) {
       if (running) await server.stop('fast');
       running = false;
-      await rm(dir, { recursive: true, force: true });
+      if (!keep) await rm(dir, { recursive: true, force: true });
     },
   };
 }
