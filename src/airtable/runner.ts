@@ -1,3 +1,4 @@
+import { isDiskFull } from '../db/transient.ts';
 import type { Liveness } from '../sync/liveness.ts';
 import type pg from 'pg';
 import type { Secret } from '../control/secrets.ts';
@@ -183,7 +184,7 @@ export class AirtableRunner {
           error = new Error('a table or field was deleted upstream during the cycle; the next cycle follows the new schema', { cause: error });
         }
         failures++;
-        await this.status.failed(error.message, fatal ? 'fatal' : 'transient').catch(() => undefined);
+        await this.status.failed(error.message, fatal ? 'fatal' : isDiskFull(thrown) ? 'disk_full' : 'transient').catch(() => undefined);
         await pause(fatal ? FATAL_PAUSE_MS : backoffDelay(CYCLE_BACKOFF, failures), this.signal);
       }
     }

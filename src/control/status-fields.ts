@@ -7,7 +7,7 @@ export interface SyncStatusFields {
   durationLastSeconds: number | null;
   lastError: string | null;
   lastErrorAt: Date | null;
-  lastErrorKind: 'transient' | 'fatal' | null;
+  lastErrorKind: 'transient' | 'fatal' | 'disk_full' | null;
   durationUsualSeconds: number | null;
   progress: unknown;
   /** An upstream limit shared with other syncs that held this one back, in words, and when last seen. */

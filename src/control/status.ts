@@ -185,8 +185,8 @@ function parts(status: SyncStatusFields, now: Date, bounds: StatusBounds): Recor
  */
 function decidingPart(status: SyncStatusFields, now: Date, bounds: StatusBounds): { part: Part; indicator: Indicator } {
   const of = parts(status, now, bounds);
-  // A key rejected or a base gone is what the user must fix first, whatever lags behind it.
-  if (fatal(status)) return { part: 'sync', indicator: 'red' };
+  // A key rejected, a base gone or a full disk is what the user must fix first, whatever lags behind it.
+  if (fatal(status) || diskFull(status)) return { part: 'sync', indicator: 'red' };
   let worst: Part = 'sync';
   for (const part of ['events', 'deliveries', 'slot'] as const) if (of[part] !== 'normal' && RANK[of[part]] >= RANK[of[worst]]) worst = part;
   return { part: worst, indicator: of[worst] };
@@ -194,7 +194,8 @@ function decidingPart(status: SyncStatusFields, now: Date, bounds: StatusBounds)
 
 /**
  * The indicator rule, the worst of the sync's own part, its event log's and its deliveries':
- * - red: the key was rejected or the base is gone (fatal: at once), or failing for five
+ * - red: the key was rejected or the base is gone (fatal: at once), or the database's server
+ *   is out of disk space (at once: nothing is written), or failing for five
  *   minutes or more with no completed cycle since; or the event log is five minutes or more
  *   behind the database; or a delivery path (the Kafka relay, an enabled webhook) is five
  *   minutes or more behind the event log;
@@ -217,9 +218,16 @@ function fatal(status: SyncStatusFields): boolean {
   return status.lastErrorKind === 'fatal' && !!status.lastError && !!status.lastErrorAt && status.lastErrorAt.getTime() > lastGood;
 }
 
+/** The latest attempt failed because the database's server is out of disk space, with no completed cycle since. */
+function diskFull(status: SyncStatusFields): boolean {
+  const lastGood = status.completedAt?.getTime() ?? 0;
+  return status.lastErrorKind === 'disk_full' && !!status.lastError && !!status.lastErrorAt && status.lastErrorAt.getTime() > lastGood;
+}
+
 function syncIndicator(status: SyncStatusFields, now: Date, bounds: StatusBounds): Indicator {
   const lastGood = status.completedAt?.getTime() ?? 0;
-  if (fatal(status)) return 'red';
+  // Nothing is written until space is freed: every change upstream is now missing here.
+  if (fatal(status) || diskFull(status)) return 'red';
   if (status.lastError && status.lastErrorAt && status.lastErrorAt.getTime() > lastGood) {
     const failingSince = Math.max(lastGood, status.startedAt?.getTime() ?? status.lastErrorAt.getTime());
     return now.getTime() - failingSince >= bounds.redAfterMs ? 'red' : 'yellow';
@@ -250,6 +258,8 @@ export function indicatorReason(status: SyncStatusFields, now: Date, bounds = DE
   if (indicator === 'normal' && !status.completedAt) return 'first sync under way: the database is not complete yet';
   if (indicator === 'normal') return slowedBy(status, now) ? 'syncing, slowed by an upstream limit' : 'syncing as usual';
   if (status.lastError && status.lastErrorKind === 'fatal') return `stopped: ${status.lastError}`;
+  if (diskFull(status))
+    return `the sync database's server is out of disk space (${status.lastError}): nothing can be written until space is freed; the sync tries again and catches up by itself`;
   if (status.lastError && status.lastErrorAt && status.lastErrorAt.getTime() > (status.completedAt?.getTime() ?? 0)) {
     return `${indicator === 'red' ? `failing for ${spoken(bounds.redAfterMs)} or more` : 'trouble syncing'}: ${status.lastError}`;
   }

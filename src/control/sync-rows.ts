@@ -24,7 +24,7 @@ export interface SyncRow {
   duration_last_s: number | null;
   last_error: string | null;
   last_error_at: Date | null;
-  last_error_kind: 'transient' | 'fatal' | null;
+  last_error_kind: 'transient' | 'fatal' | 'disk_full' | null;
   duration_usual_s: number | null;
   slowed_by: string | null;
   slowed_at: Date | null;

@@ -13,6 +13,7 @@ export function isTransientDbError(error: unknown): boolean {
     if (code.startsWith('08')) return true; // connection exception
     if (code === '57P01' || code === '57P02' || code === '57P03') return true; // admin or crash shutdown, cannot connect now
     if (code === '53300' || code === '53400') return true; // too many connections, configuration limit
+    if (code === DISK_FULL) return true; // out of disk space: a write may succeed once space is freed
     if (code === '40001' || code === '40P01' || code === '55P03') return true; // serialization, deadlock, lock timeout
     if (['ECONNREFUSED', 'ECONNRESET', 'EPIPE', 'ETIMEDOUT', 'EHOSTUNREACH', 'ENETUNREACH', 'EAI_AGAIN'].includes(code)) return true;
   }
@@ -22,6 +23,17 @@ export function isTransientDbError(error: unknown): boolean {
   return /Connection terminated|timeout exceeded when trying to connect|Query read timeout|Client has encountered a connection error|the database system is (starting up|shutting down|in recovery mode)/.test(
     message,
   );
+}
+
+/** SQLSTATE disk_full: the server could not extend a file. */
+const DISK_FULL = '53100';
+
+/** The error, or one it was caused by, is a server out of disk space. */
+export function isDiskFull(error: unknown): boolean {
+  for (let e = error, depth = 0; e && depth < 5; e = (e as { cause?: unknown }).cause, depth++) {
+    if ((e as { code?: unknown }).code === DISK_FULL) return true;
+  }
+  return false;
 }
 
 /** How long a client is asked to wait (Retry-After) when a database a request needs is away. */
@@ -36,7 +48,8 @@ export function databaseAway(error: unknown): TributaryError | undefined {
   if (error instanceof TributaryError || !isTransientDbError(error)) return undefined;
   const code = (error as { code?: unknown }).code;
   if (code === '40001' || code === '40P01' || code === '55P03') return undefined;
-  return new TributaryError('unavailable', 'a database this request needs is unreachable for now; try again shortly', {
+  const why = isDiskFull(error) ? 'is out of disk space' : 'is unreachable for now';
+  return new TributaryError('unavailable', `a database this request needs ${why}; try again shortly`, {
     cause: error,
     expose: true,
     retryAfterSeconds: AWAY_RETRY_AFTER_S,

@@ -1,3 +1,4 @@
+import { isDiskFull } from '../db/transient.ts';
 import type { Liveness } from '../sync/liveness.ts';
 import type pg from 'pg';
 import { STRIPE_SCHEMAS } from './migrations.ts';
@@ -216,7 +217,7 @@ export class StripeRunner {
         }
         const fatal = error instanceof StripeError && error.kind === 'auth';
         failures++;
-        await this.status.failed(error.message, fatal ? 'fatal' : 'transient').catch(() => undefined);
+        await this.status.failed(error.message, fatal ? 'fatal' : isDiskFull(thrown) ? 'disk_full' : 'transient').catch(() => undefined);
         await pause(fatal ? FATAL_PAUSE_MS : backoffDelay(CYCLE_BACKOFF, failures), this.signal);
       }
     }

@@ -6,7 +6,8 @@ import type { SyncSchemas } from '../syncdb/schemas.ts';
 import type { IncompleteList } from '../control/status-fields.ts';
 import type { Liveness } from './liveness.ts';
 
-export type ErrorKind = 'transient' | 'fatal';
+/** `disk_full`: the sync database's server is out of disk space (red at once; tried again). */
+export type ErrorKind = 'transient' | 'fatal' | 'disk_full';
 
 /** How often a sync adds a sample to its cycle history (sync_cycles, the console's chart). */
 export const HISTORY_EVERY_MS = 5_000;

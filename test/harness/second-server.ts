@@ -1,5 +1,6 @@
-import { readFileSync, rmSync } from 'node:fs';
-import { mkdtemp, rm } from 'node:fs/promises';
+import { execFileSync } from 'node:child_process';
+import { readFileSync, rmSync, statfsSync } from 'node:fs';
+import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { startEmbeddedPostgres } from '../../src/db/embedded.ts';
@@ -22,6 +23,10 @@ export interface SecondServer {
   resume(): Promise<void>;
   /** An immediate shutdown (a crash: the postmaster and its processes end at once). */
   crash(): Promise<void>;
+  /** With `tmpfsMb`: fills its disk but for about `leaveBytes` (a file beside the cluster). */
+  fill(leaveBytes: number): Promise<void>;
+  /** The space fill() took is free again. */
+  unfill(): Promise<void>;
   stop(): Promise<void>;
 }
 
@@ -32,6 +37,8 @@ export interface SecondServerOptions {
   maxConnections?: number;
   /** max_slot_wal_keep_size in MB (default: the service's, SLOT_WAL_KEEP_MB). */
   slotWalKeepMb?: number;
+  /** Its folder on a tmpfs of this size (root only): a disk that fill() can make full. */
+  tmpfsMb?: number;
 }
 
 /**
@@ -40,6 +47,8 @@ export interface SecondServerOptions {
  * then the folder goes.
  */
 const folders = new Set<string>();
+/** Folders that are tmpfs mounts: unmounted when done. */
+const mounts = new Set<string>();
 process.on('exit', () => {
   for (const dir of folders) {
     try {
@@ -47,6 +56,13 @@ process.on('exit', () => {
       if (pid > 0) process.kill(pid, 'SIGQUIT');
     } catch {
       // not running
+    }
+    if (mounts.has(dir)) {
+      try {
+        execFileSync('umount', ['-l', dir]);
+      } catch {
+        // already gone
+      }
     }
     rmSync(dir, { recursive: true, force: true });
   }
@@ -60,6 +76,11 @@ process.on('exit', () => {
 export async function startSecondServer(options: SecondServerOptions = {}): Promise<SecondServer> {
   const dir = await mkdtemp(path.join(os.tmpdir(), 'tributary-second-pg-'));
   folders.add(dir);
+  if (options.tmpfsMb) {
+    execFileSync('mount', ['-t', 'tmpfs', '-o', `size=${options.tmpfsMb}m,mode=0711`, 'tmpfs', dir]);
+    mounts.add(dir);
+  }
+  const filler = path.join(dir, 'filler');
   const port = await freePort();
   const start = () =>
     startEmbeddedPostgres({
@@ -81,6 +102,16 @@ export async function startSecondServer(options: SecondServerOptions = {}): Prom
       await server.stop('fast');
       running = false;
     },
+    async fill(leaveBytes) {
+      const { bavail, bsize } = statfsSync(dir);
+      // A write that meets the end of the disk has filled it, which is what was asked.
+      await writeFile(filler, Buffer.alloc(Math.max(0, bavail * bsize - leaveBytes))).catch((error: NodeJS.ErrnoException) => {
+        if (error.code !== 'ENOSPC') throw error;
+      });
+    },
+    async unfill() {
+      await rm(filler, { force: true });
+    },
     async crash() {
       await server.stop('immediate');
       running = false;
@@ -91,6 +122,7 @@ export async function startSecondServer(options: SecondServerOptions = {}): Prom
     },
     async stop() {
       if (running) await server.stop('fast');
+      if (mounts.delete(dir)) execFileSync('umount', ['-l', dir]);
       await rm(dir, { recursive: true, force: true });
       folders.delete(dir);
     },

@@ -1,4 +1,5 @@
 import type Router from '@koa/router';
+import type { ErrorKind } from '../../sync/status-reporter.ts';
 import type { SyncRecord } from '../../control/syncs.ts';
 import { TributaryError, notFound } from '../../errors.ts';
 import { validateQuery, wholeNumber } from '../body.ts';
@@ -59,7 +60,7 @@ const historyAnswer = z
     hours: z.number().int(),
     bucket_seconds: z.number().int().describe('Each point merges the samples of this many seconds'),
     cycles: z.array(z.object({ at: time, cycles: z.number().int(), lag_seconds: z.number(), duration_seconds: z.number() }).strict()),
-    errors: z.array(z.object({ at: time, kind: z.enum(['transient', 'fatal']), message: z.string() }).strict()).describe('The latest 20'),
+    errors: z.array(z.object({ at: time, kind: z.enum(['transient', 'fatal', 'disk_full']), message: z.string() }).strict()).describe('The latest 20'),
   })
   .strict();
 
@@ -158,7 +159,7 @@ export function consoleDataRoutes(router: Router, api: ApiOptions & ConsoleDataO
         ORDER BY 1`,
       [sync.id, hours, bucketSeconds],
     );
-    const { rows: errors } = await api.pool.query<{ at: Date; kind: 'transient' | 'fatal'; message: string }>(
+    const { rows: errors } = await api.pool.query<{ at: Date; kind: ErrorKind; message: string }>(
       'SELECT at, kind, message FROM sync_errors WHERE sync_id = $1 ORDER BY at DESC LIMIT 20',
       [sync.id],
     );
