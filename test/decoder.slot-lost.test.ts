@@ -15,6 +15,7 @@ import type { readTables } from '../sim/check/canonical.ts';
 import { compareFold, type DeliveredEvent, EventFold } from '../sim/check/events.ts';
 import { RestTail } from '../sim/check/rest-events.ts';
 import { TestReceiver } from './harness/receiver.ts';
+import { launchBrowser } from './harness/browser.ts';
 import { query } from './harness/postgres.ts';
 import { waitFor } from './harness/process.ts';
 import { startSecondServer, type SecondServer } from './harness/second-server.ts';
@@ -257,6 +258,28 @@ test('a slot dropped by hand under a running decoder is replaced, the gap marked
   assert.is(seen.events.slot_gap.backfill_state, 'done');
   assert.ok(seen.events.slot_gap.recovered_at);
   assert.is(seen.status.indicator, 'normal', seen.status.reason);
+  // The console says it on the sync's page, and marks the re-read among its backfills.
+  const browser = await launchBrowser();
+  try {
+    const page = await (await browser.newContext({ viewport: { width: 1280, height: 860 } })).newPage();
+    await page.goto(`${svc.api}/`);
+    await page.getByLabel('API token', { exact: true }).fill(account.token);
+    await page.getByRole('button', { name: 'Sign in' }).click();
+    await page.getByRole('heading', { name: 'Syncs' }).waitFor();
+    await page.evaluate((id) => (location.hash = `#/syncs/${id}`), syncId);
+    const notice = page.locator('.notice', { hasText: 'Replication slot lost' });
+    await notice.waitFor();
+    const text = (await notice.textContent()) ?? '';
+    assert.match(text, /does not exist/);
+    assert.ok(text.includes(gap.marker.id) && text.includes(gap.marker.data.backfill), text);
+    assert.match(text, /every collection was read again by backfill/);
+    await page.getByRole('link', { name: 'Backfills' }).click();
+    const row = page.locator(`tr[data-backfill="${gap.marker.data.backfill}"]`);
+    await row.waitFor();
+    assert.match((await row.textContent()) ?? '', /the re-read after a lost slot/);
+  } finally {
+    await browser.close();
+  }
   const warned = decoder!.logs.lines.map((line) => JSON.parse(line)).filter((e) => e.level === 40 && String(e.msg).startsWith('replication slot lost'));
   assert.is(warned.length, 1, JSON.stringify(warned));
 });

@@ -1,3 +1,4 @@
+import { slotWalKeepMb } from '../db/slots.ts';
 import { withClient } from '../db/sql.ts';
 import { TributaryError } from '../errors.ts';
 import { connectFailure } from './server-url.ts';
@@ -27,7 +28,6 @@ interface FactsRow {
   used_slots: number;
   max_senders: number;
   used_senders: number;
-  slot_wal_keep_mb: string;
 }
 
 /**
@@ -43,8 +43,7 @@ export async function readServerFacts(adminUrl: string, what: string): Promise<S
                 current_setting('max_replication_slots')::int AS max_slots,
                 (SELECT count(*)::int FROM pg_replication_slots) AS used_slots,
                 current_setting('max_wal_senders')::int AS max_senders,
-                (SELECT count(*)::int FROM pg_stat_activity WHERE backend_type = 'walsender') AS used_senders,
-                (SELECT setting FROM pg_settings WHERE name = 'max_slot_wal_keep_size') AS slot_wal_keep_mb
+                (SELECT count(*)::int FROM pg_stat_activity WHERE backend_type = 'walsender') AS used_senders
            FROM pg_roles r WHERE r.rolname = current_user`,
       );
       const row = rows[0];
@@ -59,7 +58,7 @@ export async function readServerFacts(adminUrl: string, what: string): Promise<S
         usedSlots: row.used_slots,
         maxSenders: row.max_senders,
         usedSenders: row.used_senders,
-        slotWalKeepMb: Number(row.slot_wal_keep_mb ?? -1),
+        slotWalKeepMb: await slotWalKeepMb(admin),
       };
     });
   } catch (cause) {
@@ -119,8 +118,7 @@ export function walBoundWarning(slotWalKeepMb: number | null): string | undefine
 export async function readWalBound(adminUrl: string): Promise<number | undefined> {
   try {
     return await withClient(adminUrl, async (admin) => {
-      const { rows } = await admin.query<{ mb: string }>("SELECT setting AS mb FROM pg_settings WHERE name = 'max_slot_wal_keep_size'");
-      return rows[0] ? Number(rows[0].mb) : undefined;
+      return await slotWalKeepMb(admin);
     });
   } catch {
     return undefined;

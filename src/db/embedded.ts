@@ -7,6 +7,7 @@ import path from 'node:path';
 import { promisify } from 'node:util';
 import pg from 'pg';
 import { newPassword } from '../ids.ts';
+import { slotWalKeepMb } from './slots.ts';
 import type { Logger } from '../log.ts';
 
 const exec = promisify(execFile);
@@ -321,8 +322,7 @@ async function boundSlotWal(adminUrl: string, mb: number, logger: Logger): Promi
   const client = new pg.Client({ connectionString: adminUrl });
   await client.connect();
   try {
-    const { rows } = await client.query<{ mb: string }>("SELECT setting AS mb FROM pg_settings WHERE name = 'max_slot_wal_keep_size'");
-    if (Number(rows[0]?.mb) === mb) return;
+    if ((await slotWalKeepMb(client)) === mb) return;
     await client.query(`ALTER SYSTEM SET max_slot_wal_keep_size = '${Math.trunc(mb)}MB'`);
     await client.query('SELECT pg_reload_conf()');
     logger.info({ max_slot_wal_keep_size_mb: mb }, "bounded the WAL the syncs' replication slots may keep");

@@ -52,6 +52,15 @@ export async function dropSlot(admin: pg.ClientBase, slot: string): Promise<void
   }
 }
 
+/**
+ * The server's max_slot_wal_keep_size in MB: the most WAL its slots may keep (-1: no bound;
+ * also on a server older than 13, which has none). The one reader of it.
+ */
+export async function slotWalKeepMb(db: pg.ClientBase | pg.Pool): Promise<number> {
+  const { rows } = await db.query<{ mb: string }>("SELECT setting AS mb FROM pg_settings WHERE name = 'max_slot_wal_keep_size'");
+  return rows[0] ? Number(rows[0].mb) : -1;
+}
+
 /** Why a slot can no longer serve its decoder. */
 export interface SlotLoss {
   /** `missing`: no such slot (dropped by hand, or not on a promoted standby); `invalidated`: it is there but unusable. */
