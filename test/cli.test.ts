@@ -66,11 +66,11 @@ test('--help lists every command, and each command has its own help', async () =
   }
   const unknown = await cli(['teleport']);
   assert.is(unknown.code, 2);
-  assert.match(unknown.output, /unknown command "teleport"/);
-  assert.match(unknown.output, /Commands:/);
+  // One line, not the whole overview: where the commands are is said in it.
+  assert.is(unknown.output, 'tributary: unknown command "teleport" (tributary --help lists the commands)\n');
   const unknownSub = await cli(['syncs', 'bogus']);
   assert.is(unknownSub.code, 2);
-  assert.match(unknownSub.output, /unknown command "syncs bogus"/);
+  assert.is(unknownSub.output, 'tributary: unknown command "syncs bogus" (tributary syncs --help lists its commands)\n');
 });
 
 test('accounts and syncs are managed end to end from the CLI', async () => {
@@ -217,7 +217,10 @@ test('the pool of servers is managed from the CLI, its URLs read from stdin and 
     assert.is(usage.code, 2, `${args.join(' ')}: ${usage.output}`);
   }
   const badCapacity = await cli(['servers', 'set', first!.ID!, '--capacity', 'lots']);
-  assert.equal([badCapacity.code, badCapacity.output.split('\n')[0]], [2, 'tributary servers set: --capacity takes a whole number']);
+  assert.equal(
+    [badCapacity.code, badCapacity.output.split('\n')[0]],
+    [2, 'tributary servers set: --capacity takes a whole number (tributary servers set --help)'],
+  );
 });
 
 test('a refused token is named by where it came from, never by its value', async () => {
@@ -255,10 +258,10 @@ test('API errors and bad flags are reported on stderr with a non-zero exit', asy
   const missing = await cli(['syncs', 'show', 'syn_nothere000000000']);
   assert.is(missing.code, 1);
   assert.match(missing.output, /404 not_found: sync syn_nothere000000000 not found/);
-  // A command line it cannot read is a usage error (2), naming the option and the usage.
+  // A command line it cannot read is a usage error (2): one line naming the option.
   const badFlag = await cli(['syncs', 'list', '--bogus']);
   assert.is(badFlag.code, 2);
-  assert.is(badFlag.output, 'tributary syncs list: unknown option --bogus\ntributary syncs list [--json]\n');
+  assert.is(badFlag.output, 'tributary syncs list: unknown option --bogus (tributary syncs list --help)\n');
   // A missing sync id is the same kind of mistake.
   for (const command of ['show', 'settings', 'delete', 'watch']) {
     const unnamed = await cli(['syncs', command]);

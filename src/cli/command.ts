@@ -33,10 +33,12 @@ export async function client(values: Values): Promise<ClientOptions> {
   return { url, token, tokenSource: source };
 }
 
-/** A non-negative whole-number option, or its default. */
-export function wholeNumber(values: Record<string, unknown>, name: string, fallback: number): number {
-  const value = values[name] === undefined ? fallback : Number(values[name]);
-  if (!Number.isInteger(value) || value < 0) throw new UsageError(`--${name} takes a whole number`);
+/** A non-negative whole-number option (digits only), or its default; at most `max` when given. */
+export function wholeNumber(values: Record<string, unknown>, name: string, fallback: number, max = Number.MAX_SAFE_INTEGER): number {
+  const given = values[name];
+  if (given === undefined) return fallback;
+  const value = typeof given === 'string' && /^\d+$/.test(given) ? Number(given) : Number.NaN;
+  if (!(value <= max)) throw new UsageError(`--${name} takes a whole number${max < Number.MAX_SAFE_INTEGER ? ` from 0 to ${max}` : ''}`);
   return value;
 }
 

@@ -25,7 +25,8 @@ const outputHelp = `
   Lists (accounts, syncs, servers, webhooks, backfills list; webhooks deliveries) print an
   aligned table; --json prints the API's JSON. Other commands print the API's JSON answer (a
   new account's token and event password, a new webhook's secret, are shown once, there).
-  Errors go to stderr: exit 1 for an API error, 2 for a bad command line.`;
+  Errors go to stderr: exit 1 for an API error, 2 for a bad command line (one line naming the
+  option, caught before anything is sent).`;
 
 /**
  * The fakes live beside the product, not in it (fakes/): a source checkout has them, the
@@ -131,7 +132,9 @@ const commands: Record<string, Command> = {
     summary: 'create an account (admin token); prints its API token and event credentials once',
     options: { ...jsonOptions, name: { type: 'string' } },
     async run(values) {
-      printJson(await call(await client(values), 'POST', '/api/accounts', { name: values.name }));
+      const name = String(values.name ?? '').trim();
+      if (!name) throw new UsageError('--name names the account');
+      printJson(await call(await client(values), 'POST', '/api/accounts', { name }));
     },
   },
   'accounts list': {
@@ -160,7 +163,9 @@ const commands: Record<string, Command> = {
       // What the command line must name is checked here, before any request.
       if (values.kind === undefined) throw new UsageError('--kind names the kind of sync (airtable or stripe)');
       if (values['api-key'] === undefined) throw new UsageError("--api-key takes the upstream's key, or - to read it from standard input");
-      const body: Record<string, unknown> = { kind: values.kind, api_key: secretArg(String(values['api-key'])) };
+      const key = secretArg(String(values['api-key']));
+      if (!key) throw new UsageError(values['api-key'] === '-' ? '--api-key -: standard input held no key' : '--api-key is empty');
+      const body: Record<string, unknown> = { kind: values.kind, api_key: key };
       if (values['base-id']) body.base_id = values['base-id'];
       if (values.settings) body.settings = jsonArg('settings', values.settings as string);
       if (values['database-url']) body.database_url = values['database-url'];
@@ -202,8 +207,11 @@ const commands: Record<string, Command> = {
       if (!id) throw new UsageError('name the sync: tributary syncs settings SYNC_ID …');
       const settings: Record<string, unknown> = {};
       if (values.turbo !== undefined) settings.turbo = booleanArg('turbo', values.turbo as string);
-      if (values['debounce-ms'] !== undefined) settings.debounce_ms = Number(values['debounce-ms']);
-      if (values['lookup-as'] !== undefined) settings.lookup_as = values['lookup-as'];
+      if (values['debounce-ms'] !== undefined) settings.debounce_ms = wholeNumber(values, 'debounce-ms', 0, 86_400_000);
+      if (values['lookup-as'] !== undefined) {
+        if (values['lookup-as'] !== 'text' && values['lookup-as'] !== 'text[]') throw new UsageError('--lookup-as takes text or text[]');
+        settings.lookup_as = values['lookup-as'];
+      }
       if (values['intelligent-cast'] !== undefined) {
         settings.intelligent_cast = booleanArg('intelligent-cast', values['intelligent-cast'] as string);
       }
@@ -283,7 +291,8 @@ export async function main(argv: string[]): Promise<number> {
       return second === undefined ? 2 : 0;
     }
     const named = group && second !== undefined ? `${first} ${second}` : first;
-    process.stderr.write(`tributary: unknown command "${named}"\n\n${overview()}`);
+    const help = group ? `tributary ${first} --help lists its commands` : 'tributary --help lists the commands';
+    process.stderr.write(`tributary: unknown command "${named}" (${help})\n`);
     return 2;
   }
   const rest = argv.slice(name!.split(' ').length);
@@ -305,7 +314,8 @@ export async function main(argv: string[]): Promise<number> {
     const code = String((error as NodeJS.ErrnoException).code ?? '');
     // A command line it cannot read (an unknown option, a missing value) is a usage error.
     if (code.startsWith('ERR_PARSE_ARGS') || error instanceof UsageError) {
-      process.stderr.write(`tributary ${name}: ${usageMessage(error as NodeJS.ErrnoException)}\n${command.usage}\n`);
+      // One line that names what is wrong; the usage is one --help away.
+      process.stderr.write(`tributary ${name}: ${usageMessage(error as NodeJS.ErrnoException)} (tributary ${name} --help)\n`);
       return 2;
     }
     process.stderr.write(`tributary ${name}: ${(error as Error).message}\n`);

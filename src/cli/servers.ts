@@ -1,12 +1,11 @@
 import { call } from './client.ts';
-import { booleanArg, client, type Command, jsonOptions, secretArg, UsageError, type Values } from './command.ts';
+import { booleanArg, client, type Command, jsonOptions, secretArg, UsageError, type Values, wholeNumber } from './command.ts';
 import { printJson, printList, serverColumns } from './lists.ts';
 
 /** A whole number option that must be given. */
-function count(value: Values[string], name: string): number {
-  const number = Number(value);
-  if (typeof value !== 'string' || !Number.isInteger(number) || number < 0) throw new UsageError(`--${name} takes a whole number`);
-  return number;
+function count(values: Values, name: string): number {
+  if (values[name] === undefined) throw new UsageError(`--${name} takes a whole number`);
+  return wholeNumber(values, name, 0);
 }
 
 const serverPath = (id: string | undefined, command: string) => {
@@ -28,7 +27,7 @@ export const serverCommands: Record<string, Command> = {
     async run(values, [url]) {
       if (!url) throw new UsageError('give the server: tributary servers add SERVER_URL|- --region REGION --capacity N');
       if (typeof values.region !== 'string') throw new UsageError('--region is needed (like us-west-2)');
-      const body = { url: secretArg(url), region: values.region, capacity: count(values.capacity, 'capacity') };
+      const body = { url: secretArg(url), region: values.region, capacity: count(values, 'capacity') };
       printJson(await call(await client(values), 'POST', '/api/servers', body));
     },
   },
@@ -56,7 +55,7 @@ export const serverCommands: Record<string, Command> = {
     async run(values, [id]) {
       const path = serverPath(id, 'set');
       const body: Record<string, unknown> = {};
-      if (values.capacity !== undefined) body.capacity = count(values.capacity, 'capacity');
+      if (values.capacity !== undefined) body.capacity = count(values, 'capacity');
       if (values.draining !== undefined) body.draining = booleanArg('draining', values.draining as string);
       if (Object.keys(body).length === 0) throw new UsageError('give --capacity or --draining');
       printJson(await call(await client(values), 'PATCH', path, body));
