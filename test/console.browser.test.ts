@@ -417,7 +417,7 @@ test('Overview: _sync_meta times, tables with upstream names and row counts, the
   await page.getByRole('cell', { name: 'Tasks', exact: true }).waitFor();
   const tasks = page.locator('tr', { has: page.locator('code', { hasText: /^tasks$/ }) });
   assert.match((await tasks.textContent()) ?? '', /Tasks\s*3/);
-  await page.getByText('Last completed (_sync_meta.completed_at)').waitFor();
+  await page.getByText('Last cycle completed (_sync_meta.completed_at)').waitFor();
   await page.locator('svg.chart polyline, svg.chart circle').first().waitFor({ timeout: 15_000 });
   assert.match((await page.locator('svg.chart').getAttribute('aria-label')) ?? '', /latest lag/);
   // A sync minutes old opens on the last hour, not six, where its history would be a speck.
@@ -694,6 +694,17 @@ test('Stripe, Overview: _sync_meta times, 100+ tables with their object types an
   const tables = await query<{ n: string }>(stripeReader, "SELECT count(*) AS n FROM pg_tables WHERE schemaname = 'public' AND tablename <> '_sync_meta'");
   assert.ok(Number(tables[0]!.n) >= 100, `${tables[0]!.n} tables`);
   assert.is(await rows.count(), Number(tables[0]!.n), 'every table of the database is listed');
+  // Those with rows first, shown; the empty ones folded away under one line that counts them.
+  const folded = page.locator('details.empty-tables');
+  assert.is(await folded.getAttribute('open'), null, 'the empty tables start folded');
+  const emptyRows = folded.locator('tbody tr');
+  const emptyCount = await emptyRows.count();
+  assert.ok(emptyCount > 50, `${emptyCount} empty tables folded`);
+  assert.match((await folded.locator('summary').textContent()) ?? '', new RegExp(`^${emptyCount} empty tables`));
+  for (const cell of await folded.locator('td[data-label="Rows"]').allTextContents()) assert.is(cell.trim(), '0');
+  assert.ok(await tableRow('customer').isVisible(), 'a table with rows is shown');
+  await folded.locator('summary').click();
+  assert.ok(await emptyRows.first().isVisible(), 'unfolded on a click');
   assert.ok(rendered < 5_000, `the Overview took ${rendered} ms to show its tables`);
 
   // Upstream names are Stripe's object types; row counts are the database's.
@@ -716,7 +727,7 @@ test('Stripe, Overview: _sync_meta times, 100+ tables with their object types an
   // _sync_meta's times, as the sync's database has them (the events feed is read every 500 ms: the
   // page's are from a moment ago).
   const completed = await page
-    .locator('dt', { hasText: 'Last completed (_sync_meta.completed_at)' })
+    .locator('dt', { hasText: 'Last cycle completed (_sync_meta.completed_at)' })
     .locator('xpath=following-sibling::dd[1]//time')
     .getAttribute('datetime');
   const [meta] = await query<{ started_at: Date; completed_at: Date }>(stripeReader, 'SELECT started_at, completed_at FROM _sync_meta');
@@ -724,7 +735,9 @@ test('Stripe, Overview: _sync_meta times, 100+ tables with their object types an
     completed && Date.parse(completed) <= meta!.completed_at.getTime() && Date.parse(completed) > started - 60_000,
     `${completed} vs ${meta!.completed_at.toISOString()}`,
   );
-  await page.getByText('Last started (_sync_meta.started_at)').waitFor();
+  // A feed read every 500 ms: either a cycle runs (its start newer than the last completion) or none does.
+  await page.getByText(/^(This|Last) cycle started \(_sync_meta\.started_at\)$/).waitFor();
+  await page.getByText('Duration of the last completed cycle (_sync_meta.duration_last)').waitFor();
   await page.locator('svg.chart polyline, svg.chart circle').first().waitFor({ timeout: 15_000 });
   assert.match((await page.locator('svg.chart').getAttribute('aria-label')) ?? '', /latest lag/);
 
@@ -737,8 +750,10 @@ test('Stripe, Overview: _sync_meta times, 100+ tables with their object types an
   await screenshot(page, SHOTS, '31-stripe-overview');
   await assertLabelled('Stripe overview');
   // The table list's refresh (every 6 s) renders it anew, without an error or a long task.
-  await page.locator('table.tables tbody').evaluate((el) => el.setAttribute('data-seen', ''));
-  await page.locator('table.tables tbody:not([data-seen])').waitFor({ timeout: 10_000 });
+  await page.locator('table.tables tbody').first().evaluate((el) => el.setAttribute('data-seen', ''));
+  await page.locator('table.tables tbody:not([data-seen])').first().waitFor({ timeout: 10_000 });
+  // The refresh left the empty tables unfolded, as the click above made them.
+  assert.is(await page.locator('details.empty-tables').getAttribute('open'), '', 'still unfolded after a refresh');
   assert.is(await rows.count(), Number(tables[0]!.n));
   const longTasks = await page.evaluate(() => (window as unknown as { longTasks: number[] }).longTasks);
   assert.ok(
@@ -858,6 +873,9 @@ test('Stripe on a phone: the Overview’s 100+ tables are cards, nothing scrolls
       await go(`#/syncs/${stripeSync}/${tab}`);
       await page.locator('main h1').first().waitFor();
       if (tab === 'overview') {
+        // An empty table: among the folded ones, unfolded here for its long name.
+        const folded = page.locator('details.empty-tables');
+        if ((await folded.getAttribute('open')) === null) await folded.locator('summary').click();
         await tableRow('payment_intent_amount_details_line_item').waitFor();
         await page.locator('svg.chart').waitFor({ timeout: 15_000 });
         const down = await recentErrorsDown();

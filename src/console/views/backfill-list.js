@@ -28,7 +28,8 @@ export function backfillProgress(backfill, rows, waiting) {
   const known = collections.every((c) => rows.has(c));
   const total = known ? collections.reduce((sum, c) => sum + (rows.get(c) ?? 0), 0) : 0;
   // Rows change while it reads: "about", and the bar never runs past full.
-  if (total > 0) return { label: `${count(backfill.rows)} of about ${count(total)} rows, ${where}`, value: Math.min(backfill.rows, total), max: total };
+  if (total > 0)
+    return { label: `${count(backfill.rows)} of about ${counted(total, 'row', 'rows')}, ${where}`, value: Math.min(backfill.rows, total), max: total };
   return { label: `${counted(backfill.rows, 'row', 'rows')}, ${where}`, value: Math.max(index, 0), max: collections.length };
 }
 

@@ -1,6 +1,6 @@
 import { api } from '../api.js';
 import { field, h, identifier, notice, setFieldError, showNotice, toast } from '../dom.js';
-import { count } from '../format.js';
+import { count, counted } from '../format.js';
 import { backfillTable } from './backfill-list.js';
 
 /** Asked every 2 s while a backfill runs; every 10 s otherwise (one may be started elsewhere). */
@@ -77,7 +77,8 @@ export async function backfillsTab(ctx, panel, sync) {
                   boxes[i],
                   ' ',
                   identifier(c.name),
-                  h('span', { class: 'muted' }, ` ${c.upstream ?? ''} · ${count(c.rows)} rows`),
+                  // A Stripe collection's upstream name is its own: said once.
+                  h('span', { class: 'muted' }, ` ${c.upstream && c.upstream !== c.name ? `${c.upstream} · ` : '· '}${counted(c.rows, 'row', 'rows')}`),
                 ),
               ),
             ),
@@ -166,7 +167,7 @@ export async function backfillsTab(ctx, panel, sync) {
     running = backfills.some((b) => b.state === 'running');
     for (const b of backfills) {
       if (b.state === 'running') wasRunning.add(b.id);
-      else if (wasRunning.delete(b.id)) toast(`Backfill ${b.id} ${b.state}: ${count(b.rows)} rows`);
+      else if (wasRunning.delete(b.id)) toast(`Backfill ${b.id} ${b.state}: ${counted(b.rows, 'row', 'rows')}`);
     }
     // A refresh rebuilds the rows; the Cancel button that had focus gets it back.
     const focused = listBox.contains(document.activeElement) ? document.activeElement?.getAttribute('data-key') : null;

@@ -1,7 +1,7 @@
 import { api } from '../api.js';
 import { lineChart } from '../chart.js';
 import { breakable, field, h, identifier, notice } from '../dom.js';
-import { at, count, duration } from '../format.js';
+import { at, count, counted, duration } from '../format.js';
 import { accountsOf, indicator, progressBar } from '../status.js';
 
 const POLL_MS = 3000;
@@ -51,9 +51,10 @@ export async function overviewTab(ctx, panel, initial, updated) {
       progressBar(s) ?? '',
       definitions([
         ['Sync', running ? `running since ${new Date(source.started_at).toLocaleTimeString()}` : source.completed_at ? 'between cycles' : 'not started yet'],
-        ['Last started (_sync_meta.started_at)', at(source.started_at)],
-        ['Last completed (_sync_meta.completed_at)', at(source.completed_at)],
-        ['Duration of the last sync (_sync_meta.duration_last)', duration(source.duration_last)],
+        // While a cycle runs, its start is newer than the last completion, and the duration is the completed one's.
+        [running ? 'This cycle started (_sync_meta.started_at)' : 'Last cycle started (_sync_meta.started_at)', at(source.started_at)],
+        ['Last cycle completed (_sync_meta.completed_at)', at(source.completed_at)],
+        ['Duration of the last completed cycle (_sync_meta.duration_last)', duration(source.duration_last)],
         ...(s.paced_cycle_s
           ? [['Sweep pace', `spread over about ${duration(s.paced_cycle_s)}: change capture is healthy and the last cycle found nothing it had missed`]]
           : []),
@@ -118,42 +119,27 @@ export async function overviewTab(ctx, panel, initial, updated) {
     try {
       const answer = await api('GET', `/api/syncs/${sync.id}/tables`);
       meta = answer.sync_meta;
-      const headers = ['Table', 'Upstream name', 'Rows', 'Event topic'];
+      // Tables with rows first; the empty ones (most of a Stripe sync's 100-odd) folded away.
+      const filled = answer.data.filter((t) => t.rows > 0);
+      const empty = answer.data.filter((t) => !(t.rows > 0));
+      // The refresh keeps the fold as the user left it.
+      const unfolded = /** @type {HTMLDetailsElement | null} */ (tablesBox.querySelector('details.empty-tables'))?.open === true;
       tablesBox.replaceChildren(
-        answer.data.length === 0
-          ? h('p', { class: 'muted' }, 'No tables yet: they appear as the first sync builds them.')
-          : h(
-              'div',
-              { class: 'table-wrap' },
-              h(
-                'table',
-                { class: 'tables' },
-                h('caption', { class: 'sr-only' }, 'Tables of the database with their row counts'),
-                h(
-                  'thead',
-                  null,
-                  h(
-                    'tr',
-                    null,
-                    headers.map((name) => h('th', { scope: 'col' }, name)),
-                  ),
-                ),
-                h(
-                  'tbody',
-                  null,
-                  answer.data.map((t) =>
+        ...(answer.data.length === 0
+          ? [h('p', { class: 'muted' }, 'No tables yet: they appear as the first sync builds them.')]
+          : [
+              ...(filled.length > 0 ? [tablesTable(filled, 'Tables of the database with rows, and their row counts')] : []),
+              ...(empty.length > 0
+                ? [
                     h(
-                      'tr',
-                      null,
-                      h('th', { scope: 'row', 'data-label': headers[0] }, identifier(t.name)),
-                      h('td', { 'data-label': headers[1] }, t.upstream_name ? breakable(t.upstream_name) : '—'),
-                      h('td', { 'data-label': headers[2], class: 'num' }, `${t.rows_estimated ? '≈ ' : ''}${count(t.rows)}`),
-                      h('td', { 'data-label': headers[3] }, t.topic ? identifier(t.topic) : '—'),
+                      'details',
+                      { class: 'empty-tables', open: unfolded },
+                      h('summary', null, `${counted(empty.length, 'empty table', 'empty tables')}${filled.length === 0 ? ' (no rows yet)' : ''}`),
+                      tablesTable(empty, 'Tables of the database with no rows yet'),
                     ),
-                  ),
-                ),
-              ),
-            ),
+                  ]
+                : []),
+            ]),
       );
     } catch (error) {
       tablesBox.replaceChildren(notice('error', error.message));
@@ -249,5 +235,42 @@ function gapNotice(gap) {
     ') in the stream says where the reads that replace them begin: ',
     ...reread,
     '.',
+  );
+}
+
+/** The tables of a sync's database: name, upstream name, rows, event topic. */
+function tablesTable(tables, caption) {
+  const headers = ['Table', 'Upstream name', 'Rows', 'Event topic'];
+  return h(
+    'div',
+    { class: 'table-wrap' },
+    h(
+      'table',
+      { class: 'tables' },
+      h('caption', { class: 'sr-only' }, caption),
+      h(
+        'thead',
+        null,
+        h(
+          'tr',
+          null,
+          headers.map((name) => h('th', { scope: 'col' }, name)),
+        ),
+      ),
+      h(
+        'tbody',
+        null,
+        tables.map((t) =>
+          h(
+            'tr',
+            null,
+            h('th', { scope: 'row', 'data-label': headers[0] }, identifier(t.name)),
+            h('td', { 'data-label': headers[1] }, t.upstream_name ? breakable(t.upstream_name) : '—'),
+            h('td', { 'data-label': headers[2], class: 'num' }, `${t.rows_estimated ? '≈ ' : ''}${count(t.rows)}`),
+            h('td', { 'data-label': headers[3] }, t.topic ? identifier(t.topic) : '—'),
+          ),
+        ),
+      ),
+    ),
   );
 }
