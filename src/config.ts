@@ -35,6 +35,11 @@ export interface Config {
    * us-west-2), and the region the configured server gets when it joins the pool.
    */
   defaultRegion: string;
+  /**
+   * Kinds of sync behind a waiting list (TRIBUTARY_WAITING_LIST_KINDS, comma-separated, e.g.
+   * `airtable` for the closed beta; default none: every kind is open, as a self-hosted install expects).
+   */
+  waitingListKinds: string[];
   embeddedPgPort: number;
   /** Private memory each process of the embedded PostgreSQL may hold, in MB (TRIBUTARY_PG_PROCESS_MEMORY_MB); unset: embedded.ts's default. */
   embeddedPgProcessMemoryMb: number | undefined;
@@ -113,6 +118,16 @@ function origin(env: Env, name: string): string | undefined {
 /** A region's name: lower-case letters, digits and hyphens, as cloud regions are named. */
 export const REGION_PATTERN = /^[a-z0-9][a-z0-9-]{0,62}$/;
 
+/** Kind names, comma-separated: lower-case letters, digits and hyphens each. */
+function kindList(env: Env, name: string): string[] {
+  const kinds = (env[name] ?? '')
+    .split(',')
+    .map((k) => k.trim())
+    .filter(Boolean);
+  for (const kind of kinds) if (!/^[a-z][a-z0-9-]{0,62}$/.test(kind)) throw new Error(`${name}: "${kind}" is not a kind of sync (e.g. airtable)`);
+  return [...new Set(kinds)];
+}
+
 function region(env: Env, name: string, fallback: string): string {
   const raw = env[name];
   if (raw === undefined || raw === '') return fallback;
@@ -185,6 +200,7 @@ export function loadConfig(env: Env = process.env, overrides: Partial<Config> = 
     databaseUrl: env.DATABASE_URL || undefined,
     targetDatabaseUrl: env.TRIBUTARY_TARGET_DATABASE_URL || undefined,
     defaultRegion: region(env, 'TRIBUTARY_DEFAULT_REGION', 'us-west-2'),
+    waitingListKinds: kindList(env, 'TRIBUTARY_WAITING_LIST_KINDS'),
     embeddedPgPort: port(env, 'TRIBUTARY_PG_PORT', 54329),
     embeddedPgProcessMemoryMb: env.TRIBUTARY_PG_PROCESS_MEMORY_MB ? positive(env, 'TRIBUTARY_PG_PROCESS_MEMORY_MB', 1) : undefined,
     embeddedPgSlotWalKeepMb: env.TRIBUTARY_PG_MAX_SLOT_WAL_KEEP_MB ? positive(env, 'TRIBUTARY_PG_MAX_SLOT_WAL_KEEP_MB', 64) : undefined,

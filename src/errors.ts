@@ -7,6 +7,7 @@ export type ErrorCode =
   | 'invalid_request'
   | 'unauthorized'
   | 'forbidden'
+  | 'waiting_list'
   | 'not_found'
   | 'method_not_allowed'
   | 'conflict'
@@ -24,6 +25,7 @@ const statusOf: Record<ErrorCode, number> = {
   invalid_request: 400,
   unauthorized: 401,
   forbidden: 403,
+  waiting_list: 403,
   not_found: 404,
   method_not_allowed: 405,
   conflict: 409,

@@ -1,3 +1,4 @@
+import { WaitingList } from './control/waiting-list.ts';
 import { randomUUID } from 'node:crypto';
 import os from 'node:os';
 import { builtInKinds } from './kinds/built-in.ts';
@@ -265,6 +266,7 @@ export async function startService(config: Config, logger: Logger, tunables: Tun
         syncService,
         servers,
         kinds,
+        waitingList: new WaitingList(pool, config.waitingListKinds),
         authenticate: authenticator(accounts, adminToken, throttle),
         events,
         logger,

@@ -1,3 +1,4 @@
+import type { WaitingList } from '../control/waiting-list.ts';
 import type { BackfillLimits } from '../backfill/limits.ts';
 import type { EventAccessHooks } from '../events/kafka/hooks.ts';
 import type pg from 'pg';
@@ -20,6 +21,8 @@ export interface ApiOptions {
   accounts: AccountStore;
   syncs: SyncStore;
   syncService: SyncService;
+  /** The kinds behind a waiting list, and who is on them (routes/waiting-list.ts); none when not given. */
+  waitingList?: WaitingList;
   /** The pool of servers that hold sync databases (operator routes). */
   servers: ServerPool;
   /** The kinds of sync: how each names its tables' upstream and their events. */

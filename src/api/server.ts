@@ -1,3 +1,5 @@
+import { WaitingList } from '../control/waiting-list.ts';
+import { waitingListRoutes } from './routes/waiting-list.ts';
 import { createHash } from 'node:crypto';
 import Router from '@koa/router';
 import Koa from 'koa';
@@ -47,7 +49,18 @@ export function createApiApp(api: ApiAppOptions): ApiApp {
   const caps = api.caps ?? new TenantCaps();
   // One pooled reader of the sync databases for every route that looks into them.
   const syncTables = api.syncTables ?? new SyncTables({ syncService: api.syncService, logger: api.logger });
-  api = { ...api, authenticate: admittingTenant(withConsoleSessions(api.authenticate, sessions), tenantScope, caps), tenantScope, caps, syncTables };
+  // Kinds behind a waiting list must be kinds (a typo would open nothing and close nothing).
+  const waitingList = api.waitingList ?? new WaitingList(api.pool, []);
+  for (const kind of waitingList.kinds)
+    if (!api.kinds.names().includes(kind)) throw new Error(`TRIBUTARY_WAITING_LIST_KINDS: ${kind} is not a kind of sync (${api.kinds.names().join(', ')})`);
+  api = {
+    ...api,
+    authenticate: admittingTenant(withConsoleSessions(api.authenticate, sessions), tenantScope, caps),
+    tenantScope,
+    caps,
+    syncTables,
+    waitingList,
+  };
 
   const doc = new ApiDocument();
 
@@ -70,6 +83,7 @@ export function createApiApp(api: ApiAppOptions): ApiApp {
     }
   });
   accountRoutes(router, api, doc);
+  waitingListRoutes(router, api, doc);
   syncRoutes(router, api, doc);
   serverRoutes(router, api, doc);
   webhookRoutes(router, api, doc);

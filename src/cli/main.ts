@@ -7,6 +7,7 @@ import { call } from './client.ts';
 import { booleanArg, client, clientOptions, type Command, jsonArg, jsonOptions, secretArg, UsageError, wholeNumber } from './command.ts';
 import { backfillCommands } from './backfills.ts';
 import { serverCommands } from './servers.ts';
+import { waitingListCommands } from './waiting-list.ts';
 import { webhookControlCommands } from './webhook-controls.ts';
 import { webhookCommands } from './webhooks.ts';
 import { accountColumns, printJson, printList, syncColumns } from './lists.ts';
@@ -259,6 +260,7 @@ const commands: Record<string, Command> = {
     },
   },
   ...serverCommands,
+  ...waitingListCommands,
   ...webhookCommands,
   ...webhookControlCommands,
   ...backfillCommands,

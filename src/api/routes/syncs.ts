@@ -170,6 +170,17 @@ export async function findSync(api: ApiOptions, principal: Principal, id: string
   return sync;
 }
 
+/** A 403 `waiting_list` when the kind is behind a waiting list that has not admitted the account (it is on it now). */
+async function admitted(api: ApiOptions, accountId: string, kind: string): Promise<void> {
+  const answer = await api.waitingList!.admit(accountId, kind);
+  if (answer.admitted) return;
+  api.logger.info({ account: accountId, kind }, 'account on the waiting list');
+  throw new TributaryError(
+    'waiting_list',
+    `${kind} syncs are in a closed beta with a waiting list: this account is on it since ${answer.entry.askedAt.toISOString()}, and can create them once the operator admits it`,
+  );
+}
+
 async function ownerOf(api: ApiOptions, principal: Principal, requested: string | undefined): Promise<string> {
   if (principal.kind === 'account') {
     if (requested !== undefined && requested !== principal.account.id) {
@@ -241,7 +252,7 @@ export function syncRoutes(router: Router, api: ApiOptions, doc: ApiDocument): v
     answers: { 201: { description: 'The sync; `database.url` connects as its read-only role', schema: sync } },
     errors: {
       400: '`account_id` is missing with the operator token, `database_url` is not usable as given, `region` is given with `database_url`, or `schema` without `database_of` (or the other way round, or with `database_url` or `region`)',
-      403: 'An account token naming another account in `account_id`, or giving `database_of`',
+      403: 'An account token naming another account in `account_id`, or giving `database_of`; or (code `waiting_list`) the kind is behind a waiting list that has not admitted the account, which is on it from then on (docs/management-api.md#waiting-lists)',
       409: "The account already syncs this upstream (the message names that sync), has as many syncs as its limit, or its readers hold its whole connection budget; or `schema` is taken in that sync's database (the message names it)",
       422: 'The upstream refused the key or it cannot read what a sync needs; `account_id` names no account; `region` has no server, or none of its servers has room (the message names the region); `database_url` cannot be reached, is on a loopback, private or link-local address, or cannot host a sync database; `database_of` names no sync of the account, or a kind that cannot share a database; or `schema` is not a valid name or is reserved (the message names it)',
       429: '`database_url`: too many servers checked this minute',
@@ -256,6 +267,8 @@ export function syncRoutes(router: Router, api: ApiOptions, doc: ApiDocument): v
     }
     checkShared(input, principal);
     const accountId = await ownerOf(api, principal, input.account_id);
+    // A kind behind a waiting list (the closed beta): an account not admitted is put on it.
+    if (principal.kind === 'account') await admitted(api, accountId, input.kind);
     const sync = await api.syncService.create({
       accountId,
       kind: input.kind,

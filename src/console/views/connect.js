@@ -1,5 +1,6 @@
 import { api, ApiError } from '../api.js';
-import { field, h, setFieldError, showNotice, toast } from '../dom.js';
+import { field, h, notice, setFieldError, showNotice, toast } from '../dom.js';
+import { at } from '../format.js';
 import { navigate } from '../nav.js';
 
 /** The permissions a restricted Stripe key needs, by permission group. */
@@ -58,17 +59,29 @@ export async function connectView(ctx) {
   const stripeKey = input({ type: 'password', name: 'stripe_key', autocomplete: 'off', placeholder: 'rk_live_… or rk_test_…' });
   const databaseUrl = input({ type: 'password', name: 'database_url', placeholder: 'postgres://user:password@host:5432/postgres' });
 
+  // The closed beta: behind a waiting list (TRIBUTARY_WAITING_LIST_KINDS), an account not
+  // admitted is told where it stands instead of being offered a form that would fail.
+  const beta = admin ? { listed: false, entry: null } : await waitingListOf('airtable');
+  const held = beta.listed && beta.entry?.state !== 'admitted';
   const airtableFields = h(
     'fieldset',
     { class: 'kind-fields' },
     h('legend', null, 'Airtable base'),
-    h('p', { class: 'hint' }, 'Airtable sync is in closed beta. One base becomes one database.'),
-    field({ label: 'Base ID', control: baseId, hint: 'app followed by 14 letters or digits: the part of the base’s URL after airtable.com/.' }),
-    field({
-      label: 'Personal access token',
-      control: airtableKey,
-      hint: 'Scopes data.records:read and schema.bases:read on this base; webhook:manage too for changes within a second or so (else they arrive with the next sweep).',
-    }),
+    ...(held
+      ? [waitingListBlock('airtable', beta.entry)]
+      : [
+          h(
+            'p',
+            { class: 'hint' },
+            beta.listed ? 'Airtable sync is in a closed beta; this account is admitted. One base becomes one database.' : 'One base becomes one database.',
+          ),
+          field({ label: 'Base ID', control: baseId, hint: 'app followed by 14 letters or digits: the part of the base’s URL after airtable.com/.' }),
+          field({
+            label: 'Personal access token',
+            control: airtableKey,
+            hint: 'Scopes data.records:read and schema.bases:read on this base; webhook:manage too for changes within a second or so (else they arrive with the next sweep).',
+          }),
+        ]),
   );
   const stripeFields = h(
     'fieldset',
@@ -85,12 +98,13 @@ export async function connectView(ctx) {
     const airtable = /** @type {HTMLInputElement} */ (kindAirtable).checked;
     airtableFields.hidden = !airtable;
     stripeFields.hidden = airtable;
+    submit.hidden = airtable && held;
   };
   kindAirtable.addEventListener('change', showKind);
   kindStripe.addEventListener('change', showKind);
 
   const status = h('div', { class: 'form-status' });
-  const submit = h('button', { type: 'submit' }, 'Connect');
+  const submit = h('button', { type: 'submit', hidden: held }, 'Connect');
   const form = h(
     'form',
     { class: 'card', novalidate: true },
@@ -173,4 +187,39 @@ export async function connectView(ctx) {
   });
 
   ctx.root.append(h('h1', null, 'Connect a sync'), h('p', null, 'Tributary keeps a read-only PostgreSQL database in step with the base or account.'), form);
+}
+
+/** Whether `kind` is behind a waiting list, and this account's entry on it (null: none). */
+async function waitingListOf(kind) {
+  const answer = await api('GET', `/api/waiting-list?kind=${encodeURIComponent(kind)}`);
+  return { listed: answer.kinds.includes(kind), entry: answer.data[0] ?? null };
+}
+
+/** Where the account stands on the waiting list, with a way onto it. */
+function waitingListBlock(kind, entry) {
+  const block = h('div', { class: 'waiting-list' });
+  const show = (current) => {
+    const join = h('button', { type: 'button', class: 'secondary' }, 'Join the waiting list');
+    join.addEventListener('click', async () => {
+      join.setAttribute('disabled', '');
+      try {
+        show(await api('POST', '/api/waiting-list', { kind }));
+        toast('You are on the waiting list');
+      } catch (error) {
+        showNotice(block, 'error', error instanceof Error ? error.message : String(error));
+      }
+    });
+    block.replaceChildren(
+      notice(
+        'info',
+        h('strong', null, 'Airtable sync is in a closed beta with a waiting list. '),
+        current
+          ? ['This account is on it since ', at(current.asked_at), '. You can create Airtable syncs here once the operator admits it.']
+          : 'Join it, and you can create Airtable syncs here once the operator admits this account.',
+      ),
+      ...(current ? [] : [join]),
+    );
+  };
+  show(entry);
+  return block;
 }
