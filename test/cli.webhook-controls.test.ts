@@ -108,7 +108,10 @@ let hook: { id: string; secret: string };
 test('create with a filter, a rate and --backfill: only the matching rows are read to it', async () => {
   const bad = await cli(['webhooks', 'create', syncId, receiverUrl, '--topic', 'tasks', '--filter-events', 'inserted,created']);
   assert.is(bad.code, 2, bad.output);
-  assert.match(bad.stderr, /^tributary webhooks create: --filter-events takes kinds from inserted, updated, deleted, read, comma-separated \(not created\) \(tributary webhooks create --help\)\n$/);
+  assert.match(
+    bad.stderr,
+    /^tributary webhooks create: --filter-events takes kinds from inserted, updated, deleted, read, comma-separated \(not created\) \(tributary webhooks create --help\)\n$/,
+  );
   const typo = await cli(['webhooks', 'create', syncId, receiverUrl, '--topic', 'tasks', '--where', 'stauts=open']);
   assert.is(typo.code, 1, typo.output);
   assert.is(typo.stderr, `tributary webhooks create: 400 invalid_request: filter: column "stauts" is in none of the webhook's collections (tasks)\n`);

@@ -750,7 +750,10 @@ test('Stripe, Overview: _sync_meta times, 100+ tables with their object types an
   await screenshot(page, SHOTS, '31-stripe-overview');
   await assertLabelled('Stripe overview');
   // The table list's refresh (every 6 s) renders it anew, without an error or a long task.
-  await page.locator('table.tables tbody').first().evaluate((el) => el.setAttribute('data-seen', ''));
+  await page
+    .locator('table.tables tbody')
+    .first()
+    .evaluate((el) => el.setAttribute('data-seen', ''));
   await page.locator('table.tables tbody:not([data-seen])').first().waitFor({ timeout: 10_000 });
   // The refresh left the empty tables unfolded, as the click above made them.
   assert.is(await page.locator('details.empty-tables').getAttribute('open'), '', 'still unfolded after a refresh');
