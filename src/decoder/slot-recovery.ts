@@ -31,6 +31,8 @@ export interface GapMessage {
   reason: SlotLoss['reason'];
   detail: string;
   lost_at: string;
+  /** Where the new slot starts: every change from here on is in the stream, the gap is before it. */
+  resumed_lsn: string;
   /** [table, collection] of each collection the re-read covers. */
   tables: Array<[string, string]>;
 }
@@ -42,6 +44,7 @@ interface PendingGap {
   reason: SlotLoss['reason'];
   detail: string;
   lost_at: Date;
+  resumed_lsn: string;
 }
 
 /**
@@ -126,7 +129,7 @@ export class SlotRecovery {
   /** Markers and re-reads of gaps recorded but not yet marked: made now, sync by sync (each once). */
   async markPending(members: Member[]): Promise<void> {
     const { rows } = await this.options.control.query<PendingGap>(
-      `SELECT id, sync_id, backfill_id, reason, detail, lost_at FROM slot_gaps
+      `SELECT id, sync_id, backfill_id, reason, detail, lost_at, resumed_lsn::text AS resumed_lsn FROM slot_gaps
         WHERE decoder_sync_id = $1 AND marked_at IS NULL AND recovered_at IS NOT NULL ORDER BY lost_at, id`,
       [this.options.syncId],
     );
@@ -151,6 +154,7 @@ export class SlotRecovery {
         reason: gap.reason,
         detail: gap.detail,
         lost_at: gap.lost_at.toISOString(),
+        resumed_lsn: gap.resumed_lsn,
         tables: found.map((t) => [t.table, t.collection]),
       };
       // Committed before the backfill exists, so every read of it comes after the marker.

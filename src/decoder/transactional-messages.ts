@@ -132,7 +132,15 @@ function gapMarkers(ctx: MessageContext, content: string): Promise<void> | undef
       }
       const meta = ctx.meta(txn, member);
       if (txn.commit <= member.loggedCommit) continue;
-      const data = { backfill: gap.backfill, commit_lsn: txn.commitLsn, detail: gap.detail, gap: gap.gap, lost_at: gap.lost_at, reason: gap.reason };
+      const data = {
+        backfill: gap.backfill,
+        commit_lsn: txn.commitLsn,
+        detail: gap.detail,
+        gap: gap.gap,
+        lost_at: gap.lost_at,
+        reason: gap.reason,
+        resumed_lsn: gap.resumed_lsn,
+      };
       const value = JSON.stringify({ collection, created_at: meta.createdAtText, data, event: 'gap', id: gap.gap, table_db_name: table });
       txn.events.push([member, { collection, recordId: gap.gap, eventKey: meta.eventKey, createdAt: meta.createdAt, value, everyPartition: true }]);
     }
