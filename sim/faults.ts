@@ -4,6 +4,7 @@ import { pause } from '../src/time.ts';
 import type { KafkaBroker } from '../test/harness/kafka/types.ts';
 import type { Random } from './random.ts';
 import type { CrashablePostgres } from '../test/harness/crashable-postgres.ts';
+import { dropSlot } from '../src/db/slots.ts';
 import { withClient } from '../src/db/sql.ts';
 import type { ThreadRelay } from './relay-thread.ts';
 import type { Upstreams } from './upstreams/remote.ts';
@@ -233,15 +234,11 @@ async function dropOneSlot(server: CrashablePostgres, random: Random, signal: Ab
     const { rows } = await db.query<{ slot_name: string }>("SELECT slot_name FROM pg_replication_slots WHERE slot_type = 'logical' ORDER BY slot_name");
     if (rows.length === 0) return undefined;
     const slot = random.pick(rows).slot_name;
-    for (let attempt = 0; attempt < 50 && !signal.aborted; attempt++) {
-      await db.query('SELECT pg_terminate_backend(active_pid) FROM pg_replication_slots WHERE slot_name = $1 AND active_pid IS NOT NULL', [slot]);
-      try {
-        await db.query('SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots WHERE slot_name = $1', [slot]);
-        return slot;
-      } catch {
-        await pause(20, signal);
-      }
+    try {
+      await dropSlot(db, slot, signal);
+      return slot;
+    } catch {
+      return `${slot} (not dropped: always in use)`;
     }
-    return `${slot} (not dropped: always in use)`;
   });
 }

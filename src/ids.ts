@@ -15,6 +15,7 @@ export const randomLowerAlnum = (length: number) => randomFrom(lowerAlnum, lengt
 export const newAccountId = () => `acc_${randomLowerAlnum(14)}`;
 export const newSyncId = () => `syn_${randomLowerAlnum(14)}`;
 export const newServerId = () => `srv_${randomLowerAlnum(14)}`;
+export const newBackfillId = () => `bf_${randomLowerAlnum(16)}`;
 export const newDatabaseName = () => `tr_${randomLowerAlnum(16)}`;
 /** 190 bits of entropy: long enough that a fast hash is a safe way to store it. */
 export const newApiToken = () => `trb_${randomFrom(alnum, 32)}`;

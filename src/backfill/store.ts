@@ -1,7 +1,7 @@
 import type pg from 'pg';
 import { inTransaction } from '../db/sql.ts';
 import { TributaryError } from '../errors.ts';
-import { randomLowerAlnum } from '../ids.ts';
+import { newBackfillId } from '../ids.ts';
 import { wakeDeliverer } from '../events/webhooks/destinations.ts';
 import { type BackfillLimits, DEFAULT_BACKFILL_LIMITS } from './limits.ts';
 
@@ -88,15 +88,15 @@ export class BackfillStore {
    * the account is past its backfills an hour or rows a day. Wakes the runner.
    */
   async create(input: { syncId: string; accountId: string; collections: string[]; destinationId: string | null }): Promise<Backfill> {
-    return this.insert(input, 'requested', `bf_${randomLowerAlnum(16)}`);
+    return this.insert(input, 'requested', newBackfillId());
   }
 
   /**
    * The re-read after a lost slot, under the id the gap marker named: past every limit (the
-   * stream must be made whole), and once only (a recovery finished again makes none).
+   * stream must be made whole). Made once: SlotRecovery.markPending looks for it first.
    */
   async createForGap(input: { id: string; syncId: string; accountId: string; collections: string[] }): Promise<void> {
-    if (!(await this.exists(input.id))) await this.insert({ ...input, destinationId: null }, 'slot_lost', input.id);
+    await this.insert({ ...input, destinationId: null }, 'slot_lost', input.id);
   }
 
   async exists(id: string): Promise<boolean> {

@@ -48,7 +48,7 @@ export class WaitingList {
    * admitted. An account not admitted is put on the list (its first ask is kept), and the
    * answer is its entry.
    */
-  async admit(accountId: string, kind: string): Promise<{ admitted: true } | { admitted: false; entry: WaitingListEntry }> {
+  async askToCreate(accountId: string, kind: string): Promise<{ admitted: true } | { admitted: false; entry: WaitingListEntry }> {
     if (!this.listed(kind)) return { admitted: true };
     const entry = await this.join(accountId, kind);
     return entry.admittedAt ? { admitted: true } : { admitted: false, entry };

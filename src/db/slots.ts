@@ -36,17 +36,20 @@ export async function failoverCommand(db: pg.ClientBase | pg.Pool, slot: string)
   return rows[0]?.failover === false ? `ALTER_REPLICATION_SLOT ${ident(slot)} ( FAILOVER true )` : undefined;
 }
 
-/** Drops the slot if it is there, ending the WAL sender that holds it first. */
-export async function dropSlot(admin: pg.ClientBase, slot: string): Promise<void> {
-  // An active walsender holds the slot; end it first, or the drop fails.
-  await admin.query('SELECT pg_terminate_backend(active_pid) FROM pg_replication_slots WHERE slot_name = $1 AND active_pid IS NOT NULL', [slot]);
+/**
+ * Drops the slot if it is there, ending the WAL sender that holds it first. Each attempt ends
+ * it again: its decoder may have come back between. `signal` gives up between attempts.
+ */
+export async function dropSlot(admin: pg.ClientBase, slot: string, signal?: AbortSignal): Promise<void> {
   for (let attempt = 0; ; attempt++) {
+    // An active walsender holds the slot; end it first, or the drop fails.
+    await admin.query('SELECT pg_terminate_backend(active_pid) FROM pg_replication_slots WHERE slot_name = $1 AND active_pid IS NOT NULL', [slot]);
     try {
       await admin.query('SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots WHERE slot_name = $1', [slot]);
       return;
     } catch (error) {
       // 55006 object_in_use: the terminated walsender has not exited yet.
-      if ((error as { code?: string }).code !== '55006' || attempt >= 50) throw error;
+      if ((error as { code?: string }).code !== '55006' || attempt >= 50 || signal?.aborted) throw error;
       await new Promise((r) => setTimeout(r, 100));
     }
   }

@@ -6,7 +6,7 @@ import { createSlot, dropSlot, failoverCommand, type SlotLoss, slotLoss } from '
 import { withClient } from '../db/sql.ts';
 import { isTransientDbError } from '../db/transient.ts';
 import { toError } from '../errors.ts';
-import { randomLowerAlnum } from '../ids.ts';
+import { newBackfillId, randomLowerAlnum } from '../ids.ts';
 import type { Logger } from '../log.ts';
 import { schemasOf } from '../syncdb/schemas.ts';
 import type { Member } from './members.ts';
@@ -85,28 +85,28 @@ export class SlotRecovery {
 
   private async replaceLost(members: Member[]): Promise<boolean> {
     const { databaseUrl, slot, control, syncId, logger } = this.options;
-    const loss = await withClient(databaseUrl, (db) => slotLoss(db, slot));
-    if (!loss) return false;
-    const { rows: pending } = await control.query('SELECT 1 FROM slot_gaps WHERE decoder_sync_id = $1 AND marked_at IS NULL', [syncId]);
-    // A loss noticed again before its markers were made (a crash between): the same gap.
-    if (pending.length === 0) {
-      for (const member of members) {
-        await control.query(
-          `INSERT INTO slot_gaps (id, sync_id, decoder_sync_id, slot, reason, detail, logged_lsn, backfill_id) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)`,
-          [`gap_${randomLowerAlnum(16)}`, member.syncId, syncId, slot, loss.reason, loss.detail, lsnText(member.loggedCommit), `bf_${randomLowerAlnum(16)}`],
-        );
+    return withClient(databaseUrl, async (db) => {
+      const loss = await slotLoss(db, slot);
+      if (!loss) return false;
+      const { rows: pending } = await control.query('SELECT 1 FROM slot_gaps WHERE decoder_sync_id = $1 AND marked_at IS NULL', [syncId]);
+      // A loss noticed again before its markers were made (a crash between): the same gap.
+      if (pending.length === 0) {
+        for (const member of members) {
+          await control.query(
+            `INSERT INTO slot_gaps (id, sync_id, decoder_sync_id, slot, reason, detail, logged_lsn, backfill_id) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)`,
+            [`gap_${randomLowerAlnum(16)}`, member.syncId, syncId, slot, loss.reason, loss.detail, lsnText(member.loggedCommit), newBackfillId()],
+          );
+        }
       }
-    }
-    const resumed = await withClient(databaseUrl, async (db) => {
       await dropSlot(db, slot);
-      return createSlot(db, slot);
+      const resumed = await createSlot(db, slot);
+      await control.query('UPDATE slot_gaps SET recovered_at = now(), resumed_lsn = $2 WHERE decoder_sync_id = $1 AND marked_at IS NULL', [syncId, resumed]);
+      logger.warn(
+        { slot, reason: loss.reason, detail: loss.detail, resumedLsn: resumed, loggedLsn: lsnText(members[0]!.loggedCommit) },
+        'replication slot lost: made a new one; changes since the event log last stood are missing, so the stream gets a gap marker and every table is read again',
+      );
+      return true;
     });
-    await control.query('UPDATE slot_gaps SET recovered_at = now(), resumed_lsn = $2 WHERE decoder_sync_id = $1 AND marked_at IS NULL', [syncId, resumed]);
-    logger.warn(
-      { slot, reason: loss.reason, detail: loss.detail, resumedLsn: resumed, loggedLsn: lsnText(members[0]!.loggedCommit) },
-      'replication slot lost: made a new one; changes since the event log last stood are missing, so the stream gets a gap marker and every table is read again',
-    );
-    return true;
   }
 
   /**

@@ -172,7 +172,7 @@ export async function findSync(api: ApiOptions, principal: Principal, id: string
 
 /** A 403 `waiting_list` when the kind is behind a waiting list that has not admitted the account (it is on it now). */
 async function admitted(api: ApiOptions, accountId: string, kind: string): Promise<void> {
-  const answer = await api.waitingList!.admit(accountId, kind);
+  const answer = await api.waitingList!.askToCreate(accountId, kind);
   if (answer.admitted) return;
   api.logger.info({ account: accountId, kind }, 'account on the waiting list');
   throw new TributaryError(
