@@ -33,7 +33,8 @@ export interface Tunables {
  * Tunables from the environment: the time scale of benchmarks that run the service as a child
  * process, the operator's share of an Airtable user's quota for syncs, and how long a paced
  * Airtable cycle takes (0: never paced), how often a Stripe sync tries again the lists its
- * key could not read, and how far back its feed reads again for events listed late (0: not).
+ * key could not read, how far back its feed reads again for events listed late (0: not), and
+ * how often its audit starts a round (0: never).
  */
 export function tunablesFromEnv(env: NodeJS.ProcessEnv): Tunables {
   const scale = Number(env.TRIBUTARY_BENCH_TIME_SCALE || 1);
@@ -60,6 +61,10 @@ export function tunablesFromEnv(env: NodeJS.ProcessEnv): Tunables {
   if (late !== undefined && late !== '' && !(/^\d+$/.test(late) && Number(late) <= 3600)) {
     throw new Error(`TRIBUTARY_STRIPE_LATE_WINDOW_S: expected a whole number of seconds from 0 (off) to 3600, got ${JSON.stringify(late)}`);
   }
+  const audit = env.TRIBUTARY_STRIPE_AUDIT_EVERY_S;
+  if (audit !== undefined && audit !== '' && !(/^\d+$/.test(audit) && Number(audit) <= 86_400)) {
+    throw new Error(`TRIBUTARY_STRIPE_AUDIT_EVERY_S: expected a whole number of seconds from 0 (off) to 86400, got ${JSON.stringify(audit)}`);
+  }
   const silence = env.TRIBUTARY_DECODER_SILENCE_S;
   if (silence !== undefined && silence !== '' && !(/^\d+$/.test(silence) && Number(silence) >= 5 && Number(silence) <= 3600)) {
     throw new Error(`TRIBUTARY_DECODER_SILENCE_S: expected a whole number of seconds from 5 to 3600, got ${JSON.stringify(silence)}`);
@@ -71,6 +76,7 @@ export function tunablesFromEnv(env: NodeJS.ProcessEnv): Tunables {
   const stripe = {
     ...(recheck ? { recheckSkippedMs: Number(recheck) * 1000 } : {}),
     ...(late ? { lateEvents: { windowS: Number(late) } } : {}),
+    ...(audit ? { audit: { everyMs: Number(audit) * 1000 } } : {}),
   };
   return {
     ...(Object.keys(airtable).length === 0 ? {} : { airtable }),

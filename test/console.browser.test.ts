@@ -16,6 +16,7 @@ import Stripe from 'stripe';
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
 import type { FakeBase } from '../fakes/airtable/index.ts';
+import type { FakeStripeAccount } from '../fakes/stripe/index.ts';
 import { STRIPE_API_VERSION } from '../src/stripe/catalog.ts';
 import { launchBrowser, screenshot } from './harness/browser.ts';
 import { query } from './harness/postgres.ts';
@@ -49,6 +50,7 @@ let stripeSync: string;
 let stripeReader: string;
 let stripeClient: Stripe;
 let stripeCustomers: number;
+let stripeUpstream: FakeStripeAccount;
 /** JS errors and console errors of the page since the last takePageProblems(). */
 const pageProblems: string[] = [];
 
@@ -62,6 +64,8 @@ test.before(async () => {
         workerTickMs: 250,
         decoder: { lagReportMs: 300 },
         webhooks: { schedule: { initialDelayMs: 200, maxDelayMs: 400, maxAttempts: 4 } },
+        // Audit rounds close together, at a share that keeps them short: the Overview shows their drift.
+        stripe: { audit: { everyMs: 2000, settleMs: 500, sharePerSecond: 10 } },
       },
     });
     base = svc.airtable.createBase({ name: 'Launch Plan' });
@@ -361,6 +365,7 @@ test('connecting an Airtable sync: the list shows it until it reaches "normal"',
 test('a Stripe account with customers is connected (by the API): its backfill runs while the Airtable pages are visited', async () => {
   const stripe = svc.stripe!;
   const account = stripe.createAccount();
+  stripeUpstream = account;
   const key = 'sk_test_consolePages000000000';
   stripe.addKey(key, { account: account.id });
   const summary = account.generate({ seed: 11, customers: 30 });
@@ -763,6 +768,24 @@ test('Stripe, Overview: _sync_meta times, 100+ tables with their object types an
     longTasks.every((ms) => ms < 500),
     `long tasks of ${longTasks.join(', ')} ms`,
   );
+  assert.equal(takePageProblems(), []);
+});
+
+test('Stripe, Overview: the audit’s last round, and a silent edit found and fixed, counted by table', async () => {
+  await go(`#/syncs/${stripeSync}/overview`);
+  const fact = (term: string) => page.locator('dl.drift dt', { hasText: term }).locator('xpath=following-sibling::dd[1]');
+  const rounds = fact('Audit (every table compared with Stripe in turn)');
+  await rounds.getByText(/^the last round took /).waitFor({ timeout: 90_000 });
+  assert.match((await rounds.textContent()) ?? '', /at 10 requests a second/);
+  const found = fact('Found unlike Stripe in the last 24 hours, and fixed');
+  assert.is((await found.textContent())?.trim(), 'nothing: the tables matched');
+  // A change Stripe makes with no event: the next round finds it, the page says where.
+  const customer = stripeUpstream.all('customers')[0]!;
+  stripeUpstream.silentEdit('customers', customer.id as string, { name: 'Renamed with no event' });
+  await found.getByText(/^1 row \(1 differing\)/).waitFor({ timeout: 90_000 });
+  assert.is((await found.locator('ul.drift-tables li').textContent())?.trim(), 'customer: 1 differing');
+  assert.equal(await sidewaysOverflow(), []);
+  await assertLabelled('Stripe overview, drift');
   assert.equal(takePageProblems(), []);
 });
 

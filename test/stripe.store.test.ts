@@ -33,10 +33,14 @@ const customer = (name: string) => ({ id: 'cus_GUARD', object: 'customer', name,
 const rows = async (sql: string, params: unknown[] = []) => (await pool.query(sql, params)).rows;
 
 test('a change older than the row is dropped; a newer one lands', async () => {
-  assert.equal(await apply([{ object: customer('from the backfill'), version: 2000 }]), { written: 1, deleted: 0, stale: 0, unknown: 0 });
-  assert.equal(await apply([{ object: customer('an older event'), version: 1000 }]), { written: 0, deleted: 0, stale: 1, unknown: 0 });
+  const first = await apply([{ object: customer('from the backfill'), version: 2000 }]);
+  assert.equal(first, { written: 1, deleted: 0, stale: 0, unknown: 0, byTable: first.byTable });
+  assert.equal([...first.byTable!], [['customer', { inserted: 1, updated: 0, deleted: 0 }]], 'a row not there is counted inserted');
+  const older = await apply([{ object: customer('an older event'), version: 1000 }]);
+  assert.equal(older, { written: 0, deleted: 0, stale: 1, unknown: 0 });
   assert.equal(await rows('SELECT name FROM public.customer WHERE id = $1', ['cus_GUARD']), [{ name: 'from the backfill' }]);
-  await apply([{ object: customer('a newer event'), version: 3000 }]);
+  const newer = await apply([{ object: customer('a newer event'), version: 3000 }]);
+  assert.equal([...newer.byTable!], [['customer', { inserted: 0, updated: 1, deleted: 0 }]], 'a row that differed is counted updated');
   assert.equal(await rows('SELECT name FROM public.customer WHERE id = $1', ['cus_GUARD']), [{ name: 'a newer event' }]);
 });
 

@@ -42,6 +42,14 @@ export interface FakeStripeAccount {
    * with time alone (a balance transaction's status) rendered, as a GET would.
    */
   shown(resource: string): StripeObject[];
+  /**
+   * A change Stripe makes and announces with no event (as a balance transaction's status, or
+   * a field its events never cover): the stored object's top-level `fields` replaced. No
+   * event, no webhook: only a read shows it.
+   */
+  silentEdit(resource: string, id: string, fields: Record<string, unknown>): StripeObject;
+  /** An object gone with no event (lists and GETs no longer show it). */
+  silentDelete(resource: string, id: string): void;
   /** An invoice's or a checkout session's line items, the whole list in /lines order. */
   lines(ownerId: string): StripeObject[];
   count(resource: string): number;
@@ -147,6 +155,21 @@ export class FakeStripeAccountControl implements FakeStripeAccount {
   shown(resource: string): StripeObject[] {
     const ctx = this.ctx();
     return this.all(resource).map((o) => RENDERERS[o.object]?.(ctx, o) ?? o);
+  }
+
+  silentEdit(resource: string, id: string, fields: Record<string, unknown>): StripeObject {
+    const collection = this.state.collection(collectionOf(resource));
+    const current = collection.get(id);
+    if (!current) throw new Error(`no ${resource} ${id}`);
+    const edited = { ...current, ...fields } as StripeObject;
+    collection.replace(edited);
+    return edited;
+  }
+
+  silentDelete(resource: string, id: string): void {
+    const collection = this.state.collection(collectionOf(resource));
+    if (!collection.get(id)) throw new Error(`no ${resource} ${id}`);
+    collection.remove(id);
   }
 
   lines(ownerId: string): StripeObject[] {

@@ -7,6 +7,7 @@ import { freeOf, type ServerRecord } from '../control/servers.ts';
 import type { SyncRecord } from '../control/syncs.ts';
 import type { SourceKind } from '../kinds/kind.ts';
 import type { SourceKinds } from '../kinds/registry.ts';
+import { driftAnswer, driftView } from './drift-view.ts';
 import { z } from './zod.ts';
 
 /**
@@ -288,6 +289,7 @@ export function syncAnswer(kinds: SourceKinds) {
         })
         .strict(),
       status: syncStatusAnswer,
+      drift: driftAnswer,
       warnings: z
         .array(z.string())
         .describe(
@@ -347,6 +349,7 @@ export function syncView(sync: SyncRecord, readerUrl: string, events: EventEndpo
       slot_gap: gapView(sync.status.slotGap),
     },
     status: statusOf(sync.status, new Date(), bounds),
+    drift: driftView(sync.status.drift),
     warnings: sync.warnings,
     created_at: sync.createdAt.toISOString(),
   };

@@ -1,4 +1,5 @@
 import type { DeliveryBehind } from './delivery-lag.ts';
+import type { DriftStatus } from './drift.ts';
 
 /** What the status of a sync (status.ts) is made of, as the control database holds it. */
 export interface SyncStatusFields {
@@ -28,6 +29,8 @@ export interface SyncStatusFields {
   deliveries?: DeliveryBehind | null;
   /** The sync's latest lost slot and its re-read (sql/33_slot_gaps.sql); null: none. */
   slotGap?: SlotGap | null;
+  /** What comparisons with the upstream found and fixed (sql/36_drift.sql); absent when not read. */
+  drift?: DriftStatus;
 }
 
 /**

@@ -1,3 +1,4 @@
+import { DRIFT_COLUMN, type DriftRow, driftStatus } from './drift.ts';
 import type { SyncKind, SyncSettings } from './settings.ts';
 import type { IncompleteList } from './status-fields.ts';
 import type { SyncRecord, SyncState } from './syncs.ts';
@@ -49,6 +50,7 @@ export interface SyncRow {
     backfill_state: string | null;
     reread_at: string | null;
   } | null;
+  drift: DriftRow;
   lag_at: Date | null;
   logged_through: Date | null;
   reader_connection_limit: number;
@@ -71,6 +73,7 @@ export const columns = `id, account_id, kind, base_id, upstream_account_id, sett
   (SELECT jsonb_build_object('id', g.id, 'reason', g.reason, 'detail', g.detail, 'lost_at', g.lost_at, 'recovered_at', g.recovered_at,
           'backfill_id', g.backfill_id, 'backfill_state', b.state, 'reread_at', b.finished_at)
      FROM slot_gaps g LEFT JOIN backfills b ON b.id = g.backfill_id WHERE g.sync_id = syncs.id ORDER BY g.lost_at DESC LIMIT 1) AS slot_gap,
+  ${DRIFT_COLUMN},
   (SELECT lag_at FROM decoder_progress d WHERE d.sync_id = syncs.id) AS lag_at,
   (SELECT logged_through FROM decoder_progress d WHERE d.sync_id = syncs.id) AS logged_through`;
 
@@ -124,6 +127,7 @@ export const toRecord = (row: SyncRow): SyncRecord => ({
       backfillState: row.slot_gap.backfill_state,
       rereadAt: row.slot_gap.reread_at === null ? null : new Date(row.slot_gap.reread_at),
     },
+    drift: driftStatus(row.drift),
   },
   upstreamName: row.upstream_name,
   warnings: row.upstream_warnings,

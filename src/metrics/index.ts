@@ -3,6 +3,7 @@ import type { StatusBounds } from '../control/status.ts';
 import { PROMETHEUS_CONTENT_TYPE } from './exposition.ts';
 import { type Counter, type Histogram, LATENCY_BUCKETS, MetricsRegistry } from './registry.ts';
 import { serverFamilies } from './servers.ts';
+import { driftFamilies } from './drift.ts';
 import { syncFamilies } from './syncs.ts';
 import { webhookFamilies } from './webhooks.ts';
 
@@ -41,6 +42,7 @@ export class ServiceMetrics implements ProxyMetrics {
       LATENCY_BUCKETS,
     );
     this.registry.collect(() => syncFamilies(options.pool, { kafka: options.kafka ?? false, statusBounds: options.statusBounds }));
+    this.registry.collect(() => driftFamilies(options.pool));
     this.registry.collect(() => webhookFamilies(options.pool));
     this.registry.collect(() => serverFamilies(options.pool));
   }

@@ -13,7 +13,7 @@ import { stripeTables, UPCOMING } from './tables.ts';
 /** Stripe tunables: how often the events feed is read (tests), how often unreadable lists are tried again. */
 export type StripeTunables = Pick<
   StripeRunnerOptions,
-  'pollIntervalMs' | 'recheckSkippedMs' | 'discoverAccountsMs' | 'pushedPollMs' | 'connectPollsPerSecond' | 'lateEvents'
+  'pollIntervalMs' | 'recheckSkippedMs' | 'discoverAccountsMs' | 'pushedPollMs' | 'connectPollsPerSecond' | 'lateEvents' | 'audit'
 >;
 
 const upcomingKeys = new Map<string, string>(Object.values(UPCOMING).map((u) => [u.table, u.key]));

@@ -13,7 +13,9 @@ import { backoffDelay, CYCLE_BACKOFF, FATAL_PAUSE_MS } from '../retry.ts';
 import { pause } from '../time.ts';
 import { BACKFILL_KEY, type BackfillResult, type BackfillState, beginBackfill, reopenSkipped, runBackfill } from './backfill.ts';
 import { IncompleteLists } from './incomplete.ts';
-import { StripeClient, StripeError, stripeQuotaKey, stripeRule } from './client.ts';
+import { StripeClient, StripeError, stripeQuotaKey } from './client.ts';
+import { auditShare, syncShare } from './shares.ts';
+import { StripeAudit } from './audit.ts';
 import { CursorExpired, EVENTS_KEY, type EventsCursor, pollEvents } from './events.ts';
 import { LateEvents, type LateEventsOptions } from './late-events.ts';
 import { loadState, saveState } from '../sync/state.ts';
@@ -25,6 +27,7 @@ import type { Pings } from './push.ts';
 import type { SyncHooks } from '../kinds/kind.ts';
 
 export { IDLE_AFTER_MS, IDLE_POLL_MAX_MS, nextPollGap } from './poll-gap.ts';
+export { syncShare } from './shares.ts';
 
 export interface StripeRunnerOptions {
   syncId: string;
@@ -57,20 +60,12 @@ export interface StripeRunnerOptions {
   connectPollsPerSecond?: number;
   /** The trailing window read again for events Stripe lists late (defaults in late-events.ts). */
   lateEvents?: Omit<LateEventsOptions, 'logger'>;
+  /** The audit's pace (defaults in audit.ts): how long a difference settles, how often a round starts. */
+  audit?: { settleMs?: number; everyMs?: number; sharePerSecond?: number };
 }
 
 /** Lists skipped as unreadable (a permission the key lacks) are tried again this often: a granted permission ends its warning. */
 export const RECHECK_SKIPPED_MS = 10 * 60_000;
-
-/**
- * The sync's share of the account's limit: most of it, leaving room for the customer's own
- * requests (straight to Stripe, which the quota never sees, and through the proxy, which it
- * serves first anyway); Turbo takes all of it.
- */
-export function syncShare(key: string, turbo: boolean): number {
-  const limit = stripeRule(key).limit;
-  return turbo ? limit : Math.floor(limit * 0.8);
-}
 
 /** Without new events, `_sync_meta` still says "up to date as of" this often. */
 const META_EVERY_MS = 15_000;
@@ -102,6 +97,7 @@ export class StripeRunner {
   private lastSettings: { at: number; value: StripeSettings } | undefined;
   /** The key's own feed's reads of its trailing window. */
   private readonly late: LateEvents;
+  private auditor: StripeAudit | undefined;
 
   constructor(private readonly options: StripeRunnerOptions) {
     this.status = new StatusReporter({
@@ -146,6 +142,17 @@ export class StripeRunner {
     });
   }
 
+  private get auditShare(): number {
+    return this.options.audit?.sharePerSecond ?? auditShare(this.options.key.reveal());
+  }
+
+  private get audit(): StripeAudit {
+    const { control, syncId, target, logger, audit } = this.options;
+    const client = async () => this.client(await this.settings(SETTINGS_FRESH_MS), this.signal, true);
+    this.auditor ??= new StripeAudit({ client, control, syncId, db: target, logger, ...audit, sharePerSecond: this.auditShare });
+    return this.auditor;
+  }
+
   start(): void {
     this.running = this.loop();
   }
@@ -169,16 +176,23 @@ export class StripeRunner {
     return this.abort.signal;
   }
 
-  private client(settings: StripeSettings, signal = this.signal): StripeClient {
+  /** `audit`: also within the audit's own share, logged under a quota key of its own. */
+  private client(settings: StripeSettings, signal = this.signal, audit = false): StripeClient {
     const key = this.options.key.reveal();
+    const quotaKey = stripeQuotaKey(this.options.accountId, key);
     return new StripeClient({
       baseUrl: this.options.baseUrl,
       key: this.options.key,
       limiter: this.options.limiter,
-      quotaKey: stripeQuotaKey(this.options.accountId, key),
+      quotaKey,
       // The rest of the limit is the customer's own (direct requests the quota never sees):
       // the share must hold as Stripe counts arrivals, so it is kept with the margin too.
-      quota: { kind: 'sync', syncLimit: syncShare(key, settings.turbo), shareMargin: true },
+      quota: {
+        kind: 'sync',
+        syncLimit: syncShare(key, settings.turbo),
+        shareMargin: true,
+        ...(audit ? { also: { key: `${quotaKey}:audit`, rule: { limit: this.auditShare, windowMs: 1000 } } } : {}),
+      },
       signal,
       onRateLimited: this.options.onRateLimited,
     });
@@ -206,6 +220,7 @@ export class StripeRunner {
           this.upcoming(signal).catch(stopRound),
           this.recheck(client, signal).catch(stopRound),
           this.connected.run(signal).catch(stopRound),
+          this.audit.run(signal),
         ]);
       } catch (thrown) {
         if (this.signal.aborted) break;

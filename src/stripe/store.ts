@@ -1,6 +1,6 @@
 import type pg from 'pg';
 import { deleteChildrenExcept } from '../writer/delete.ts';
-import { deleteRows, type Row, upsertRows } from '../writer/upsert.ts';
+import { deleteRows, type Row, upsertRowsCounted } from '../writer/upsert.ts';
 import { type CatalogList, loadCatalog, tableForObject } from './catalog.ts';
 import type { StripeObject } from './client.ts';
 import { ACCOUNT_COLUMN, linkColumn, PARENT_COLUMN, rowKey, rowOf, stripeTables, type StripeTable } from './tables.ts';
@@ -26,6 +26,24 @@ export interface ApplyResult {
   stale: number;
   /** Objects of a type no table holds (ignored). */
   unknown: number;
+  /** By table, the rows written that were not there, that differed, and that went (the audit counts drift by them). */
+  byTable?: Map<string, TableWrites>;
+}
+
+export interface TableWrites {
+  inserted: number;
+  updated: number;
+  deleted: number;
+}
+
+function writesOf(result: ApplyResult, table: string): TableWrites {
+  result.byTable ??= new Map();
+  let writes = result.byTable.get(table);
+  if (!writes) {
+    writes = { inserted: 0, updated: 0, deleted: 0 };
+    result.byTable.set(table, writes);
+  }
+  return writes;
 }
 
 /** Child lists by parent table, with how to recognise them in an embedded `{object:'list', url}`. */
@@ -96,7 +114,9 @@ export async function applyChanges(client: pg.ClientBase, changes: Change[], lis
     const shape = stripeTables().get(r.table)!.shape;
     // Within the account: a parent's id repeats across accounts where callers choose ids.
     const within = { column: ACCOUNT_COLUMN, value: account };
-    result.deleted += await deleteChildrenExcept(client, shape, { link: r.link, parentId: r.parentId, keep: r.keep, within });
+    const gone = await deleteChildrenExcept(client, shape, { link: r.link, parentId: r.parentId, keep: r.keep, within });
+    result.deleted += gone;
+    if (gone > 0) writesOf(result, r.table).deleted += gone;
   }
   if (inline.covered.length > 0) {
     await client.query(
@@ -152,8 +172,16 @@ async function applyGuarded(
       if (change.deleted) deletes.push(id);
       else upserts.push(rowOf(table, stripped(change), parentLink(table, change), account));
     }
-    result.written += await upsertRows(client, table.shape, upserts);
-    result.deleted += await deleteRows(client, table.shape, deletes);
+    const upserted = await upsertRowsCounted(client, table.shape, upserts);
+    const gone = await deleteRows(client, table.shape, deletes);
+    result.written += upserted.inserted + upserted.updated;
+    result.deleted += gone;
+    if (upserted.inserted + upserted.updated + gone > 0) {
+      const writes = writesOf(result, name);
+      writes.inserted += upserted.inserted;
+      writes.updated += upserted.updated;
+      writes.deleted += gone;
+    }
     if (versions.length === 0) continue;
     await client.query(
       `INSERT INTO public_swap._stripe_versions (tbl, id, version, deleted)

@@ -19,12 +19,26 @@ export interface MarkOptions {
  * Returns how many rows were inserted or updated.
  */
 export async function upsertRows(client: pg.Pool | pg.ClientBase, shape: TableShape, rows: Row[], marks: MarkOptions = {}): Promise<number> {
-  if (rows.length === 0) return 0;
+  const { inserted, updated } = await upsertRowsCounted(client, shape, rows, marks);
+  return inserted + updated;
+}
+
+/** upsertRows, telling rows that were not there (inserted) from rows that differed (updated). */
+export async function upsertRowsCounted(
+  client: pg.Pool | pg.ClientBase,
+  shape: TableShape,
+  rows: Row[],
+  marks: MarkOptions = {},
+): Promise<{ inserted: number; updated: number }> {
+  if (rows.length === 0) return { inserted: 0, updated: 0 };
   const { key, differing } = upsertParts(shape);
   const marked = marks.mark ? `, marked AS (${markStatement(shape.schema, `SELECT ${key} FROM incoming`, '$2', '$3')})` : '';
-  const sql = `${differing(marked)} ${insertFrom(shape, 'differing')}`;
-  const result = await run(client, sql, [JSON.stringify(uniqueRows(shape, rows)), ...(marks.mark ? [marks.mark.table, marks.mark.at] : [])]);
-  return result.rowCount ?? 0;
+  const sql = `${differing(marked)}, ${counted(shape, 'differing')}`;
+  const result = await run<{ inserted: number; updated: number }>(client, sql, [
+    JSON.stringify(uniqueRows(shape, rows)),
+    ...(marks.mark ? [marks.mark.table, marks.mark.at] : []),
+  ]);
+  return result.rows[0]!;
 }
 
 /**
@@ -38,23 +52,33 @@ export async function upsertUnlessMarked(
   shape: TableShape,
   rows: Row[],
   marks: { table: string; since: number },
-): Promise<{ written: number; held: string[] }> {
-  if (rows.length === 0) return { written: 0, held: [] };
+): Promise<{ written: number; inserted: number; held: string[] }> {
+  if (rows.length === 0) return { written: 0, inserted: 0, held: [] };
   const unique = uniqueRows(shape, rows);
   const { key, differing } = upsertParts(shape);
   const upsert = `${differing('')}, changed AS (
       SELECT d.* FROM differing d WHERE ${unmarkedSince(shape.schema, `d.${key}`, '$2', '$3')}
-    ) ${insertFrom(shape, 'changed')}`;
-  const written = (await run(client, upsert, [JSON.stringify(unique), marks.table, marks.since])).rowCount ?? 0;
+    ), ${counted(shape, 'changed')}`;
+  const { rows: counts } = await run<{ inserted: number; updated: number }>(client, upsert, [JSON.stringify(unique), marks.table, marks.since]);
+  const { inserted, updated } = counts[0]!;
+  const written = inserted + updated;
   // Usually no row is marked: one look at the marks, and only marked rows are compared.
   const keys = unique.map((row) => String(row[shape.key]));
   const marked = await marksSince(client, shape.schema, marks.table, marks.since, keys);
-  if (marked.length === 0) return { written, held: [] };
+  if (marked.length === 0) return { written, inserted, held: [] };
   const markedKeys = new Set(marked.map((m) => m.id));
   const compared = unique.filter((row) => markedKeys.has(String(row[shape.key])));
   const { rows: held } = await run<{ k: string }>(client, `${differing('')} SELECT d.${key}::text AS k FROM differing d`, [JSON.stringify(compared)]);
-  return { written, held: held.map((h) => h.k) };
+  return { written, inserted, held: held.map((h) => h.k) };
 }
+
+/**
+ * The CTE `written` (the upsert of CTE `from`) and the statement that counts what it inserted
+ * and updated: xmax is 0 on a row version an INSERT made, and set on one ON CONFLICT … UPDATE made.
+ */
+const counted = (shape: TableShape, from: string) =>
+  `written AS (${insertFrom(shape, from)} RETURNING (xmax = 0) AS inserted)
+    SELECT count(*) FILTER (WHERE inserted)::int AS inserted, count(*) FILTER (WHERE NOT inserted)::int AS updated FROM written`;
 
 /** One row per key; the last one wins (a later page or write is newer). */
 function uniqueRows(shape: TableShape, rows: Row[]): Row[] {

@@ -3,6 +3,7 @@ import { lineChart } from '../chart.js';
 import { breakable, field, h, identifier, notice } from '../dom.js';
 import { at, count, counted, duration } from '../format.js';
 import { accountsOf, indicator, progressBar } from '../status.js';
+import { driftSection } from './sync-drift.js';
 
 const POLL_MS = 3000;
 
@@ -79,6 +80,8 @@ export async function overviewTab(ctx, panel, initial, updated) {
           : []),
         ...(sync.events.slot_lag_bytes !== null ? [['Decoder behind the database by', `${count(sync.events.slot_lag_bytes)} bytes`]] : []),
       ]),
+      h('h4', null, 'Compared with upstream'),
+      driftSection(sync),
       // The latest lost replication slot: what happened and when, and how far the re-read is.
       ...(sync.events.slot_gap ? [gapNotice(sync.events.slot_gap)] : []),
       // A limit shared with other syncs (Airtable: the user's 50 requests a second) held this one back lately.
