@@ -64,9 +64,9 @@ const count = async () => Number((await db.query('SELECT count(*) AS n FROM publ
 
 test('a complete sweep writes every record, and a second one writes nothing', async () => {
   const first = await sweepTable(context(), mapping, 'public', { deleteMissing: true });
-  assert.equal(first, { listed: 250, written: 250, deleted: 0, unproven: 0 });
+  assert.equal(first, { listed: 250, written: 250, inserted: 250, deleted: 0, unproven: 0 });
   const second = await sweepTable(context(), mapping, 'public', { deleteMissing: true });
-  assert.equal(second, { listed: 250, written: 0, deleted: 0, unproven: 0 }, 'an unchanged base writes no row');
+  assert.equal(second, { listed: 250, written: 0, inserted: 0, deleted: 0, unproven: 0 }, 'an unchanged base writes no row');
   assert.is(await count(), 250);
 });
 
@@ -128,7 +128,7 @@ test('a 429 is waited out, not mistaken for an empty table', async () => {
   const started = Date.now();
   const result = await sweepTable(context(client(3)), mapping, 'public', { deleteMissing: true });
   assert.ok(Date.now() - started >= LOCKOUT_MS, 'the lockout was waited out');
-  assert.equal(result, { listed: 245, written: 0, deleted: 5, unproven: 0 }, 'after the wait the sweep completes, and only then deletes');
+  assert.equal(result, { listed: 245, written: 0, inserted: 0, deleted: 5, unproven: 0 }, 'after the wait the sweep completes, and only then deletes');
   assert.is(await count(), 245);
 });
 

@@ -16,7 +16,8 @@ import { planMigration } from './plan.ts';
 import { mapBase } from './schema.ts';
 import { sweepTable, type SweepContext } from './sweep.ts';
 import { dropTable, prepareRebuild, refreshComments } from '../writer/swap.ts';
-import { builtTable, loadBuilt } from './tables.ts';
+import { builtTable, loadBuilt, shapeOf } from './tables.ts';
+import { type DriftCounts, DriftLog } from '../control/drift.ts';
 import { ensureWebhook } from './webhook.ts';
 import { ChangeCapture } from './capture.ts';
 import { RecordTurns } from './record-turns.ts';
@@ -98,10 +99,13 @@ export class AirtableRunner {
   private readonly owners: TokenOwners;
   /** Whether that quota slows the sync (its status says so). */
   private readonly userLimit: UserLimitWatch;
+  /** What each sweep found that change capture had not brought (sql/36_drift.sql). */
+  private readonly drift: DriftLog;
 
   constructor(readonly options: AirtableRunnerOptions) {
     const { control, target, schemas, syncId, logger } = options;
     this.status = new StatusReporter({ control, target, schemas, syncId, logger, liveness: options.liveness });
+    this.drift = new DriftLog(control, syncId, 'sweep');
     this.turns = new RecordTurns({ state: this.state, target, schemas, queue: () => this.queue });
     this.queue = new RefetchQueue({
       fetch: (tableId, ids) => this.refetch(this.client(true), tableId, ids),
@@ -262,67 +266,79 @@ export class AirtableRunner {
     this.state.loading = plan.sweep.length + plan.recomment.length === 0;
     const recomment = new Set(plan.recomment.map((m) => m.tableId));
     let records = 0;
-    for (const [index, mapping] of desired.entries()) {
-      // Progress is for the console: a control database away for a moment must not abort a rebuild.
-      const progress = (phase: string, listed: number) =>
-        this.status
-          .progress({ phase, table: mapping.name, tables_done: index, tables_total: desired.length, records: records + listed })
-          .catch((error: unknown) => this.options.logger.debug({ err: toError(error) }, 'could not record progress'));
-      if (rebuild.has(mapping.tableId)) {
-        const rebuildFrom = Date.now();
-        this.state.rebuilding.set(mapping.tableId, new Set());
-        let result: Awaited<ReturnType<typeof sweepTable>>;
-        let leftover: string[];
-        try {
-          await prepareRebuild(this.options.target, builtTable(mapping, schemas));
-          result = await sweepTable(
-            this.sweepContext(client, (n) => progress('rebuild', n)),
-            mapping,
-            schemas.swap,
-            {
-              deleteMissing: false,
-            },
-          );
-          leftover = await swapInAfterProxiedWrites(
-            {
-              target: this.options.target,
-              schemas,
-              signal: this.signal,
-              logger: this.options.logger,
-              refetch: (ids) => this.turns.refetchInto(client, mapping, schemas.swap, ids),
-            },
-            mapping,
-            rebuildFrom,
-          );
-        } catch (error) {
-          // The old table stays live: changes meanwhile go to it, not to a set nobody reads.
+    const swept: Array<{ table: string; at: Date }> = [];
+    const found = new Map<string, DriftCounts>();
+    try {
+      for (const [index, mapping] of desired.entries()) {
+        // Progress is for the console: a control database away for a moment must not abort a rebuild.
+        const progress = (phase: string, listed: number) =>
+          this.status
+            .progress({ phase, table: mapping.name, tables_done: index, tables_total: desired.length, records: records + listed })
+            .catch((error: unknown) => this.options.logger.debug({ err: toError(error) }, 'could not record progress'));
+        if (rebuild.has(mapping.tableId)) {
+          const rebuildFrom = Date.now();
+          this.state.rebuilding.set(mapping.tableId, new Set());
+          let result: Awaited<ReturnType<typeof sweepTable>>;
+          let leftover: string[];
+          try {
+            await prepareRebuild(this.options.target, builtTable(mapping, schemas));
+            result = await sweepTable(
+              this.sweepContext(client, (n) => progress('rebuild', n)),
+              mapping,
+              schemas.swap,
+              {
+                deleteMissing: false,
+              },
+            );
+            leftover = await swapInAfterProxiedWrites(
+              {
+                target: this.options.target,
+                schemas,
+                signal: this.signal,
+                logger: this.options.logger,
+                refetch: (ids) => this.turns.refetchInto(client, mapping, schemas.swap, ids),
+              },
+              mapping,
+              rebuildFrom,
+            );
+          } catch (error) {
+            // The old table stays live: changes meanwhile go to it, not to a set nobody reads.
+            this.state.rebuilding.delete(mapping.tableId);
+            throw error;
+          }
+          this.state.live.set(mapping.tableId, mapping);
+          const changed = this.state.rebuilding.get(mapping.tableId)!;
           this.state.rebuilding.delete(mapping.tableId);
-          throw error;
-        }
-        this.state.live.set(mapping.tableId, mapping);
-        const changed = this.state.rebuilding.get(mapping.tableId)!;
-        this.state.rebuilding.delete(mapping.tableId);
-        if (changed.size > 0) await this.refetch(client, mapping.tableId, [...changed]);
-        this.queue.hold(mapping.tableId, leftover);
-        records += result.listed;
-        this.options.logger.info({ table: mapping.name, records: result.listed }, 'table built and swapped in');
-      } else {
-        if (recomment.has(mapping.tableId)) await refreshComments(this.options.target, builtTable(mapping, schemas));
-        this.state.live.set(mapping.tableId, mapping);
-        const result = await sweepTable(
-          this.sweepContext(client, (n) => progress('sweep', n)),
-          mapping,
-          schemas.live,
-          {
-            deleteMissing: true,
-          },
-        );
-        records += result.listed;
-        if (result.written || result.deleted) {
-          this.pace.missed();
-          this.options.logger.debug({ table: mapping.name, written: result.written, deleted: result.deleted }, 'table swept');
+          if (changed.size > 0) await this.refetch(client, mapping.tableId, [...changed]);
+          this.queue.hold(mapping.tableId, leftover);
+          records += result.listed;
+          this.options.logger.info({ table: mapping.name, records: result.listed }, 'table built and swapped in');
+        } else {
+          if (recomment.has(mapping.tableId)) await refreshComments(this.options.target, builtTable(mapping, schemas));
+          this.state.live.set(mapping.tableId, mapping);
+          const sweptAt = new Date();
+          const result = await sweepTable(
+            this.sweepContext(client, (n) => progress('sweep', n)),
+            mapping,
+            schemas.live,
+            {
+              deleteMissing: true,
+            },
+          );
+          records += result.listed;
+          // What the sweep wrote is what change capture had not brought: drift, by the status's count.
+          const table = shapeOf(mapping, schemas.live).name;
+          swept.push({ table, at: sweptAt });
+          found.set(table, { missing: result.inserted, differing: result.written - result.inserted, extra: result.deleted });
+          if (result.written || result.deleted) {
+            this.pace.missed();
+            this.options.logger.debug({ table: mapping.name, written: result.written, deleted: result.deleted }, 'table swept');
+          }
         }
       }
+    } finally {
+      // Also after a failure midway: what the tables swept so far found was fixed, and counts.
+      await this.drift.compared(swept, found).catch((error: unknown) => this.options.logger.debug({ err: toError(error) }, 'could not record the drift'));
     }
     await this.pruneRecent();
     this.pace.end();

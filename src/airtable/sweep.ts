@@ -40,6 +40,8 @@ export interface SweepContext {
 export interface SweepResult {
   listed: number;
   written: number;
+  /** Of the rows written, those that were not there (the rest differed). */
+  inserted: number;
   deleted: number;
   /** Rows handed to `unproven`. */
   unproven: number;
@@ -66,7 +68,7 @@ export async function sweepTable(ctx: SweepContext, mapping: TableMapping, schem
   const shape = shapeOf(mapping, schema);
   const rebuild = schema === ctx.schemas.swap;
   const client = await ctx.db.connect();
-  const result: SweepResult = { listed: 0, written: 0, deleted: 0, unproven: 0 };
+  const result: SweepResult = { listed: 0, written: 0, inserted: 0, deleted: 0, unproven: 0 };
   const seen = new SeenKeys(client);
   let failed = false;
   try {
@@ -141,7 +143,8 @@ async function sweepLive(
     const fetchedAt = Math.min(...batch.map((item) => item.fetchedAt));
     const rows = batch.flatMap((item) => (item.row ? [item.row] : []));
     const seen = seenKeys ? () => seenKeys.add(batch.map((i) => i.id)) : undefined;
-    const { written, held } = await writeFetched(client, shape, mapping.tableId, rows, fetchedAt, seen);
+    const { written, inserted, held } = await writeFetched(client, shape, mapping.tableId, rows, fetchedAt, seen);
+    result.inserted += inserted;
     if (held.length > 0) ctx.held?.(mapping.tableId, held);
     return written;
   }, BATCH_ROWS);

@@ -21,7 +21,7 @@ export async function writeFetched(
   rows: Row[],
   fetchedAt: number,
   also?: () => Promise<unknown>,
-): Promise<{ written: number; held: string[] }> {
+): Promise<{ written: number; inserted: number; held: string[] }> {
   await client.query('BEGIN');
   try {
     await client.query(`SET LOCAL lock_timeout = '${MARKS_LOCK_TIMEOUT_MS}ms'`);
