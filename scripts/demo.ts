@@ -18,7 +18,7 @@ import { startFakeAirtable } from '../fakes/airtable/index.ts';
 import { DEFAULT_FAKE_STRIPE_ACCOUNT, DEFAULT_FAKE_STRIPE_KEY } from '../fakes/stripe/cli.ts';
 import { startFakeStripe } from '../fakes/stripe/index.ts';
 import { createLogger, logProcessWarnings } from '../src/log.ts';
-import { startService } from '../src/main.ts';
+import { startService, tunablesFromEnv } from '../src/main.ts';
 
 const BASE_ID = DEFAULT_FAKE_BASE_ID;
 const env = process.env;
@@ -122,7 +122,8 @@ async function main(): Promise<void> {
     },
   );
   const adminToken = config.adminToken ?? (await adminTokenFile(config.dataDir)).value;
-  const service = await startService({ ...config, adminToken }, logger);
+  // The operator's environment settings (docs/operations.md), as `tributary start` takes them.
+  const service = await startService({ ...config, adminToken }, logger, tunablesFromEnv(process.env));
 
   let stopping = false;
   const stop = async (reason: string, code: number) => {

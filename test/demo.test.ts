@@ -138,6 +138,8 @@ test.before(async () => {
     TRIBUTARY_PROXY_PORT: String(await freePort()),
     TRIBUTARY_EVENTS_PORT: String(await freePort()),
     TRIBUTARY_PG_PORT: String(await freePort()),
+    // An operator's setting from the environment (docs/operations.md): the demo must pass it on.
+    TRIBUTARY_STRIPE_AUDIT_EVERY_S: '1',
   };
   demo = await startDemo();
 });
@@ -206,6 +208,20 @@ test('the printed wait, events and metrics curls answer', async () => {
   const metrics = await curl(printed('curl ').find((l) => l.includes('/metrics'))!);
   assert.is(metrics.status, 200);
   assert.match(metrics.text, /^tributary_sync_lag_seconds\{sync_id="syn_[a-z0-9]{14}",kind="airtable"\} /m);
+});
+
+test("the service takes the operator's settings from the environment, as `tributary start` does", async () => {
+  // TRIBUTARY_STRIPE_AUDIT_EVERY_S=1: the Stripe sync's audit starts its first round at once (by default, in 10 minutes).
+  const token = /account acc_[a-z0-9]+: (trb_[A-Za-z0-9]+)/.exec(demo.stdout)![1]!;
+  const api = `http://127.0.0.1:${env.TRIBUTARY_API_PORT}`;
+  const deadline = Date.now() + 30_000;
+  let audit: unknown = null;
+  while (!audit && Date.now() < deadline) {
+    const view = await (await fetch(`${api}/api/syncs/${first.stripe}`, { headers: { authorization: `Bearer ${token}` } })).json();
+    audit = view.drift.audit;
+    if (!audit) await new Promise((r) => setTimeout(r, 500));
+  }
+  assert.ok(audit, 'the first audit round began');
 });
 
 test('the printed proxy curls reach the fakes through the proxy', async () => {
