@@ -61,6 +61,7 @@ export const FAULT_KINDS = [
   'kafka-hang',
   'webhook-receiver-down',
   'stripe-late-events',
+  'stripe-silent-edits',
   'slot-lost',
   'failover',
 ] as const;
@@ -186,6 +187,14 @@ export async function strike(kind: FaultKind, t: FaultTargets, random: Random, s
       await pause(Math.max(20_000, 120_000 * scale), signal);
       await t.upstreams.stripeLateEvents(null);
       break;
+    case 'stripe-silent-edits': {
+      // Changes Stripe makes with no event (a field it never announces): only the audit finds
+      // them, and the final db=upstream check holds only once it has (docs/stripe.md#the-audit).
+      const edited = await t.upstreams.stripeSilentEdits(random.between(2, 5), random.int(1_000_000));
+      name = `${kind} (${edited.length} customers)`;
+      await pause(5000, signal);
+      break;
+    }
     case 'slot-lost': {
       // An operator drops a sync database's replication slot under its running decoder (as an
       // invalidated one is lost): the service must make a new one, mark the gap and read the

@@ -223,6 +223,8 @@ export async function simulate(options: SimulationOptions): Promise<SimulationRe
         // The operator's knob for how long a sync statement may hang (5 min by default): the
         // hung path to a sync server is then over within the quiet phase's bound.
         TRIBUTARY_SYNC_DB_QUERY_TIMEOUT_S: String(SIM_SYNC_DB_QUERY_TIMEOUT_MS / 1000),
+        // Audit rounds back to back, so one completes within the quiet phase (docs/stripe.md#the-audit).
+        TRIBUTARY_STRIPE_AUDIT_EVERY_S: '1',
         ...(pings ? { TRIBUTARY_PUBLIC_URL: `http://127.0.0.1:${apiPort}` } : {}),
         ...(kafka ? { KAFKA_BROKERS: kafka.frontedBrokers!.join(',') } : {}),
       },
@@ -442,6 +444,18 @@ export async function simulate(options: SimulationOptions): Promise<SimulationRe
           'the upcoming-invoice queue to drain',
           async () => ((await countRows(sync.adminDb, 'public_swap._stripe_upcoming_due')) === 0 ? true : undefined),
           within(300_000),
+        ).catch((error) => violations.push({ check: 'health', detail: (error as Error).message }));
+      }
+      // Changes made with no event are found by the audit: a whole round begun after the last of them.
+      const silent = faults.filter((f) => f.kind === 'stripe-silent-edits').at(-1);
+      if (sync.kind === 'stripe' && silent) {
+        await until(
+          'an audit round begun after the silent edits to complete',
+          async () => {
+            const audit = (await api(apiUrl, token, 'GET', `/api/syncs/${sync.id}`)).drift.audit;
+            return audit?.last_started_at && Date.parse(audit.last_started_at) >= silent.to ? true : undefined;
+          },
+          within(600_000),
         ).catch((error) => violations.push({ check: 'health', detail: (error as Error).message }));
       }
       if (sync.kind === 'airtable') {

@@ -80,11 +80,24 @@ test('a round finds nothing where every change had its event, even edits made wh
 
 test('silent edits, silent deletions and a row removed by hand are each fixed within one round, as events', async () => {
   await tail.next();
-  const [edited, removedByHand] = s.upstream.all('customers');
+  // The edited customer has an upcoming invoice, which shows its name: the fix must reach it too.
+  const previewed = new Set(
+    (await query<{ customer: string }>(s.reader, 'SELECT customer FROM upcoming_customer_invoice')).map((r) => r.customer),
+  );
+  const customers = s.upstream.all('customers');
+  const edited = customers.find((c) => previewed.has(c.id as string));
+  const removedByHand = customers.find((c) => c !== edited);
+  assert.ok(edited, 'a customer with an upcoming invoice');
   const gone = s.upstream.all('products').at(-1)!;
+  // The previews the evented edits marked are all refreshed first: none is due when the silent edit lands.
+  const owner = await directSyncDatabase(s.svc.controlUrl, s.syncId);
+  await waitFor(
+    'the upcoming invoices refreshed',
+    async () => ((await query(owner, 'SELECT 1 FROM public_swap._stripe_upcoming_due')).length === 0 ? true : undefined),
+    60_000,
+  );
   s.upstream.silentEdit('customers', edited!.id as string, { name: 'Edited with no event' });
   s.upstream.silentDelete('products', gone.id as string);
-  const owner = await directSyncDatabase(s.svc.controlUrl, s.syncId);
   await query(owner, 'DELETE FROM public.customer WHERE id = $1', [removedByHand!.id]);
   const changedAt = Date.now();
 
@@ -109,6 +122,15 @@ test('silent edits, silent deletions and a row removed by hand are each fixed wi
   assert.is(drifted(drift, 'product').extra, 1);
   assert.equal(drift.last_24h, { missing: 1, differing: 1, extra: 1 });
 
+  await waitFor(
+    "the upcoming invoice showing the customer's new name",
+    async () =>
+      (await query<{ customer_name: string }>(s.reader, 'SELECT customer_name FROM upcoming_customer_invoice WHERE customer = $1', [edited!.id]))[0]
+        ?.customer_name === 'Edited with no event'
+        ? true
+        : undefined,
+    60_000,
+  );
   // Ordinary events: the edit an update, the row back an insert, the product a delete.
   const events = (await tail.next()).map((e) => JSON.parse(e.value));
   const of = (id: unknown) => events.filter((e) => e.id === id).map((e) => e.event);

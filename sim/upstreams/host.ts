@@ -77,6 +77,13 @@ async function handle(request: HostRequest): Promise<unknown> {
       return undefined;
     case 'late-events':
       return stripe?.lateEvents.set(request.setting ?? undefined);
+    case 'silent-edits': {
+      const customers = account?.all('customers') ?? [];
+      const random = new Random(request.seed);
+      const picked = [...new Set(Array.from({ length: Math.min(request.count, customers.length) }, () => random.pick(customers)))];
+      for (const c of picked) account!.silentEdit('customers', c.id as string, { name: `Renamed silently ${random.int(1_000_000)}` });
+      return picked.map((c) => c.id);
+    }
     case 'listed-after':
       return stripe?.lateEvents.listedAfter(request.object, request.atMs) ?? false;
     case 'stats':

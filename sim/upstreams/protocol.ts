@@ -36,6 +36,8 @@ export type HostRequest =
   /** Whether an event about the Stripe object was listed only after `atMs`. */
   | { op: 'listed-after'; object: string; atMs: number }
   | { op: 'stats' }
+  /** Changes Stripe makes with no event: `count` customers (chosen by `seed`) renamed silently; their ids. */
+  | { op: 'silent-edits'; count: number; seed: number }
   | { op: 'users-start'; salt: number }
   | { op: 'users-stop' }
   /** `settings`: the sync's (GET /api/syncs/:id), for the settings that choose an Airtable column's type. */

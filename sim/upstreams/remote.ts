@@ -80,6 +80,10 @@ class UpstreamHost implements HostReady {
     return this.call({ op: 'listed-after', object, atMs });
   }
 
+  silentEdits(count: number, seed: number): Promise<string[]> {
+    return this.call({ op: 'silent-edits', count, seed });
+  }
+
   stats(): Promise<UpstreamStats> {
     return this.call({ op: 'stats' });
   }
@@ -153,6 +157,11 @@ export class Upstreams implements HostReady {
   /** Stripe lists a share of its events late (the fake's eventual consistency); null: none. */
   stripeLateEvents(setting: LateEventsSetting | null): Promise<void> {
     return this.stripe.lateEvents(setting);
+  }
+
+  /** Stripe renames `count` customers with no event (only the audit can find it); their ids. */
+  stripeSilentEdits(count: number, seed: number): Promise<string[]> {
+    return this.stripe.silentEdits(count, seed);
   }
 
   /** Whether an event about the Stripe object was listed only after `atMs` (a wait then could not see it). */

@@ -24,7 +24,9 @@ import { backfillLists, EXPAND } from './backfill-plan.ts';
 import { type CatalogList, loadCatalog } from './catalog.ts';
 import type { StripeClient } from './client.ts';
 import { unreadable } from './incomplete.ts';
+import type { StripeEvent } from './events.ts';
 import { type ApplyResult, applyChanges, type Change, tableOfList } from './store.ts';
+import { markUpcoming } from './upcoming.ts';
 import { qualified } from '../writer/shape.ts';
 import { ACCOUNT_COLUMN, rowKey, stripeTables } from './tables.ts';
 
@@ -49,6 +51,8 @@ export interface AuditOptions {
   settleMs?: number;
   /** How often a round starts (default AUDIT_EVERY_MS); 0: never. */
   everyMs?: number;
+  /** Told when upcoming invoices were marked for a refresh (the runner's loop then wakes). */
+  marked?: () => void;
 }
 
 /** A table the audit compares: its top-level lists, and whether they are all of its lists. */
@@ -167,7 +171,16 @@ export class StripeAudit {
       for (const { changes, readAt } of held) {
         await pause(Math.max(0, readAt + settleMs - Date.now()), signal);
         signal.throwIfAborted();
-        count(found, await inTransaction(db, (tx) => applyChanges(tx, changes, [], null)));
+        count(
+          found,
+          await inTransaction(db, async (tx) => {
+            const result = await applyChanges(tx, changes, [], null);
+            // A customer, subscription or invoice put right changes its upcoming invoice too, as its event would have.
+            if (result.written + result.deleted > 0) await markUpcoming(tx, changes.map(asEvent));
+            return result;
+          }),
+        );
+        this.options.marked?.();
       }
       if (audited.whole && readable) {
         await pause(Math.max(0, lastRead + settleMs - Date.now()), signal);
@@ -194,6 +207,12 @@ export class StripeAudit {
       );
     }
   }
+}
+
+/** An object the audit put right, as the event that would have said so (subscriptions' events are `customer.subscription.*`). */
+function asEvent(change: Change): StripeEvent {
+  const type = change.object.object === 'subscription' ? 'customer.subscription.updated' : `${change.object.object}.updated`;
+  return { id: '', type, created: Math.floor(change.version / 1000), data: { object: change.object } } as StripeEvent;
 }
 
 function count(found: Map<string, DriftCounts>, result: ApplyResult): void {

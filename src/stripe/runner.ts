@@ -148,9 +148,16 @@ export class StripeRunner {
 
   private get audit(): StripeAudit {
     const { control, syncId, target, logger, audit } = this.options;
-    const client = async () => this.client(await this.settings(SETTINGS_FRESH_MS), this.signal, true);
-    this.auditor ??= new StripeAudit({ client, control, syncId, db: target, logger, ...audit, sharePerSecond: this.auditShare });
+    const client = async () => this.client(await this.settings(SETTINGS_FRESH_MS), this.abort.signal, true);
+    const marked = () => this.wakeUpcoming();
+    this.auditor ??= new StripeAudit({ client, control, syncId, db: target, logger, ...audit, sharePerSecond: this.auditShare, marked });
     return this.auditor;
+  }
+
+  /** Upcoming invoices were marked: the refresh loop looks again at once. */
+  private wakeUpcoming(): void {
+    this.upcomingMarked = true;
+    this.endUpcomingPause?.();
   }
 
   start(): void {
@@ -172,12 +179,8 @@ export class StripeRunner {
     await this.incomplete.settled();
   }
 
-  private get signal(): AbortSignal {
-    return this.abort.signal;
-  }
-
   /** `audit`: also within the audit's own share, logged under a quota key of its own. */
-  private client(settings: StripeSettings, signal = this.signal, audit = false): StripeClient {
+  private client(settings: StripeSettings, signal = this.abort.signal, audit = false): StripeClient {
     const key = this.options.key.reveal();
     const quotaKey = stripeQuotaKey(this.options.accountId, key);
     return new StripeClient({
@@ -201,7 +204,7 @@ export class StripeRunner {
   private async loop(): Promise<void> {
     let failures = 0;
     let again = false;
-    while (!this.signal.aborted) {
+    while (!this.abort.signal.aborted) {
       try {
         const client = this.client(await this.settings());
         await ensureTables(this.options.target, this.options.logger);
@@ -210,7 +213,7 @@ export class StripeRunner {
         failures = 0;
         // If either loop fails, the other stops too before the next round starts them again.
         const round = new AbortController();
-        const signal = AbortSignal.any([this.signal, round.signal]);
+        const signal = AbortSignal.any([this.abort.signal, round.signal]);
         const stopRound = (error: unknown) => {
           round.abort(error);
           throw error;
@@ -223,7 +226,7 @@ export class StripeRunner {
           this.audit.run(signal),
         ]);
       } catch (thrown) {
-        if (this.signal.aborted) break;
+        if (this.abort.signal.aborted) break;
         const error = toError(thrown);
         if (error instanceof CursorExpired) {
           this.options.logger.warn({ error: error.message }, 'events feed out of reach; backfilling again');
@@ -233,7 +236,7 @@ export class StripeRunner {
         const fatal = error instanceof StripeError && error.kind === 'auth';
         failures++;
         await this.status.failed(error.message, fatal ? 'fatal' : isDiskFull(thrown) ? 'disk_full' : 'transient').catch(() => undefined);
-        await pause(fatal ? FATAL_PAUSE_MS : backoffDelay(CYCLE_BACKOFF, failures), this.signal);
+        await pause(fatal ? FATAL_PAUSE_MS : backoffDelay(CYCLE_BACKOFF, failures), this.abort.signal);
       }
     }
   }
@@ -256,7 +259,7 @@ export class StripeRunner {
         client,
         db: this.options.target,
         logger: this.options.logger,
-        signal: this.signal,
+        signal: this.abort.signal,
         progress: (p, force) => this.status.progress(p, force),
         incomplete: this.incomplete,
       },
@@ -341,8 +344,7 @@ export class StripeRunner {
       }
       if (polled.events + polled.late > 0) {
         lastEventAt = Date.now();
-        this.upcomingMarked = true;
-        this.endUpcomingPause?.();
+        this.wakeUpcoming();
       }
       // A wanted pass is confirmed only with the connected accounts (below).
       const confirms = pass.wanted ? undefined : pass;
