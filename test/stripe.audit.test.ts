@@ -81,9 +81,7 @@ test('a round finds nothing where every change had its event, even edits made wh
 test('silent edits, silent deletions and a row removed by hand are each fixed within one round, as events', async () => {
   await tail.next();
   // The edited customer has an upcoming invoice, which shows its name: the fix must reach it too.
-  const previewed = new Set(
-    (await query<{ customer: string }>(s.reader, 'SELECT customer FROM upcoming_customer_invoice')).map((r) => r.customer),
-  );
+  const previewed = new Set((await query<{ customer: string }>(s.reader, 'SELECT customer FROM upcoming_customer_invoice')).map((r) => r.customer));
   const customers = s.upstream.all('customers');
   const edited = customers.find((c) => previewed.has(c.id as string));
   const removedByHand = customers.find((c) => c !== edited);
