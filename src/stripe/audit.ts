@@ -94,7 +94,10 @@ export class StripeAudit {
     const every = this.options.everyMs ?? AUDIT_EVERY_MS;
     // Turned off by the operator (TRIBUTARY_STRIPE_AUDIT_EVERY_S=0).
     if (every === 0) return;
-    const last = await this.drift.lastRound();
+    let last: Awaited<ReturnType<DriftLog['lastRound']>>;
+    await this.retrying(signal, async () => {
+      last = await this.drift.lastRound();
+    });
     // A round cut short (a restart) starts again at once; else a round after the last one's start.
     const cutShort = last && !last.completed;
     let due = cutShort ? Date.now() : (last?.startedAt.getTime() ?? Date.now()) + every;
@@ -124,7 +127,7 @@ export class StripeAudit {
         return await work();
       } catch (error) {
         if (signal.aborted) return;
-        this.logger.warn({ err: toError(error) }, 'the audit could not compare a table; trying it again');
+        this.logger.warn({ err: toError(error) }, 'the audit failed (Stripe or a database away); trying again in 30 s');
         await pause(RETRY_MS, signal);
       }
     }
