@@ -231,7 +231,16 @@ test('GET /metrics: per-sync values from the control database, for the operator 
   }
   const labelNames = new Set([...families.values()].flatMap((f) => f.samples.flatMap((x) => Object.keys(x.labels))));
   // Pool servers by their id only (srv_…): never a host or URL.
-  for (const name of labelNames) assert.ok(['kind', 'le', 'status', 'sync_id', 'upstream', 'server_id'].includes(name), `label ${name}`);
+  // Tables by name only where the upstream names them (Stripe's object types; src/metrics/drift.ts).
+  for (const name of labelNames) assert.ok(['kind', 'le', 'status', 'sync_id', 'upstream', 'server_id', 'table', 'drift'].includes(name), `label ${name}`);
+  const tables = [...families.values()].flatMap((f) =>
+    f.samples.flatMap((x) => (x.labels.table !== undefined && x.labels.sync_id === a.sync_id ? [x.labels.table] : [])),
+  );
+  assert.ok(
+    tables.every((t) => t === ''),
+    `an Airtable sync's tables are no label: ${tables.join(', ')}`,
+  );
+  assert.ok(tables.length > 0, "the Airtable sync's sweeps are in the drift metrics");
   const keep = families.get('tributary_server_slot_wal_keep_bytes')!.samples;
   assert.equal(
     keep.map((x) => x.value),

@@ -54,7 +54,9 @@ test("the same product id in three accounts is three rows; one account's changes
   await apply([{ object: product('A gold, renamed'), version: 2000 }], A);
   // A's deletion leaves a tombstone for A's row alone: B's later update still lands.
   await apply([{ object: product('A gold, renamed'), version: 3000, deleted: true }], A);
-  assert.equal(await apply([{ object: product('B gold, renamed'), version: 2000 }], B), { written: 1, deleted: 0, stale: 0, unknown: 0 });
+  const renamed = await apply([{ object: product('B gold, renamed'), version: 2000 }], B);
+  assert.equal(renamed, { written: 1, deleted: 0, stale: 0, unknown: 0, byTable: renamed.byTable });
+  assert.equal([...renamed.byTable!], [['product', { inserted: 0, updated: 1, deleted: 0 }]]);
   assert.equal(await rows("SELECT _key, name FROM public.product WHERE id = 'gold' ORDER BY _key"), [
     { _key: `${B}/gold`, name: 'B gold, renamed' },
     { _key: 'gold', name: 'platform gold' },
