@@ -11,6 +11,8 @@ import { ident, withClient, withDatabase } from '../src/db/sql.ts';
 import { SERVICE_NODE_FLAGS } from '../src/cli/node-flags.ts';
 import { randomLowerAlnum } from '../src/ids.ts';
 import { createLogger } from '../src/log.ts';
+import Stripe from 'stripe';
+import { STRIPE_API_VERSION } from '../src/stripe/catalog.ts';
 import { freePort } from '../test/harness/ports.ts';
 
 export const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
@@ -276,4 +278,10 @@ export function watchCustomerNames(reader: pg.Pool): { pending: Map<string, { na
       await watching;
     },
   };
+}
+
+/** stripe-node aimed at a fake Stripe, as a customer's own backend reaches the real one. */
+export function stripeClientOf(fakeUrl: string, key: string): Stripe {
+  const url = new URL(fakeUrl);
+  return new Stripe(key, { host: url.hostname, port: Number(url.port), protocol: 'http', apiVersion: STRIPE_API_VERSION as never, maxNetworkRetries: 3 });
 }

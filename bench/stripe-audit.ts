@@ -14,11 +14,9 @@
  * the audit's busiest stretch.
  */
 import pg from 'pg';
-import Stripe from 'stripe';
 import { startFakeStripe } from '../fakes/stripe/index.ts';
 import { auditedTables } from '../src/stripe/audit.ts';
-import { STRIPE_API_VERSION } from '../src/stripe/catalog.ts';
-import { api, arg, percentile, sleep, startPostgres, startServiceProcess, watchCustomerNames } from './lib.ts';
+import { api, stripeClientOf, arg, percentile, sleep, startPostgres, startServiceProcess, watchCustomerNames } from './lib.ts';
 
 const KEY = 'sk_test_BENCHAUDITAUDIT000000000';
 const customersN = arg('customers', 200);
@@ -37,14 +35,7 @@ async function measure(auditOn: boolean): Promise<void> {
   const account = fake.createAccount();
   account.generate({ seed: 7, customers: customersN });
   fake.addKey(KEY, { account: account.id });
-  const url = new URL(fake.url);
-  const stripe = new Stripe(KEY, {
-    host: url.hostname,
-    port: Number(url.port),
-    protocol: 'http',
-    apiVersion: STRIPE_API_VERSION as never,
-    maxNetworkRetries: 3,
-  });
+  const stripe = stripeClientOf(fake.url, KEY);
   const all = account.all('customers').map((c) => c.id as string);
   const evented = all.slice(0, 20);
   const silent = all.slice(20, 20 + silentN);

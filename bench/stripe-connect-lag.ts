@@ -13,10 +13,8 @@
  * fresh polling can keep N busy accounts.
  */
 import pg from 'pg';
-import Stripe from 'stripe';
 import { startFakeStripe } from '../fakes/stripe/index.ts';
-import { STRIPE_API_VERSION } from '../src/stripe/catalog.ts';
-import { api, arg, percentile, sleep, startPostgres, startServiceProcess, watchCustomerNames } from './lib.ts';
+import { api, stripeClientOf, arg, percentile, sleep, startPostgres, startServiceProcess, watchCustomerNames } from './lib.ts';
 
 const KEY = 'sk_test_BENCHCONNECTLAG00000000';
 /** Reads of connected feeds a second: half the sync's share of test mode's 25. */
@@ -38,14 +36,7 @@ async function measure(accounts: number, push: boolean): Promise<void> {
   const fake = await startFakeStripe();
   const platform = fake.createAccount();
   fake.addKey(KEY, { account: platform.id });
-  const url = new URL(fake.url);
-  const stripe = new Stripe(KEY, {
-    host: url.hostname,
-    port: Number(url.port),
-    protocol: 'http',
-    apiVersion: STRIPE_API_VERSION as never,
-    maxNetworkRetries: 3,
-  });
+  const stripe = stripeClientOf(fake.url, KEY);
   const customers: Array<{ account: string; id: string }> = [];
   for (let i = 0; i < accounts; i++) {
     const made = await stripe.accounts.create({ type: 'custom' });

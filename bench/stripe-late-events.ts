@@ -12,10 +12,8 @@
  * 25 requests a second; each change's lag runs from its answer to its row.
  */
 import pg from 'pg';
-import Stripe from 'stripe';
 import { startFakeStripe } from '../fakes/stripe/index.ts';
-import { STRIPE_API_VERSION } from '../src/stripe/catalog.ts';
-import { api, arg, percentile, sleep, startPostgres, startServiceProcess, watchCustomerNames } from './lib.ts';
+import { api, stripeClientOf, arg, percentile, sleep, startPostgres, startServiceProcess, watchCustomerNames } from './lib.ts';
 
 const KEY = 'sk_test_BENCHLATEEVENTS000000000';
 const changes = arg('changes', 60);
@@ -33,14 +31,7 @@ async function measure(windowOn: boolean, late: boolean): Promise<void> {
   const account = fake.createAccount();
   account.generate({ seed: 5, customers: 20 });
   fake.addKey(KEY, { account: account.id });
-  const url = new URL(fake.url);
-  const stripe = new Stripe(KEY, {
-    host: url.hostname,
-    port: Number(url.port),
-    protocol: 'http',
-    apiVersion: STRIPE_API_VERSION as never,
-    maxNetworkRetries: 3,
-  });
+  const stripe = stripeClientOf(fake.url, KEY);
   const customers = account.all('customers').map((c) => c.id);
   const controlUrl = await postgres.freshDatabase('ctl');
   const svc = await startServiceProcess({

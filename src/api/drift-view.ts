@@ -1,4 +1,4 @@
-import type { DriftStatus } from '../control/drift.ts';
+import { type DriftStatus, NO_DRIFT } from '../control/drift.ts';
 import { z } from './zod.ts';
 
 const time = z.string().datetime();
@@ -52,7 +52,7 @@ export function driftView(drift: DriftStatus | undefined): z.infer<typeof driftA
           last_completed_at: drift.audit.lastCompletedAt?.toISOString() ?? null,
         }
       : null,
-    last_24h: drift?.last24h ?? { missing: 0, differing: 0, extra: 0 },
+    last_24h: drift?.last24h ?? { ...NO_DRIFT },
     tables: (drift?.tables ?? []).map((t) => ({
       table: t.table,
       compared_at: t.comparedAt?.toISOString() ?? null,

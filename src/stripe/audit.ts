@@ -15,8 +15,8 @@
  * so the stream carries it as an ordinary event.
  */
 import type pg from 'pg';
-import { type DriftCounts, DriftLog } from '../control/drift.ts';
-import { ident, inTransaction } from '../db/sql.ts';
+import { type DriftCounts, DriftLog, NO_DRIFT } from '../control/drift.ts';
+import { inTransaction } from '../db/sql.ts';
 import { toError } from '../errors.ts';
 import type { Logger } from '../log.ts';
 import { pause } from '../time.ts';
@@ -24,10 +24,9 @@ import { backfillLists, EXPAND } from './backfill-plan.ts';
 import { type CatalogList, loadCatalog } from './catalog.ts';
 import type { StripeClient } from './client.ts';
 import { unreadable } from './incomplete.ts';
-import type { StripeEvent } from './events.ts';
 import { type ApplyResult, applyChanges, type Change, tableOfList } from './store.ts';
-import { markUpcoming } from './upcoming.ts';
-import { qualified } from '../writer/shape.ts';
+import { markUpcomingFor } from './upcoming.ts';
+import { deleteUnversionedSince } from '../writer/delete.ts';
 import { ACCOUNT_COLUMN, rowKey, stripeTables } from './tables.ts';
 
 /** The audit's share of the account's Stripe limit: 2 requests a second in test mode, 10 live. */
@@ -157,7 +156,7 @@ export class StripeAudit {
           lastRead = readAt;
           const strip = EXPAND[list.path];
           const changes: Change[] = page.data.map((object) => ({ object, version: readAt, list, ...(strip ? { strip } : {}) }));
-          for (const change of changes) seen.push(rowKey(table, change.object, null));
+          if (audited.whole) for (const change of changes) seen.push(rowKey(table, change.object, null));
           if (changes.length > 0 && (await this.differs(changes))) held.push({ changes, readAt });
           after = page.data.at(-1)?.id;
           if (!page.has_more || !after || list.paged === false) break;
@@ -179,7 +178,11 @@ export class StripeAudit {
           await inTransaction(db, async (tx) => {
             const result = await applyChanges(tx, changes, [], null);
             // A customer, subscription or invoice put right changes its upcoming invoice too, as its event would have.
-            if (result.written + result.deleted > 0) await markUpcoming(tx, changes.map(asEvent));
+            if (result.written + result.deleted > 0)
+              await markUpcomingFor(
+                tx,
+                changes.map((c) => c.object),
+              );
             return result;
           }),
         );
@@ -212,18 +215,12 @@ export class StripeAudit {
   }
 }
 
-/** An object the audit put right, as the event that would have said so (subscriptions' events are `customer.subscription.*`). */
-function asEvent(change: Change): StripeEvent {
-  const type = change.object.object === 'subscription' ? 'customer.subscription.updated' : `${change.object.object}.updated`;
-  return { id: '', type, created: Math.floor(change.version / 1000), data: { object: change.object } } as StripeEvent;
-}
-
 function count(found: Map<string, DriftCounts>, result: ApplyResult): void {
   for (const [table, w] of result.byTable ?? []) add(found, table, { missing: w.inserted, differing: w.updated, extra: w.deleted });
 }
 
 function add(found: Map<string, DriftCounts>, table: string, d: DriftCounts): void {
-  const now = found.get(table) ?? { missing: 0, differing: 0, extra: 0 };
+  const now = found.get(table) ?? NO_DRIFT;
   found.set(table, { missing: now.missing + d.missing, differing: now.differing + d.differing, extra: now.extra + d.extra });
 }
 
@@ -231,14 +228,12 @@ function add(found: Map<string, DriftCounts>, table: string, d: DriftCounts): vo
  * The platform's rows of the table that the lists did not show and that nothing wrote since
  * `since` (the feed's and the proxy's writes leave a newer version): gone from Stripe.
  */
-async function removeUnseen(db: pg.Pool, tableName: string, seen: string[], since: number): Promise<number> {
-  const shape = stripeTables().get(tableName)!.shape;
-  const key = ident(shape.key);
-  const result = await db.query(
-    `DELETE FROM ${qualified(shape)} t
-      WHERE t.${ident(ACCOUNT_COLUMN)} IS NULL AND NOT (t.${key} = ANY($2::text[]))
-        AND NOT EXISTS (SELECT 1 FROM public_swap._stripe_versions v WHERE v.tbl = $1 AND v.id = t.${key} AND v.version >= $3)`,
-    [tableName, seen, since],
-  );
-  return result.rowCount ?? 0;
+function removeUnseen(db: pg.Pool, tableName: string, seen: string[], since: number): Promise<number> {
+  return deleteUnversionedSince(db, stripeTables().get(tableName)!.shape, {
+    versions: 'public_swap._stripe_versions',
+    tableName,
+    since,
+    within: { column: ACCOUNT_COLUMN, value: null },
+    seen,
+  });
 }

@@ -21,19 +21,36 @@ function idOf(value: unknown): string | undefined {
 }
 
 export async function markUpcoming(tx: pg.ClientBase, events: StripeEvent[]): Promise<void> {
+  await markUpcomingOf(
+    tx,
+    events.filter((e) => TOUCHES.test(e.type)).map((e) => e.data.object),
+  );
+}
+
+/** The types of the objects those events are about (a subscription's events are `customer.subscription.*`). */
+const TOUCHING = new Set(['customer', 'invoice', 'invoiceitem', 'subscription_schedule', 'subscription', 'discount']);
+
+/** Marks the previews that objects written with no event can change (the audit's fixes). */
+export async function markUpcomingFor(tx: pg.ClientBase, objects: StripeObject[]): Promise<void> {
+  await markUpcomingOf(
+    tx,
+    objects.filter((o) => TOUCHING.has(o.object as string)),
+  );
+}
+
+/** The previews of the objects' customers and subscriptions, and a customer's subscriptions'. */
+async function markUpcomingOf(tx: pg.ClientBase, objects: StripeObject[]): Promise<void> {
   // Keyed, so that many events about one object (a burst in one read of the feed) mark it
   // once: one INSERT … ON CONFLICT DO UPDATE may not touch a row twice.
   const due = new Map<string, { kind: Kind; id: string }>();
-  for (const event of events) {
-    if (!TOUCHES.test(event.type)) continue;
-    const object = event.data.object;
+  for (const object of objects) {
     const customer = object.object === 'customer' ? idOf(object.id) : idOf(object.customer);
     const subscription = object.object === 'subscription' ? idOf(object.id) : idOf(object.subscription);
     if (customer) due.set(`customer ${customer}`, { kind: 'customer', id: customer });
     if (subscription) due.set(`subscription ${subscription}`, { kind: 'subscription', id: subscription });
   }
   // A customer's change (its address, its tax ids) shows in its subscriptions' previews too.
-  const customers = events.filter((e) => TOUCHES.test(e.type) && e.data.object.object === 'customer').map((e) => idOf(e.data.object.id));
+  const customers = objects.filter((o) => o.object === 'customer').map((o) => idOf(o.id));
   if (customers.length > 0) {
     await tx.query(
       `INSERT INTO public_swap._stripe_upcoming_due (kind, id)

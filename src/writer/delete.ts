@@ -14,19 +14,26 @@ export interface Within {
 /**
  * The rows whose newest version is older than `since` in a version table (`tbl`, `id`,
  * `version`): a listing begun at `since` would have written them again had they still been
- * there. `within`: only the rows that listing covered. Returns how many went.
+ * there. `within`: only the rows that listing covered. `seen`: keys the listing showed,
+ * kept whatever their version (a listing that wrote only what differed). Returns how many went.
  */
 export async function deleteUnversionedSince(
   client: Db,
   shape: Table,
-  options: { versions: string; tableName: string; since: number; within?: Within },
+  options: { versions: string; tableName: string; since: number; within?: Within; seen?: string[] },
 ): Promise<number> {
-  const within = options.within ? ` AND t.${ident(options.within.column)} IS NOT DISTINCT FROM $3` : '';
-  const result = await client.query(
-    `DELETE FROM ${qualified(shape)} t
-      WHERE NOT EXISTS (SELECT 1 FROM ${options.versions} v WHERE v.tbl = $1 AND v.id = t.${ident(shape.key)} AND v.version >= $2)${within}`,
-    options.within ? [options.tableName, options.since, options.within.value] : [options.tableName, options.since],
-  );
+  const key = `t.${ident(shape.key)}`;
+  const values: unknown[] = [options.tableName, options.since];
+  let where = `NOT EXISTS (SELECT 1 FROM ${options.versions} v WHERE v.tbl = $1 AND v.id = ${key} AND v.version >= $2)`;
+  if (options.within) {
+    values.push(options.within.value);
+    where += ` AND t.${ident(options.within.column)} IS NOT DISTINCT FROM $${values.length}`;
+  }
+  if (options.seen) {
+    values.push(options.seen);
+    where += ` AND NOT (${key} = ANY($${values.length}::text[]))`;
+  }
+  const result = await client.query(`DELETE FROM ${qualified(shape)} t WHERE ${where}`, values);
   return result.rowCount ?? 0;
 }
 
