@@ -89,4 +89,17 @@ test('the count survives later sweeps that find nothing', async () => {
   assert.equal({ missing: tasks.missing, differing: tasks.differing, extra: tasks.extra }, { missing: 1, differing: 1, extra: 1 });
 });
 
+test('drift older than a week is pruned by the sweeps, as by the audit', async () => {
+  await query(
+    svc.controlUrl,
+    "INSERT INTO sync_drift (sync_id, tbl, source, differing, found_at) VALUES ($1, 'tasks', 'sweep', 5, now() - interval '8 days')",
+    [sync.id],
+  );
+  await comparedAfter(Date.now());
+  const old = await query(svc.controlUrl, "SELECT 1 FROM sync_drift WHERE sync_id = $1 AND found_at < now() - interval '7 days'", [sync.id]);
+  assert.equal(old, [], 'a week-old row is gone');
+  const kept = await query(svc.controlUrl, 'SELECT 1 FROM sync_drift WHERE sync_id = $1', [sync.id]);
+  assert.ok(kept.length > 0, "the last day's drift is kept");
+});
+
 test.run();

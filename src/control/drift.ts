@@ -28,7 +28,8 @@ export class DriftLog {
   /**
    * Tables compared whole, each at its time, and what was `found` by table (the compared ones,
    * and tables they hold inline; a table named only in `found` is not marked compared). One
-   * statement, however many tables: an Airtable sync writes it once a cycle.
+   * statement, however many tables: an Airtable sync writes it once a cycle. It also drops the
+   * sync's drift older than KEPT_DAYS (the index on sync_id, found_at finds it).
    */
   async compared(tables: Array<{ table: string; at: Date }>, found: Map<string, DriftCounts>): Promise<void> {
     const drift = [...found].filter(([, d]) => driftTotal(d) > 0).map(([tbl, d]) => ({ tbl, ...d }));
@@ -36,6 +37,8 @@ export class DriftLog {
       `WITH compared AS (
          INSERT INTO sync_comparisons (sync_id, tbl, compared_at) SELECT $1, t.tbl, t.at FROM unnest($2::text[], $3::timestamptz[]) AS t(tbl, at)
          ON CONFLICT (sync_id, tbl) DO UPDATE SET compared_at = excluded.compared_at
+       ), pruned AS (
+         DELETE FROM sync_drift WHERE sync_id = $1 AND found_at < now() - make_interval(days => ${KEPT_DAYS})
        )
        INSERT INTO sync_drift (sync_id, tbl, source, missing, differing, extra)
        SELECT $1, d.tbl, $4, d.missing, d.differing, d.extra
@@ -68,7 +71,6 @@ export class DriftLog {
       at,
       at.getTime() - started.getTime(),
     ]);
-    await this.control.query(`DELETE FROM sync_drift WHERE sync_id = $1 AND found_at < now() - make_interval(days => ${KEPT_DAYS})`, [this.syncId]);
   }
 }
 
