@@ -3,16 +3,17 @@ import { randomUUID } from 'node:crypto';
 import os from 'node:os';
 import { builtInKinds } from './kinds/built-in.ts';
 import type { SourceKinds } from './kinds/registry.ts';
+import type { SourceKind } from './kinds/kind.ts';
+import { AttachmentLinks } from './attachments/links.ts';
 import type { SyncRecord } from './control/syncs.ts';
 import { DEFAULT_MARGIN_MS, QuotaLimiter } from './quota/limiter.ts';
 import { runnerFactory, upstreamCleanup } from './sync/runners.ts';
 import { LeaseWorker, releaseLeasesOfStoppedServer } from './lease/worker.ts';
 import { upstreamBase } from './upstream/http.ts';
 import { AccountStore } from './control/accounts.ts';
-import { adminTokenFile, secretKeyFile } from './control/bootstrap-files.ts';
+import { loadAdminToken, loadSecretBox } from './control/bootstrap-files.ts';
 import { startDiskReport } from './control/disk-report.ts';
 import { hardenServer, warnFewReserved } from './control/provisioner.ts';
-import { SecretBox } from './control/secrets.ts';
 import { ServerPool } from './control/servers.ts';
 import { SyncService } from './control/sync-service.ts';
 import { SyncStore } from './control/syncs.ts';
@@ -70,20 +71,6 @@ async function prepareEmbedded(embedded: EmbeddedPostgres): Promise<string> {
     if (rowCount === 0) await admin.query(`CREATE DATABASE ${ident(CONTROL_DATABASE)}`);
   });
   return withDatabase(embedded.adminUrl, CONTROL_DATABASE);
-}
-
-async function loadSecretBox(config: Config, logger: Logger): Promise<SecretBox> {
-  if (config.secretKeyBase64) return SecretBox.fromBase64(config.secretKeyBase64);
-  const file = await secretKeyFile(config.dataDir);
-  if (file.created) logger.info({ file: file.path }, 'generated the secret key that encrypts upstream keys and passwords');
-  return SecretBox.fromBase64(file.value);
-}
-
-async function loadAdminToken(config: Config, logger: Logger): Promise<string> {
-  if (config.adminToken) return config.adminToken;
-  const file = await adminTokenFile(config.dataDir);
-  if (file.created) logger.info({ file: file.path }, 'generated the operator (admin) token; read it from this file');
-  return file.value;
 }
 
 /** What startService is built of beyond its configuration: the kinds of sync (default: the built-in ones). */
@@ -159,6 +146,16 @@ export async function startService(config: Config, logger: Logger, tunables: Tun
     // The upstreams this service syncs: each kind is one folder and one object.
     const kinds = parts.kinds ?? builtInKinds();
     const limiter = new QuotaLimiter({ pool, marginMs: DEFAULT_MARGIN_MS / (tunables.airtable?.timeScale ?? 1) });
+    const kindContext = (kind: SourceKind) => ({
+      baseUrl: upstreamBase(config.upstreams, kind.upstreamHost),
+      limiter,
+      logger: logger.child({ part: 'control' }),
+      control: pool,
+    });
+    const ports: Partial<Record<'api' | 'proxy' | 'events', number>> = {};
+    // Read as each link is made: with port 0 the API's port is known only once it listens.
+    const origin = () => config.publicOrigin ?? `http://${config.publicHost}:${ports.api ?? config.apiPort}`;
+    const attachmentLinks = new AttachmentLinks({ key: box.derive('attachment links'), origin });
     // Created after the service exists, since cleanup needs the service's database URLs.
     let cleanup: ((sync: SyncRecord) => Promise<void>) | undefined;
     const syncService: SyncService = new SyncService({
@@ -167,12 +164,7 @@ export async function startService(config: Config, logger: Logger, tunables: Tun
       defaultRegion: config.defaultRegion,
       serverUrlPolicy: { allowPrivate: config.databaseAllowPrivate, ownServers: [controlUrl, sharedServerUrl] },
       kinds,
-      kindContext: (kind) => ({
-        baseUrl: upstreamBase(config.upstreams, kind.upstreamHost),
-        limiter,
-        logger: logger.child({ part: 'control' }),
-        control: pool,
-      }),
+      kindContext,
       upstreamCleanup: (sync) => cleanup?.(sync) ?? Promise.resolve(),
       // The embedded server is reached where the service is; an external one at its own host unless told otherwise.
       publicHost: config.publicHostSet || (!config.databaseUrl && !config.targetDatabaseUrl) ? config.publicHost : undefined,
@@ -196,9 +188,9 @@ export async function startService(config: Config, logger: Logger, tunables: Tun
       tunables: tunables as Record<string, unknown>,
       readerCheckMs: tunables.readerCheckMs,
       publicOrigin: config.publicOrigin,
+      attachmentLinks,
     };
     cleanup = upstreamCleanup(runnerOptions);
-    const ports: Partial<Record<'api' | 'proxy' | 'events', number>> = {};
     // Read when an answer is made: with port 0 the real port is known only once listening.
     const events: EventEndpoints = {
       get restUrl() {
@@ -278,6 +270,9 @@ export async function startService(config: Config, logger: Logger, tunables: Tun
         eventAccess,
         proxyUrl: () => `http://${config.publicHost}:${ports.proxy ?? config.proxyPort}`,
         apiUrl: () => `http://${config.publicHost}:${ports.api ?? config.apiPort}`,
+        attachmentLinks,
+        kindContext,
+        attachmentUrlTtlMs: tunables.attachmentUrlTtlMs,
         bus,
         passes,
         metrics,
@@ -368,6 +363,7 @@ export async function startService(config: Config, logger: Logger, tunables: Tun
         timeScale: tunables.airtable?.timeScale,
         metrics,
         writeThroughPatienceMs: tunables.proxy?.writeThroughPatienceMs,
+        attachmentLinks,
       });
       // Pushed before the listener's closer: closers run in reverse, so the listener drains first,
       // then requests in flight finish their write-through and the pools close.

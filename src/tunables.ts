@@ -17,6 +17,8 @@ export interface Tunables {
   /** The event REST interface's limits (consumer-group sweeps, session timeouts). */
   eventsRest?: Partial<RestLimits>;
   proxy?: { writeThroughPatienceMs?: number };
+  /** How long a stable attachment link hands out an upstream URL it read (default an hour). */
+  attachmentUrlTtlMs?: number;
   /** How often a running sync puts its reader role back as provisioned. */
   readerCheckMs?: number;
   /** A sync's statement against its database unanswered this long fails (default 5 min). */

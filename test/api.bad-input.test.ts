@@ -123,7 +123,7 @@ test("a setting the sync's kind does not have is named, with the settings it has
   assertClientError(patched, 400, 'an Airtable sync with a Stripe setting');
   assert.is(
     patched.body.error.message,
-    'settings.connected_accounts: not a setting of airtable syncs (their settings: turbo, debounce_ms, lookup_as, intelligent_cast)',
+    'settings.connected_accounts: not a setting of airtable syncs (their settings: turbo, debounce_ms, lookup_as, intelligent_cast, stable_attachment_links)',
   );
   const created = await request(svc.api, 'POST', '/api/syncs', {
     token: account.token,

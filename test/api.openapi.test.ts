@@ -184,7 +184,9 @@ function problemsOf(document: Document, layers: RouteLayer[]): string[] {
 
     const statuses = Object.keys(op.responses).map(Number);
     const success = statuses.filter((s) => s >= 200 && s < 300);
-    if (!success.some((s) => Object.values(op.responses[s]!.content ?? {}).some((c) => c.schema))) {
+    // A route that answers with a redirect (a stable attachment link) has no body to describe.
+    const redirects = statuses.some((s) => s >= 300 && s < 400 && s !== 304) && success.length === 0;
+    if (!redirects && !success.some((s) => Object.values(op.responses[s]!.content ?? {}).some((c) => c.schema))) {
       problems.push(`${name} has no success answer with a schema`);
     }
     for (const status of statuses.filter((s) => s >= 400)) {
@@ -540,6 +542,13 @@ test("the service's and the console's routes", async () => {
   const notHooked = await request(svc.api, 'POST', `/hooks/airtable/${syncId}`, { body: { base: { id: 'appX' } } });
   assert.is(notHooked.status, 404);
   conforms(notHooked, 'post', '/hooks/{kind}/{id}');
+  // A stable attachment link this service never signed (test/airtable.attachments.test.ts follows real ones).
+  const forged = await request(svc.api, 'GET', `/attachments/${syncId}/tblAAAAAAAAAAAAAA/recAAAAAAAAAAAAAA/attAAAAAAAAAAAAAA/${'A'.repeat(22)}`);
+  assert.is(forged.status, 404);
+  conforms(forged, 'get', '/attachments/{sync}/{table}/{record}/{attachment}/{mac}');
+  const badSize = await request(svc.api, 'GET', `/attachments/${syncId}/tblAAAAAAAAAAAAAA/recAAAAAAAAAAAAAA/attAAAAAAAAAAAAAA/${'A'.repeat(22)}?size=huge`);
+  assert.is(badSize.status, 400);
+  conforms(badSize, 'get', '/attachments/{sync}/{table}/{record}/{attachment}/{mac}');
 
   const tables = await request(svc.api, 'GET', `/api/syncs/${syncId}/tables`, { token: account.token });
   assert.equal(

@@ -39,7 +39,7 @@ test('an Airtable sync is created with defaults, a database and event addresses'
   assert.is(sync.kind, 'airtable');
   assert.is(sync.account_id, alice.id);
   assert.is(sync.base_id, 'appAAAAAAAAAAAAAA');
-  assert.equal(sync.settings, { turbo: false, debounce_ms: 0, lookup_as: 'text[]', intelligent_cast: true });
+  assert.equal(sync.settings, { turbo: false, debounce_ms: 0, lookup_as: 'text[]', intelligent_cast: true, stable_attachment_links: false });
   assert.match(sync.database.name, /^tr_[a-z0-9]{16}$/);
   assert.is(sync.events.topic_prefix, `svc.${sync.id}.`);
   assert.is(sync.status.indicator, 'normal');
@@ -93,7 +93,7 @@ test('settings are patched, validated per kind, and kept', async () => {
     body: { settings: { debounce_ms: 250, lookup_as: 'text' } },
   });
   assert.is(patched.status, 200, patched.text);
-  assert.equal(patched.body.settings, { turbo: false, debounce_ms: 250, lookup_as: 'text', intelligent_cast: true });
+  assert.equal(patched.body.settings, { turbo: false, debounce_ms: 250, lookup_as: 'text', intelligent_cast: true, stable_attachment_links: false });
   const shown = await request(svc.api, 'GET', `/api/syncs/${id}`, { token: alice.token });
   assert.equal(shown.body.settings, patched.body.settings);
 

@@ -272,6 +272,9 @@ test('API errors and bad flags are reported on stderr with a non-zero exit', asy
   const badBool = await cli(['syncs', 'settings', 'syn_x', '--turbo', 'maybe']);
   assert.is(badBool.code, 2);
   assert.match(badBool.output, /--turbo takes true or false/);
+  const badLinks = await cli(['syncs', 'settings', 'syn_x', '--stable-attachment-links', 'yes please']);
+  assert.is(badLinks.code, 2);
+  assert.match(badLinks.output, /--stable-attachment-links takes true or false/);
   // Nothing listens there: the cause, not fetch's bare "fetch failed".
   const nowhere = `http://127.0.0.1:${await freePort()}`;
   const unreachable = await cli(['syncs', 'list'], { env: { TRIBUTARY_URL: nowhere } });

@@ -506,7 +506,7 @@ test('Connect, a base in the first sync’s database (operator-made): the psql c
   await page.getByRole('button', { name: 'Copy psql command' }).waitFor();
 });
 
-test('Settings: bad input is refused with a message; Lookup as text takes effect', async () => {
+test('Settings: bad input is refused with a message; Lookup as text and stable attachment links take effect', async () => {
   await page.getByRole('link', { name: 'Settings' }).click();
   await page.getByLabel('Debounce Updates (ms)').waitFor();
   await assertLabelled('settings');
@@ -523,6 +523,10 @@ test('Settings: bad input is refused with a message; Lookup as text takes effect
   assert.equal(before, [{ data_type: 'ARRAY' }]);
   await page.getByLabel('Debounce Updates (ms)').fill('0');
   await page.getByLabel('Lookup as').selectOption('text');
+  const links = page.getByLabel('Stable attachment links');
+  assert.is(await links.isChecked(), false, 'off by default');
+  assert.match((await page.locator('#setting-stable_attachment_links-hint').textContent()) ?? '', /anyone who has a link/);
+  await links.check();
   await page.getByRole('button', { name: 'Save settings' }).click();
   await page.getByText(/^Saved\. The next sync cycle rebuilds/).waitFor();
   await screenshot(page, SHOTS, '11-settings-saved');
@@ -539,6 +543,7 @@ test('Settings: bad input is refused with a message; Lookup as text takes effect
   );
   const saved = await request(svc.api, 'GET', `/api/syncs/${syncId}`, { token: acmeToken });
   assert.is(saved.body.settings.lookup_as, 'text');
+  assert.is(saved.body.settings.stable_attachment_links, true);
 });
 
 test('a sign-in in another tab leaves this one working: its stale CSRF token is renewed', async () => {

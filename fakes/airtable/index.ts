@@ -63,6 +63,8 @@ export interface FakeAirtable {
   /** A personal access token; `user` (`usr…`) makes several tokens one user's. Returns the user id. */
   addToken(token: string, grant: { bases: string[] | '*'; scopes?: string[]; user?: string }): string;
   revokeToken(token: string): void;
+  /** Moves the fake's clock on (its attachment URLs expire by it, as Airtable's do after a few hours). */
+  advanceClock(ms: number): void;
   /** A webhook's MAC secret, as Airtable gave it at creation (tests sign pings of their own with it). */
   webhookSecret(id: string): Buffer;
   createBase(input: { id?: string; name: string }): FakeBase;
@@ -83,8 +85,10 @@ const DEFAULT_RATE_LIMIT = { perBasePerSecond: 5, perUserPerSecond: 50, lockoutM
 
 export async function startFakeAirtable(options: FakeAirtableOptions = {}): Promise<FakeAirtable> {
   const host = options.host ?? '127.0.0.1';
+  // Moved on by advanceClock: attachment URLs, and everything else the fake times, see a later hour.
+  let skew = 0;
   const owner = { id: seededId('usr', 0x0a11ce, 0), email: 'owner@example.com', name: 'Base Owner' };
-  const world: World = { users: new Map([[owner.id, owner]]), bases: new Map(), ownerId: owner.id, url: '', now: () => Date.now() };
+  const world: World = { users: new Map([[owner.id, owner]]), bases: new Map(), ownerId: owner.id, url: '', now: () => Date.now() + skew };
   const rate = options.rateLimit === undefined ? DEFAULT_RATE_LIMIT : options.rateLimit;
   const core: Core = {
     world,
@@ -127,6 +131,9 @@ export async function startFakeAirtable(options: FakeAirtableOptions = {}): Prom
     },
     addToken: (token, grant) => core.tokens.add(token, grant).id,
     revokeToken: (token) => core.tokens.revoke(token),
+    advanceClock: (ms) => {
+      skew += ms;
+    },
     webhookSecret: (id) => core.webhooks.secretOf(id),
     createBase: (input) => {
       const id = input.id ?? randomId('app');

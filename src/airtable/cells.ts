@@ -5,10 +5,20 @@
  * of strings, or any JSON for jsonb columns; null for an empty cell.
  */
 
+import type { SyncAttachmentLinks } from '../attachments/links.ts';
+
 /** A column value as JSON for jsonb_to_recordset; jsonb columns take any JSON. */
 export type CellValue = unknown;
 
-type Converter = (cell: unknown) => CellValue;
+/** Where a cell is, for the converters whose value names it (attachment links). */
+export interface CellPlace {
+  tableId: string;
+  recordId: string;
+  /** The sync's link maker; a mapping with link converters is converted only where the sync's links are known. */
+  links: SyncAttachmentLinks | undefined;
+}
+
+type Converter = (cell: unknown, place: CellPlace) => CellValue;
 
 const isObject = (value: unknown): value is Record<string, unknown> => typeof value === 'object' && value !== null && !Array.isArray(value);
 
@@ -29,6 +39,20 @@ function itemText(item: unknown): string | null {
     if ('error' in item) return String(item.error);
   }
   return JSON.stringify(item);
+}
+
+/**
+ * Attachments as stable links (the setting `stable_attachment_links`): one per attachment,
+ * naming the record the cell is in, whose fresh copy the link's route reads again.
+ */
+function attachmentLinks(cell: unknown, place: CellPlace): string[] | null {
+  if (!Array.isArray(cell)) return null;
+  const { links } = place;
+  if (!links) throw new Error('attachment links are converted only where the sync’s links are known');
+  const out = cell.flatMap((item) =>
+    isObject(item) && typeof item.id === 'string' ? [links.link({ tableId: place.tableId, recordId: place.recordId, attachmentId: item.id })] : [],
+  );
+  return out.length > 0 ? out : null;
 }
 
 function textArray(cell: unknown): string[] | null {
@@ -85,6 +109,8 @@ export const converters = {
   firstLink: (cell: unknown) => (Array.isArray(cell) && typeof cell[0] === 'string' ? cell[0] : null),
   /** Lookup as one text: the values joined as the grid shows them. */
   joinedText: (cell: unknown) => textArray(cell)?.join(', ') ?? null,
+  attachmentLinks,
+  joinedAttachmentLinks: (cell: unknown, place: CellPlace) => attachmentLinks(cell, place)?.join(', ') ?? null,
   rollupNumber: (cell: unknown) => numeric(Array.isArray(cell) ? cell[0] : cell),
   /** Unknown (future) field types: kept whole rather than failing the sync. */
   json: (cell: unknown) => (cell === undefined ? null : cell),

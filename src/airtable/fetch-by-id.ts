@@ -1,3 +1,4 @@
+import type { SyncAttachmentLinks } from '../attachments/links.ts';
 import type pg from 'pg';
 import type { SyncSchemas } from '../syncdb/schemas.ts';
 import { writeFetched } from '../writer/fetched.ts';
@@ -21,7 +22,7 @@ export interface FetchedById {
  * those no longer there. A rebuild's table is checked at its swap instead of here.
  */
 export async function fetchIntoTable(
-  ctx: { client: AirtableClient; target: pg.Pool; schemas: SyncSchemas },
+  ctx: { client: AirtableClient; target: pg.Pool; schemas: SyncSchemas; links?: SyncAttachmentLinks },
   mapping: TableMapping,
   schema: string,
   ids: string[],
@@ -37,7 +38,7 @@ export async function fetchIntoTable(
   }
   const shape = shapeOf(mapping, schema);
   const found = new Set(records.map((r) => r.id));
-  const rows = records.map((r) => rowOf(mapping, r));
+  const rows = records.map((r) => rowOf(mapping, r, ctx.links));
   let held: string[] = [];
   if (schema === schemas.swap) {
     await upsertRows(target, shape, rows);

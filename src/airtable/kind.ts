@@ -3,8 +3,8 @@ import { AIRTABLE_DEFAULT_SETTINGS, type AirtableSettings, airtableSettingsSchem
 import type { CleanupContext, RunnerContext, SourceKind } from '../kinds/kind.ts';
 import { pingSigned, verifyPing } from './ping.ts';
 import { airtableCheck } from './check.ts';
-import { AirtableClient } from './client.ts';
-import { TokenOwners } from './owners.ts';
+import { clientForSync } from './kind-client.ts';
+import { airtableAttachments } from './attachments.ts';
 import { AirtableRunner, type AirtableRunnerOptions } from './runner.ts';
 import { airtablePlanner, airtableQuota, airtableSyncCredentials } from './proxy/plan.ts';
 import { loadWebhookState, removeWebhook } from './webhook.ts';
@@ -64,24 +64,18 @@ export const airtableKind: SourceKind = {
       onRateLimited: context.onRateLimited,
       hooks: context.hooks,
       liveness: context.liveness,
+      attachmentLinks: context.attachmentLinks,
       ...(context.tunables as AirtableTunables | undefined),
     });
   },
   // Webhook pings (TRIBUTARY_PUBLIC_URL set): signed with the webhook's MAC secret.
   inbound: { signed: pingSigned, verify: verifyPing },
+  attachments: airtableAttachments,
   // A base may only have 10 webhooks: a deleted sync's goes with it.
   async cleanup(context: CleanupContext) {
     const state = await loadWebhookState(context.target, context.schemas);
     if (!state) return;
-    const client = new AirtableClient({
-      baseUrl: context.baseUrl,
-      token: context.key,
-      baseId: context.sync.baseId!,
-      limiter: context.limiter,
-      quota: { kind: 'client', maxWaitMs: 10_000 },
-      attempts: 2,
-      owners: new TokenOwners({ pool: context.control }),
-    });
+    const client = clientForSync(context);
     await removeWebhook(client, state.id);
   },
 };

@@ -1,3 +1,4 @@
+import type { SyncAttachmentLinks } from '../attachments/links.ts';
 import type pg from 'pg';
 import type { SyncSchemas } from '../syncdb/schemas.ts';
 import { deleteRows } from '../writer/upsert.ts';
@@ -12,6 +13,7 @@ export interface RecordTurnsOptions {
   state: AirtableSyncState;
   target: pg.Pool;
   schemas: SyncSchemas;
+  links?: SyncAttachmentLinks;
   /** The runner's refetch queue, which itself fetches through these turns. */
   queue: () => RefetchQueue;
 }
@@ -49,9 +51,9 @@ export class RecordTurns {
    * a rebuild's table is checked at its swap instead.
    */
   async refetchInto(client: AirtableClient, mapping: TableMapping, schema: string, ids: string[]): Promise<number> {
-    const { target, schemas, state } = this.options;
+    const { target, schemas, state, links } = this.options;
     const queue = this.options.queue();
-    const fetched = await fetchIntoTable({ client, target, schemas }, mapping, schema, ids);
+    const fetched = await fetchIntoTable({ client, target, schemas, links }, mapping, schema, ids);
     if (fetched.tableGone) {
       state.needCycle();
       return fetched.fetchedAt;

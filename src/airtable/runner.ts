@@ -1,3 +1,4 @@
+import type { SyncAttachmentLinks } from '../attachments/links.ts';
 import { isDiskFull } from '../db/transient.ts';
 import type { Liveness } from '../sync/liveness.ts';
 import type pg from 'pg';
@@ -67,6 +68,8 @@ export interface AirtableRunnerOptions {
   onRateLimited?: (note: string) => void;
   /** The syncs' share of their user's 50 requests a second (default AIRTABLE_USER_SYNC_SHARE). */
   userSyncShare?: number;
+  /** The sync's stable attachment links (its setting `stable_attachment_links` puts them in the columns). */
+  attachmentLinks?: SyncAttachmentLinks;
 }
 
 const RECENT_TTL_MS = 10 * 60_000;
@@ -106,7 +109,7 @@ export class AirtableRunner {
     const { control, target, schemas, syncId, logger } = options;
     this.status = new StatusReporter({ control, target, schemas, syncId, logger, liveness: options.liveness });
     this.drift = new DriftLog(control, syncId, 'sweep');
-    this.turns = new RecordTurns({ state: this.state, target, schemas, queue: () => this.queue });
+    this.turns = new RecordTurns({ state: this.state, target, schemas, links: options.attachmentLinks, queue: () => this.queue });
     this.queue = new RefetchQueue({
       fetch: (tableId, ids) => this.refetch(this.client(true), tableId, ids),
       // Left to the sweep, which no longer skips them: until a new cycle, no capture poll is a pass.
@@ -356,6 +359,7 @@ export class AirtableRunner {
       db: this.options.target,
       schemas: this.options.schemas,
       logger: this.options.logger,
+      links: this.options.attachmentLinks,
       onPage,
       skip: (tableId, id, fetchedAt) => this.queue.has(tableId, id) || this.state.touchedSince(tableId, id, fetchedAt),
       held: (tableId, ids) => this.queue.hold(tableId, ids),

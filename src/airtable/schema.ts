@@ -61,8 +61,9 @@ function columnType(field: AirtableField, settings: AirtableSettings): { type: P
     case 'createdTime':
     case 'lastModifiedTime':
       return { type: 'timestamptz', converter: 'timestamp' };
-    case 'multipleSelects':
     case 'multipleAttachments':
+      return { type: 'text[]', converter: settings.stable_attachment_links ? 'attachmentLinks' : 'textArray' };
+    case 'multipleSelects':
     case 'singleCollaborator':
     case 'multipleCollaborators':
       return { type: 'text[]', converter: 'textArray' };
@@ -77,8 +78,12 @@ function columnType(field: AirtableField, settings: AirtableSettings): { type: P
       const single = settings.intelligent_cast && field.options?.prefersSingleRecordLink === true;
       return single ? { type: 'text', converter: 'firstLink' } : { type: 'text[]', converter: 'textArray' };
     }
-    case 'multipleLookupValues':
-      return settings.lookup_as === 'text' ? { type: 'text', converter: 'joinedText' } : { type: 'text[]', converter: 'textArray' };
+    case 'multipleLookupValues': {
+      // A lookup of attachments shows them as its own column of them would.
+      const links = settings.stable_attachment_links && (field.options?.result as { type?: string } | undefined)?.type === 'multipleAttachments';
+      if (settings.lookup_as === 'text') return { type: 'text', converter: links ? 'joinedAttachmentLinks' : 'joinedText' };
+      return { type: 'text[]', converter: links ? 'attachmentLinks' : 'textArray' };
+    }
     case 'rollup': {
       const result = (field.options?.result as { type?: string } | undefined)?.type;
       return result && NUMERIC_RESULTS.has(result) ? { type: 'numeric', converter: 'rollupNumber' } : { type: 'text[]', converter: 'textArray' };

@@ -12,9 +12,20 @@ export const airtableSettingsSchema = z
       .describe('A changed record is written once nothing has touched it for this many milliseconds (creates and updates; deletes are immediate)'),
     lookup_as: z.enum(['text[]', 'text']).describe('Lookup fields as arrays, or as text joined with `, `'),
     intelligent_cast: z.boolean().describe("Cast by the field's options: a link limited to one record becomes `text`, not `text[]`"),
+    stable_attachment_links: z
+      .boolean()
+      .describe(
+        "Attachment columns hold links served by Tributary that redirect to a fresh Airtable URL, instead of Airtable's URLs that expire after a few hours",
+      ),
   })
   .strict();
 
 export type AirtableSettings = z.infer<typeof airtableSettingsSchema>;
 
-export const AIRTABLE_DEFAULT_SETTINGS: AirtableSettings = { turbo: false, debounce_ms: 0, lookup_as: 'text[]', intelligent_cast: true };
+export const AIRTABLE_DEFAULT_SETTINGS: AirtableSettings = {
+  turbo: false,
+  debounce_ms: 0,
+  lookup_as: 'text[]',
+  intelligent_cast: true,
+  stable_attachment_links: false,
+};

@@ -1,3 +1,4 @@
+import type { SyncAttachmentLinks } from '../attachments/links.ts';
 import type pg from 'pg';
 import type { Logger } from '../log.ts';
 import { qualified } from '../writer/shape.ts';
@@ -23,6 +24,8 @@ export interface SweepContext {
   /** The sync's schemas: sweeps write its live one, rebuilds its swap one. */
   schemas: SyncSchemas;
   logger: Logger;
+  /** The sync's stable attachment links, for a mapping that uses them. */
+  links?: SyncAttachmentLinks;
   /** True when a fresher copy of the record was written since `fetchedAt` (change capture, debounce). */
   skip(tableId: string, recordId: string, fetchedAt: number): boolean;
   onPage?(listed: number): Promise<void>;
@@ -113,7 +116,7 @@ async function loadFresh(ctx: SweepContext, client: pg.PoolClient, mapping: Tabl
   try {
     await listAll(ctx, mapping, async (page) => {
       let text = '';
-      for (const record of page.records) text += copyLineOf(mapping, record);
+      for (const record of page.records) text += copyLineOf(mapping, record, ctx.links);
       await copy.write(text);
       result.listed += page.records.length;
       await ctx.onPage?.(result.listed);
@@ -153,7 +156,7 @@ async function sweepLive(
     await writer.add(
       page.records.map((record) => ({
         id: record.id,
-        row: ctx.skip(mapping.tableId, record.id, fetchedAt) ? null : rowOf(mapping, record),
+        row: ctx.skip(mapping.tableId, record.id, fetchedAt) ? null : rowOf(mapping, record, ctx.links),
         fetchedAt,
       })),
     );

@@ -3,7 +3,8 @@ import type { TableShape } from '../writer/shape.ts';
 import type { BuiltTable } from '../writer/swap.ts';
 import { encoderFor, escapeText, type Encoder } from '../writer/copy.ts';
 import type { Row } from '../writer/upsert.ts';
-import { converters } from './cells.ts';
+import type { SyncAttachmentLinks } from '../attachments/links.ts';
+import { type CellPlace, converters } from './cells.ts';
 import type { ColumnMapping, TableMapping } from './schema.ts';
 import type { AirtableRecord } from './types.ts';
 import { bookkeeping, type SyncSchemas } from '../syncdb/schemas.ts';
@@ -27,7 +28,7 @@ export function shapeOf(mapping: TableMapping, schema: string): TableShape {
   };
 }
 
-type Cell = { name: string; fieldId: string; convert: (cell: unknown) => unknown; encode: Encoder };
+type Cell = { name: string; fieldId: string; convert: (cell: unknown, place: CellPlace) => unknown; encode: Encoder };
 
 /** Per mapping, once: each field column's converter (rowOf runs for every record of a sweep). */
 const compiled = new WeakMap<TableMapping, Cell[]>();
@@ -43,11 +44,15 @@ function cellsOf(mapping: TableMapping): Cell[] {
   return cells;
 }
 
-/** A listed record (fields keyed by field id) → a row keyed by column name. */
-export function rowOf(mapping: TableMapping, record: AirtableRecord): Row {
+/**
+ * A listed record (fields keyed by field id) → a row keyed by column name. `links`: the sync's
+ * stable attachment links, which a mapping built with `stable_attachment_links` needs.
+ */
+export function rowOf(mapping: TableMapping, record: AirtableRecord, links?: SyncAttachmentLinks): Row {
   const row: Row = { id: record.id, created_time: record.createdTime };
   const fields = record.fields;
-  for (const cell of cellsOf(mapping)) row[cell.name] = cell.convert(fields[cell.fieldId]);
+  const place: CellPlace = { tableId: mapping.tableId, recordId: record.id, links };
+  for (const cell of cellsOf(mapping)) row[cell.name] = cell.convert(fields[cell.fieldId], place);
   return row;
 }
 
@@ -55,11 +60,12 @@ export function rowOf(mapping: TableMapping, record: AirtableRecord): Row {
  * A listed record straight to a COPY text line, with no row object in between: a
  * rebuild converts every record of a table, and this halves the cost of it.
  */
-export function copyLineOf(mapping: TableMapping, record: AirtableRecord): string {
+export function copyLineOf(mapping: TableMapping, record: AirtableRecord, links?: SyncAttachmentLinks): string {
   let line = `${escapeText(record.id)}\t${escapeText(record.createdTime)}`;
   const fields = record.fields;
+  const place: CellPlace = { tableId: mapping.tableId, recordId: record.id, links };
   for (const cell of cellsOf(mapping)) {
-    const value = cell.convert(fields[cell.fieldId]);
+    const value = cell.convert(fields[cell.fieldId], place);
     line += value === null || value === undefined ? '\t\\N' : `\t${cell.encode(value)}`;
   }
   return `${line}\n`;

@@ -21,6 +21,7 @@ import { backfillRoutes } from './routes/backfills.ts';
 import { SyncTables } from './sync-tables.ts';
 import { consoleDataRoutes, type ConsoleDataOptions } from './routes/console-data.ts';
 import { consoleSessionRoutes } from './routes/console-session.ts';
+import { attachmentRoutes, type AttachmentApiOptions } from './routes/attachments.ts';
 import { hookRoutes } from './routes/hooks.ts';
 import { metricsRoutes, type MetricsApiOptions } from './routes/metrics.ts';
 import { serverRoutes } from './routes/servers.ts';
@@ -32,9 +33,10 @@ import { z } from './zod.ts';
 
 /**
  * ApiOptions plus what the webhook routes need (the secret box, the private-address switch),
- * the wait endpoint (the event bus, pass signals) and /metrics (the process's metrics).
+ * the wait endpoint (the event bus, pass signals), /metrics (the process's metrics) and the
+ * stable attachment links (their signer, and how kinds reach their upstreams).
  */
-export type ApiAppOptions = ApiOptions & WebhookApiOptions & WaitApiOptions & MetricsApiOptions & ConsoleDataOptions;
+export type ApiAppOptions = ApiOptions & WebhookApiOptions & WaitApiOptions & MetricsApiOptions & ConsoleDataOptions & AttachmentApiOptions;
 
 /** The API's Koa app, and its router (test/api.openapi.test.ts lists the router's routes). */
 export type ApiApp = Koa & { readonly router: Router };
@@ -91,6 +93,7 @@ export function createApiApp(api: ApiAppOptions): ApiApp {
   backfillRoutes(router, api, doc);
   waitRoutes(router, api, doc);
   hookRoutes(router, api, doc);
+  attachmentRoutes(router, api, doc);
   metricsRoutes(router, api, doc);
   consoleDataRoutes(router, api, doc);
   consoleSessionRoutes(router, api, sessions, doc);

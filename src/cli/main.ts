@@ -194,7 +194,7 @@ const commands: Record<string, Command> = {
   },
   'syncs settings': {
     usage:
-      'tributary syncs settings SYNC_ID [--turbo true|false] [--debounce-ms N] [--lookup-as text|text[]] [--intelligent-cast true|false] [--connected-accounts true|false]',
+      'tributary syncs settings SYNC_ID [--turbo true|false] [--debounce-ms N] [--lookup-as text|text[]] [--intelligent-cast true|false] [--stable-attachment-links true|false] [--connected-accounts true|false]',
     summary: 'change settings of a sync',
     options: {
       ...jsonOptions,
@@ -202,6 +202,7 @@ const commands: Record<string, Command> = {
       'debounce-ms': { type: 'string' },
       'lookup-as': { type: 'string' },
       'intelligent-cast': { type: 'string' },
+      'stable-attachment-links': { type: 'string' },
       'connected-accounts': { type: 'string' },
     },
     async run(values, [id]) {
@@ -215,6 +216,9 @@ const commands: Record<string, Command> = {
       }
       if (values['intelligent-cast'] !== undefined) {
         settings.intelligent_cast = booleanArg('intelligent-cast', values['intelligent-cast'] as string);
+      }
+      if (values['stable-attachment-links'] !== undefined) {
+        settings.stable_attachment_links = booleanArg('stable-attachment-links', values['stable-attachment-links'] as string);
       }
       if (values['connected-accounts'] !== undefined) {
         settings.connected_accounts = booleanArg('connected-accounts', values['connected-accounts'] as string);

@@ -1,6 +1,9 @@
 import { mkdir, readFile, writeFile } from 'node:fs/promises';
 import path from 'node:path';
+import type { Config } from '../config.ts';
 import { newAdminToken, newSecretKey } from '../ids.ts';
+import type { Logger } from '../log.ts';
+import { SecretBox } from './secrets.ts';
 
 export interface GeneratedFile {
   value: string;
@@ -33,3 +36,19 @@ async function readOrCreate(file: string, make: () => string): Promise<Generated
 export const secretKeyFile = (dataDir: string) => readOrCreate(path.join(dataDir, 'secret-key'), () => newSecretKey().toString('base64'));
 
 export const adminTokenFile = (dataDir: string) => readOrCreate(path.join(dataDir, 'admin-token'), newAdminToken);
+
+/** The secret key: TRIBUTARY_SECRET_KEY, else the data folder's, made on first start. */
+export async function loadSecretBox(config: Config, logger: Logger): Promise<SecretBox> {
+  if (config.secretKeyBase64) return SecretBox.fromBase64(config.secretKeyBase64);
+  const file = await secretKeyFile(config.dataDir);
+  if (file.created) logger.info({ file: file.path }, 'generated the secret key that encrypts upstream keys and passwords');
+  return SecretBox.fromBase64(file.value);
+}
+
+/** The operator's token: TRIBUTARY_ADMIN_TOKEN, else the data folder's, made on first start. */
+export async function loadAdminToken(config: Config, logger: Logger): Promise<string> {
+  if (config.adminToken) return config.adminToken;
+  const file = await adminTokenFile(config.dataDir);
+  if (file.created) logger.info({ file: file.path }, 'generated the operator (admin) token; read it from this file');
+  return file.value;
+}

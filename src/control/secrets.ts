@@ -1,4 +1,4 @@
-import { createCipheriv, createDecipheriv, createHash, randomBytes, timingSafeEqual } from 'node:crypto';
+import { createCipheriv, createDecipheriv, createHash, hkdfSync, randomBytes, timingSafeEqual } from 'node:crypto';
 import { inspect } from 'node:util';
 import { TributaryError } from '../errors.ts';
 
@@ -55,6 +55,11 @@ export class SecretBox {
     const body = Buffer.concat([cipher.update(plaintext, 'utf8'), cipher.final()]);
     const tag = cipher.getAuthTag();
     return [VERSION, iv.toString('base64'), tag.toString('base64'), body.toString('base64')].join(':');
+  }
+
+  /** A key of its own for one purpose (`attachment links`): HKDF, so no use of it reveals this one. */
+  derive(purpose: string): Buffer {
+    return Buffer.from(hkdfSync('sha256', this.#key, Buffer.alloc(0), `tributary ${purpose}`, 32));
   }
 
   decrypt(sealed: string, aad: string): Secret {

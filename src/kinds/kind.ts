@@ -1,3 +1,4 @@
+import type { SyncAttachmentLinks } from '../attachments/links.ts';
 import type { Liveness } from '../sync/liveness.ts';
 import type pg from 'pg';
 import type { z } from 'zod';
@@ -70,6 +71,11 @@ export interface SourceKind {
    * wakes the sync's runner; the runner reads what changed itself.
    */
   readonly inbound?: KindInbound;
+  /**
+   * Files the upstream serves at URLs that expire (Airtable's attachments), which a sync's
+   * setting may replace by stable links (src/attachments/links.ts) that the API redirects.
+   */
+  readonly attachments?: KindAttachments;
   /** Removes what a deleted sync left upstream (Airtable's webhook); failures are logged by the caller. */
   cleanup?(context: CleanupContext): Promise<void>;
 }
@@ -88,6 +94,27 @@ export interface KindInbound {
    * that sign a time: the same one again within the route's window is a replay, refused.
    */
   replayKey?(delivery: InboundDelivery): string | undefined;
+}
+
+export interface KindAttachments {
+  /** Whether the sync's settings put stable links in its columns (a link of a sync whose settings do not is refused). */
+  enabled(settings: unknown): boolean;
+  /**
+   * The current URLs of the attachments of some records of one table, read from the upstream
+   * now (with the client's priority): by record id, then attachment id. A record not there is gone.
+   */
+  locate(context: AttachmentContext, tableId: string, recordIds: string[]): Promise<Map<string, Map<string, AttachmentUrls>>>;
+}
+
+/** An attachment's URL, and its thumbnails' by size name where the upstream makes them. */
+export interface AttachmentUrls {
+  url: string;
+  thumbnails: Record<string, string>;
+}
+
+export interface AttachmentContext extends KindContext {
+  sync: SyncRecord;
+  key: Secret;
 }
 
 /** A notification as it arrived, and the hook it claims to come from. */
@@ -153,6 +180,8 @@ export interface RunnerContext extends KindContext {
   tunables?: unknown;
   /** Notifications from the upstream, when the service has a public URL (kinds with `inbound`). */
   hooks?: SyncHooks;
+  /** The sync's stable attachment links, for kinds with `attachments` (always given; the settings say whether columns use them). */
+  attachmentLinks?: SyncAttachmentLinks;
   /** Told of every status the runner reports (its StatusReporter's option): a runner silent past its bound is restarted. */
   liveness?: Liveness;
 }

@@ -1,3 +1,4 @@
+import type { AttachmentLinks } from '../attachments/links.ts';
 import type http from 'node:http';
 import type { Duplex, Readable } from 'node:stream';
 import type pg from 'pg';
@@ -56,6 +57,8 @@ export interface ProxyOptions {
    * database) is away: restarted, failing over, out of connection slots (default 30 s).
    */
   writeThroughPatienceMs?: number;
+  /** Stable attachment links, which some syncs' columns hold (their rows are written with them). */
+  attachmentLinks?: AttachmentLinks;
 }
 
 export type ProxyHandler = http.RequestListener & {
@@ -89,7 +92,13 @@ export function createProxyHandler(options: ProxyOptions): ProxyHandler {
   const logger = options.logger;
   const maxBody = options.maxBodyBytes ?? DEFAULT_MAX_BODY_BYTES;
   const forwarder = new Forwarder({ connectTimeoutMs: options.connectTimeoutMs ?? 10_000, responseTimeoutMs: options.responseTimeoutMs ?? 80_000 });
-  const targets = new SyncTargets({ pool: options.pool, syncs: options.syncs, syncService: options.syncService, logger });
+  const targets = new SyncTargets({
+    pool: options.pool,
+    syncs: options.syncs,
+    syncService: options.syncService,
+    logger,
+    attachmentLinks: options.attachmentLinks,
+  });
   const maxWaitMs = options.queue?.maxWaitMs ?? 10_000;
   const writeThroughPatience = options.writeThroughPatienceMs ?? 30_000;
   const queue = options.limiter && new ClientQueue({ limiter: options.limiter, maxWaitMs, maxWaiting: options.queue?.maxWaiting });

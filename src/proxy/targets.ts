@@ -1,3 +1,4 @@
+import type { AttachmentLinks, SyncAttachmentLinks } from '../attachments/links.ts';
 import { AsyncLocalStorage } from 'node:async_hooks';
 import type pg from 'pg';
 import { MESSAGE_PREFIX } from '../db/messages.ts';
@@ -17,6 +18,8 @@ export interface SyncTarget {
   /** Where the sync's tables and bookkeeping are in it. */
   schemas: SyncSchemas;
   key(): Promise<Secret>;
+  /** The sync's stable attachment links, for a mapping that uses them. */
+  links?: SyncAttachmentLinks;
 }
 
 export interface SyncTargetsOptions {
@@ -29,6 +32,8 @@ export interface SyncTargetsOptions {
   maxConnections?: number;
   /** A sync database's pool not used for this long is closed (default 5 min). */
   idleMs?: number;
+  /** Stable attachment links (a kind's setting may put them in its columns). */
+  attachmentLinks?: AttachmentLinks;
   /** How long the list of a base's or an account's syncs is used without asking again (default 2 s). */
   listTtlMs?: number;
 }
@@ -166,6 +171,7 @@ export class SyncTargets {
       target: {
         id: sync.id,
         schemas: schemasOf(sync.schema),
+        links: this.options.attachmentLinks?.forSync(sync.id),
         // Asked of the pools at each use, which keeps the pool alive while it is used.
         get pool() {
           used.getStore()?.add(url);

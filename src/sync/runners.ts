@@ -1,3 +1,4 @@
+import type { AttachmentLinks } from '../attachments/links.ts';
 import pg from 'pg';
 import { connectionConfig, SYNC_DB_QUERY_TIMEOUT_MS } from '../db/connect.ts';
 import { dropIdleAfterTimeout } from '../db/drop-idle.ts';
@@ -55,6 +56,8 @@ export interface RunnerFactoryOptions {
   readerCheckMs?: number;
   /** TRIBUTARY_PUBLIC_URL: where upstreams can notify syncs of kinds that take notifications. */
   publicOrigin?: string;
+  /** Stable attachment links, for kinds with `attachments` (their settings say whether the columns hold them). */
+  attachmentLinks?: AttachmentLinks;
 }
 
 /**
@@ -132,6 +135,7 @@ export function runnerFactory(options: RunnerFactoryOptions): (syncId: string) =
       passRequests: options.passRequests,
       onRateLimited: rateLimitCounter(options.control, sync.id, logger),
       tunables: options.tunables?.[kind.name],
+      attachmentLinks: kind.attachments ? options.attachmentLinks?.forSync(sync.id) : undefined,
       hooks: hookUrl ? { url: hookUrl, save: (hookId: string, secret: string) => options.store.saveHook(sync.id, hookId, secret) } : undefined,
     };
     // Each runner its own signs of life: a stuck one's stray reports must not cover for its successor.

@@ -246,10 +246,10 @@ export interface TestSync {
   adminUrl: string;
 }
 
-export async function createAirtableSync(svc: TestService, account: TestAccount, baseId: string): Promise<TestSync> {
+export async function createAirtableSync(svc: TestService, account: TestAccount, baseId: string, settings?: Record<string, unknown>): Promise<TestSync> {
   const created = await request(svc.api, 'POST', '/api/syncs', {
     token: account.token,
-    body: { kind: 'airtable', base_id: baseId, api_key: AIRTABLE_TEST_TOKEN },
+    body: { kind: 'airtable', base_id: baseId, api_key: AIRTABLE_TEST_TOKEN, ...(settings ? { settings } : {}) },
   });
   if (created.status !== 201) throw new Error(`the sync was not made: ${created.status} ${created.text}`);
   const id = created.body.id as string;

@@ -202,7 +202,7 @@ async function writeOne(
     const shape = shapeOf(mapping, target.schemas.live);
     await ensureMarks(target.pool, target.schemas);
     try {
-      const rows = upserts.map((r) => rowOf(mapping, fetched?.get(r.id) ?? asListed(mapping, r, write.byFieldId)));
+      const rows = upserts.map((r) => rowOf(mapping, fetched?.get(r.id) ?? asListed(mapping, r, write.byFieldId), target.links));
       const mark = { table: mapping.tableId, at: Date.now() };
       return { written: await upsertRows(target.pool, shape, rows, { mark }), deleted: await deleteRows(target.pool, shape, deletes, { mark }) };
     } catch (error) {

@@ -1,5 +1,5 @@
 import type Router from '@koa/router';
-import { trimOldest } from '../../bounded-map.ts';
+import { ReadLately, trimOldest } from '../../bounded-map.ts';
 import type { Secret } from '../../control/secrets.ts';
 import { TributaryError } from '../../errors.ts';
 import { pingRunner, pingRunnerOnce } from '../../sync/passes.ts';
@@ -23,10 +23,7 @@ const REREAD_MS = 5_000;
 const REPLAY_WINDOW_MS = 10 * 60_000;
 const REPLAY_MAX = 100_000;
 
-interface CachedHook {
-  at: number;
-  hook: { kind: string; hookId: string; secret: Secret } | undefined;
-}
+type Hook = { kind: string; hookId: string; secret: Secret } | undefined;
 
 const hookParams = z.object({
   kind: z.string().describe('The kind of sync, as the upstream was told (`airtable`)'),
@@ -41,7 +38,7 @@ const hookParams = z.object({
  * carries no data we trust and a replayed one costs one read at most.
  */
 export function hookRoutes(router: Router, api: ApiOptions, doc: ApiDocument): void {
-  const cache = new Map<string, CachedHook>();
+  const cache = new ReadLately<Hook>(CACHE_MAX);
   const seen = new Map<string, number>();
   /** True the first time a notification is seen within the window. */
   const firstTime = (key: string) => {
@@ -54,16 +51,13 @@ export function hookRoutes(router: Router, api: ApiOptions, doc: ApiDocument): v
     return true;
   };
   /** `fresherThanMs`: a cached entry older than this is read again (the sync may have a new hook). */
-  const lookup = async (syncId: string, fresherThanMs = CACHE_MS) => {
-    const cached = cache.get(syncId);
-    // A sync without a hook yet may have one in a moment (its runner is making it).
-    if (cached && Date.now() - cached.at < (cached.hook ? fresherThanMs : REREAD_MS)) return cached.hook;
-    const hook = await controlDatabase(() => api.syncs.hook(syncId));
-    cache.delete(syncId);
-    cache.set(syncId, { at: Date.now(), hook });
-    trimOldest(cache, CACHE_MAX);
-    return hook;
-  };
+  // A sync without a hook yet may have one in a moment (its runner is making it).
+  const lookup = (syncId: string, fresherThanMs = CACHE_MS) =>
+    cache.get(
+      syncId,
+      (hook) => (hook ? fresherThanMs : REREAD_MS),
+      () => controlDatabase(() => api.syncs.hook(syncId)),
+    );
 
   doc.route({
     method: 'post',

@@ -37,6 +37,7 @@ export async function settingsTab(_ctx, panel, sync, updated) {
       )
     : null;
   const intelligentCast = airtable ? checkbox('intelligent_cast', s.intelligent_cast) : null;
+  const stableLinks = airtable ? checkbox('stable_attachment_links', s.stable_attachment_links === true) : null;
   const connected = airtable ? null : checkbox('connected_accounts', s.connected_accounts);
   const status = h('div', { class: 'form-status' });
   const save = h('button', { type: 'submit' }, 'Save settings');
@@ -60,6 +61,11 @@ export async function settingsTab(_ctx, panel, sync, updated) {
             'Intelligent cast',
             intelligentCast,
             'On: a link field that allows one record is text (ready for foreign keys), one that allows several is text[]. Off: every link field is text[].',
+          ),
+          checkboxField(
+            'Stable attachment links',
+            stableLinks,
+            'On: attachment columns (and lookups of them) hold links of this service that keep working, each redirecting to a fresh Airtable URL; anyone who has a link can open the file until you turn this off or delete the sync. Off: Airtable’s own URLs, which expire after a few hours.',
           ),
         )
       : h(
@@ -93,11 +99,16 @@ export async function settingsTab(_ctx, panel, sync, updated) {
       settings.debounce_ms = Number(raw);
       settings.lookup_as = /** @type {HTMLSelectElement} */ (lookupAs).value;
       settings.intelligent_cast = /** @type {HTMLInputElement} */ (intelligentCast).checked;
+      settings.stable_attachment_links = /** @type {HTMLInputElement} */ (stableLinks).checked;
     } else {
       settings.connected_accounts = /** @type {HTMLInputElement} */ (connected).checked;
     }
     const before = sync.settings;
-    const reshapes = airtable && (settings.lookup_as !== before.lookup_as || settings.intelligent_cast !== before.intelligent_cast);
+    const reshapes =
+      airtable &&
+      (settings.lookup_as !== before.lookup_as ||
+        settings.intelligent_cast !== before.intelligent_cast ||
+        settings.stable_attachment_links !== (before.stable_attachment_links === true));
     save.setAttribute('disabled', '');
     showNotice(status, 'info', 'Saving…');
     try {
