@@ -2,7 +2,8 @@
  * The stable links' locator (src/attachments/locator.ts): the reads of one table's records that
  * arrive together are one read of the upstream (a page of images asks for all of them at once),
  * at most 50 records each; a record read lately is served from memory until its URLs may be
- * stale, a gone one for a minute, and one that lacks a newer attachment is read again.
+ * stale, a gone one for a minute; one that lacks an attachment asked for is read again at once
+ * (the link was made from a later read), and an attachment found gone is remembered a minute.
  */
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
@@ -58,17 +59,25 @@ test('a record read lately is served from memory; once stale it is read again', 
   assert.is.not(later.attachments!.get('attrec1a')!.url, first.attachments!.get('attrec1a')!.url);
 });
 
-test('a gone record is remembered as gone; one without a newer attachment is read again after a moment', async () => {
+test('a gone record is remembered as gone; a newer attachment is read again at once, a gone one once a minute', async () => {
   const locator = new AttachmentLocator({ ttlMs: 60_000 });
   const up = upstream();
   assert.is((await locator.record('syn_a', 'tblA', 'recGone', 'attx', up.read)).attachments, undefined);
   await locator.record('syn_a', 'tblA', 'recGone', 'attx', up.read);
   assert.is(up.reads.length, 1);
   await locator.record('syn_a', 'tblA', 'rec2', 'attrec2a', up.read);
+  // Added a moment after the record was read: its link (signed, so made from a later read) must work at once.
   up.extra.set('rec2', 'attNew');
-  // Within a few seconds of its read, a record that lacks it is not read again: a made-up id costs no read.
-  assert.is((await locator.record('syn_a', 'tblA', 'rec2', 'attNew', up.read)).attachments!.has('attNew'), false);
-  assert.is(up.reads.length, 2);
+  assert.ok((await locator.record('syn_a', 'tblA', 'rec2', 'attNew', up.read)).attachments!.has('attNew'));
+  assert.is(up.reads.length, 3);
+  // An attachment since removed is read again once, then remembered as gone.
+  up.extra.delete('rec2');
+  await new Promise((resolve) => setTimeout(resolve, 10));
+  assert.is((await locator.record('syn_a', 'tblA', 'rec2', 'attRemoved', up.read)).attachments!.has('attRemoved'), false);
+  assert.is((await locator.record('syn_a', 'tblA', 'rec2', 'attRemoved', up.read)).attachments!.has('attRemoved'), false);
+  assert.is(up.reads.length, 4);
+  assert.ok((await locator.record('syn_a', 'tblA', 'rec2', 'attrec2a', up.read)).attachments!.has('attrec2a'));
+  assert.is(up.reads.length, 4);
 });
 
 test.run();

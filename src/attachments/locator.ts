@@ -6,6 +6,8 @@ import { pause } from '../time.ts';
 export interface LocatedRecord {
   readAt: number;
   attachments: Map<string, AttachmentUrls> | undefined;
+  /** Attachments asked for that this read did not find: gone, until it is stale. */
+  missing: Set<string>;
 }
 
 /** Reads the attachments of some records of one table of a sync from the upstream (KindAttachments.locate). */
@@ -23,10 +25,12 @@ export interface AttachmentLocatorOptions {
  * each redirect also tells the browser how long it may keep it.
  */
 export const URL_TTL_MS = 3_600_000;
-/** A record found gone is asked again after this: it may have been a moment's failure of another kind. */
+/**
+ * A record, or an attachment, found gone is asked again after this. Only signed links get this
+ * far, so an attachment the record lacked when read is read again at once (its link was made
+ * from a later read); once that read lacks it too, it is taken for gone this long.
+ */
 const GONE_TTL_MS = 60_000;
-/** A record read this recently that lacks the attachment is not read again (a link made from a later read is). */
-const REREAD_AFTER_MS = 5_000;
 /** Records one read may ask for: Airtable's formula of record ids takes 50 per page. */
 const BATCH_MAX = 50;
 const CACHE_MAX = 100_000;
@@ -58,6 +62,7 @@ export class AttachmentLocator {
     const hit = this.cache.get(key);
     if (hit && this.fresh(hit, attachmentId)) return hit;
     const located = await this.read(`${syncId}/${tableId}`, recordId, read);
+    if (located.attachments && !located.attachments.has(attachmentId)) located.missing.add(attachmentId);
     this.cache.delete(key);
     this.cache.set(key, located);
     trimOldest(this.cache, CACHE_MAX);
@@ -66,8 +71,9 @@ export class AttachmentLocator {
 
   private fresh(hit: LocatedRecord, attachmentId: string): boolean {
     const age = Date.now() - hit.readAt;
-    if (!hit.attachments) return age < Math.min(GONE_TTL_MS, this.ttlMs);
-    return age < this.ttlMs && (hit.attachments.has(attachmentId) || age < REREAD_AFTER_MS);
+    const goneFor = Math.min(GONE_TTL_MS, this.ttlMs);
+    if (!hit.attachments) return age < goneFor;
+    return hit.attachments.has(attachmentId) ? age < this.ttlMs : hit.missing.has(attachmentId) && age < goneFor;
   }
 
   private async read(batchKey: string, recordId: string, read: ReadRecords): Promise<LocatedRecord> {
@@ -88,6 +94,6 @@ export class AttachmentLocator {
     }
     batch.ids.add(recordId);
     const { readAt, found } = await batch.done;
-    return { readAt, attachments: found.get(recordId) };
+    return { readAt, attachments: found.get(recordId), missing: new Set() };
   }
 }
