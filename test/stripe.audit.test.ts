@@ -138,6 +138,34 @@ test('silent edits, silent deletions and a row removed by hand are each fixed wi
   assert.is(s.fake.stats.rateLimited, 0, 'no 429');
 });
 
+test('a customer on a test clock, which only its clock’s list shows, is compared too', async () => {
+  // Found by the simulation (seed 8499): the customers list leaves out test-clock customers, so
+  // the audit never saw one that was renamed with no event.
+  const clock = await s.stripe.testHelpers.testClocks.create({ frozen_time: Math.floor(Date.now() / 1000) });
+  const clocked = await s.stripe.customers.create({ name: 'On a clock', test_clock: clock.id });
+  const listed = await s.stripe.customers.list({ limit: 100 });
+  assert.not.ok(
+    listed.data.some((c) => c.id === clocked.id),
+    'the top-level list leaves it out',
+  );
+  await waitFor(
+    'the clocked customer synced',
+    async () => ((await query(s.reader, 'SELECT 1 FROM customer WHERE id = $1', [clocked.id])).length ? true : undefined),
+    60_000,
+  );
+  s.upstream.silentEdit('customers', clocked.id, { name: 'Clocked, edited with no event' });
+  await waitFor(
+    'the clocked customer fixed',
+    async () =>
+      (await query<{ name: string }>(s.reader, 'SELECT name FROM customer WHERE id = $1', [clocked.id]))[0]?.name === 'Clocked, edited with no event'
+        ? true
+        : undefined,
+    240_000,
+    200,
+  );
+  assert.is(s.fake.stats.rateLimited, 0, 'no 429');
+});
+
 test('the drift is in the metrics', async () => {
   const metrics = await request(s.svc.api, 'GET', '/metrics', { token: s.svc.adminToken });
   assert.is(metrics.status, 200);
