@@ -440,15 +440,6 @@ export async function simulate(options: SimulationOptions): Promise<SimulationRe
       );
       // Each step's end, so that a slow convergence says where its time went.
       log(`${sync.kind} sync ${sync.id}: the wait answered ok`);
-      if (sync.kind === 'stripe') {
-        // Upcoming invoices are refreshed apart from the feed (no pass covers them): their queue must drain.
-        await until(
-          'the upcoming-invoice queue to drain',
-          async () => ((await countRows(sync.adminDb, 'public_swap._stripe_upcoming_due')) === 0 ? true : undefined),
-          within(300_000),
-        ).catch((error) => violations.push({ check: 'health', detail: (error as Error).message }));
-        log(`${sync.kind} sync ${sync.id}: the upcoming-invoice queue drained`);
-      }
       // Changes made with no event are found by the audit: a whole round begun after the last of them.
       const silent = faults.filter((f) => f.kind === 'stripe-silent-edits').at(-1);
       if (sync.kind === 'stripe' && silent) {
@@ -462,6 +453,16 @@ export async function simulate(options: SimulationOptions): Promise<SimulationRe
         ).catch((error) => violations.push({ check: 'health', detail: (error as Error).message }));
         const audit = (await api(apiUrl, token, 'GET', `/api/syncs/${sync.id}`)).drift.audit;
         log(`${sync.kind} sync ${sync.id}: an audit round begun after the silent edits completed (it took ${audit?.last_round_seconds ?? '?'} s)`);
+      }
+      if (sync.kind === 'stripe') {
+        // Upcoming invoices are refreshed apart from the feed (no pass covers them): their queue must
+        // drain, after the audit round too, whose fixes mark the previews they touch.
+        await until(
+          'the upcoming-invoice queue to drain',
+          async () => ((await countRows(sync.adminDb, 'public_swap._stripe_upcoming_due')) === 0 ? true : undefined),
+          within(300_000),
+        ).catch((error) => violations.push({ check: 'health', detail: (error as Error).message }));
+        log(`${sync.kind} sync ${sync.id}: the upcoming-invoice queue drained`);
       }
       if (sync.kind === 'airtable') {
         sweptFrom.set(sync.id, await completeSweep(sync, quietFrom));
