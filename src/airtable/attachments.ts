@@ -1,8 +1,7 @@
 import type { AttachmentContext, AttachmentUrls, KindAttachments } from '../kinds/kind.ts';
+import { isObject } from './cells.ts';
 import { clientForSync } from './kind-client.ts';
 import type { AirtableSettings } from './settings.ts';
-
-const isObject = (value: unknown): value is Record<string, unknown> => typeof value === 'object' && value !== null && !Array.isArray(value);
 
 /** Every attachment in a record's cells, its own fields' and its lookups' alike: they are listed the same way. */
 function attachmentsOf(fields: Record<string, unknown>): Map<string, AttachmentUrls> {

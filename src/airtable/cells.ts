@@ -20,7 +20,7 @@ export interface CellPlace {
 
 type Converter = (cell: unknown, place: CellPlace) => CellValue;
 
-const isObject = (value: unknown): value is Record<string, unknown> => typeof value === 'object' && value !== null && !Array.isArray(value);
+export const isObject = (value: unknown): value is Record<string, unknown> => typeof value === 'object' && value !== null && !Array.isArray(value);
 
 /** One item of a multi-valued cell as text: what a person would read in the grid. */
 function itemText(item: unknown): string | null {

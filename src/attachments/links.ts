@@ -15,6 +15,10 @@ export interface SyncAttachmentLinks {
 
 /** Upstream ids as they appear in a link: letters and digits, as Airtable's are. */
 const ID = /^[A-Za-z0-9]{1,64}$/;
+/** The ids a link names, in its order; each of the form ID. */
+const idsOf = (ref: AttachmentRef) => [ref.tableId, ref.recordId, ref.attachmentId];
+const nameable = (ref: AttachmentRef) => idsOf(ref).every((id) => ID.test(id));
+
 /** 128 bits of the HMAC, base64url: unguessable, and short enough for a column of links. */
 const MAC_CHARS = 22;
 
@@ -38,20 +42,22 @@ export class AttachmentLinks {
   forSync(syncId: string): SyncAttachmentLinks {
     return {
       link: (ref) => {
-        const ids = [ref.tableId, ref.recordId, ref.attachmentId];
-        if (!ids.every((id) => ID.test(id))) throw new Error(`not an attachment a link can name: ${ids.join('/')}`);
-        return `${this.#origin()}/attachments/${syncId}/${ids.join('/')}/${this.mac(syncId, ref)}`;
+        if (!nameable(ref)) throw new Error(`not an attachment a link can name: ${idsOf(ref).join('/')}`);
+        return `${this.#origin()}/attachments/${syncId}/${idsOf(ref).join('/')}/${this.mac(syncId, ref)}`;
       },
     };
   }
 
   /** Whether `mac` is this service's for the attachment; ids of the wrong form never are. */
   verify(syncId: string, ref: AttachmentRef, mac: string): boolean {
-    if (![ref.tableId, ref.recordId, ref.attachmentId].every((p) => ID.test(p))) return false;
+    if (!nameable(ref)) return false;
     return mac.length === MAC_CHARS && constantTimeEqual(mac, this.mac(syncId, ref));
   }
 
   private mac(syncId: string, ref: AttachmentRef): string {
-    return createHmac('sha256', this.#key).update(`${syncId}/${ref.tableId}/${ref.recordId}/${ref.attachmentId}`).digest('base64url').slice(0, MAC_CHARS);
+    return createHmac('sha256', this.#key)
+      .update(`${syncId}/${idsOf(ref).join('/')}`)
+      .digest('base64url')
+      .slice(0, MAC_CHARS);
   }
 }

@@ -180,7 +180,7 @@ export interface RunnerContext extends KindContext {
   tunables?: unknown;
   /** Notifications from the upstream, when the service has a public URL (kinds with `inbound`). */
   hooks?: SyncHooks;
-  /** The sync's stable attachment links, for kinds with `attachments` (always given; the settings say whether columns use them). */
+  /** The sync's stable attachment links, given to kinds with `attachments` (the sync's settings say whether its columns hold them). */
   attachmentLinks?: SyncAttachmentLinks;
   /** Told of every status the runner reports (its StatusReporter's option): a runner silent past its bound is restarted. */
   liveness?: Liveness;

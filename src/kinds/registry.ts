@@ -31,6 +31,11 @@ export class SourceKinds {
     return kind;
   }
 
+  /** The kind of that name, if this service has one (a name from a request or a stored row). */
+  find(name: string): SourceKind | undefined {
+    return this.kinds.get(name);
+  }
+
   names(): string[] {
     return [...this.kinds.keys()];
   }

@@ -86,7 +86,7 @@ export function attachmentRoutes(router: Router, api: ApiOptions & AttachmentApi
     const ref = { tableId: table, recordId: record, attachmentId: attachment };
     if (!api.attachmentLinks?.verify(syncId, ref, mac)) throw new TributaryError('not_found', NO_SUCH);
     const sync = await syncOf(syncId);
-    const kind = sync && api.kinds.names().includes(sync.kind) ? api.kinds.get(sync.kind) : undefined;
+    const kind = sync && api.kinds.find(sync.kind);
     if (sync?.state !== 'active' || !kind?.attachments?.enabled(sync.settings) || !api.kindContext) throw new TributaryError('not_found', NO_SUCH);
     const files = kind.attachments;
     const context = api.kindContext(kind);

@@ -79,7 +79,7 @@ export function hookRoutes(router: Router, api: ApiOptions, doc: ApiDocument): v
   });
   router.post('/hooks/:kind/:id', async (ctx) => {
     const { kind: kindName, id } = ctx.params as { kind: string; id: string };
-    const kind = api.kinds.names().includes(kindName) ? api.kinds.get(kindName) : undefined;
+    const kind = api.kinds.find(kindName);
     const known = kind?.inbound && /^syn_[a-z0-9]{1,64}$/.test(id);
     let hook = known ? await lookup(id) : undefined;
     if (!kind?.inbound || !hook || hook.kind !== kindName) throw new TributaryError('not_found', `no sync ${id} takes ${kindName} notifications`);
