@@ -76,6 +76,27 @@ export type FaultKind = (typeof FAULT_KINDS)[number];
 export const PATH_FAULTS: readonly FaultKind[] = ['target-db-hang', 'upstream-hang', 'upstream-slow', 'kafka-hang'];
 export const CI_FAULT_KINDS: readonly FaultKind[] = FAULT_KINDS.filter((kind) => !PATH_FAULTS.includes(kind));
 
+/**
+ * Faults under which a sync's feed may stand still until they are over, grace included: no
+ * upstream request goes out without a grant from the control database, none is applied
+ * without the sync database and the process that reads it, and failed requests back off.
+ * (A late event's change arrives within a bound only outside them: traffic/clients.ts.)
+ */
+export const HOLDS_THE_FEEDS: readonly FaultKind[] = [
+  'upstream-500',
+  'upstream-timeout',
+  'upstream-truncated',
+  'upstream-hang',
+  'upstream-slow',
+  'stripe-429-storm',
+  'service-sigkill',
+  'target-db-crash',
+  'target-db-hang',
+  'control-db-crash',
+  'control-db-hang',
+  'failover',
+];
+
 /** Errors the service logs while recovering from a fault are explained this long after it ends. */
 const GRACE_MS = 30_000;
 /** The simulation's operator sets this deadline on sync statements (TRIBUTARY_SYNC_DB_QUERY_TIMEOUT_S). */

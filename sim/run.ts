@@ -23,6 +23,7 @@ import {
   FAULT_KINDS,
   type FaultKind,
   type FaultTargets,
+  HOLDS_THE_FEEDS,
   SIM_SYNC_DB_QUERY_TIMEOUT_MS,
   strike,
   type StruckFault,
@@ -153,6 +154,10 @@ export async function simulate(options: SimulationOptions): Promise<SimulationRe
   const checks = new Map<string, number>();
   const checked = (name: string, n = 1) => checks.set(name, (checks.get(name) ?? 0) + n);
   const faults: StruckFault[] = [];
+  /** The fault under way, if any. */
+  let striking: FaultKind | undefined;
+  const heldUntil = () =>
+    striking && HOLDS_THE_FEEDS.includes(striking) ? Date.now() : Math.max(0, ...faults.filter((f) => HOLDS_THE_FEEDS.includes(f.kind)).map((f) => f.to));
   const closers: Array<() => Promise<unknown>> = [];
   const memory = { first: 0, peak: 0, last: 0 };
   const operations = new Map<string, { done: number; refused: number }>();
@@ -293,7 +298,7 @@ export async function simulate(options: SimulationOptions): Promise<SimulationRe
         wait: wait(sync.id),
         violations,
         log,
-        ...(sync.kind === 'stripe' ? { listedAfter: (id: string, atMs: number) => upstreams.stripeListedAfter(id, atMs) } : {}),
+        ...(sync.kind === 'stripe' ? { listedAfter: (id: string, atMs: number) => upstreams.stripeListedAfter(id, atMs), heldUntil } : {}),
       };
       if (sync.kind === 'stripe') {
         const url = new URL(upstreams.stripeUrl);
@@ -389,9 +394,12 @@ export async function simulate(options: SimulationOptions): Promise<SimulationRe
       const kind = order[next++ % order.length]!;
       log(`fault: ${kind}`);
       try {
+        striking = kind;
         faults.push(await strike(kind, targets, random.fork(1000 + next), options.faultScale ?? 1, stop.signal));
       } catch (error) {
         violations.push({ check: 'fault', detail: `${kind} could not be struck or undone: ${(error as Error).message}` });
+      } finally {
+        striking = undefined;
       }
     }
 
@@ -434,7 +442,9 @@ export async function simulate(options: SimulationOptions): Promise<SimulationRe
       return began ?? from;
     };
     const sweptFrom = new Map<string, number>();
-    for (const sync of syncs) {
+    // The syncs catch up side by side, each through its steps: waited for one after another,
+    // their times would add up (seed 8499: the Airtable sweep's 50 s after the Stripe audit's 155 s).
+    const catchUp = async (sync: SyncHandle) => {
       await until(`${sync.kind} sync ${sync.id} to answer the wait with ok`, async () => ((await wait(sync.id)()) ? true : undefined), within(300_000)).catch(
         (error) => violations.push({ check: 'health', detail: (error as Error).message }),
       );
@@ -469,7 +479,8 @@ export async function simulate(options: SimulationOptions): Promise<SimulationRe
         await wait(sync.id)();
         log(`${sync.kind} sync ${sync.id}: a complete sweep after the traffic`);
       }
-    }
+    };
+    await Promise.all(syncs.map(catchUp));
     // Deliveries back off exponentially while a receiver is down (up to an hour between
     // tries); after minutes down, the next try may be minutes away.
     const drainMs = 180_000 + 900_000 * (options.faultScale ?? 1);
