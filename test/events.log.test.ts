@@ -68,6 +68,48 @@ test('offsets count per partition; a record always lands in the same partition',
   );
 });
 
+test('a large batch (COPY) and a small one (one INSERT) log the same rows, whatever the text', async () => {
+  // Over 100 events a batch goes by COPY: its rows are written as bytes, and must come back as
+  // the INSERT's do, texts the COPY text format would have to escape included.
+  const hostile = ['back\\slash', 'quote \' and "double"', 'tab\tnew\nline', 'é, 漢字, 🙂', '\\N', 'comma,{brace}', ''];
+  const batch = (sync: string) =>
+    Array.from({ length: 120 }, (_, i) => ({
+      collection: 'things',
+      recordId: `rec ${hostile[i % hostile.length]} ${i}`,
+      eventKey: `${sync}.0/A.${i}`,
+      createdAt: new Date(Date.UTC(2026, 0, 2, 3, 4, 5, i % 1000)),
+      value: JSON.stringify({ id: i, text: hostile[i % hostile.length] }),
+      ...(i % 5 === 0 ? { destinationId: `wh_${i}` } : {}),
+    }));
+  const rows = async (sync: string) =>
+    (
+      await control.query(
+        `SELECT seq::text, topic, partition, "offset"::text, record_id, replace(event_key, $1, '') AS key, created_at, destination_id, value
+           FROM events WHERE sync_id = $1 ORDER BY events.seq`,
+        [sync],
+      )
+    ).rows;
+  const copied = new EventAppender({ pool: control, syncId: 'sy_copied', accountId, partitions: 3 });
+  await copied.load();
+  await copied.append(batch('sy_copied'), '0/10');
+  const inserted = new EventAppender({ pool: control, syncId: 'sy_inserted', accountId, partitions: 3 });
+  await inserted.load();
+  const all = batch('sy_inserted');
+  for (let i = 0; i < all.length; i += 60) await inserted.append(all.slice(i, i + 60), `0/${i + 10}`);
+  const a = await rows('sy_copied');
+  const b = await rows('sy_inserted');
+  assert.is(a.length, 120);
+  assert.equal(
+    a.map((r) => ({ ...r, topic: r.topic.replace('sy_copied', '') })),
+    b.map((r) => ({ ...r, topic: r.topic.replace('sy_inserted', '') })),
+  );
+  // And as made: the value, the record id and the time to the millisecond.
+  assert.equal(
+    a.map((r) => [r.record_id, r.value, r.created_at.toISOString(), r.destination_id]),
+    batch('x').map((e) => [e.recordId, e.value, e.createdAt.toISOString(), e.destinationId ?? null]),
+  );
+});
+
 test('retention drops whole old days; offsets go on where they were', async () => {
   const appender = new EventAppender({ pool: control, syncId: 'sy_old', accountId });
   await appender.load();

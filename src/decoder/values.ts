@@ -21,11 +21,16 @@ const asNumber: Convert = (text) => {
   return text; // an integer past 2^53 would silently change
 };
 const asJson: Convert = (text) => JSON.parse(text) as unknown;
-const UTC_TIMESTAMP = /^(\d{4}-\d\d-\d\d) (\d\d:\d\d:\d\d)(?:\.(\d+))?\+00$/;
-/** The common case by hand (this runs for every timestamp of every event): a UTC timestamp as ISO text. */
+const UTC_TIMESTAMP = /^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)?\+00$/;
+/**
+ * The common case by hand (this runs for every timestamp of every event): a UTC timestamp as
+ * ISO text, `2024-05-01 12:00:00.5+00` → `2024-05-01T12:00:00.500Z`. Cut by position once the
+ * pattern holds (a regular expression's captures cost more than the test).
+ */
 function utcIso(text: string): string | undefined {
-  const utc = UTC_TIMESTAMP.exec(text);
-  return utc ? `${utc[1]}T${utc[2]}.${(utc[3] ?? '').padEnd(3, '0').slice(0, 3)}Z` : undefined;
+  if (!UTC_TIMESTAMP.test(text)) return undefined;
+  const fraction = text.length === 22 ? '000' : text.length >= 26 ? text.slice(20, 23) : text.slice(20, text.length - 3).padEnd(3, '0');
+  return `${text.slice(0, 10)}T${text.slice(11, 19)}.${fraction}Z`;
 }
 const asTimestamptz: Convert = (text) => {
   // The rest through Date.
