@@ -76,7 +76,7 @@ test.before(async () => {
   };
   queue = new RefetchQueue({ fetch: (tableId, ids) => refetch(client(), tableId, ids), onFailed: () => state.needCycle(), onDrained: () => undefined, logger });
   const host: CaptureHost = {
-    options: { syncId: SYNC, control, target, schemas: PUBLIC_SCHEMAS, logger, pollIntervalMs: 100 },
+    options: { syncId: SYNC, target, schemas: PUBLIC_SCHEMAS, logger, pollIntervalMs: 100 },
     signal: stop.signal,
     status: new StatusReporter({ control, target, schemas: PUBLIC_SCHEMAS, syncId: SYNC, logger }),
     queue,

@@ -3,9 +3,8 @@
  * timer, and three syncs polling once a second want all of that share. Found in CI: with two
  * syncs of a base polling often, a field added upstream took over 20 s to reach a table. Every
  * poll was marked urgent, so polls went before the cycles (which alone read the schema) and
- * left them the one slot a second the quota promises sweeps. A poll of a shared base is urgent
- * only when a wait request asked for it; the others take their turn with the cycles. A sync
- * alone on its base polls ahead of its sweep pages (its change lag, with its pace the same).
+ * left them the one slot a second the quota promises sweeps. A poll is urgent only when a
+ * wait request asked for it; the others take their turn with the cycles.
  */
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
@@ -103,46 +102,6 @@ test('polls nobody waits on take their turn with the cycles; a waiter’s poll g
     );
     assert.unreachable(`the waiter’s poll was urgent: grants since ${asked}: ${JSON.stringify(askedGrants)}; the sync then: ${JSON.stringify(row)}`);
   }
-});
-
-test('a sync alone on its base polls ahead of its sweep: its polls are urgent with nobody waiting', async () => {
-  const alone = svc.airtable.createBase({ name: 'Alone' });
-  alone.createTable('Items', [{ name: 'Name', type: 'singleLineText' }]);
-  alone.createRecords('Items', [{ Name: 'one' }]);
-  const account = await createAccount(svc, 'alone');
-  const created = await request(svc.api, 'POST', '/api/syncs', {
-    token: account.token,
-    body: { kind: 'airtable', base_id: alone.id, api_key: AIRTABLE_TEST_TOKEN },
-  });
-  assert.is(created.status, 201, created.text);
-  await waitOk(svc, account.token, created.body.id, 60_000);
-  await waitFor(
-    'no urgent request in the quota line',
-    async () => ((await query<{ n: number }>(svc.controlUrl, 'SELECT count(*)::int AS n FROM quota_waiting WHERE rank = 1'))[0]!.n === 0 ? true : undefined),
-    30_000,
-  );
-  const quiet = await now();
-  alone.createRecords('Items', [{ Name: 'two' }]);
-  await waitFor(
-    'the new record (a timer poll)',
-    async () => ((await query(created.body.database.url, "SELECT 1 FROM public.items WHERE name = 'two'")).length === 1 ? true : undefined),
-    30_000,
-  );
-  // Timer polls: about one a second, and the fetch of the record; none of it asked for.
-  await waitFor(
-    'urgent grants with nobody waiting',
-    async () => {
-      const rows = await query<{ n: number }>(
-        svc.controlUrl,
-        "SELECT count(*)::int AS n FROM quota_requests WHERE key = $1 AND at > $2::timestamptz AND kind = 'urgent'",
-        [alone.id, quiet],
-      );
-      return rows[0]!.n >= 2 ? true : undefined;
-    },
-    15_000,
-  );
-  // The shared base's syncs, meanwhile, still ask for nothing urgent.
-  assert.is((await grants(quiet)).urgent ?? 0, 0);
 });
 
 test('a field added upstream reaches every sync of the base: the cycles, which alone read the schema, go on', async () => {

@@ -4,7 +4,6 @@ import type { StatusReporter } from '../sync/status-reporter.ts';
 import type { AirtableClient } from './client.ts';
 import type { RefetchQueue } from './refetch-queue.ts';
 import type { AirtableRunnerOptions } from './runner.ts';
-import { SoleSync } from './sole-sync.ts';
 import { type AirtableSyncState, interruptible } from './sync-state.ts';
 import { needsRefresh, readPayloads, refreshWebhook, saveWebhookState, type WebhookPayload } from './webhook.ts';
 
@@ -16,10 +15,7 @@ export const PINGED_POLL_MS = 10_000;
 
 /** What change capture needs of the runner it is part of. */
 export interface CaptureHost {
-  readonly options: Pick<
-    AirtableRunnerOptions,
-    'syncId' | 'control' | 'target' | 'schemas' | 'logger' | 'pollIntervalMs' | 'pingedPollIntervalMs' | 'passRequests'
-  >;
+  readonly options: Pick<AirtableRunnerOptions, 'syncId' | 'target' | 'schemas' | 'logger' | 'pollIntervalMs' | 'pingedPollIntervalMs' | 'passRequests'>;
   readonly signal: AbortSignal;
   readonly status: StatusReporter;
   readonly queue: RefetchQueue;
@@ -52,16 +48,11 @@ export class ChangeCapture {
   captureParked = false;
   /** When the latest poll that read and applied the payloads ended. */
   private lastGoodPollAt = 0;
-  /** Whether no other sync follows the base: then every poll goes before sweep pages. */
-  private readonly sole: SoleSync;
 
   constructor(
     private readonly state: AirtableSyncState,
     private readonly host: CaptureHost,
-  ) {
-    const { control, syncId, logger } = host.options;
-    this.sole = new SoleSync({ control, syncId, logger });
-  }
+  ) {}
 
   private get ready(): boolean {
     return this.state.webhook !== undefined && this.state.settings !== undefined && !this.state.loading;
@@ -146,14 +137,13 @@ export class ChangeCapture {
       pingMark = passRequests?.pingMark?.(syncId) ?? 0;
       lastStart = Date.now();
       try {
-        // A poll goes before the cycles when the sync is its base's only one (sole-sync.ts), or
-        // when someone waits on it: polls on a timer of every sync of a shared base would fill
-        // the syncs' share and hold schema changes back for minutes.
+        // Only a poll someone waits on goes before the cycles: polls on a timer of every sync of
+        // a base would otherwise fill the syncs' share and hold schema changes back for minutes.
         // Asked again at each try of each request: urgent while a wait request no completed pass
         // has answered is pending, one that arrived during this poll too (the poll gets out of
         // the way of the urgent one after it); once another pass has answered, the rest wait their turn.
         await this.pollOnce(
-          this.host.client(() => this.sole.now || (passRequests?.requestMark(syncId) ?? 0) > this.servedMark),
+          this.host.client(() => (passRequests?.requestMark(syncId) ?? 0) > this.servedMark),
           mark,
         );
         this.lastGoodPollAt = Date.now();
