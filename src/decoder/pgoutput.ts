@@ -51,6 +51,13 @@ function sameBytes(buf: Buffer, a: number, b: number, length: number): boolean {
   return true;
 }
 
+/** A column sent without text: null, or a TOASTed value the update did not touch. */
+function notText(kind: number | undefined): RawValue {
+  if (kind === 0x6e /* n */) return null;
+  if (kind === 0x75 /* u */) return UNCHANGED;
+  throw new Error(`pgoutput: unexpected column kind ${String(kind)} (binary mode is not requested)`);
+}
+
 export class PgoutputParser {
   private readonly relations = new Map<number, Relation>();
   private buf: Buffer = Buffer.alloc(0);
@@ -162,12 +169,8 @@ export class PgoutputParser {
         const length = this.int32();
         values[i] = text(this.buf, this.pos, this.pos + length);
         this.pos += length;
-      } else if (kind === 0x6e /* n */) {
-        values[i] = null;
-      } else if (kind === 0x75 /* u */) {
-        values[i] = UNCHANGED;
       } else {
-        throw new Error(`pgoutput: unexpected column kind ${String(kind)} (binary mode is not requested)`);
+        values[i] = notText(kind);
       }
     }
     return values;
@@ -209,12 +212,8 @@ export class PgoutputParser {
         const start = a + 4;
         a = start + length;
         prior[i] = length === nextLength && sameBytes(buf, start, nextStart, length) ? next[i]! : text(buf, start, a);
-      } else if (kind === 0x6e /* n */) {
-        prior[i] = null;
-      } else if (kind === 0x75 /* u */) {
-        prior[i] = UNCHANGED;
       } else {
-        throw new Error(`pgoutput: unexpected column kind ${String(kind)} (binary mode is not requested)`);
+        prior[i] = notText(kind);
       }
     }
     return prior;
