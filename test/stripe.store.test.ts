@@ -95,4 +95,43 @@ test('an inline list writes its children and, when complete, removes the ones no
   assert.equal(await rows("SELECT status, items FROM public.subscription WHERE id = 'sub_INLINE'").then((r) => r[0].status), 'past_due');
 });
 
+test('a batch of parents with complete inline lists prunes each parent to its own list, within its account', async () => {
+  const item = (sub: string, id: string) => ({ id, object: 'subscription_item', subscription: sub, quantity: 1, created: 1_700_000_000 });
+  const subscription = (id: string, items: unknown[]) => ({
+    id,
+    object: 'subscription',
+    status: 'active',
+    customer: 'cus_X',
+    created: 1_700_000_000,
+    items: { object: 'list', data: items, has_more: false, url: `/v1/subscription_items?subscription=${id}` },
+  });
+  // Items per parent, first as loaded, then as a later page shows them: shrunk, kept, emptied, swapped.
+  const before: Record<string, string[]> = { sub_B1: ['si_B1a', 'si_B1b', 'si_B1c'], sub_B2: ['si_B2a'], sub_B3: ['si_B3a', 'si_B3b'], sub_B4: ['si_B4a'] };
+  const after: Record<string, string[]> = { sub_B1: ['si_B1b'], sub_B2: ['si_B2a'], sub_B3: [], sub_B4: ['si_B4z'] };
+  const page = (lists: Record<string, string[]>, version: number, suffix = '') =>
+    Object.entries(lists).map(([sub, ids]) => ({
+      object: subscription(
+        sub,
+        ids.map((id) => item(sub, id + suffix)),
+      ),
+      version,
+    }));
+  const items = async (account: string | null) =>
+    (await rows("SELECT id FROM public.subscription_item WHERE id LIKE 'si_B%' AND stripe_account IS NOT DISTINCT FROM $1 ORDER BY id", [account])).map(
+      (r) => r.id,
+    );
+  await apply(page(before, 1000));
+  // The same parents in a connected account (items of their own): another account's prune leaves them alone.
+  await inTransaction(pool, (tx) => applyChanges(tx, page(before, 1000, 'o'), [], 'acct_OTHER'));
+  await apply(page(after, 2000));
+  assert.equal(await items(null), Object.values(after).flat().sort());
+  assert.equal(
+    await items('acct_OTHER'),
+    Object.values(before)
+      .flat()
+      .map((id) => `${id}o`)
+      .sort(),
+  );
+});
+
 test.run();

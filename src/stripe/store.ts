@@ -110,13 +110,20 @@ export async function applyChanges(client: pg.ClientBase, changes: Change[], lis
   // Lists read whole come after the inline first pages they complete: the same items, newer.
   for (const read of lists) addChildren(inline, read.child, read.parentId, read.items, read.version, true);
   if (inline.changes.length > 0) await applyGuarded(client, inline.changes, result, account);
+  // By child table and link, one statement each; a parent named twice keeps its later (newer) list.
+  const removals = new Map<string, { table: string; link: string; parents: Map<string, string[]> }>();
   for (const r of inline.removals) {
-    const shape = stripeTables().get(r.table)!.shape;
+    const k = `${r.table} ${r.link}`;
+    const group = removals.get(k) ?? removals.set(k, { table: r.table, link: r.link, parents: new Map() }).get(k)!;
+    group.parents.set(r.parentId, r.keep);
+  }
+  for (const { table, link, parents } of removals.values()) {
+    const shape = stripeTables().get(table)!.shape;
     // Within the account: a parent's id repeats across accounts where callers choose ids.
     const within = { column: ACCOUNT_COLUMN, value: account };
-    const gone = await deleteChildrenExcept(client, shape, { link: r.link, parentId: r.parentId, keep: r.keep, within });
+    const gone = await deleteChildrenExcept(client, shape, { link, parents: [...parents].map(([parentId, keep]) => ({ parentId, keep })), within });
     result.deleted += gone;
-    if (gone > 0) writesOf(result, r.table).deleted += gone;
+    if (gone > 0) writesOf(result, table).deleted += gone;
   }
   if (inline.covered.length > 0) {
     await client.query(

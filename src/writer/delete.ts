@@ -38,19 +38,26 @@ export async function deleteUnversionedSince(
 }
 
 /**
- * A parent's child rows (by `link`) other than those in `keep`: a whole list read says they
- * are gone. `within` confines it to the rows whose column holds that value (NULL too), where
- * a parent's id is not unique across the table's rows.
+ * Parents' child rows (by `link`) other than those each parent keeps: a whole list read says
+ * they are gone. One statement for every parent (a page of invoices is a hundred parents, and
+ * one statement each made its write a hundred round trips). `within` confines it to the rows
+ * whose column holds that value (NULL too), where a parent's id is not unique across the table.
  */
 export async function deleteChildrenExcept(
   client: Db,
   shape: Table,
-  options: { link: string; parentId: string; keep: string[]; within?: Within },
+  options: { link: string; parents: Array<{ parentId: string; keep: string[] }>; within?: Within },
 ): Promise<number> {
-  const within = options.within ? ` AND ${ident(options.within.column)} IS NOT DISTINCT FROM $3` : '';
-  const result = await client.query(
-    `DELETE FROM ${qualified(shape)} WHERE ${ident(options.link)} = $1 AND NOT (${ident(shape.key)} = ANY($2::text[]))${within}`,
-    options.within ? [options.parentId, options.keep, options.within.value] : [options.parentId, options.keep],
-  );
+  if (options.parents.length === 0) return 0;
+  const link = `t.${ident(options.link)}`;
+  const pairs = options.parents.flatMap((p) => p.keep.map((id) => [p.parentId, id] as const));
+  const values: unknown[] = [options.parents.map((p) => p.parentId), pairs.map((p) => p[0]), pairs.map((p) => p[1])];
+  let where = `${link} = ANY($1::text[])
+    AND NOT EXISTS (SELECT 1 FROM unnest($2::text[], $3::text[]) AS k(parent_id, id) WHERE k.parent_id = ${link} AND k.id = t.${ident(shape.key)})`;
+  if (options.within) {
+    values.push(options.within.value);
+    where += ` AND t.${ident(options.within.column)} IS NOT DISTINCT FROM $4`;
+  }
+  const result = await client.query(`DELETE FROM ${qualified(shape)} t WHERE ${where}`, values);
   return result.rowCount ?? 0;
 }
