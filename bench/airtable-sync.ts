@@ -1,7 +1,7 @@
 /**
  * Full sweep against the real rate limit, then change lag, on one base.
  *
- *   node --import tsx bench/airtable-sync.ts [--records 100000] [--scale 10] [--turbo 0|1] [--edits 40]
+ *   node --import tsx bench/airtable-sync.ts [--records 100000] [--scale 10] [--turbo 0|1] [--edits 40] [--pings 0|1]
  *
  * The fake enforces Airtable's limit (5 req/s per base, 30 s lockout); `--scale N` runs
  * upstream time N times faster (limit 5N req/s, lockout 30/N s) and the service is told
@@ -10,6 +10,8 @@
  * 1. Sweep: the first full cycle's duration against the bound records / (100 x rate).
  * 2. Lag: edits made upstream while cycles keep running; time until each is in the
  *    database (real time, whatever the scale: change capture polls once a second).
+ *    `--pings 1` gives the service a public URL, as a deployment has: Airtable's webhook
+ *    pings it, and change capture reads the base when pinged (every 10 s between pings).
  */
 import pg from 'pg';
 import { startFakeAirtable } from '../fakes/airtable/index.ts';
@@ -19,6 +21,7 @@ const records = arg('records', 100_000);
 const scale = arg('scale', 10);
 const turbo = arg('turbo', 0) === 1;
 const edits = arg('edits', 40);
+const pings = arg('pings', 0) === 1;
 const TOKEN = 'patBENCHBENCHBEN.0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef';
 
 const postgres = await startPostgres();
@@ -42,6 +45,7 @@ const svc = await startServiceProcess({
   targetUrl: postgres.adminUrl,
   upstreams: `api.airtable.com=${fake.url}`,
   env: { TRIBUTARY_BENCH_TIME_SCALE: String(scale) },
+  publicApi: pings,
 });
 try {
   const sync = await createAirtableSync(svc, base.id, TOKEN, { turbo });
@@ -50,7 +54,7 @@ try {
   const seconds = await waitForFirstCycle(svc, sync.token, sync.syncId);
   const bound = records / (100 * rate);
   console.log(
-    `Airtable full sweep, ${records.toLocaleString('en-US')} records (${pages} pages), ${turbo ? 'Turbo' : 'default'} share at ${rate / scale} req/s${scale === 1 ? '' : ` (time x${scale})`}`,
+    `Airtable full sweep, ${records.toLocaleString('en-US')} records (${pages} pages), ${turbo ? 'Turbo' : 'default'} share at ${rate / scale} req/s${scale === 1 ? '' : ` (time x${scale})`}${pings ? ', Airtable pings' : ''}`,
   );
   console.log(`  bound records/(100 x rate): ${(bound * scale).toFixed(1)} s${scale === 1 ? '' : ' (real-time equivalent)'}`);
   console.log(`  first full cycle:           ${(seconds * scale).toFixed(1)} s  (${(seconds / bound).toFixed(3)} of the bound)`);
