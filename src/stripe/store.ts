@@ -105,23 +105,16 @@ export async function applyChanges(client: pg.ClientBase, changes: Change[], lis
   const result: ApplyResult = { written: 0, deleted: 0, stale: 0, unknown: 0 };
   const applied = await applyGuarded(client, changes, result, account);
   // Inline lists only from changes that were applied: a stale parent's list is stale too.
-  const inline: Inline = { account, changes: [], removals: [], covered: [] };
+  const inline: Inline = { account, changes: [], removals: new Map(), covered: [] };
   for (const { table, change } of applied) if (!change.deleted) embedded(table, change, inline);
   // Lists read whole come after the inline first pages they complete: the same items, newer.
   for (const read of lists) addChildren(inline, read.child, read.parentId, read.items, read.version, true);
   if (inline.changes.length > 0) await applyGuarded(client, inline.changes, result, account);
-  // By child table and link, one statement each; a parent named twice keeps its later (newer) list.
-  const removals = new Map<string, { table: string; link: string; parents: Map<string, string[]> }>();
-  for (const r of inline.removals) {
-    const k = `${r.table} ${r.link}`;
-    const group = removals.get(k) ?? removals.set(k, { table: r.table, link: r.link, parents: new Map() }).get(k)!;
-    group.parents.set(r.parentId, r.keep);
-  }
-  for (const { table, link, parents } of removals.values()) {
+  for (const { table, link, parents } of inline.removals.values()) {
     const shape = stripeTables().get(table)!.shape;
     // Within the account: a parent's id repeats across accounts where callers choose ids.
     const within = { column: ACCOUNT_COLUMN, value: account };
-    const gone = await deleteChildrenExcept(client, shape, { link, parents: [...parents].map(([parentId, keep]) => ({ parentId, keep })), within });
+    const gone = await deleteChildrenExcept(client, shape, { link, parents, within });
     result.deleted += gone;
     if (gone > 0) writesOf(result, table).deleted += gone;
   }
@@ -233,7 +226,8 @@ function parentLink(table: StripeTable, change: Change): Row | undefined {
 interface Inline {
   account: string | null;
   changes: Change[];
-  removals: Array<{ table: string; link: string; parentId: string; keep: string[] }>;
+  /** By child table and link (one statement each): each parent's kept ids; a parent named twice keeps its later (newer) list. */
+  removals: Map<string, { table: string; link: string; parents: Map<string, string[]> }>;
   covered: Array<{ list: string; parentId: string }>;
 }
 
@@ -285,5 +279,11 @@ function addChildren(out: Inline, child: ChildList, parentId: string, items: Str
   out.covered.push({ list: child.key, parentId: parentTable ? rowKey(parentTable, { id: parentId }, out.account) : parentId });
   const childTable = stripeTables().get(child.table)!;
   const link = linkColumn(childTable, child.list);
-  if (link) out.removals.push({ table: child.table, link, parentId, keep: items.map((i) => rowKey(childTable, i, out.account)) });
+  if (!link) return;
+  const key = `${child.table} ${link}`;
+  const group = out.removals.get(key) ?? out.removals.set(key, { table: child.table, link, parents: new Map() }).get(key)!;
+  group.parents.set(
+    parentId,
+    items.map((i) => rowKey(childTable, i, out.account)),
+  );
 }

@@ -46,12 +46,12 @@ export async function deleteUnversionedSince(
 export async function deleteChildrenExcept(
   client: Db,
   shape: Table,
-  options: { link: string; parents: Array<{ parentId: string; keep: string[] }>; within?: Within },
+  options: { link: string; parents: ReadonlyMap<string, string[]>; within?: Within },
 ): Promise<number> {
-  if (options.parents.length === 0) return 0;
+  if (options.parents.size === 0) return 0;
   const link = `t.${ident(options.link)}`;
-  const pairs = options.parents.flatMap((p) => p.keep.map((id) => [p.parentId, id] as const));
-  const values: unknown[] = [options.parents.map((p) => p.parentId), pairs.map((p) => p[0]), pairs.map((p) => p[1])];
+  const pairs = [...options.parents].flatMap(([parentId, keep]) => keep.map((id) => [parentId, id] as const));
+  const values: unknown[] = [[...options.parents.keys()], pairs.map((p) => p[0]), pairs.map((p) => p[1])];
   let where = `${link} = ANY($1::text[])
     AND NOT EXISTS (SELECT 1 FROM unnest($2::text[], $3::text[]) AS k(parent_id, id) WHERE k.parent_id = ${link} AND k.id = t.${ident(shape.key)})`;
   if (options.within) {
