@@ -8,6 +8,7 @@
  * are logged, none lost. Before, a full disk was a fault no test made: a sync
  * stayed yellow ("trouble syncing") for five minutes, and the API answered 500.
  */
+import pg from 'pg';
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
 import type { FakeBase } from '../fakes/airtable/index.ts';
@@ -161,12 +162,19 @@ test("the control database's full disk: no event logged, 503s, and every event l
   await readOn(made);
   await query(control.adminUrl, 'SELECT pg_switch_wal()');
   await query(control.adminUrl, 'CHECKPOINT');
-  const controlDb = control.databaseUrl('tributary_control');
-  const logged = async () => Number((await query<{ seq: string }>(controlDb, 'SELECT seq FROM decoder_progress WHERE sync_id = $1', [made.id]))[0]!.seq);
+  // Read on a connection made before the disk is full: a new backend may not start then.
+  const reading = new pg.Client({ connectionString: control.databaseUrl('tributary_control') });
+  reading.on('error', () => {}); // the server's stop at the end ends it
+  await reading.connect();
+  const logged = async () => Number((await reading.query<{ seq: string }>('SELECT seq FROM decoder_progress WHERE sync_id = $1', [made.id])).rows[0]!.seq);
   const before = await logged();
   // Changes made straight in the sync database, 15 transactions of 20 updates: the syncs
   // themselves cannot go on meanwhile (their upstream quotas are kept in the control database).
   const syncDb = other.databaseUrl(new URL(made.reader).pathname.slice(1));
+  await control.fill(0);
+  // As after any change to the catalogs: every new connection to the control database fails
+  // while the disk is full, not only writes (the service must make do with those it has).
+  await control.dropInitFiles();
   await control.fill(0);
   try {
     for (let i = 0; i < 15; i++) await query(syncDb, "UPDATE tasks SET notes = coalesce(notes, '') || '.'");
@@ -193,6 +201,7 @@ test("the control database's full disk: no event logged, 503s, and every event l
   });
   assert.ok(dotted.length >= 300, `${dotted.length} events of the 300 changes made while the disk was full`);
   await foldsToTables(made);
+  await reading.end();
 });
 
 test.run();

@@ -1,5 +1,5 @@
 import { execFileSync } from 'node:child_process';
-import { readFileSync, rmSync, statfsSync } from 'node:fs';
+import { readdirSync, readFileSync, rmSync, statfsSync } from 'node:fs';
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
@@ -23,10 +23,16 @@ export interface SecondServer {
   resume(): Promise<void>;
   /** An immediate shutdown (a crash: the postmaster and its processes end at once). */
   crash(): Promise<void>;
-  /** With `tmpfsMb`: fills its disk but for about `leaveBytes` (a file beside the cluster). */
+  /** With `tmpfsMb`: fills its disk but for about `leaveBytes` (a file beside the cluster; again after more was freed). */
   fill(leaveBytes: number): Promise<void>;
-  /** The space fill() took is free again. */
+  /** The space every fill() took is free again. */
   unfill(): Promise<void>;
+  /**
+   * Removes the relation-cache init files (`pg_internal.init`), as a change to the catalogs
+   * does: the next backend of each database must write its file again, and on a full disk
+   * that backend ends at once (FATAL "could not write init file"). Frees their space: fill again.
+   */
+  dropInitFiles(): Promise<void>;
   stop(): Promise<void>;
 }
 
@@ -93,6 +99,7 @@ export async function startSecondServer(options: SecondServerOptions = {}): Prom
     });
   let server = await start();
   let running = true;
+  let fills = 0;
   return {
     adminUrl: server.adminUrl,
     port,
@@ -105,12 +112,17 @@ export async function startSecondServer(options: SecondServerOptions = {}): Prom
     async fill(leaveBytes) {
       const { bavail, bsize } = statfsSync(dir);
       // A write that meets the end of the disk has filled it, which is what was asked.
-      await writeFile(filler, Buffer.alloc(Math.max(0, bavail * bsize - leaveBytes))).catch((error: NodeJS.ErrnoException) => {
+      await writeFile(`${filler}-${fills++}`, Buffer.alloc(Math.max(0, bavail * bsize - leaveBytes))).catch((error: NodeJS.ErrnoException) => {
         if (error.code !== 'ENOSPC') throw error;
       });
     },
     async unfill() {
-      await rm(filler, { force: true });
+      while (fills > 0) await rm(`${filler}-${--fills}`, { force: true });
+    },
+    async dropInitFiles() {
+      const cluster = path.join(dir, 'pg');
+      const folders = ['global', ...readdirSync(path.join(cluster, 'base')).map((oid) => path.join('base', oid))];
+      for (const folder of folders) await rm(path.join(cluster, folder, 'pg_internal.init'), { force: true });
     },
     async crash() {
       await server.stop('immediate');
