@@ -1,4 +1,4 @@
-import pg from 'pg';
+import type pg from 'pg';
 import type { SyncService } from '../control/sync-service.ts';
 import type { SyncRecord, SyncStore } from '../control/syncs.ts';
 import { connectionConfig, SYNC_DB_QUERY_TIMEOUT_MS } from '../db/connect.ts';
@@ -16,6 +16,7 @@ import { collectionTables } from './tables.ts';
 import { type BackfillLimits, DEFAULT_BACKFILL_LIMITS } from './limits.ts';
 import { KeyedRateLimits, type RateLimit } from '../events/webhooks/rate-limit.ts';
 import { type Backfill, BackfillStore } from './store.ts';
+import { openPool } from '../db/pool.ts';
 
 export interface BackfillTuning {
   /** Rows read and emitted in one transaction. */
@@ -124,8 +125,9 @@ class BackfillWork {
     if (sync?.state !== 'active') throw new Error(`sync ${backfill.syncId} is not active`);
     // Through the connection settings that keep a customer database's public-address mark; a
     // statement has the sync's own deadline, or a hung path would hold the backfill for good.
-    const pool = new pg.Pool({ ...connectionConfig(await syncService.adminUrl(sync)), max: 1, query_timeout: SYNC_DB_QUERY_TIMEOUT_MS });
-    pool.on('error', (err) => logger.debug({ err }, 'backfill connection to the sync database ended'));
+    const pool = openPool({ ...connectionConfig(await syncService.adminUrl(sync)), max: 1, query_timeout: SYNC_DB_QUERY_TIMEOUT_MS }, (err) =>
+      logger.debug({ err }, 'backfill connection to the sync database ended'),
+    );
     const log = logger.child({ backfill: backfill.id });
     log.info({ collections: backfill.collections, from: backfill.position, destination: backfill.destinationId, reason: backfill.reason }, 'backfill running');
     const { limit: pace, release } = this.options.paces.acquire(backfill.accountId);

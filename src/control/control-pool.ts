@@ -2,6 +2,7 @@ import { dropIdleAfterTimeout } from '../db/drop-idle.ts';
 import type { Logger } from '../log.ts';
 import { FairPool } from '../tenancy/fair-pool.ts';
 import type { TenantScope } from '../tenancy/scope.ts';
+import { guardPool } from '../db/pool.ts';
 
 /** Connections of the control-database pool, in each process. */
 export const CONTROL_POOL_SIZE = 10;
@@ -50,10 +51,5 @@ export function controlPool(options: ControlPoolOptions): FairPool {
     { scope: options.scope, perTenant: Math.min(options.perTenant, CONTROL_POOL_SIZE) },
   );
   dropIdleAfterTimeout(pool);
-  pool.on('error', (err) => options.logger.warn({ err }, 'idle control-database connection failed'));
-  // A connection the server ends while it is checked out emits 'error' on the client, which
-  // pg-pool only listens to while the client is idle; unheard, it would end the process.
-  // The failure still reaches the query that was running.
-  pool.on('connect', (client) => client.on('error', () => undefined));
-  return pool;
+  return guardPool(pool, (err) => options.logger.warn({ err }, 'idle control-database connection failed'));
 }

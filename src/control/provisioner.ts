@@ -12,6 +12,7 @@ import { type MigrationSet, migrateSyncDatabase } from '../syncdb/migrate.ts';
 import { liveTable, PUBLIC_SCHEMAS, type SyncSchemas } from '../syncdb/schemas.ts';
 import { missingRights, readServerFacts } from './server-checks.ts';
 import { buildTemplate, fileCopy, type TemplateSpec, templateName } from './templates.ts';
+import { openPool } from '../db/pool.ts';
 
 /** Every sync database carries one publication of this name, covering `public` and each shared sync's schema. */
 export const PUBLICATION = 'tributary';
@@ -196,8 +197,7 @@ async function createSyncMeta(admin: pg.Client, schemas: SyncSchemas): Promise<v
  * steps, the same a runner applies to a database made by an older release.
  */
 async function migrateBookkeeping(url: string, schemas: SyncSchemas, migrations: MigrationSet[], logger: Logger): Promise<void> {
-  const pool = new pg.Pool({ ...connectionConfig(url), max: 1 });
-  pool.on('error', () => undefined);
+  const pool = openPool({ ...connectionConfig(url), max: 1 });
   try {
     await migrateSyncDatabase(pool, [CORE, ...migrations], schemas, logger);
   } finally {

@@ -1,6 +1,7 @@
-import pg from 'pg';
+import type pg from 'pg';
 import { connectionConfig } from './connect.ts';
 import { dropIdleAfterTimeout } from './drop-idle.ts';
+import { openPool } from './pool.ts';
 
 export interface IdlePoolsOptions {
   /** Connections per database (default 2). */
@@ -45,19 +46,19 @@ export class IdlePools {
       entry.lastUsed = Date.now();
       return entry.pool;
     }
-    const pool = new pg.Pool({
-      ...connectionConfig(url),
-      max: this.options.max ?? 2,
-      idleTimeoutMillis: this.options.idleConnectionMs ?? 30_000,
-      connectionTimeoutMillis: 10_000,
-      query_timeout: this.options.queryTimeoutMs ?? 30_000,
-      ...(this.options.sessionOptions ? { options: this.options.sessionOptions } : {}),
-    });
+    const pool = openPool(
+      {
+        ...connectionConfig(url),
+        max: this.options.max ?? 2,
+        idleTimeoutMillis: this.options.idleConnectionMs ?? 30_000,
+        connectionTimeoutMillis: 10_000,
+        query_timeout: this.options.queryTimeoutMs ?? 30_000,
+        ...(this.options.sessionOptions ? { options: this.options.sessionOptions } : {}),
+        // A dropped connection (database restarted or deleted) is replaced on the next use.
+      },
+      (error) => this.options.onError?.(error, url),
+    );
     dropIdleAfterTimeout(pool);
-    // A dropped connection (database restarted or deleted) is replaced on the next use.
-    pool.on('error', (error) => this.options.onError?.(error, url));
-    // Checked out, a client's 'error' is not heard by the pool (see main.ts); its query fails instead.
-    pool.on('connect', (client) => client.on('error', () => undefined));
     this.pools.set(url, { pool, lastUsed: Date.now() });
     return pool;
   }

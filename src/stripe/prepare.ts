@@ -2,6 +2,7 @@ import pg from 'pg';
 import { connectionConfig } from '../db/connect.ts';
 import type { Logger } from '../log.ts';
 import { ensureTables } from './tables.ts';
+import { openPool } from '../db/pool.ts';
 
 /**
  * A new sync database's Stripe tables and bookkeeping, built when the sync is created (before
@@ -9,8 +10,7 @@ import { ensureTables } from './tables.ts';
  * table the runner has not built yet. The runner's own ensureTables then finds them built.
  */
 export async function prepareStripeDatabase(adminUrl: string, logger: Logger): Promise<void> {
-  const pool = new pg.Pool({ ...connectionConfig(adminUrl), max: 1 });
-  pool.on('error', () => undefined);
+  const pool = openPool({ ...connectionConfig(adminUrl), max: 1 });
   try {
     await ensureTables(pool, logger);
   } finally {

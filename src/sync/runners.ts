@@ -1,5 +1,5 @@
 import type { AttachmentLinks } from '../attachments/links.ts';
-import pg from 'pg';
+import type pg from 'pg';
 import { connectionConfig, SYNC_DB_QUERY_TIMEOUT_MS } from '../db/connect.ts';
 import { dropIdleAfterTimeout } from '../db/drop-idle.ts';
 import type { SyncService } from '../control/sync-service.ts';
@@ -20,6 +20,7 @@ import { StatusReporter } from './status-reporter.ts';
 import { busySessions } from './busy-sessions.ts';
 import { pause } from '../time.ts';
 import { toError } from '../errors.ts';
+import { openPool } from '../db/pool.ts';
 
 /**
  * A runner that reports nothing this long (no pass, no cycle, no page, no failure) is taken for
@@ -93,14 +94,13 @@ const SYNC_DB_IDLE_MS = 60_000;
 export { SYNC_DB_QUERY_TIMEOUT_MS };
 
 function targetPool(url: string, active: () => Promise<boolean>, logger: Logger, queryTimeoutMs: number): pg.Pool {
-  const pool = new pg.Pool({ ...connectionConfig(url), max: 4, idleTimeoutMillis: SYNC_DB_IDLE_MS, query_timeout: queryTimeoutMs });
-  dropIdleAfterTimeout(pool);
   const failed = logUnlessDeleted(active, logger);
-  pool.on('error', (err) => void failed(err, 'idle sync-database connection failed'));
-  // A connection the server ends while it is checked out (the database dropped WITH FORCE as
-  // the sync is deleted mid-cycle) can emit 'error' twice; pg-pool listens once, and an
-  // unheard 'error' would end the process. The failure still reaches the query that ran.
-  pool.on('connect', (client) => client.on('error', () => undefined));
+  // The database dropped WITH FORCE as the sync is deleted mid-cycle ends checked-out connections too.
+  const pool = openPool(
+    { ...connectionConfig(url), max: 4, idleTimeoutMillis: SYNC_DB_IDLE_MS, query_timeout: queryTimeoutMs },
+    (err) => void failed(err, 'idle sync-database connection failed'),
+  );
+  dropIdleAfterTimeout(pool);
   return pool;
 }
 
