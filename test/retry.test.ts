@@ -59,17 +59,26 @@ test('retry: transient failures are tried again, a fatal one is thrown at once',
 });
 
 test('retry: patience runs out with the last error; an abort ends the wait at once', async () => {
-  let calls = 0;
+  // Judged by when each attempt began, not by how many fit: a loaded machine fires timers late.
+  const at: number[] = [];
   const started = Date.now();
   const out = await retry(
     async () => {
-      throw new Error(`attempt ${++calls}`);
+      at.push(Date.now() - started);
+      throw new Error(`attempt ${at.length}`);
     },
     { backoff: { initialMs: 20, maxMs: 20, jitter: 'none' }, patienceMs: 100 },
   ).catch((e: Error) => e.message);
-  assert.is(out, `attempt ${calls}`);
-  assert.ok(calls >= 3 && calls <= 7, `${calls} attempts in 100 ms at 20 ms apart`);
-  assert.ok(Date.now() - started < 1000);
+  assert.is(out, `attempt ${at.length}`, 'the last error');
+  const gaps = at.slice(1).map((t, i) => t - at[i]!);
+  // Each wait is the back-off, or what patience has left (the last one); no attempt begins early.
+  assert.ok(
+    gaps.slice(0, -1).every((g) => g >= 19),
+    `attempts at ${at.join(', ')} ms`,
+  );
+  assert.ok(at.length <= 7, `${at.length} attempts in 100 ms at 20 ms apart`);
+  assert.ok(at.at(-1)! >= 99, `the last attempt at ${at.at(-1)} ms: patience ran out first`);
+  assert.ok(at.length < 2 || at.at(-2)! <= 101, `the one before at ${at.at(-2)} ms: still within patience`);
 
   const stop = new AbortController();
   setTimeout(() => stop.abort(), 50);
