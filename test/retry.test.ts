@@ -70,13 +70,13 @@ test('retry: patience runs out with the last error; an abort ends the wait at on
     { backoff: { initialMs: 20, maxMs: 20, jitter: 'none' }, patienceMs: 100 },
   ).catch((e: Error) => e.message);
   assert.is(out, `attempt ${at.length}`, 'the last error');
-  const gaps = at.slice(1).map((t, i) => t - at[i]!);
-  // Each wait is the back-off, or what patience has left (the last one); no attempt begins early.
+  // Each wait is the back-off, or what patience has left (so a short one only ends near the
+  // 100 ms): no attempt begins early.
   assert.ok(
-    gaps.slice(0, -1).every((g) => g >= 19),
+    at.slice(1).every((t, i) => t - at[i]! >= 19 || t >= 95),
     `attempts at ${at.join(', ')} ms`,
   );
-  assert.ok(at.length <= 7, `${at.length} attempts in 100 ms at 20 ms apart`);
+  assert.ok(at.length <= 8, `${at.length} attempts in 100 ms at 20 ms apart`);
   assert.ok(at.at(-1)! >= 99, `the last attempt at ${at.at(-1)} ms: patience ran out first`);
   assert.ok(at.length < 2 || at.at(-2)! <= 101, `the one before at ${at.at(-2)} ms: still within patience`);
 
