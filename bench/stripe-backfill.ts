@@ -4,7 +4,7 @@
  * live mode's (100); then event-to-row lag under a steady stream of changes (test mode).
  *
  *   node --import tsx bench/stripe-backfill.ts [--customers 1000] [--modes test,live]
- *     [--connected 0] [--per-account 20] [--peer 1] [--latency 0] [--changes 60] [--rate 4] [--timeline]
+ *     [--connected 0] [--per-account 20] [--peer 1] [--latency 0] [--changes 60] [--rate 4] [--timeline] [--paths 8]
  *
  * The ceiling: the fewest requests a complete backfill of the account needs (counted below from
  * the fake's own store, not from the sync), made at the full limit, so the ceiling's time is
@@ -16,6 +16,7 @@
  * backfills each account with a key of its own, one after the other.
  *
  * --latency adds that many ms to every answer, for both, as the way to Stripe and back would.
+ * --paths: how many paths the breakdown of Tributary's requests names, most first.
  *
  * Also printed: when the core tables (customer, product, price, subscription, invoice) were
  * complete, as the sync's status said, over the whole backfill's time.
@@ -215,7 +216,7 @@ async function measure(mode: 'test' | 'live'): Promise<void> {
     console.log(
       `  Tributary (Turbo): ${objects.toLocaleString('en-US')} objects in ${seconds.toFixed(1)} s = ${perSecond.toFixed(0)} objects/s; ${fake.stats.requests} requests (${(fake.stats.requests / seconds).toFixed(1)}/s), ${fake.stats.rateLimited} x 429`,
     );
-    console.log(`    requests: ${breakdown(fake)}`);
+    console.log(`    requests: ${breakdown(fake, arg('paths', 8))}`);
     if (process.argv.includes('--timeline')) {
       const rates = timeline.map((n, i) => ((n ?? 0) - (timeline[i - 1] ?? 0)) / 2);
       console.log(`    requests a second, by 2 s: ${rates.map((r) => r.toFixed(0)).join(' ')}`);
