@@ -54,8 +54,8 @@ export class IdlePools {
         connectionTimeoutMillis: 10_000,
         query_timeout: this.options.queryTimeoutMs ?? 30_000,
         ...(this.options.sessionOptions ? { options: this.options.sessionOptions } : {}),
-        // A dropped connection (database restarted or deleted) is replaced on the next use.
       },
+      // A dropped connection (database restarted or deleted) is replaced on the next use.
       (error) => this.options.onError?.(error, url),
     );
     dropIdleAfterTimeout(pool);
